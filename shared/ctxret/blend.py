@@ -1,0 +1,88 @@
+"""The blend: a piece's vector mixed with its context's vector, both unit-normalised first.
+
+``chunk_search_vector(a, b, w) = unit(w * unit(a) + (1 - w) * unit(b))`` — the same function
+builds stored vectors (piece + its turn) and query vectors (part + the whole message).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .errors import InputError
+
+#: Weight of the piece's own embedding in the blend (the rest is its context).
+CHUNK_FOCUS_WEIGHT = 0.8
+
+ArrayLike = np.ndarray | Sequence[float] | Sequence[Sequence[float]]
+
+
+def _as_array(v: ArrayLike, name: str) -> np.ndarray:
+    arr = np.asarray(v)
+    if arr.dtype == object or not np.issubdtype(arr.dtype, np.number):
+        raise InputError(f"{name} must be a numeric vector or 2-D array, got dtype {arr.dtype}")
+    if arr.ndim not in (1, 2):
+        raise InputError(f"{name} must be 1-D (one vector) or 2-D (one vector per row), got shape {arr.shape}")
+    if arr.shape[-1] == 0:
+        raise InputError(f"{name} has zero dimensions")
+    if not np.issubdtype(arr.dtype, np.floating):
+        arr = arr.astype(np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise InputError(
+            f"{name} contains NaN or infinite values; the embedder returned a broken vector. "
+            "Re-embed the text or check the embedding backend."
+        )
+    return arr
+
+
+def unit(v: ArrayLike) -> np.ndarray:
+    """Scale a vector (or each row of a 2-D array) to length one. A zero vector stays zero."""
+    arr = _as_array(v, "vector")
+    norm = np.linalg.norm(arr, axis=-1, keepdims=True)
+    safe = np.where(norm > 0, norm, 1)
+    return (arr / safe).astype(arr.dtype, copy=False)
+
+
+def chunk_search_vector(chunk: ArrayLike, message: ArrayLike, weight: float = CHUNK_FOCUS_WEIGHT) -> np.ndarray:
+    """Blend ``chunk`` with its context ``message``: ``unit(w*unit(chunk) + (1-w)*unit(message))``.
+
+    Works on one vector, or row-wise on 2-D arrays: ``chunk`` of shape ``(n, d)`` with ``message``
+    of shape ``(d,)`` (one context for all rows) or ``(n, d)`` (one context per row).
+    """
+    if not (0.0 <= float(weight) <= 1.0) or weight != weight:
+        raise InputError(f"blend weight must be between 0 and 1, got {weight!r}")
+    a = _as_array(chunk, "chunk")
+    b = _as_array(message, "message")
+    if a.shape[-1] != b.shape[-1]:
+        raise InputError(
+            f"dimension mismatch: chunk has {a.shape[-1]} numbers, message has {b.shape[-1]}; "
+            "both must come from the same embedding model at the same dimensions"
+        )
+    if b.ndim == 2 and a.ndim == 2 and a.shape[0] != b.shape[0]:
+        raise InputError(f"row mismatch: {a.shape[0]} chunk vectors but {b.shape[0]} message vectors")
+    if b.ndim == 2 and a.ndim == 1:
+        raise InputError("message is 2-D but chunk is 1-D; pass one message vector per chunk row")
+    dtype = np.result_type(a.dtype, b.dtype)
+    mixed = weight * unit(a).astype(np.float64) + (1.0 - weight) * unit(b).astype(np.float64)
+    return unit(mixed).astype(dtype, copy=False)
+
+
+def mean_vector(vectors: ArrayLike) -> np.ndarray:
+    """The unit mean of unit vectors: the default context vector of a turn."""
+    arr = _as_array(vectors, "vectors")
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.shape[0] == 0:
+        raise InputError("mean_vector needs at least one vector")
+    return unit(unit(arr).astype(np.float64).mean(axis=0)).astype(arr.dtype, copy=False)
+
+
+def truncate_dims(v: ArrayLike, dims: int) -> np.ndarray:
+    """Keep the first ``dims`` numbers and renormalise (Matryoshka truncation, like OpenAI's ``dimensions``)."""
+    arr = _as_array(v, "vector")
+    if not isinstance(dims, (int, np.integer)) or dims < 1:
+        raise InputError(f"dims must be a positive integer, got {dims!r}")
+    if dims > arr.shape[-1]:
+        raise InputError(f"cannot truncate a {arr.shape[-1]}-dimensional vector to {dims} dimensions")
+    return unit(arr[..., :dims])

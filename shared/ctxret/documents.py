@@ -1,0 +1,99 @@
+"""Plain documents: text or markdown → sections (by headings, by size when there are none).
+
+A section is the context of its pieces, the way a turn is for chat: pieces are labelled with the
+document title and the section's heading path, e.g. ``[Runbook · Deploys › Rollback]``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from .errors import InputError
+from .text import clean_text
+from .turns import Source, Turn
+
+#: Sections of a document without headings are packed from paragraphs up to this many bytes.
+SECTION_MAX_BYTES = 4000
+
+# A closing run of ``#`` only counts when a space precedes it (CommonMark): "## Using C#" keeps its "#".
+_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
+_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+_PARAGRAPHS = re.compile(r"\n[ \t]*\n")
+
+
+def document_id(text: str, title: str | None = None) -> str:
+    """A default document id: the title when given, else a hash of the text."""
+    if title:
+        return title
+    return "doc-" + hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:16]
+
+
+def split_sections(text: str, max_section_bytes: int = SECTION_MAX_BYTES) -> list[tuple[str | None, str]]:
+    """Split text into ``(heading path, body)`` sections.
+
+    Markdown ATX headings (``#`` … ``######``, outside code fences) start sections; the heading
+    path joins the enclosing headings with `` › ``. Text before the first heading is a section with
+    no heading. With no headings at all, paragraphs are packed into sections of at most
+    ``max_section_bytes`` (a longer paragraph is a section of its own).
+    """
+    text = clean_text(text)
+    lines = text.splitlines()
+    sections: list[tuple[str | None, list[str]]] = [(None, [])]
+    path: list[tuple[int, str]] = []
+    in_fence = False
+    found_heading = False
+    for line in lines:
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        m = None if in_fence else _HEADING.match(line)
+        if m:
+            found_heading = True
+            level = len(m.group(1))
+            while path and path[-1][0] >= level:
+                path.pop()
+            path.append((level, m.group(2).strip()))
+            sections.append((" › ".join(h for _, h in path), []))
+        else:
+            sections[-1][1].append(line)
+    if found_heading:
+        return [(h, "\n".join(body).strip()) for h, body in sections if "\n".join(body).strip()]
+    out: list[tuple[str | None, str]] = []
+    current: list[str] = []
+    size = 0
+    for para in (p.strip() for p in _PARAGRAPHS.split(text)):
+        if not para:
+            continue
+        n = len(para.encode("utf-8"))
+        if current and size + 2 + n > max_section_bytes:
+            out.append((None, "\n\n".join(current)))
+            current, size = [], 0
+        current.append(para)
+        size += n + (2 if size else 0)
+    if current:
+        out.append((None, "\n\n".join(current)))
+    return out
+
+
+def document_turns(
+    text: str,
+    *,
+    title: str | None = None,
+    doc_id: str | None = None,
+    thread_id: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    max_section_bytes: int = SECTION_MAX_BYTES,
+) -> list[Turn]:
+    """Turn a document into section turns. ``thread_id`` (the search scope) defaults to ``doc_id``."""
+    if not isinstance(text, str):
+        raise InputError(f"document text must be a string, got {type(text).__name__}")
+    doc_id = doc_id or document_id(text, title)
+    thread = thread_id or doc_id
+    label = title or doc_id
+    turns = []
+    for index, (heading, body) in enumerate(split_sections(text, max_section_bytes), start=1):
+        src = Source("section", heading or "", body, 0)
+        turns.append(Turn(thread, index, (src,), label, "section", None, doc_id, dict(metadata or {})))
+    return turns

@@ -1,0 +1,30 @@
+"""Embedding backends. Heavy backends are imported lazily (``LocalEmbedder`` needs ``ctxret[local]``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .base import Embedder
+
+if TYPE_CHECKING:
+    from .local import LocalEmbedder, TokenEmbeddings
+    from .openai import OpenAIEmbedder
+    from .wrappers import LangChainEmbedder, LlamaIndexEmbedder
+
+__all__ = ["Embedder", "LocalEmbedder", "TokenEmbeddings", "OpenAIEmbedder", "LangChainEmbedder", "LlamaIndexEmbedder"]
+
+_LAZY = {
+    "LocalEmbedder": ".local",
+    "TokenEmbeddings": ".local",
+    "OpenAIEmbedder": ".openai",
+    "LangChainEmbedder": ".wrappers",
+    "LlamaIndexEmbedder": ".wrappers",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,620 @@
+"""``ContextualIndex``: the facade users make with one line — index turns and documents, search by parts.
+
+Ingest: turns → labelled pieces (sized to the embedder) → one batched embed → context vector per
+turn (mean of its piece vectors by default) → ``chunk_search_vector`` → upsert with deterministic
+ids. Query: message → parts (≤ 8) + whole message (≤ 8,000 bytes, the end kept) → one embedding
+request → blend each part with the whole → one batched Chroma query → one :class:`Group` per part.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Any, Literal
+
+import numpy as np
+
+from ._version import __version__
+from .blend import CHUNK_FOCUS_WEIGHT, chunk_search_vector, mean_vector, unit
+from .documents import document_turns
+from .embedders.base import Embedder
+from .errors import ConfigMismatchError, InputError
+from .store import DEFAULT_COLLECTION, ChromaStore, flatten_metadata
+from .text import MAX_PARTS, MIN_PIECE_BYTES, PACKER_VERSION, WHOLE_MESSAGE_MAX_BYTES, clean_text, pack_text_pieces, split_prompt_chunks, tail_utf8
+from .turns import MIN_BODY_BYTES, Piece, Source, Turn, label_pieces, parse_time, piece_id, turns_from_messages
+from .results import Group, Hit, IndexResult
+
+logger = logging.getLogger(__name__)
+
+ContextStrategy = Literal["mean", "turn"]
+CONTEXT_STRATEGIES = ("mean", "turn")
+#: Config keys that must match between a collection and the index that opens it.
+COMPARED_KEYS = ("model_id", "dims", "weight", "context", "piece_bytes", "packer")
+#: Metadata keys ctxret writes on every piece; caller metadata may not use them.
+RESERVED_KEYS = frozenset(
+    {
+        "thread_id", "turn_id", "turn_index", "turn_label", "parent_id", "kind", "source_kind", "source_label",
+        "source_name", "source_ordinal", "ordinal", "timestamp", "ts_epoch", "header", "body", "doc_id",
+        "caller_keys",
+    }
+)
+_EMBED_CHUNK = 512  # texts per embed call while indexing (progress granularity)
+_IN_CHUNK = 256  # values per $in filter
+
+
+class ContextualIndex:
+    """Contextual chunk retrieval over a Chroma collection.
+
+    >>> index = ContextualIndex(path="./memory")                  # doctest: +SKIP
+    >>> index.add_messages(messages, thread_id="user-42")         # doctest: +SKIP
+    >>> for group in index.search("...", thread_id="user-42"):    # doctest: +SKIP
+    ...     print(group.part, [h.score for h in group.hits])
+
+    Store: ``path`` (embedded Chroma folder; default ``./.ctxret``), ``host``/``port`` (a Chroma
+    server), ``client`` (your own Chroma client) or ``in_memory=True``. Embedder: defaults to the
+    local MiniLM model (``ctxret[local]``). ``weight``, ``context`` and ``piece_bytes`` left as
+    ``None`` take the collection's recorded values (or the defaults for a new collection); values
+    you pass must match the collection, else :class:`ConfigMismatchError` — pass ``rebuild=True``
+    to rebuild the collection under the new settings from its stored pieces.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        collection: str = DEFAULT_COLLECTION,
+        embedder: Embedder | None = None,
+        host: str | None = None,
+        port: int | None = None,
+        ssl: bool = False,
+        headers: Mapping[str, str] | None = None,
+        client: Any | None = None,
+        in_memory: bool = False,
+        weight: float | None = None,
+        context: ContextStrategy | None = None,
+        piece_bytes: int | None = None,
+        score_threshold: float | None | Literal["auto"] = "auto",
+        progress: bool | None = None,
+        rebuild: bool = False,
+    ) -> None:
+        if embedder is None:
+            from .embedders.local import LocalEmbedder
+
+            embedder = LocalEmbedder()
+        self.embedder = embedder
+        self.store = ChromaStore(
+            path, collection=collection, host=host, port=port, ssl=ssl, headers=headers, client=client, in_memory=in_memory
+        )
+        self.progress = progress
+        stored = self.store.stored_config()
+        asked = {"weight": weight, "context": context, "piece_bytes": piece_bytes}
+        defaults = {"weight": CHUNK_FOCUS_WEIGHT, "context": "mean", "piece_bytes": embedder.default_piece_bytes}
+        config = {
+            "model_id": embedder.model_id,
+            "dims": int(embedder.dims),
+            **{k: (v if v is not None else (stored or {}).get(k, defaults[k])) for k, v in asked.items()},
+            "packer": PACKER_VERSION,
+            "max_tokens": int(embedder.max_tokens),
+            "version": __version__,
+        }
+        _validate_config(config)
+        self.config = config
+        if stored is not None:
+            diff = {k: (stored.get(k), config[k]) for k in COMPARED_KEYS if stored.get(k) != config[k]}
+            if diff and not rebuild:
+                raise ConfigMismatchError(_mismatch_message(self.store, diff))
+            if diff:
+                self.store.open(stored)
+                self._rebuild_into(config, old_config=stored)
+        self.store.open(config)
+        self.score_threshold = embedder.default_score_threshold if score_threshold == "auto" else score_threshold
+
+    # -- properties ----------------------------------------------------------------------------
+    @property
+    def weight(self) -> float:
+        return float(self.config["weight"])
+
+    @property
+    def piece_bytes(self) -> int:
+        return int(self.config["piece_bytes"])
+
+    # -- ingest --------------------------------------------------------------------------------
+    def add_messages(
+        self,
+        messages: Iterable[Mapping[str, Any]],
+        thread_id: str = "default",
+        *,
+        first_turn: int = 1,
+        metadata: Mapping[str, Any] | None = None,
+        include_system: bool = False,
+    ) -> IndexResult:
+        """Index OpenAI-format chat messages as turns of ``thread_id``.
+
+        Pass the whole thread each time (unchanged turns cost nothing; a changed turn replaces its
+        old pieces), or a slice with ``first_turn`` set to the number of its first turn.
+        """
+        turns = turns_from_messages(messages, thread_id, first_turn=first_turn, include_system=include_system)
+        return self.add_turns(turns, metadata=metadata)
+
+    def add_documents(
+        self,
+        documents: Iterable[str | Mapping[str, Any]],
+        *,
+        thread_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> IndexResult:
+        """Index plain-text or markdown documents, split into sections (each section is its pieces' context).
+
+        Each document is a string or a dict ``{"text", "title"?, "id"?, "metadata"?}``. The
+        document id defaults to its title (else a hash of its text); re-adding a document with the
+        same id replaces its changed sections. ``thread_id`` (the search scope) defaults to the id.
+        """
+        if isinstance(documents, (str, Mapping)):
+            documents = [documents]
+        turns: list[Turn] = []
+        for i, doc in enumerate(documents):
+            if isinstance(doc, str):
+                text, title, doc_id, meta = doc, None, None, {}
+            elif isinstance(doc, Mapping):
+                if "text" not in doc:
+                    raise InputError(f"document {i}: a dict document needs a 'text' key")
+                text, title, doc_id = doc["text"], doc.get("title"), doc.get("id")
+                meta = dict(doc.get("metadata") or {})
+            else:
+                raise InputError(f"document {i}: expected a string or a dict with 'text', got {type(doc).__name__}")
+            merged = {**dict(metadata or {}), **meta}
+            turns.extend(document_turns(text, title=title, doc_id=doc_id, thread_id=thread_id, metadata=merged))
+        return self.add_turns(turns)
+
+    def add_turns(self, turns: Sequence[Turn], *, metadata: Mapping[str, Any] | None = None) -> IndexResult:
+        """Index prepared turns (or sections): the one write path every ingest goes through."""
+        return self._write_turns(turns, metadata=metadata, collection=None, config=self.config)
+
+    def _write_turns(
+        self, turns: Sequence[Turn], *, metadata: Mapping[str, Any] | None, collection: Any, config: Mapping[str, Any]
+    ) -> IndexResult:
+        if not turns:
+            return IndexResult()
+        keys = [(t.thread_id, t.turn_id) for t in turns]
+        if len(set(keys)) != len(keys):
+            raise InputError("the same turn appears twice in one call; pass each turn (thread, number) once")
+        # 1. Everything is packed and validated before anything is written.
+        planned: list[tuple[Turn, list[Piece], list[dict[str, Any]]]] = []
+        for turn in turns:
+            if metadata:
+                turn = replace(turn, metadata={**dict(metadata), **dict(turn.metadata)})
+            pieces = self.fit_pieces(turn, int(config["piece_bytes"]))
+            planned.append((turn, pieces, [self._piece_metadata(turn, p) for p in pieces]))
+        # 2. Which turns changed? One filtered read per 256 turns.
+        existing: dict[tuple[str, str], set[str]] = defaultdict(set)
+        turn_ids = sorted({t.turn_id for t in turns})
+        for start in range(0, len(turn_ids), _IN_CHUNK):
+            chunk = turn_ids[start : start + _IN_CHUNK]
+            where = {"turn_id": chunk[0]} if len(chunk) == 1 else {"turn_id": {"$in": chunk}}
+            for rec in self.store.iter_records(where, collection=collection):
+                meta = rec["metadata"] or {}
+                existing[(str(meta.get("thread_id")), str(meta.get("turn_id")))].add(rec["id"])
+        changed, unchanged = [], 0
+        for turn, pieces, metas in planned:
+            if {p.id for p in pieces} != existing.get((turn.thread_id, turn.turn_id), set()):
+                changed.append((turn, pieces, metas))
+            else:
+                unchanged += len(pieces)
+        if not changed:
+            return IndexResult(unchanged=unchanged, turns=len(turns))
+        # 3. One batched embedding pass over the changed turns' pieces.
+        texts = [p.text for _, pieces, _ in changed for p in pieces]
+        vectors = self._embed_with_progress(texts, desc="embedding pieces")
+        # 4. Context per turn, blend, write; stale pieces are removed after the new ones are in.
+        weight = float(config["weight"])
+        strategy = str(config["context"])
+        contexts = self._context_vectors([t for t, _, _ in changed], vectors, [len(p) for _, p, _ in changed], strategy)
+        ids, docs, metas_out, blended = [], [], [], []
+        row = 0
+        added = replaced = 0
+        stale: list[str] = []
+        for (turn, pieces, metas), ctx in zip(changed, contexts):
+            n = len(pieces)
+            if n:
+                blended.append(chunk_search_vector(vectors[row : row + n], ctx, weight))
+            row += n
+            old = existing.get((turn.thread_id, turn.turn_id), set())
+            new_ids = {p.id for p in pieces}
+            added += len(new_ids - old)
+            stale.extend(sorted(old - new_ids))
+            replaced += len(old - new_ids)
+            ids.extend(p.id for p in pieces)
+            docs.extend(p.text for p in pieces)
+            metas_out.extend(metas)
+        if ids:
+            self.store.upsert(ids, np.vstack(blended), docs, metas_out, collection=collection)
+        if stale:
+            col = collection if collection is not None else self.store.collection
+            for start in range(0, len(stale), self.store.max_batch):
+                col.delete(ids=stale[start : start + self.store.max_batch])
+        kept = sum(len(existing.get((t.thread_id, t.turn_id), set()) & {p.id for p in ps}) for t, ps, _ in changed)
+        return IndexResult(
+            added=added, unchanged=unchanged + kept, replaced=replaced, turns=len(turns), turns_changed=len(changed)
+        )
+
+    def fit_pieces(self, turn: Turn, max_bytes: int | None = None) -> list[Piece]:
+        """Label ``turn``'s pieces at ``max_bytes`` and re-pack any piece over the embedder's token limit.
+
+        An over-limit piece is re-packed at a smaller budget until every part fits, so nothing is
+        ever truncated inside the model. Ordinals and ids are assigned after fitting.
+        """
+        budget = int(max_bytes or self.piece_bytes)
+        pieces = label_pieces(turn, budget)
+        if not pieces:
+            return pieces
+        limit = int(self.embedder.max_tokens)
+        counts = self.embedder.count_tokens([p.text for p in pieces])
+        if max(counts) <= limit:
+            return pieces
+        out: list[Piece] = []
+        for piece, count in zip(pieces, counts):
+            if count <= limit:
+                out.append(piece)
+                continue
+            out.extend(self._split_to_fit(piece, count, limit))
+        # renumber ordinals within each source and recompute ids
+        seen: dict[int, int] = defaultdict(int)
+        fitted = []
+        for p in out:
+            ordinal = seen[p.source_ordinal]
+            seen[p.source_ordinal] += 1
+            pid = piece_id(turn.thread_id, turn.index, p.source_ordinal, ordinal, p.text, turn.doc_id)
+            fitted.append(replace(p, ordinal=ordinal, id=pid))
+        return fitted
+
+    def _split_to_fit(self, piece: Piece, count: int, limit: int) -> list[Piece]:
+        header_bytes = len(piece.header.encode("utf-8")) + 1
+        body_bytes = len(piece.body.encode("utf-8"))
+        budget = max(MIN_PIECE_BYTES, int(body_bytes * limit / count * 0.9))
+        while True:
+            bodies = pack_text_pieces(piece.body, budget)
+            texts = [f"{piece.header}\n{b}" for b in bodies]
+            counts = self.embedder.count_tokens(texts)
+            if max(counts) <= limit:
+                return [replace(piece, text=t, body=b) for t, b in zip(texts, bodies)]
+            if budget <= MIN_PIECE_BYTES:
+                raise InputError(
+                    f"cannot fit a piece of turn {piece.turn_id!r} into {limit} tokens even at {budget} bytes "
+                    f"(header {header_bytes} bytes); shorten the header or use an embedder with a larger input limit"
+                )
+            budget = max(MIN_PIECE_BYTES, budget * 2 // 3)
+
+    def _piece_metadata(self, turn: Turn, p: Piece) -> dict[str, Any]:
+        caller = flatten_metadata(p.metadata) if p.metadata else {}
+        clash = sorted(set(caller) & RESERVED_KEYS)
+        if clash:
+            raise InputError(f"metadata keys {clash} are reserved by ctxret; rename them (e.g. 'user_{clash[0]}')")
+        meta: dict[str, Any] = {
+            **caller,
+            "thread_id": p.thread_id,
+            "turn_id": p.turn_id,
+            "parent_id": p.turn_id,
+            "turn_index": p.turn_index,
+            "turn_label": turn.label,
+            "kind": p.kind,
+            "source_kind": p.source_kind,
+            "source_label": p.source_label,
+            "source_ordinal": p.source_ordinal,
+            "ordinal": p.ordinal,
+            "header": p.header,
+            "body": p.body,
+        }
+        if caller:
+            meta["caller_keys"] = ",".join(sorted(caller))
+        if p.source_name:
+            meta["source_name"] = p.source_name
+        if p.doc_id is not None:
+            meta["doc_id"] = p.doc_id
+        if p.timestamp is not None:
+            meta["timestamp"] = p.timestamp.isoformat()
+            meta["ts_epoch"] = _epoch(p.timestamp)
+        return meta
+
+    def _context_vectors(
+        self, turns: Sequence[Turn], vectors: np.ndarray, sizes: Sequence[int], strategy: str
+    ) -> list[np.ndarray]:
+        if strategy == "mean":
+            out, row = [], 0
+            for n in sizes:
+                out.append(mean_vector(vectors[row : row + n]) if n else np.zeros(vectors.shape[1], np.float32))
+                row += n
+            return out
+        if strategy == "turn":
+            texts = [clean_text(t.text) for t in turns]
+            return list(self.embed_fitting(texts))
+        raise InputError(f"unknown context strategy {strategy!r}; use one of {CONTEXT_STRATEGIES}")
+
+    def _embed_with_progress(self, texts: Sequence[str], desc: str) -> np.ndarray:
+        show = self.progress if self.progress is not None else (len(texts) > _EMBED_CHUNK and sys.stderr.isatty())
+        if len(texts) <= _EMBED_CHUNK or not show:
+            return np.asarray(self.embedder.embed(list(texts)), dtype=np.float32)
+        from tqdm.auto import tqdm
+
+        parts = []
+        with tqdm(total=len(texts), desc=desc, unit="piece", disable=not show) as bar:
+            for start in range(0, len(texts), _EMBED_CHUNK):
+                batch = list(texts[start : start + _EMBED_CHUNK])
+                parts.append(np.asarray(self.embedder.embed(batch), dtype=np.float32))
+                bar.update(len(batch))
+        return np.vstack(parts)
+
+    def embed_fitting(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed texts in one pass; a text over the model's token limit is embedded as the unit mean of windows that fit."""
+        texts = [clean_text(t) for t in texts]
+        if not texts:
+            return np.zeros((0, int(self.embedder.dims)), np.float32)
+        limit = int(self.embedder.max_tokens)
+        counts = self.embedder.count_tokens(texts)
+        flat: list[str] = []
+        owner: list[int] = []
+        for i, (text, count) in enumerate(zip(texts, counts)):
+            if count <= limit:
+                flat.append(text)
+                owner.append(i)
+                continue
+            size = len(text.encode("utf-8"))
+            budget = max(MIN_PIECE_BYTES, int(size * limit / count * 0.9))
+            while True:
+                windows = pack_text_pieces(text, budget)
+                if max(self.embedder.count_tokens(windows)) <= limit or budget <= MIN_PIECE_BYTES:
+                    break
+                budget = max(MIN_PIECE_BYTES, budget * 2 // 3)
+            flat.extend(windows)
+            owner.extend([i] * len(windows))
+        vecs = np.asarray(self.embedder.embed(flat), dtype=np.float32)
+        out = np.zeros((len(texts), vecs.shape[1]), np.float32)
+        owner_arr = np.asarray(owner)
+        for i in range(len(texts)):
+            rows = vecs[owner_arr == i]
+            out[i] = rows[0] if len(rows) == 1 else mean_vector(rows)
+        return out
+
+    # -- search --------------------------------------------------------------------------------
+    def query_vectors(self, message: str, *, max_parts: int = MAX_PARTS, split: bool = True) -> tuple[list[str], np.ndarray]:
+        """The parts of ``message`` and their blended query vectors (one embedding request).
+
+        With ``split=False`` the single part is the whole message (capped, end kept) and its
+        vector is the unblended whole-message vector: the one-vector baseline.
+        """
+        if not isinstance(message, str):
+            raise InputError(f"message must be a string, got {type(message).__name__}")
+        whole = tail_utf8(clean_text(message), WHOLE_MESSAGE_MAX_BYTES).strip()
+        if not whole:
+            return [], np.zeros((0, int(self.embedder.dims)), np.float32)
+        if not split:
+            return [whole], self.embed_fitting([whole])
+        parts = split_prompt_chunks(message, max_parts)
+        vecs = self.embed_fitting(parts + [whole])
+        return parts, chunk_search_vector(vecs[:-1], vecs[-1], self.weight).astype(np.float32)
+
+    def search(
+        self,
+        message: str,
+        k: int = 5,
+        score_threshold: float | None | Literal["auto"] = "auto",
+        thread_id: str | Sequence[str] | None = None,
+        where: Mapping[str, Any] | None = None,
+        *,
+        max_parts: int = MAX_PARTS,
+        split: bool = True,
+    ) -> list[Group]:
+        """Split ``message`` into parts; each part keeps its own group of at most ``k`` hits.
+
+        Scores are raw cosine (see :mod:`ctxret.types` for conversions). ``score_threshold``:
+        ``"auto"`` uses the index's floor (the embedder's default unless you set one), ``None``
+        disables it. ``thread_id`` (one id or several) and ``where`` (a Chroma filter) scope the
+        search inside the query. Groups are never padded and never de-duplicated across parts.
+        An empty message returns ``[]``.
+        """
+        k = _check_k(k)
+        floor = self.score_threshold if score_threshold == "auto" else score_threshold
+        parts, qvecs = self.query_vectors(message, max_parts=max_parts, split=split)
+        if not parts:
+            return []
+        rows = self.store.query(qvecs, k, scope_filter(thread_id, where))
+        return _groups(parts, rows, k, floor)
+
+    async def asearch(
+        self,
+        message: str,
+        k: int = 5,
+        score_threshold: float | None | Literal["auto"] = "auto",
+        thread_id: str | Sequence[str] | None = None,
+        where: Mapping[str, Any] | None = None,
+        *,
+        max_parts: int = MAX_PARTS,
+        split: bool = True,
+    ) -> list[Group]:
+        """Async :meth:`search`: the embedding runs on the embedder's async path, the store query off the event loop."""
+        k = _check_k(k)
+        floor = self.score_threshold if score_threshold == "auto" else score_threshold
+        parts, qvecs = await asyncio.to_thread(self.query_vectors, message, max_parts=max_parts, split=split)
+        if not parts:
+            return []
+        rows = await asyncio.to_thread(self.store.query, qvecs, k, scope_filter(thread_id, where))
+        return _groups(parts, rows, k, floor)
+
+    # -- maintenance ---------------------------------------------------------------------------
+    def delete(self, thread_id: str | Sequence[str] | None = None, where: Mapping[str, Any] | None = None) -> int:
+        """Delete every piece of ``thread_id`` (or matching ``where``); returns how many were deleted."""
+        if thread_id is None and not where:
+            raise InputError("delete needs thread_id= or where=; to remove everything use clear()")
+        ids = list(self.store.ids_where(scope_filter(thread_id, where)))
+        self.store.delete_ids(ids)
+        return len(ids)
+
+    def clear(self) -> None:
+        """Remove every piece (the collection and its config stay)."""
+        ids = [r["id"] for r in self.store.iter_records(None, include=())]
+        self.store.delete_ids(ids)
+
+    def stats(self) -> dict[str, Any]:
+        """Counts (pieces, turns, threads), the index config and where the store is."""
+        threads: set[str] = set()
+        turns: set[tuple[str, str]] = set()
+        n = 0
+        for rec in self.store.iter_records(None):
+            meta = rec["metadata"] or {}
+            threads.add(str(meta.get("thread_id")))
+            turns.add((str(meta.get("thread_id")), str(meta.get("turn_id"))))
+            n += 1
+        return {
+            "pieces": n,
+            "turns": len(turns),
+            "threads": len(threads),
+            "collection": self.store.collection_name,
+            "store": self.store.location,
+            "score_threshold": self.score_threshold,
+            "config": dict(self.config),
+        }
+
+    def reindex(self) -> IndexResult:
+        """Rebuild the whole collection from its stored pieces under the current config.
+
+        The new collection is built beside the old one and swapped in only when complete, so a
+        failure part-way leaves the old collection untouched.
+        """
+        return self._rebuild_into(self.config, old_config=self.store.stored_config() or self.config)
+
+    def _rebuild_into(self, config: Mapping[str, Any], old_config: Mapping[str, Any]) -> IndexResult:
+        turns, metas = stored_turns(self.store)
+        temp = f"{self.store.collection_name}-rebuild"[:500]
+        self.store.drop(temp)
+        col = self.store.open(config, name=temp)
+        try:
+            result = IndexResult()
+            for start in range(0, len(turns), 256):
+                batch = [
+                    replace(t, metadata={**metas.get((t.thread_id, t.turn_id), {}), **dict(t.metadata)})
+                    for t in turns[start : start + 256]
+                ]
+                result += self._write_turns(batch, metadata=None, collection=col, config=config)
+        except BaseException:
+            self.store.drop(temp)
+            raise
+        self.store.drop(self.store.collection_name)
+        self.store.rename(temp, self.store.collection_name)
+        logger.info("rebuilt %s: %d turns, %d pieces", self.store.collection_name, result.turns, result.added)
+        return result
+
+
+# -- helpers ----------------------------------------------------------------------------------
+def scope_filter(thread_id: str | Sequence[str] | None, where: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Combine a thread scope with a caller's Chroma ``where`` filter (applied inside the query)."""
+    clauses: list[dict[str, Any]] = []
+    if thread_id is not None:
+        if isinstance(thread_id, str):
+            clauses.append({"thread_id": thread_id})
+        else:
+            ids = [str(t) for t in thread_id]
+            if not ids:
+                raise InputError("thread_id is an empty list; pass at least one thread id or None")
+            clauses.append({"thread_id": ids[0]} if len(ids) == 1 else {"thread_id": {"$in": ids}})
+    if where:
+        if not isinstance(where, Mapping):
+            raise InputError(f"where must be a Chroma filter dict, got {type(where).__name__}")
+        clauses.append(dict(where))
+    if not clauses:
+        return None
+    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+
+def _groups(parts: Sequence[str], rows: Sequence[Sequence[tuple[str, str, float, dict[str, Any]]]], k: int, floor: float | None) -> list[Group]:
+    groups = []
+    for i, (part, row) in enumerate(zip(parts, rows)):
+        hits = tuple(
+            Hit(rid, doc, score, meta, {"cosine": score})
+            for rid, doc, score, meta in row[:k]
+            if floor is None or score >= floor
+        )
+        groups.append(Group(i, part, hits))
+    return groups
+
+
+def _check_k(k: Any) -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise InputError(f"k (results per part) must be a positive integer, got {k!r}")
+    return int(k)
+
+
+def _epoch(ts: datetime) -> float:
+    if ts.tzinfo is None:
+        return (ts - datetime(1970, 1, 1)).total_seconds()
+    return ts.timestamp()
+
+
+def _validate_config(config: Mapping[str, Any]) -> None:
+    w = config["weight"]
+    if not isinstance(w, (int, float)) or not 0.0 <= float(w) <= 1.0:
+        raise InputError(f"weight must be between 0 and 1, got {w!r}")
+    if config["context"] not in CONTEXT_STRATEGIES:
+        raise InputError(f"context must be one of {CONTEXT_STRATEGIES}, got {config['context']!r}")
+    pb = config["piece_bytes"]
+    if not isinstance(pb, int) or pb < MIN_BODY_BYTES + 64:
+        raise InputError(f"piece_bytes must be an integer of at least {MIN_BODY_BYTES + 64}, got {pb!r}")
+
+
+def _mismatch_message(store: ChromaStore, diff: Mapping[str, tuple[Any, Any]]) -> str:
+    lines = ", ".join(f"{k}: stored {old!r} vs asked {new!r}" for k, (old, new) in diff.items())
+    return (
+        f"collection {store.collection_name!r} at {store.location} was built with another index config ({lines}). "
+        "Open it with the same embedder and settings, or rebuild it under the new ones with "
+        "ContextualIndex(..., rebuild=True) (CLI: `ctxret reindex` with the new options); "
+        "a rebuild re-embeds every stored piece and loses nothing."
+    )
+
+
+def stored_turns(store: ChromaStore) -> tuple[list[Turn], dict[tuple[str, str], dict[str, Any]]]:
+    """Rebuild turns (sources re-assembled from their pieces' bodies) from a collection's records."""
+    by_turn: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for rec in store.iter_records(None):
+        meta = rec["metadata"] or {}
+        by_turn[(str(meta["thread_id"]), str(meta["turn_id"]))].append(meta)
+    turns: list[Turn] = []
+    caller_meta: dict[tuple[str, str], dict[str, Any]] = {}
+    for key, metas in by_turn.items():
+        metas.sort(key=lambda m: (int(m["source_ordinal"]), int(m["ordinal"])))
+        first = metas[0]
+        sources: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for m in metas:
+            sources[int(m["source_ordinal"])].append(m)
+        srcs = []
+        for new_ord, (_, ms) in enumerate(sorted(sources.items())):
+            m0 = ms[0]
+            srcs.append(
+                Source(
+                    kind=str(m0["source_kind"]),
+                    label=str(m0.get("source_label", "")),
+                    text="\n".join(str(m["body"]) for m in ms),
+                    ordinal=new_ord,
+                    timestamp=parse_time(m0.get("timestamp")),
+                    name=m0.get("source_name"),
+                )
+            )
+        keys = [k for k in str(first.get("caller_keys", "")).split(",") if k]
+        caller_meta[key] = {k: first[k] for k in keys if k in first}
+        index = int(first["turn_index"])
+        turns.append(
+            Turn(
+                thread_id=key[0],
+                index=index,
+                sources=tuple(srcs),
+                label=str(first.get("turn_label", f"Turn {index}")),
+                kind=str(first.get("kind", "turn")),
+                timestamp=parse_time(first.get("timestamp")),
+                doc_id=first.get("doc_id"),
+            )
+        )
+    turns.sort(key=lambda t: (t.thread_id, t.doc_id or "", t.index))
+    return turns, caller_meta

@@ -1,0 +1,81 @@
+"""Result types: a search returns one :class:`Group` per query part, each holding :class:`Hit` s."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved piece.
+
+    ``score`` is the ranking score of the hit's group: the raw cosine for dense search (the
+    default), the fused score with hybrid search. ``scores`` names every score the hit has:
+    ``cosine`` (dense, raw cosine in [-1, 1]), and with hybrid search ``bm25`` and ``fused``.
+    """
+
+    id: str
+    text: str
+    score: float
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    scores: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def body(self) -> str:
+        """The piece's text without its header."""
+        return str(self.metadata.get("body", self.text))
+
+
+@dataclass(frozen=True)
+class Group:
+    """The results of one query part: at most k hits, best first, none below the floor."""
+
+    part_index: int
+    part: str
+    hits: tuple[Hit, ...]
+
+    def __iter__(self):  # unpack as ``for hit in group``
+        return iter(self.hits)
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+
+@dataclass(frozen=True)
+class IndexResult:
+    """What one indexing call did, counted in pieces."""
+
+    added: int = 0  # pieces written that were not stored before
+    unchanged: int = 0  # pieces already stored with the same text and context (nothing written)
+    replaced: int = 0  # stored pieces removed because their turn changed
+    turns: int = 0  # turns (or sections) seen
+    turns_changed: int = 0  # turns written (new or changed)
+
+    def __add__(self, other: IndexResult) -> IndexResult:
+        return IndexResult(*(a + b for a, b in zip(_vals(self), _vals(other))))
+
+
+def _vals(r: IndexResult) -> tuple[int, ...]:
+    return (r.added, r.unchanged, r.replaced, r.turns, r.turns_changed)
+
+
+def cosine_to_distance(cosine: float) -> float:
+    """Chroma's cosine-space distance: ``1 - cosine``."""
+    return 1.0 - cosine
+
+
+def distance_to_cosine(distance: float) -> float:
+    """Raw cosine from Chroma's cosine-space distance."""
+    return 1.0 - distance
+
+
+def cosine_to_relevance(cosine: float) -> float:
+    """The ``(1 + cosine) / 2`` relevance scale in [0, 1] (the seed's production index: floor 0.75 = cosine 0.5)."""
+    return (1.0 + cosine) / 2.0
+
+
+def relevance_to_cosine(relevance: float) -> float:
+    """Raw cosine from the ``(1 + cosine) / 2`` relevance scale."""
+    return 2.0 * relevance - 1.0
