@@ -77,3 +77,7 @@ def fuse(
             raise InputError(f"lexical_weight must be between 0 and 1, got {lexical_weight}")
         return rrf([[i for i, _ in dense], [i for i, _ in lexical]], k=rrf_k, weights=[1.0 - lexical_weight, lexical_weight])
     return convex(dict(dense), dict(lexical), lexical_weight)
+
+
+#: Candidates fetched per part from each side (dense and lexical) before fusion and the cut to k.
+DEFAULT_CANDIDATES = 50
