@@ -7,6 +7,8 @@ keeping its own group of results.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._version import __version__
 from .batching import MAX_BYTES_PER_REQUEST, MAX_INPUTS_PER_REQUEST, plan_batches
 from .blend import CHUNK_FOCUS_WEIGHT, chunk_search_vector, mean_vector, truncate_dims, unit
@@ -20,10 +22,53 @@ from .errors import (
     MissingExtraError,
 )
 from .text import clean_text, pack_text_pieces, split_prompt_chunks, tail_utf8
+from .results import (
+    Group,
+    Hit,
+    IndexResult,
+    cosine_to_distance,
+    cosine_to_relevance,
+    distance_to_cosine,
+    relevance_to_cosine,
+)
 from .turns import Piece, Source, Turn, label_pieces, piece_id, turns_from_messages
+
+if TYPE_CHECKING:
+    from .embedders import Embedder, LocalEmbedder, OpenAIEmbedder
+    from .index import ContextualIndex
+
+# Heavy parts (Chroma, onnxruntime, openai) load on first use, so `import ctxret` stays light.
+_LAZY = {
+    "ContextualIndex": ".index",
+    "Embedder": ".embedders",
+    "LocalEmbedder": ".embedders",
+    "OpenAIEmbedder": ".embedders",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "__version__",
+    # the index and its results
+    "ContextualIndex",
+    "Group",
+    "Hit",
+    "IndexResult",
+    "cosine_to_distance",
+    "distance_to_cosine",
+    "cosine_to_relevance",
+    "relevance_to_cosine",
+    # embedders
+    "Embedder",
+    "LocalEmbedder",
+    "OpenAIEmbedder",
     # blending
     "CHUNK_FOCUS_WEIGHT",
     "unit",

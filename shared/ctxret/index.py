@@ -244,51 +244,8 @@ class ContextualIndex:
         )
 
     def fit_pieces(self, turn: Turn, max_bytes: int | None = None) -> list[Piece]:
-        """Label ``turn``'s pieces at ``max_bytes`` and re-pack any piece over the embedder's token limit.
-
-        An over-limit piece is re-packed at a smaller budget until every part fits, so nothing is
-        ever truncated inside the model. Ordinals and ids are assigned after fitting.
-        """
-        budget = int(max_bytes or self.piece_bytes)
-        pieces = label_pieces(turn, budget)
-        if not pieces:
-            return pieces
-        limit = int(self.embedder.max_tokens)
-        counts = self.embedder.count_tokens([p.text for p in pieces])
-        if max(counts) <= limit:
-            return pieces
-        out: list[Piece] = []
-        for piece, count in zip(pieces, counts):
-            if count <= limit:
-                out.append(piece)
-                continue
-            out.extend(self._split_to_fit(piece, count, limit))
-        # renumber ordinals within each source and recompute ids
-        seen: dict[int, int] = defaultdict(int)
-        fitted = []
-        for p in out:
-            ordinal = seen[p.source_ordinal]
-            seen[p.source_ordinal] += 1
-            pid = piece_id(turn.thread_id, turn.index, p.source_ordinal, ordinal, p.text, turn.doc_id)
-            fitted.append(replace(p, ordinal=ordinal, id=pid))
-        return fitted
-
-    def _split_to_fit(self, piece: Piece, count: int, limit: int) -> list[Piece]:
-        header_bytes = len(piece.header.encode("utf-8")) + 1
-        body_bytes = len(piece.body.encode("utf-8"))
-        budget = max(MIN_PIECE_BYTES, int(body_bytes * limit / count * 0.9))
-        while True:
-            bodies = pack_text_pieces(piece.body, budget)
-            texts = [f"{piece.header}\n{b}" for b in bodies]
-            counts = self.embedder.count_tokens(texts)
-            if max(counts) <= limit:
-                return [replace(piece, text=t, body=b) for t, b in zip(texts, bodies)]
-            if budget <= MIN_PIECE_BYTES:
-                raise InputError(
-                    f"cannot fit a piece of turn {piece.turn_id!r} into {limit} tokens even at {budget} bytes "
-                    f"(header {header_bytes} bytes); shorten the header or use an embedder with a larger input limit"
-                )
-            budget = max(MIN_PIECE_BYTES, budget * 2 // 3)
+        """The pieces of ``turn`` as this index stores them (see :func:`fit_pieces`)."""
+        return fit_pieces(turn, self.embedder, int(max_bytes or self.piece_bytes))
 
     def _piece_metadata(self, turn: Turn, p: Piece) -> dict[str, Any]:
         caller = flatten_metadata(p.metadata) if p.metadata else {}
@@ -350,53 +307,13 @@ class ContextualIndex:
         return np.vstack(parts)
 
     def embed_fitting(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed texts in one pass; a text over the model's token limit is embedded as the unit mean of windows that fit."""
-        texts = [clean_text(t) for t in texts]
-        if not texts:
-            return np.zeros((0, int(self.embedder.dims)), np.float32)
-        limit = int(self.embedder.max_tokens)
-        counts = self.embedder.count_tokens(texts)
-        flat: list[str] = []
-        owner: list[int] = []
-        for i, (text, count) in enumerate(zip(texts, counts)):
-            if count <= limit:
-                flat.append(text)
-                owner.append(i)
-                continue
-            size = len(text.encode("utf-8"))
-            budget = max(MIN_PIECE_BYTES, int(size * limit / count * 0.9))
-            while True:
-                windows = pack_text_pieces(text, budget)
-                if max(self.embedder.count_tokens(windows)) <= limit or budget <= MIN_PIECE_BYTES:
-                    break
-                budget = max(MIN_PIECE_BYTES, budget * 2 // 3)
-            flat.extend(windows)
-            owner.extend([i] * len(windows))
-        vecs = np.asarray(self.embedder.embed(flat), dtype=np.float32)
-        out = np.zeros((len(texts), vecs.shape[1]), np.float32)
-        owner_arr = np.asarray(owner)
-        for i in range(len(texts)):
-            rows = vecs[owner_arr == i]
-            out[i] = rows[0] if len(rows) == 1 else mean_vector(rows)
-        return out
+        """Embed texts in one pass (see :func:`embed_fitting`)."""
+        return embed_fitting(self.embedder, texts)
 
     # -- search --------------------------------------------------------------------------------
     def query_vectors(self, message: str, *, max_parts: int = MAX_PARTS, split: bool = True) -> tuple[list[str], np.ndarray]:
-        """The parts of ``message`` and their blended query vectors (one embedding request).
-
-        With ``split=False`` the single part is the whole message (capped, end kept) and its
-        vector is the unblended whole-message vector: the one-vector baseline.
-        """
-        if not isinstance(message, str):
-            raise InputError(f"message must be a string, got {type(message).__name__}")
-        whole = tail_utf8(clean_text(message), WHOLE_MESSAGE_MAX_BYTES).strip()
-        if not whole:
-            return [], np.zeros((0, int(self.embedder.dims)), np.float32)
-        if not split:
-            return [whole], self.embed_fitting([whole])
-        parts = split_prompt_chunks(message, max_parts)
-        vecs = self.embed_fitting(parts + [whole])
-        return parts, chunk_search_vector(vecs[:-1], vecs[-1], self.weight).astype(np.float32)
+        """The parts of ``message`` and their blended query vectors (see :func:`query_vectors`)."""
+        return query_vectors(self.embedder, message, weight=self.weight, max_parts=max_parts, split=split)
 
     def search(
         self,
@@ -507,6 +424,103 @@ class ContextualIndex:
         self.store.rename(temp, self.store.collection_name)
         logger.info("rebuilt %s: %d turns, %d pieces", self.store.collection_name, result.turns, result.added)
         return result
+
+
+# -- the pipeline as functions (used by the index, the adapters and the evaluation harness) ------
+def fit_pieces(turn: Turn, embedder: Embedder, max_bytes: int) -> list[Piece]:
+    """Label ``turn``'s pieces at ``max_bytes`` and re-pack any piece over the embedder's token limit.
+
+    An over-limit piece is re-packed at a smaller budget until every part fits, so nothing is
+    ever truncated inside the model. Ordinals and ids are assigned after fitting.
+    """
+    pieces = label_pieces(turn, max_bytes)
+    if not pieces:
+        return pieces
+    limit = int(embedder.max_tokens)
+    counts = embedder.count_tokens([p.text for p in pieces])
+    if max(counts) <= limit:
+        return pieces
+    out: list[Piece] = []
+    for piece, count in zip(pieces, counts):
+        out.extend([piece] if count <= limit else _split_to_fit(embedder, piece, count, limit))
+    seen: dict[int, int] = defaultdict(int)
+    fitted = []
+    for p in out:
+        ordinal = seen[p.source_ordinal]
+        seen[p.source_ordinal] += 1
+        pid = piece_id(turn.thread_id, turn.index, p.source_ordinal, ordinal, p.text, turn.doc_id)
+        fitted.append(replace(p, ordinal=ordinal, id=pid))
+    return fitted
+
+
+def _split_to_fit(embedder: Embedder, piece: Piece, count: int, limit: int) -> list[Piece]:
+    body_bytes = len(piece.body.encode("utf-8"))
+    budget = max(MIN_PIECE_BYTES, int(body_bytes * limit / count * 0.9))
+    while True:
+        bodies = pack_text_pieces(piece.body, budget)
+        texts = [f"{piece.header}\n{b}" for b in bodies]
+        if max(embedder.count_tokens(texts)) <= limit:
+            return [replace(piece, text=t, body=b) for t, b in zip(texts, bodies)]
+        if budget <= MIN_PIECE_BYTES:
+            raise InputError(
+                f"cannot fit a piece of turn {piece.turn_id!r} into {limit} tokens even at {budget} bytes; "
+                "shorten the header (title, source names) or use an embedder with a larger input limit"
+            )
+        budget = max(MIN_PIECE_BYTES, budget * 2 // 3)
+
+
+def embed_fitting(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """Embed texts in one pass; a text over the model's token limit is embedded as the unit mean of windows that fit."""
+    texts = [clean_text(t) for t in texts]
+    if not texts:
+        return np.zeros((0, int(embedder.dims)), np.float32)
+    limit = int(embedder.max_tokens)
+    counts = embedder.count_tokens(texts)
+    flat: list[str] = []
+    owner: list[int] = []
+    for i, (text, count) in enumerate(zip(texts, counts)):
+        if count <= limit:
+            flat.append(text)
+            owner.append(i)
+            continue
+        size = len(text.encode("utf-8"))
+        budget = max(MIN_PIECE_BYTES, int(size * limit / count * 0.9))
+        while True:
+            windows = pack_text_pieces(text, budget)
+            if max(embedder.count_tokens(windows)) <= limit or budget <= MIN_PIECE_BYTES:
+                break
+            budget = max(MIN_PIECE_BYTES, budget * 2 // 3)
+        flat.extend(windows)
+        owner.extend([i] * len(windows))
+    vecs = np.asarray(embedder.embed(flat), dtype=np.float32)
+    out = np.zeros((len(texts), vecs.shape[1]), np.float32)
+    owner_arr = np.asarray(owner)
+    for i in range(len(texts)):
+        rows = vecs[owner_arr == i]
+        out[i] = rows[0] if len(rows) == 1 else mean_vector(rows)
+    return out
+
+
+def query_vectors(
+    embedder: Embedder, message: str, *, weight: float = CHUNK_FOCUS_WEIGHT, max_parts: int = MAX_PARTS, split: bool = True
+) -> tuple[list[str], np.ndarray]:
+    """The parts of ``message`` and their blended query vectors, from one embedding request.
+
+    Parts come from :func:`split_prompt_chunks`; the whole message is capped at 8,000 UTF-8 bytes
+    keeping the end; each part is blended with the whole. With ``split=False`` the single part is
+    the whole message and its vector the unblended whole-message vector: the one-vector baseline.
+    An empty or whitespace-only message gives no parts.
+    """
+    if not isinstance(message, str):
+        raise InputError(f"message must be a string, got {type(message).__name__}")
+    whole = tail_utf8(clean_text(message), WHOLE_MESSAGE_MAX_BYTES).strip()
+    if not whole:
+        return [], np.zeros((0, int(embedder.dims)), np.float32)
+    if not split:
+        return [whole], embed_fitting(embedder, [whole])
+    parts = split_prompt_chunks(message, max_parts)
+    vecs = embed_fitting(embedder, parts + [whole])
+    return parts, chunk_search_vector(vecs[:-1], vecs[-1], weight).astype(np.float32)
 
 
 # -- helpers ----------------------------------------------------------------------------------
