@@ -84,9 +84,9 @@ class ContextualIndex:
         rebuild: bool = False,
     ) -> None:
         if embedder is None:
-            from .embedders.local import LocalEmbedder
+            from .embedders.local import shared_local_embedder
 
-            embedder = LocalEmbedder()
+            embedder = shared_local_embedder()
         self.embedder = embedder
         self.store = ChromaStore(
             path, collection=collection, host=host, port=port, ssl=ssl, headers=headers, client=client, in_memory=in_memory

@@ -1,0 +1,335 @@
+"""ContextualIndex end to end on real Chroma (embedded folder and a `chroma run` server) with the real local model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ctxret
+from ctxret import ConfigMismatchError, ContextualIndex, InputError
+from ctxret.results import cosine_to_distance, cosine_to_relevance, distance_to_cosine, relevance_to_cosine
+
+DATA = Path(__file__).parent / "data"
+
+
+class CountingEmbedder:
+    """A real embedder that counts the texts it was asked to embed (and can be told to fail)."""
+
+    def __init__(self, inner, fail_after: int | None = None):
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.dims = inner.dims
+        self.max_tokens = inner.max_tokens
+        self.default_piece_bytes = inner.default_piece_bytes
+        self.default_score_threshold = inner.default_score_threshold
+        self.calls: list[int] = []
+        self.fail_after = fail_after
+
+    def embed(self, texts):
+        if self.fail_after is not None and sum(self.calls) + len(texts) > self.fail_after:
+            raise RuntimeError("embedding backend down")
+        self.calls.append(len(texts))
+        return self.inner.embed(texts)
+
+    async def aembed(self, texts):
+        return self.embed(texts)
+
+    def count_tokens(self, texts):
+        return self.inner.count_tokens(texts)
+
+
+def thread(topics: list[tuple[str, str]], day: int = 1) -> list[dict]:
+    msgs = []
+    for i, (user, assistant) in enumerate(topics):
+        msgs.append({"role": "user", "content": user, "timestamp": f"2026-10-{day:02d}T{9 + i:02d}:00:00"})
+        msgs.append({"role": "assistant", "content": assistant})
+    return msgs
+
+
+GARDEN = thread(
+    [
+        ("The tomatoes in the back garden have blight on their lower leaves.", "Remove the affected leaves and water at the base."),
+        ("Our dentist appointment moved to Thursday at 3 pm.", "Noted: dentist on Thursday at 3 pm."),
+        ("I want to repaint the kitchen cabinets a dark green colour.", "A satin finish in forest green would suit oak worktops."),
+        ("Remind me that the car insurance renews on the 14th of November.", "I will remind you before the car insurance renewal."),
+    ]
+)
+
+
+@pytest.fixture(params=["embedded", "server"])
+def make_index(request, tmp_path, local_embedder):
+    """Build ContextualIndex objects on one backend: an embedded folder, or the shared Chroma server."""
+    collection = f"t-{uuid.uuid4().hex[:12]}"
+
+    def make(**kwargs):
+        kwargs.setdefault("embedder", local_embedder)
+        kwargs.setdefault("collection", collection)
+        if request.param == "embedded":
+            return ContextualIndex(tmp_path / "store", **kwargs)
+        server = request.getfixturevalue("chroma_server")
+        return ContextualIndex(host=server.host, port=server.port, **kwargs)
+
+    make.backend = request.param
+    return make
+
+
+def all_ids(index: ContextualIndex, thread_id: str | None = None) -> set[str]:
+    where = {"thread_id": thread_id} if thread_id else None
+    return {r["id"] for r in index.store.iter_records(where)}
+
+
+def test_add_then_search_groups_obey_k_threshold_and_order(make_index):
+    index = make_index()
+    result = index.add_messages(GARDEN, thread_id="home")
+    assert result.added == index.store.count() > 0
+    assert result.turns == 4 and result.turns_changed == 4
+    groups = index.search("When is the dentist appointment? Also what colour for the kitchen cabinets?", k=2, thread_id="home")
+    assert [g.part_index for g in groups] == [0, 1]
+    for g in groups:
+        assert len(g.hits) <= 2
+        scores = [h.score for h in g.hits]
+        assert scores == sorted(scores, reverse=True)
+        assert all(s >= index.score_threshold for s in scores)
+        assert all(h.scores["cosine"] == h.score for h in g.hits)
+    assert "dentist" in groups[0].hits[0].text.lower()
+    assert "cabinets" in groups[1].hits[0].text.lower()
+    # labelled pieces: the header names turn, source and time
+    assert groups[0].hits[0].text.startswith("[Turn 2 · ")
+    assert groups[0].hits[0].metadata["thread_id"] == "home"
+
+
+def test_no_padding_and_groups_kept_when_empty(make_index):
+    index = make_index()
+    index.add_messages(GARDEN, thread_id="home")
+    groups = index.search("Tell me about the tomato blight. What about quantum chromodynamics lattice gauge theory?", k=5, score_threshold=0.45)
+    assert len(groups) == 2
+    assert all(h.score >= 0.45 for g in groups for h in g.hits)
+    assert len(groups[0].hits) < 5  # a part with few good matches is not padded
+    unfloored = index.search("Tell me about the tomato blight. What about quantum chromodynamics lattice gauge theory?", k=5, score_threshold=None)
+    assert [len(g.hits) for g in unfloored] == [5, 5]
+
+
+def test_duplicates_across_groups_are_kept(make_index):
+    index = make_index()
+    index.add_messages(GARDEN, thread_id="home")
+    groups = index.search("The tomatoes have blight on the lower leaves. The tomato plants have blight on the lower leaves!", k=1, score_threshold=None)
+    assert len(groups) == 2
+    assert groups[0].hits[0].id == groups[1].hits[0].id
+
+
+def test_reindexing_same_content_is_idempotent_and_embeds_nothing(make_index, local_embedder):
+    counting = CountingEmbedder(local_embedder)
+    index = make_index(embedder=counting)
+    first = index.add_messages(GARDEN, thread_id="home")
+    ids = all_ids(index)
+    calls = list(counting.calls)
+    again = index.add_messages(GARDEN, thread_id="home")
+    assert again.added == 0 and again.replaced == 0 and again.turns_changed == 0
+    assert again.unchanged == first.added
+    assert all_ids(index) == ids
+    assert counting.calls == calls  # nothing re-embedded
+
+
+def test_changed_turn_replaces_its_pieces_without_orphans(make_index):
+    index = make_index()
+    index.add_messages(GARDEN, thread_id="home")
+    before = {r["id"]: r["metadata"] for r in index.store.iter_records({"turn_id": "home#2"})}
+    edited = [dict(m) for m in GARDEN]
+    edited[2] = {**edited[2], "content": "The orthodontist appointment moved to Friday at 10 am."}
+    result = index.add_messages(edited, thread_id="home")
+    assert result.turns_changed == 1 and result.added >= 1 and result.replaced >= 1
+    after = {r["id"]: r["metadata"] for r in index.store.iter_records({"turn_id": "home#2"})}
+    bodies = [m["body"] for m in after.values()]
+    assert any("orthodontist" in b for b in bodies)
+    assert not any("dentist appointment moved to Thursday" in b for b in bodies)
+    assert set(before) - set(after)  # the old user piece is gone
+    # no orphans: exactly the pieces the core makes for the edited thread are stored
+    expected = {p.id for t in ctxret.turns_from_messages(edited, "home") for p in index.fit_pieces(t)}
+    assert all_ids(index) == expected
+
+
+def test_thread_scoping_never_leaks(make_index):
+    index = make_index()
+    names = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]
+    pets = ["a parrot named Kiwi", "a cat named Miso", "a tortoise named Atlas", "two goldfish", "a rabbit named Clover", "a hamster named Pip"]
+    for name, pet in zip(names, pets):
+        index.add_messages(thread([(f"I have {pet} at home.", "Lovely."), ("My flight to Lisbon leaves on Monday.", "Safe travels.")]), thread_id=name)
+    queries = ["What pet do I have?", "When is my flight? What is my pet called?", "Lisbon travel plans.", "Tell me about the tortoise."]
+    for name in names:
+        for q in queries:
+            for g in index.search(q, k=5, score_threshold=None, thread_id=name):
+                assert g.hits, "scope returned nothing"
+                assert {h.metadata["thread_id"] for h in g.hits} == {name}
+    both = index.search("What pet do I have?", k=8, score_threshold=None, thread_id=["alpha", "bravo"])
+    assert {h.metadata["thread_id"] for h in both[0].hits} == {"alpha", "bravo"}
+    where = index.search("What pet do I have?", k=8, score_threshold=None, where={"source_kind": "assistant"})
+    assert where[0].hits and all(h.metadata["source_kind"] == "assistant" for h in where[0].hits)
+
+
+def test_config_mismatch_is_refused_then_rebuilt_without_loss(make_index):
+    index = make_index()
+    index.add_messages(GARDEN, thread_id="home")
+    texts = sorted(r["metadata"]["body"] for r in index.store.iter_records(None))
+    with pytest.raises(ConfigMismatchError) as err:
+        make_index(weight=0.9)
+    assert "weight" in str(err.value) and "rebuild" in str(err.value)
+    assert index.store.count() == len(texts)  # nothing lost by the refusal
+    rebuilt = make_index(weight=0.9, rebuild=True)
+    assert rebuilt.config["weight"] == 0.9
+    assert sorted(r["metadata"]["body"] for r in rebuilt.store.iter_records(None)) == texts
+    assert rebuilt.store.stored_config()["weight"] == 0.9
+    # opening without naming the weight adopts the stored one
+    assert make_index().weight == 0.9
+
+
+def test_reindex_rebuilds_from_stored_pieces(make_index):
+    index = make_index()
+    index.add_messages(GARDEN, thread_id="home", metadata={"user": {"id": 7}, "tags": ["a", "b"]})
+    before = {r["id"]: r["metadata"] for r in index.store.iter_records(None)}
+    result = index.reindex()
+    after = {r["id"]: r["metadata"] for r in index.store.iter_records(None)}
+    assert result.added == len(before)
+    assert set(after) == set(before)  # same packer, same budget: same pieces, same ids
+    for pid, meta in after.items():
+        assert meta["body"] == before[pid]["body"]
+        assert meta["user.id"] == 7 and json.loads(meta["tags"]) == ["a", "b"]
+    groups = index.search("When is the dentist?", k=1, thread_id="home")
+    assert "dentist" in groups[0].hits[0].text.lower()
+
+
+def test_delete_thread_only(make_index):
+    index = make_index()
+    index.add_messages(GARDEN, thread_id="home")
+    index.add_messages(thread([("The quarterly report is due on Friday.", "I will draft it.")]), thread_id="work")
+    n_work = len(all_ids(index, "work"))
+    deleted = index.delete(thread_id="home")
+    assert deleted > 0
+    assert all_ids(index, "home") == set()
+    assert len(all_ids(index, "work")) == n_work
+    with pytest.raises(InputError):
+        index.delete()
+
+
+def test_writes_are_chunked_to_the_store_batch_size(make_index):
+    index = make_index()
+    index.store.max_batch = 3
+    result = index.add_messages(GARDEN, thread_id="home")
+    assert index.store.count() == result.added > 3
+
+
+def test_failed_embedding_writes_nothing(make_index, local_embedder):
+    index = make_index(embedder=CountingEmbedder(local_embedder, fail_after=0))
+    with pytest.raises(RuntimeError):
+        index.add_messages(GARDEN, thread_id="home")
+    assert index.store.count() == 0
+
+
+def test_reserved_metadata_is_refused_before_writing(make_index):
+    index = make_index()
+    with pytest.raises(InputError, match="reserved"):
+        index.add_messages(GARDEN, thread_id="home", metadata={"thread_id": "other"})
+    assert index.store.count() == 0
+
+
+def test_empty_message_and_bad_k(make_index):
+    index = make_index()
+    index.add_messages(GARDEN, thread_id="home")
+    assert index.search("   \n ") == []
+    with pytest.raises(InputError, match="k"):
+        index.search("dentist", k=0)
+
+
+def test_async_search_matches_sync(make_index):
+    index = make_index()
+    index.add_messages(GARDEN, thread_id="home")
+    message = "When is the dentist appointment? Also what colour for the kitchen cabinets?"
+    sync = index.search(message, k=3, thread_id="home")
+    async_ = asyncio.run(index.asearch(message, k=3, thread_id="home"))
+    assert [[h.id for h in g.hits] for g in sync] == [[h.id for h in g.hits] for g in async_]
+    assert np.allclose([h.score for g in sync for h in g.hits], [h.score for g in async_ for h in g.hits], atol=1e-6)
+
+
+def test_documents_sections_are_context(make_index):
+    index = make_index()
+    doc = "# Runbook\n\n## Rollback\nRun deploy.sh --rollback and page the on-call.\n\n## Backups\nSnapshots run nightly at 2 am."
+    result = index.add_documents([{"text": doc, "title": "Ops runbook", "metadata": {"team": "infra"}}])
+    assert result.turns == 2
+    groups = index.search("How do I roll back a deploy?", k=1, where={"team": "infra"})
+    hit = groups[0].hits[0]
+    assert hit.text.startswith("[Ops runbook · Runbook › Rollback]")
+    assert hit.metadata["doc_id"] == "Ops runbook" and hit.metadata["kind"] == "section"
+
+
+def test_stats(make_index):
+    index = make_index()
+    index.add_messages(GARDEN, thread_id="home")
+    index.add_messages(thread([("Book a table for two.", "Done.")]), thread_id="other")
+    stats = index.stats()
+    assert stats["threads"] == 2 and stats["turns"] == 5 and stats["pieces"] == index.store.count()
+    assert stats["config"]["model_id"] == index.embedder.model_id
+
+
+def test_large_tool_result_is_packed_to_fit_the_model(make_index, local_embedder):
+    index = make_index()
+    rows = "\n".join(f"SHP-{4000 + i}, Rotterdam, delivered, {100 + i} kg" for i in range(400))
+    rows = rows.replace("SHP-4271, Rotterdam, delivered", "SHP-4271, Reykjavik, held at customs: missing EORI number")
+    messages = [
+        {"role": "user", "content": "Export the shipments please."},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "logistics_export", "arguments": "{\"warehouse\": \"north\"}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": rows},
+    ]
+    index.add_messages(messages, thread_id="ops")
+    records = list(index.store.iter_records(None, include=("metadatas", "documents")))
+    texts = [r["document"] for r in records]
+    assert max(local_embedder.count_tokens(texts)) <= local_embedder.max_tokens
+    tool = sorted((r["metadata"] for r in records if r["metadata"]["source_kind"] == "tool"), key=lambda m: m["ordinal"])
+    assert len(tool) > 10
+    joined = "".join("".join(m["body"] for m in tool).split())
+    assert "".join(rows.split()) in joined  # the whole result is stored, nothing truncated
+    groups = index.search("Which shipment is held at customs?", k=3, thread_id="ops")
+    assert any("Reykjavik" in h.text for h in groups[0].hits)
+
+
+def test_the_seed_dogs_case(tmp_path, local_embedder):
+    """A long engineering correction that also asks for the dogs' names: the dog part's group finds them; one vector does not."""
+    case = json.loads((DATA / "dogs_thread.json").read_text())
+    index = ContextualIndex(tmp_path / "dogs", embedder=local_embedder)
+    index.add_messages(case["messages"], thread_id=case["thread_id"])
+    fact = case["dog_fact_substring"]
+    groups = index.search(case["message"], k=5, thread_id=case["thread_id"])
+    assert len(groups) > 2
+    dog_groups = [g for g in groups if "dog" in g.part.lower()]
+    assert dog_groups, [g.part for g in groups]
+    assert any(fact in h.text for g in dog_groups for h in g.hits[:1]), [(g.part, [h.text[:60] for h in g.hits]) for g in dog_groups]
+    single = index.search(case["message"], k=5, split=False, thread_id=case["thread_id"], score_threshold=None)
+    assert fact not in single[0].hits[0].text
+
+
+def test_score_scales_convert_by_name():
+    assert cosine_to_distance(0.5) == pytest.approx(0.5)
+    assert distance_to_cosine(0.25) == pytest.approx(0.75)
+    assert cosine_to_relevance(0.5) == pytest.approx(0.75)  # the seed's 0.75 floor is cosine 0.5
+    assert relevance_to_cosine(0.75) == pytest.approx(0.5)
+
+
+def test_invalid_collection_name_is_refused(tmp_path, local_embedder):
+    with pytest.raises(InputError, match="collection name"):
+        ContextualIndex(tmp_path, embedder=local_embedder, collection="x")
+
+
+def test_flatten_metadata():
+    from ctxret.store import flatten_metadata
+
+    flat = flatten_metadata({"a": {"b": 1, "c": {"d": "x"}}, "l": [1, 2], "n": None, "f": 1.5, "t": True})
+    assert flat == {"a.b": 1, "a.c.d": "x", "l": "[1, 2]", "f": 1.5, "t": True}
+    with pytest.raises(InputError):
+        flatten_metadata({"bad": float("nan")})
+
+
+def test_public_index_names():
+    assert ctxret.ContextualIndex is ContextualIndex
