@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .errors import InputTooLongError
+from .errors import InputError, InputTooLongError
 
 #: OpenAI's limit on inputs per embeddings request.
 MAX_INPUTS_PER_REQUEST = 2048
@@ -30,7 +30,7 @@ def plan_batches(
     over ``max_bytes`` raises :class:`InputTooLongError` naming it; nothing is dropped.
     """
     if max_inputs < 1 or max_bytes < 1:
-        raise ValueError(f"max_inputs and max_bytes must be positive, got {max_inputs} and {max_bytes}")
+        raise InputError(f"max_inputs and max_bytes must be positive, got {max_inputs} and {max_bytes}")
     batches: list[list[int]] = []
     current: list[int] = []
     current_bytes = 0

@@ -19,7 +19,13 @@ ArrayLike = np.ndarray | Sequence[float] | Sequence[Sequence[float]]
 
 
 def _as_array(v: ArrayLike, name: str) -> np.ndarray:
-    arr = np.asarray(v)
+    try:
+        arr = np.asarray(v)
+    except (ValueError, TypeError) as exc:  # ragged rows: vectors of different lengths
+        raise InputError(
+            f"{name} is not a vector or a 2-D array of equal-length vectors ({exc}); "
+            "all vectors must come from the same embedding model at the same dimensions"
+        ) from None
     if arr.dtype == object or not np.issubdtype(arr.dtype, np.number):
         raise InputError(f"{name} must be a numeric vector or 2-D array, got dtype {arr.dtype}")
     if arr.ndim not in (1, 2):
@@ -39,9 +45,13 @@ def _as_array(v: ArrayLike, name: str) -> np.ndarray:
 def unit(v: ArrayLike) -> np.ndarray:
     """Scale a vector (or each row of a 2-D array) to length one. A zero vector stays zero."""
     arr = _as_array(v, "vector")
-    norm = np.linalg.norm(arr, axis=-1, keepdims=True)
+    # Divide by the largest magnitude first so squaring can neither overflow (float32 above ~1e19
+    # would give an infinite norm and a zero vector) nor underflow (tiny values would give norm 0).
+    scale = np.max(np.abs(arr), axis=-1, keepdims=True)
+    scaled = arr / np.where(scale > 0, scale, 1)
+    norm = np.linalg.norm(scaled, axis=-1, keepdims=True)
     safe = np.where(norm > 0, norm, 1)
-    return (arr / safe).astype(arr.dtype, copy=False)
+    return (scaled / safe).astype(arr.dtype, copy=False)
 
 
 def chunk_search_vector(chunk: ArrayLike, message: ArrayLike, weight: float = CHUNK_FOCUS_WEIGHT) -> np.ndarray:

@@ -122,6 +122,8 @@ def cut_within_bytes(sentence: str, max_bytes: int) -> list[str]:
 
     Cuts at the last space that fits; a single word over the budget is cut at a character boundary.
     """
+    if max_bytes < 4:
+        raise InputError(f"max_bytes must be at least 4 (one UTF-8 character), got {max_bytes}")
     data = sentence.encode("utf-8")
     if len(data) <= max_bytes:
         return [sentence] if sentence else []

@@ -250,6 +250,11 @@ def turns_from_messages(
                     if not isinstance(call, Mapping):
                         raise InputError(f"{where}.tool_calls[{j}]: expected a dict, got {type(call).__name__}")
                     fn = call.get("function") or {}
+                    if not isinstance(fn, Mapping):
+                        raise InputError(
+                            f"{where}.tool_calls[{j}].function: expected a dict with 'name' and "
+                            f"'arguments', got {type(fn).__name__}"
+                        )
                     tool = str(fn.get("name") or call.get("name") or "tool")
                     args = _args_text(fn.get("arguments", call.get("arguments")))
                     sources.append(Source("tool", f"Tool {tool}", "", len(sources), ts, tool))

@@ -1,0 +1,107 @@
+"""The public surface of ``ctxret``: pinned names, and a light import."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import ctxret
+
+# The public names of ``ctxret``. Adding (or removing) a public name means editing this list.
+PUBLIC_NAMES = [
+    "__version__",
+    "CHUNK_FOCUS_WEIGHT",
+    "ContextualIndex",
+    "Embedder",
+    "Group",
+    "Hit",
+    "IndexResult",
+    "LocalEmbedder",
+    "OpenAIEmbedder",
+    "cosine_to_distance",
+    "cosine_to_relevance",
+    "distance_to_cosine",
+    "relevance_to_cosine",
+    "ConfigMismatchError",
+    "CtxretError",
+    "EmbeddingError",
+    "InputError",
+    "InputTooLongError",
+    "MAX_BYTES_PER_REQUEST",
+    "MAX_INPUTS_PER_REQUEST",
+    "MissingExtraError",
+    "Piece",
+    "Source",
+    "Turn",
+    "chunk_search_vector",
+    "clean_text",
+    "document_turns",
+    "label_pieces",
+    "mean_vector",
+    "pack_text_pieces",
+    "piece_id",
+    "plan_batches",
+    "split_prompt_chunks",
+    "split_sections",
+    "tail_utf8",
+    "truncate_dims",
+    "turns_from_messages",
+    "unit",
+]
+
+# Heavy or framework packages that ``import ctxret`` must not pull in.
+NOT_IMPORTED = ["onnxruntime", "langchain_core", "llama_index"]
+
+
+def test_all_is_pinned():
+    assert sorted(ctxret.__all__) == sorted(PUBLIC_NAMES)
+
+
+def test_all_has_no_duplicates():
+    assert len(ctxret.__all__) == len(set(ctxret.__all__))
+
+
+def test_every_public_name_resolves():
+    # Lazy names (ContextualIndex, embedders) resolve through ctxret.__getattr__ on first use.
+    for name in ctxret.__all__:
+        assert getattr(ctxret, name, None) is not None, name
+
+
+def test_star_import_gives_exactly_all():
+    ns: dict = {}
+    exec("from ctxret import *", ns)
+    assert sorted(k for k in ns if k != "__builtins__") == sorted(ctxret.__all__)
+
+
+def test_version_is_a_string():
+    assert isinstance(ctxret.__version__, str) and ctxret.__version__
+
+
+def test_error_hierarchy():
+    assert issubclass(ctxret.InputError, ctxret.CtxretError)
+    assert issubclass(ctxret.InputError, ValueError)
+    assert issubclass(ctxret.InputTooLongError, ctxret.InputError)
+    assert issubclass(ctxret.ConfigMismatchError, ctxret.CtxretError)
+    assert issubclass(ctxret.EmbeddingError, ctxret.CtxretError)
+    assert issubclass(ctxret.MissingExtraError, ctxret.CtxretError)
+    assert issubclass(ctxret.MissingExtraError, ImportError)
+
+
+def test_missing_extra_message_names_the_package_and_the_extra():
+    from ctxret.errors import missing_extra
+
+    err = missing_extra("onnxruntime", "local", "The local embedder")
+    assert isinstance(err, ctxret.MissingExtraError)
+    assert "onnxruntime" in str(err) and 'pip install "ctxret[local]"' in str(err)
+
+
+def test_import_ctxret_is_light():
+    code = (
+        "import sys, ctxret\n"
+        f"heavy = {NOT_IMPORTED!r}\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in heavy)\n"
+        "print(','.join(loaded))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "", f"import ctxret pulled in: {out.stdout.strip()}"
