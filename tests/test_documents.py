@@ -122,7 +122,7 @@ def test_crlf_and_control_characters():
 
 
 def test_document_turns_and_piece_labels():
-    turns = document_turns(RUNBOOK, title="Runbook", metadata={"source": "wiki"})
+    turns = document_turns(RUNBOOK, title="Runbook", doc_id="Runbook", metadata={"source": "wiki"})
     assert [t.index for t in turns] == [1, 2, 3, 4, 5]
     assert all(t.kind == "section" and t.label == "Runbook" for t in turns)
     assert all(t.doc_id == "Runbook" and t.thread_id == "Runbook" for t in turns)
@@ -144,7 +144,10 @@ def test_document_turns_and_piece_labels():
 
 
 def test_document_ids_and_thread_scope():
-    assert document_turns("text", title="T")[0].doc_id == "T"
+    titled = document_turns("text", title="T")[0]
+    assert titled.doc_id == document_id("text", "T") and titled.label == "T"
+    # same title, other text: two documents, not one replacing the other (e.g. pages of one PDF)
+    assert document_turns("page two", title="T")[0].doc_id != titled.doc_id
     anon = document_turns("some text")[0]
     assert anon.doc_id == document_id("some text") and anon.doc_id.startswith("doc-")
     assert anon.label == anon.doc_id

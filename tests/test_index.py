@@ -257,12 +257,18 @@ def test_async_search_matches_sync(make_index):
 def test_documents_sections_are_context(make_index):
     index = make_index()
     doc = "# Runbook\n\n## Rollback\nRun deploy.sh --rollback and page the on-call.\n\n## Backups\nSnapshots run nightly at 2 am."
-    result = index.add_documents([{"text": doc, "title": "Ops runbook", "metadata": {"team": "infra"}}])
+    result = index.add_documents([{"text": doc, "title": "Ops runbook", "id": "runbook", "metadata": {"team": "infra"}}])
     assert result.turns == 2
     groups = index.search("How do I roll back a deploy?", k=1, where={"team": "infra"})
     hit = groups[0].hits[0]
     assert hit.text.startswith("[Ops runbook · Runbook › Rollback]")
-    assert hit.metadata["doc_id"] == "Ops runbook" and hit.metadata["kind"] == "section"
+    assert hit.metadata["doc_id"] == "runbook" and hit.metadata["kind"] == "section"
+    # re-adding an edited document with the same id replaces its changed section only
+    edited = doc.replace("Snapshots run nightly at 2 am.", "Snapshots run hourly.")
+    again = index.add_documents([{"text": edited, "title": "Ops runbook", "id": "runbook", "metadata": {"team": "infra"}}])
+    assert again.turns_changed == 1 and again.replaced == 1
+    bodies = [r["metadata"]["body"] for r in index.store.iter_records({"doc_id": "runbook"})]
+    assert any("hourly" in b for b in bodies) and not any("nightly" in b for b in bodies)
 
 
 def test_stats(make_index):
@@ -333,3 +339,26 @@ def test_flatten_metadata():
 
 def test_public_index_names():
     assert ctxret.ContextualIndex is ContextualIndex
+
+
+def test_async_search_awaits_the_embedders_async_path(tmp_path, local_embedder):
+    class AsyncOnly(CountingEmbedder):
+        def __init__(self, inner):
+            super().__init__(inner)
+            self.sync_allowed = True
+            self.async_calls = 0
+
+        def embed(self, texts):
+            assert self.sync_allowed, "asearch used the sync embedding path"
+            return super().embed(texts)
+
+        async def aembed(self, texts):
+            self.async_calls += 1
+            return await self.inner.aembed(texts)
+
+    emb = AsyncOnly(local_embedder)
+    index = ContextualIndex(tmp_path / "a", embedder=emb)
+    index.add_messages(GARDEN, thread_id="home")
+    emb.sync_allowed = False
+    groups = asyncio.run(index.asearch("When is the dentist? What colour are the cabinets?", k=1))
+    assert emb.async_calls == 1 and len(groups) == 2

@@ -25,10 +25,13 @@ _PARAGRAPHS = re.compile(r"\n[ \t]*\n")
 
 
 def document_id(text: str, title: str | None = None) -> str:
-    """A default document id: the title when given, else a hash of the text."""
-    if title:
-        return title
-    return "doc-" + hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:16]
+    """A default document id: a hash of the title and text.
+
+    Two documents with the same title (e.g. the pages of one PDF) stay apart. Pass an explicit id
+    to have a re-added, edited document replace its old sections.
+    """
+    key = f"{title or ''}\x00{text}"
+    return "doc-" + hashlib.sha256(key.encode("utf-8", "replace")).hexdigest()[:16]
 
 
 def split_sections(text: str, max_section_bytes: int = SECTION_MAX_BYTES) -> list[tuple[str | None, str]]:

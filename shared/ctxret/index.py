@@ -152,8 +152,8 @@ class ContextualIndex:
         """Index plain-text or markdown documents, split into sections (each section is its pieces' context).
 
         Each document is a string or a dict ``{"text", "title"?, "id"?, "metadata"?}``. The
-        document id defaults to its title (else a hash of its text); re-adding a document with the
-        same id replaces its changed sections. ``thread_id`` (the search scope) defaults to the id.
+        document id defaults to a hash of its title and text; give an ``id`` so that re-adding an
+        edited document replaces its changed sections. ``thread_id`` (the search scope) defaults to the id.
         """
         if isinstance(documents, (str, Mapping)):
             documents = [documents]
@@ -328,7 +328,7 @@ class ContextualIndex:
     ) -> list[Group]:
         """Split ``message`` into parts; each part keeps its own group of at most ``k`` hits.
 
-        Scores are raw cosine (see :mod:`ctxret.types` for conversions). ``score_threshold``:
+        Scores are raw cosine (see :mod:`ctxret.results` for conversions). ``score_threshold``:
         ``"auto"`` uses the index's floor (the embedder's default unless you set one), ``None``
         disables it. ``thread_id`` (one id or several) and ``where`` (a Chroma filter) scope the
         search inside the query. Groups are never padded and never de-duplicated across parts.
@@ -356,7 +356,7 @@ class ContextualIndex:
         """Async :meth:`search`: the embedding runs on the embedder's async path, the store query off the event loop."""
         k = _check_k(k)
         floor = self.score_threshold if score_threshold == "auto" else score_threshold
-        parts, qvecs = await asyncio.to_thread(self.query_vectors, message, max_parts=max_parts, split=split)
+        parts, qvecs = await aquery_vectors(self.embedder, message, weight=self.weight, max_parts=max_parts, split=split)
         if not parts:
             return []
         rows = await asyncio.to_thread(self.store.query, qvecs, k, scope_filter(thread_id, where))
@@ -469,11 +469,8 @@ def _split_to_fit(embedder: Embedder, piece: Piece, count: int, limit: int) -> l
         budget = max(MIN_PIECE_BYTES, budget * 2 // 3)
 
 
-def embed_fitting(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
-    """Embed texts in one pass; a text over the model's token limit is embedded as the unit mean of windows that fit."""
-    texts = [clean_text(t) for t in texts]
-    if not texts:
-        return np.zeros((0, int(embedder.dims)), np.float32)
+def _fitting_plan(embedder: Embedder, texts: Sequence[str]) -> tuple[list[str], list[int]]:
+    """Texts to send, and which input each belongs to: an over-limit text becomes windows that fit."""
     limit = int(embedder.max_tokens)
     counts = embedder.count_tokens(texts)
     flat: list[str] = []
@@ -492,13 +489,50 @@ def embed_fitting(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
             budget = max(MIN_PIECE_BYTES, budget * 2 // 3)
         flat.extend(windows)
         owner.extend([i] * len(windows))
-    vecs = np.asarray(embedder.embed(flat), dtype=np.float32)
-    out = np.zeros((len(texts), vecs.shape[1]), np.float32)
+    return flat, owner
+
+
+def _combine_windows(vecs: np.ndarray, owner: Sequence[int], n: int) -> np.ndarray:
+    vecs = np.asarray(vecs, dtype=np.float32)
+    out = np.zeros((n, vecs.shape[1]), np.float32)
     owner_arr = np.asarray(owner)
-    for i in range(len(texts)):
+    for i in range(n):
         rows = vecs[owner_arr == i]
         out[i] = rows[0] if len(rows) == 1 else mean_vector(rows)
     return out
+
+
+def embed_fitting(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """Embed texts in one pass; a text over the model's token limit is embedded as the unit mean of windows that fit."""
+    texts = [clean_text(t) for t in texts]
+    if not texts:
+        return np.zeros((0, int(embedder.dims)), np.float32)
+    flat, owner = _fitting_plan(embedder, texts)
+    return _combine_windows(embedder.embed(flat), owner, len(texts))
+
+
+async def aembed_fitting(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """Async :func:`embed_fitting`: awaits the embedder's async path."""
+    texts = [clean_text(t) for t in texts]
+    if not texts:
+        return np.zeros((0, int(embedder.dims)), np.float32)
+    flat, owner = _fitting_plan(embedder, texts)
+    return _combine_windows(await embedder.aembed(flat), owner, len(texts))
+
+
+def _query_texts(message: str, max_parts: int, split: bool) -> tuple[list[str], str]:
+    if not isinstance(message, str):
+        raise InputError(f"message must be a string, got {type(message).__name__}")
+    whole = tail_utf8(clean_text(message), WHOLE_MESSAGE_MAX_BYTES).strip()
+    if not whole:
+        return [], ""
+    return (split_prompt_chunks(message, max_parts) if split else [whole]), whole
+
+
+def _blend_parts(vecs: np.ndarray, split: bool, weight: float) -> np.ndarray:
+    if not split:
+        return vecs
+    return chunk_search_vector(vecs[:-1], vecs[-1], weight).astype(np.float32)
 
 
 def query_vectors(
@@ -511,16 +545,22 @@ def query_vectors(
     the whole message and its vector the unblended whole-message vector: the one-vector baseline.
     An empty or whitespace-only message gives no parts.
     """
-    if not isinstance(message, str):
-        raise InputError(f"message must be a string, got {type(message).__name__}")
-    whole = tail_utf8(clean_text(message), WHOLE_MESSAGE_MAX_BYTES).strip()
-    if not whole:
+    parts, whole = _query_texts(message, max_parts, split)
+    if not parts:
         return [], np.zeros((0, int(embedder.dims)), np.float32)
-    if not split:
-        return [whole], embed_fitting(embedder, [whole])
-    parts = split_prompt_chunks(message, max_parts)
-    vecs = embed_fitting(embedder, parts + [whole])
-    return parts, chunk_search_vector(vecs[:-1], vecs[-1], weight).astype(np.float32)
+    vecs = embed_fitting(embedder, parts + [whole] if split else parts)
+    return parts, _blend_parts(vecs, split, weight)
+
+
+async def aquery_vectors(
+    embedder: Embedder, message: str, *, weight: float = CHUNK_FOCUS_WEIGHT, max_parts: int = MAX_PARTS, split: bool = True
+) -> tuple[list[str], np.ndarray]:
+    """Async :func:`query_vectors`: the embedding request awaits the embedder's async path."""
+    parts, whole = _query_texts(message, max_parts, split)
+    if not parts:
+        return [], np.zeros((0, int(embedder.dims)), np.float32)
+    vecs = await aembed_fitting(embedder, parts + [whole] if split else parts)
+    return parts, _blend_parts(vecs, split, weight)
 
 
 # -- helpers ----------------------------------------------------------------------------------
