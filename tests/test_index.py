@@ -360,5 +360,5 @@ def test_async_search_awaits_the_embedders_async_path(tmp_path, local_embedder):
     index = ContextualIndex(tmp_path / "a", embedder=emb)
     index.add_messages(GARDEN, thread_id="home")
     emb.sync_allowed = False
-    groups = asyncio.run(index.asearch("When is the dentist? What colour are the cabinets?", k=1))
+    groups = asyncio.run(index.asearch("When is the dentist appointment now? What colour are the kitchen cabinets?", k=1))
     assert emb.async_calls == 1 and len(groups) == 2
