@@ -1,0 +1,52 @@
+"""LangChain adapter for ctxret: a grouped retriever, message conversion, group-keeping prompts.
+
+>>> from langchain_ctxret import ContextualRetriever, render_groups     # doctest: +SKIP
+>>> retriever = ContextualRetriever.from_path("./memory")               # doctest: +SKIP
+>>> chain = retriever | render_groups                                   # doctest: +SKIP
+>>> context = chain.invoke("Where do I fly? What did the vet say?")      # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .messages import message_to_openai, messages_to_openai
+from .prompt import (
+    DocumentGroup,
+    format_document_item,
+    format_groups,
+    group_documents,
+    render_groups,
+    render_groups_runnable,
+)
+from .retriever import ContextualRetriever, groups_to_documents, hit_to_document
+
+if TYPE_CHECKING:
+    from .embeddings import CtxretEmbeddings
+
+__all__ = [
+    # retrieval
+    "ContextualRetriever",
+    "groups_to_documents",
+    "hit_to_document",
+    # messages
+    "messages_to_openai",
+    "message_to_openai",
+    # prompts
+    "DocumentGroup",
+    "group_documents",
+    "format_groups",
+    "format_document_item",
+    "render_groups",
+    "render_groups_runnable",
+    # embeddings (loaded on first use)
+    "CtxretEmbeddings",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "CtxretEmbeddings":
+        from .embeddings import CtxretEmbeddings
+
+        return CtxretEmbeddings
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
