@@ -248,35 +248,7 @@ class ContextualIndex:
         return fit_pieces(turn, self.embedder, int(max_bytes or self.piece_bytes))
 
     def _piece_metadata(self, turn: Turn, p: Piece) -> dict[str, Any]:
-        caller = flatten_metadata(p.metadata) if p.metadata else {}
-        clash = sorted(set(caller) & RESERVED_KEYS)
-        if clash:
-            raise InputError(f"metadata keys {clash} are reserved by ctxret; rename them (e.g. 'user_{clash[0]}')")
-        meta: dict[str, Any] = {
-            **caller,
-            "thread_id": p.thread_id,
-            "turn_id": p.turn_id,
-            "parent_id": p.turn_id,
-            "turn_index": p.turn_index,
-            "turn_label": turn.label,
-            "kind": p.kind,
-            "source_kind": p.source_kind,
-            "source_label": p.source_label,
-            "source_ordinal": p.source_ordinal,
-            "ordinal": p.ordinal,
-            "header": p.header,
-            "body": p.body,
-        }
-        if caller:
-            meta["caller_keys"] = ",".join(sorted(caller))
-        if p.source_name:
-            meta["source_name"] = p.source_name
-        if p.doc_id is not None:
-            meta["doc_id"] = p.doc_id
-        if p.timestamp is not None:
-            meta["timestamp"] = p.timestamp.isoformat()
-            meta["ts_epoch"] = _epoch(p.timestamp)
-        return meta
+        return piece_metadata(turn, p)
 
     def _context_vectors(
         self, turns: Sequence[Turn], vectors: np.ndarray, sizes: Sequence[int], strategy: str
@@ -427,6 +399,39 @@ class ContextualIndex:
 
 
 # -- the pipeline as functions (used by the index, the adapters and the evaluation harness) ------
+def piece_metadata(turn: Turn, p: Piece) -> dict[str, Any]:
+    """The flat Chroma metadata ctxret stores with a piece (caller keys may not clash with RESERVED_KEYS)."""
+    caller = flatten_metadata(p.metadata) if p.metadata else {}
+    clash = sorted(set(caller) & RESERVED_KEYS)
+    if clash:
+        raise InputError(f"metadata keys {clash} are reserved by ctxret; rename them (e.g. 'user_{clash[0]}')")
+    meta: dict[str, Any] = {
+        **caller,
+        "thread_id": p.thread_id,
+        "turn_id": p.turn_id,
+        "parent_id": p.turn_id,
+        "turn_index": p.turn_index,
+        "turn_label": turn.label,
+        "kind": p.kind,
+        "source_kind": p.source_kind,
+        "source_label": p.source_label,
+        "source_ordinal": p.source_ordinal,
+        "ordinal": p.ordinal,
+        "header": p.header,
+        "body": p.body,
+    }
+    if caller:
+        meta["caller_keys"] = ",".join(sorted(caller))
+    if p.source_name:
+        meta["source_name"] = p.source_name
+    if p.doc_id is not None:
+        meta["doc_id"] = p.doc_id
+    if p.timestamp is not None:
+        meta["timestamp"] = p.timestamp.isoformat()
+        meta["ts_epoch"] = _epoch(p.timestamp)
+    return meta
+
+
 def fit_pieces(turn: Turn, embedder: Embedder, max_bytes: int) -> list[Piece]:
     """Label ``turn``'s pieces at ``max_bytes`` and re-pack any piece over the embedder's token limit.
 

@@ -234,17 +234,17 @@ def turns_from_messages(
             if role in ("system", "developer"):
                 if include_system:
                     text = _content_text(msg.get("content"), where)
-                    if text.strip():
+                    if clean_text(text).strip():
                         sources.append(Source("system", "System", text, len(sources), ts, name))
                 continue
             if role == "user":
                 text = _content_text(msg.get("content"), where)
-                if text.strip():
+                if clean_text(text).strip():
                     sources.append(Source("user", name or "User", text, len(sources), ts, name))
                 continue
             if role == "assistant":
                 text = _content_text(msg.get("content"), where)
-                if text.strip():
+                if clean_text(text).strip():
                     sources.append(Source("assistant", name or "Assistant", text, len(sources), ts, name))
                 for j, call in enumerate(msg.get("tool_calls") or []):
                     if not isinstance(call, Mapping):
