@@ -7,15 +7,26 @@ from typing import TYPE_CHECKING, Any
 from .base import Embedder
 
 if TYPE_CHECKING:
-    from .local import LocalEmbedder, TokenEmbeddings
+    from .local import LocalEmbedder, TokenEmbeddings, pool_spans, shared_local_embedder
     from .openai import OpenAIEmbedder
     from .wrappers import LangChainEmbedder, LlamaIndexEmbedder
 
-__all__ = ["Embedder", "LocalEmbedder", "TokenEmbeddings", "OpenAIEmbedder", "LangChainEmbedder", "LlamaIndexEmbedder"]
+__all__ = [
+    "Embedder",
+    "LocalEmbedder",
+    "TokenEmbeddings",
+    "pool_spans",
+    "shared_local_embedder",
+    "OpenAIEmbedder",
+    "LangChainEmbedder",
+    "LlamaIndexEmbedder",
+]
 
 _LAZY = {
     "LocalEmbedder": ".local",
     "TokenEmbeddings": ".local",
+    "pool_spans": ".local",
+    "shared_local_embedder": ".local",
     "OpenAIEmbedder": ".openai",
     "LangChainEmbedder": ".wrappers",
     "LlamaIndexEmbedder": ".wrappers",

@@ -1,0 +1,65 @@
+"""A ctxret embedder (the local model by default) as a LlamaIndex ``BaseEmbedding``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ctxret.embedders.base import Embedder
+from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
+from pydantic import PrivateAttr
+
+__all__ = ["CtxretEmbedding"]
+
+
+class CtxretEmbedding(BaseEmbedding):
+    """LlamaIndex ``BaseEmbedding`` over any ctxret :class:`~ctxret.embedders.base.Embedder`.
+
+    Args:
+        embedder: the ctxret embedder; ``None`` (default) uses the process-wide
+            ``LocalEmbedder()`` (all-MiniLM-L6-v2 int8, offline; needs ``ctxret[local]``).
+        embed_batch_size: texts per call to the embedder (LlamaIndex batches before calling;
+            the embedder sorts and batches again inside).
+        **kwargs: other ``BaseEmbedding`` fields (``callback_manager``, ``num_workers``, ...).
+
+    ``model_name`` is the embedder's ``model_id``. Queries and texts are embedded the same way.
+    """
+
+    _embedder: Any = PrivateAttr()
+
+    def __init__(
+        self, embedder: Embedder | None = None, *, embed_batch_size: int = 256, **kwargs: Any
+    ):
+        if embedder is None:
+            from ctxret.embedders.local import shared_local_embedder
+
+            embedder = shared_local_embedder()
+        kwargs.setdefault("model_name", embedder.model_id)
+        super().__init__(embed_batch_size=embed_batch_size, **kwargs)
+        self._embedder = embedder
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "CtxretEmbedding"
+
+    @property
+    def embedder(self) -> Embedder:
+        """The wrapped ctxret embedder."""
+        return self._embedder
+
+    def _get_query_embedding(self, query: str) -> Embedding:
+        return self._embedder.embed([query])[0].tolist()
+
+    async def _aget_query_embedding(self, query: str) -> Embedding:
+        return (await self._embedder.aembed([query]))[0].tolist()
+
+    def _get_text_embedding(self, text: str) -> Embedding:
+        return self._embedder.embed([text])[0].tolist()
+
+    async def _aget_text_embedding(self, text: str) -> Embedding:
+        return (await self._embedder.aembed([text]))[0].tolist()
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
+        return self._embedder.embed(list(texts)).tolist()
+
+    async def _aget_text_embeddings(self, texts: list[str]) -> list[Embedding]:
+        return (await self._embedder.aembed(list(texts))).tolist()

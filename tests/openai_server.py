@@ -1,0 +1,237 @@
+"""A real HTTP server on 127.0.0.1 speaking OpenAI's ``POST /v1/embeddings`` (LocalEmbedder inside).
+
+Used to test :class:`ctxret.embedders.OpenAIEmbedder` with the real ``openai`` client: requests,
+``dimensions`` (Matryoshka truncation of the 384-d local vector), ``encoding_format`` ``float``
+and ``base64`` (the client asks for base64 unless told otherwise), ``usage``, and failures on
+demand (N x 429 with ``Retry-After``, 500, slow answers past the client's timeout). Like OpenAI it
+rejects with 400 a request of more than ``max_inputs`` inputs or ``max_bytes`` bytes, an empty
+string input, and an input over the model's token limit. Every request is recorded.
+
+It only ever binds and talks to 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+from ctxret.blend import truncate_dims
+from ctxret.embedders.local import LocalEmbedder
+
+
+@dataclass
+class Recorded:
+    """One request the server received (whatever it answered)."""
+
+    n_inputs: int
+    n_bytes: int
+    dimensions: int | None
+    encoding_format: str | None
+    model: str | None
+    authorization: str | None
+    status: int = 0
+
+
+@dataclass
+class _Fault:
+    status: int = 0  # 0: answer normally
+    delay: float = 0.0
+    retry_after: str | None = None
+
+
+@dataclass
+class FakeOpenAI:
+    """State and behaviour of the server; the handler reads it. Thread-safe."""
+
+    embedder: LocalEmbedder
+    max_inputs: int = 2048
+    max_bytes: int = 300_000
+    requests: list[Recorded] = field(default_factory=list)
+    faults: deque[_Fault] = field(default_factory=deque)
+    always: _Fault | None = None
+    url: str = ""
+    _cache: dict[str, np.ndarray] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # -- controls --------------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        with self._lock:
+            self.requests.clear()
+            self.faults.clear()
+            self.always = None
+
+    def fail_next(self, count: int, status: int, retry_after: str | None = None) -> None:
+        """Answer the next ``count`` requests with ``status`` (optionally with ``Retry-After``)."""
+        with self._lock:
+            self.faults.extend(_Fault(status=status, retry_after=retry_after) for _ in range(count))
+
+    def slow_next(self, count: int, seconds: float) -> None:
+        """Wait ``seconds`` before answering each of the next ``count`` requests."""
+        with self._lock:
+            self.faults.extend(_Fault(delay=seconds) for _ in range(count))
+
+    def fail_always(self, status: int) -> None:
+        with self._lock:
+            self.always = _Fault(status=status)
+
+    # -- behaviour -------------------------------------------------------------------------------
+
+    def _next_fault(self) -> _Fault | None:
+        with self._lock:
+            if self.faults:
+                return self.faults.popleft()
+            return self.always
+
+    def vectors(self, texts: list[str]) -> np.ndarray:
+        """Local vectors for ``texts``, memoised (tests send the same texts many times)."""
+        with self._lock:
+            missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        if missing:
+            fresh = self.embedder.embed(missing)
+            with self._lock:
+                self._cache.update(zip(missing, fresh, strict=True))
+        with self._lock:
+            return np.stack([self._cache[t] for t in texts])
+
+    def handle(self, body: dict, record: Recorded) -> tuple[int, dict, dict[str, str]]:
+        """Status, JSON body and extra headers for one request."""
+        fault = self._next_fault()
+        if fault is not None and fault.delay:
+            time.sleep(fault.delay)
+        if fault is not None and fault.status:
+            headers = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
+            kind = "rate_limit_exceeded" if fault.status == 429 else "server_error"
+            return fault.status, _error(f"injected failure {fault.status}", kind), headers
+        inputs = body.get("input")
+        if isinstance(inputs, str):
+            inputs = [inputs]
+        if (
+            not isinstance(inputs, list)
+            or not all(isinstance(t, str) for t in inputs)
+            or not inputs
+        ):
+            return 400, _error("'input' must be a string or a non-empty array of strings"), {}
+        if len(inputs) > self.max_inputs:
+            return 400, _error(f"'input' array must have at most {self.max_inputs} items"), {}
+        if record.n_bytes > self.max_bytes:
+            return 400, _error(f"request too large: {record.n_bytes} bytes > {self.max_bytes}"), {}
+        if any(t == "" for t in inputs):
+            return 400, _error("'$.input' is invalid: empty string"), {}
+        counts = self.embedder.count_tokens(inputs)
+        for i, count in enumerate(counts):
+            if count > self.embedder.max_tokens:
+                return (
+                    400,
+                    _error(f"input {i} has {count} tokens, over {self.embedder.max_tokens}"),
+                    {},
+                )
+        vectors = self.vectors(inputs)
+        dimensions = body.get("dimensions")
+        if dimensions is not None:
+            if not isinstance(dimensions, int) or not 1 <= dimensions <= vectors.shape[1]:
+                return 400, _error(f"invalid dimensions {dimensions!r}"), {}
+            vectors = truncate_dims(vectors, dimensions).astype(np.float32)
+        fmt = body.get("encoding_format", "float")
+        if fmt not in ("float", "base64"):
+            return 400, _error(f"invalid encoding_format {fmt!r}"), {}
+        data = []
+        # Answer in reverse order: clients must put vectors back by their "index" field.
+        for i in reversed(range(len(inputs))):
+            vec = vectors[i].astype("<f4")
+            payload = base64.b64encode(vec.tobytes()).decode() if fmt == "base64" else vec.tolist()
+            data.append({"object": "embedding", "index": i, "embedding": payload})
+        tokens = int(sum(counts))
+        return (
+            200,
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model", ""),
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            },
+            {},
+        )
+
+
+def _error(message: str, kind: str = "invalid_request_error") -> dict:
+    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+
+
+def _handler(state: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - quiet
+            return
+
+        def _send(self, status: int, payload: dict, headers: dict[str, str]) -> None:
+            data = json.dumps(payload).encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (timeout test)
+
+        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length)
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = None
+            if not isinstance(body, dict):
+                self._send(400, _error("body is not a JSON object"), {})
+                return
+            inputs = body.get("input")
+            texts = (
+                [inputs] if isinstance(inputs, str) else inputs if isinstance(inputs, list) else []
+            )
+            record = Recorded(
+                n_inputs=len(texts),
+                n_bytes=sum(len(t.encode("utf-8")) for t in texts if isinstance(t, str)),
+                dimensions=body.get("dimensions"),
+                encoding_format=body.get("encoding_format"),
+                model=body.get("model"),
+                authorization=self.headers.get("Authorization"),
+            )
+            with state._lock:  # recorded on arrival (a slow answer may never be read)
+                state.requests.append(record)
+            if self.path.rstrip("/") != "/v1/embeddings":
+                status, payload, headers = 404, _error(f"no route {self.path}"), {}
+            else:
+                status, payload, headers = state.handle(body, record)
+            record.status = status
+            self._send(status, payload, headers)
+
+    return Handler
+
+
+@contextmanager
+def serve(embedder: LocalEmbedder, **limits: int) -> Iterator[FakeOpenAI]:
+    """Run the server on a free port of 127.0.0.1 in a background thread; stop it on exit."""
+    state = FakeOpenAI(embedder=embedder, **limits)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    server.daemon_threads = True
+    server.block_on_close = False
+    host, port = server.server_address[:2]
+    state.url = f"http://{host}:{port}/v1"
+    thread = threading.Thread(target=server.serve_forever, name="fake-openai", daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
