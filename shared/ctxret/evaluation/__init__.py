@@ -1,0 +1,43 @@
+"""The evaluation harness: the controlled test, the production-thread protocol, calibration.
+
+* :mod:`.controlled` — one sentence in four contexts (``ctxret eval controlled FIXTURE.json``).
+* :mod:`.threads` — LoCoMo conversations and JSONL threads (``ctxret eval threads PATH``).
+* :mod:`.calibrate` — blend weight, piece budget, floor and fusion sweeps (``ctxret eval calibrate PATH``).
+* :mod:`.metrics`, :mod:`.report`, :mod:`.cli` (:func:`register_eval` for the main CLI).
+
+Every search is exact cosine with numpy; every distinct text is embedded once per process
+(:func:`.embedding.cached_embedder`); every random choice is fixed by ``seed``.
+"""
+
+from __future__ import annotations
+
+from .cli import register_eval
+from .controlled import CONDITIONS, REPRESENTATIONS, load_fixture, run_controlled
+from .threads import (
+    QUERY_SETS,
+    THREAD_REPRESENTATIONS,
+    Conversation,
+    load_jsonl,
+    load_locomo,
+    load_threads,
+    register_representation,
+    run_threads,
+)
+from .calibrate import run_calibrate
+
+__all__ = [
+    "register_eval",
+    "run_controlled",
+    "load_fixture",
+    "REPRESENTATIONS",
+    "CONDITIONS",
+    "run_threads",
+    "load_threads",
+    "load_locomo",
+    "load_jsonl",
+    "Conversation",
+    "QUERY_SETS",
+    "THREAD_REPRESENTATIONS",
+    "register_representation",
+    "run_calibrate",
+]

@@ -1,0 +1,252 @@
+"""``ctxret eval controlled|threads|calibrate``: the harness on the command line.
+
+The main CLI calls :func:`register_eval` with its subparsers; each command sets ``func(args) ->
+int`` (the exit code). ``python -m ctxret.evaluation ...`` runs the same commands standalone.
+
+    ctxret eval controlled FIXTURE.json [--json OUT] [--plot OUT.png]
+    ctxret eval threads PATH [--json OUT] [--plot OUT.png]
+    ctxret eval calibrate PATH [--json OUT] [--plot OUT.png]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from typing import Any
+
+from ..blend import CHUNK_FOCUS_WEIGHT
+from ..errors import CtxretError
+from ..fusion import DEFAULT_CANDIDATES
+from .hybrid import DEFAULT_LEXICAL_WEIGHT, DEFAULT_RRF_K
+
+
+def make_embedder(args: argparse.Namespace) -> Any:
+    """Build the embedder named by ``--embedder`` (lazily: only the chosen backend is imported)."""
+    if args.embedder == "openai":
+        from ..embedders.openai import OpenAIEmbedder  # reads OPENAI_API_KEY / OPENAI_BASE_URL
+
+        kwargs: dict[str, Any] = {"model": args.openai_model}
+        if args.dimensions:
+            kwargs["dimensions"] = args.dimensions
+        return OpenAIEmbedder(**kwargs)
+    from ..embedders.local import shared_local_embedder
+
+    return shared_local_embedder()
+
+
+def _csv(value: str | None) -> list[str] | None:
+    if not value:
+        return None
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _unit_float(value: str) -> float:
+    x = float(value)
+    if not 0.0 <= x <= 1.0 or math.isnan(x):
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {value}")
+    return x
+
+
+def _positive_int(value: str) -> int:
+    x = int(value)
+    if x < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return x
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--embedder", choices=("local", "openai"), default="local",
+                   help="local: all-MiniLM-L6-v2 int8 ONNX on CPU (default); openai: OPENAI_API_KEY / OPENAI_BASE_URL")
+    p.add_argument("--openai-model", default="text-embedding-3-small", help="model for --embedder openai")
+    p.add_argument("--dimensions", type=_positive_int, default=None, help="output dimensions for --embedder openai")
+    p.add_argument("-k", type=_positive_int, default=5, help="results per part (default 5)")
+    p.add_argument("--weight", type=_unit_float, default=CHUNK_FOCUS_WEIGHT,
+                   help="blend weight of the piece / part (default 0.8)")
+    p.add_argument("--piece-bytes", type=_positive_int, default=None, help="piece byte budget (default: the embedder's)")
+    p.add_argument("--threshold", type=float, default=None, help="cosine floor (default: the embedder's default_score_threshold)")
+    p.add_argument("--representations", default=None, help="comma-separated representations (default: all)")
+    p.add_argument("--lexical-weight", type=_unit_float, default=DEFAULT_LEXICAL_WEIGHT,
+                   help=f"lexical weight of hybrid_weighted / hybrid_convex (default {DEFAULT_LEXICAL_WEIGHT})")
+    p.add_argument("--rrf-k", type=float, default=DEFAULT_RRF_K, help=f"RRF constant (default {DEFAULT_RRF_K:g})")
+    p.add_argument("--candidates", type=_positive_int, default=DEFAULT_CANDIDATES,
+                   help=f"candidates per side before fusion (default {DEFAULT_CANDIDATES})")
+    p.add_argument("--limit-conversations", type=_positive_int, default=None, help="use only the first N conversations")
+    p.add_argument("--limit-queries", type=_positive_int, default=None, help="first N facts and questions per conversation")
+    p.add_argument("--seed", type=int, default=0, help="seed for distractors and composite messages (default 0)")
+    p.add_argument("--json", dest="json_out", default=None, help="write {\"rows\": [...], \"config\": {...}} here")
+    p.add_argument("--plot", default=None, help="write a PNG figure here")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+
+def register_eval(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``eval`` with ``controlled``, ``threads`` and ``calibrate`` to a CLI's subparsers."""
+    ev = subparsers.add_parser("eval", help="measure retrieval on fixtures or threads",
+                               description="Evaluation harness: the controlled test, the thread protocol, calibration.")
+    sub = ev.add_subparsers(dest="eval_command", metavar="{controlled,threads,calibrate}")
+    sub.required = True
+
+    c = sub.add_parser("controlled", help="one sentence in four contexts: does the right context come first?")
+    c.add_argument("fixture", help="controlled fixture JSON (see ctxret.evaluation.controlled)")
+    _common(c)
+    c.add_argument("--conditions", default=None, help="comma-separated conditions (default: all)")
+    c.add_argument("--limit-families", type=_positive_int, default=None, help="use only the first N families")
+    c.set_defaults(func=cmd_controlled)
+
+    t = sub.add_parser("threads", help="the production-thread protocol on LoCoMo files and JSONL threads")
+    t.add_argument("path", help="a LoCoMo .json, a .jsonl threads file, or a folder of them")
+    _common(t)
+    t.add_argument("--query-sets", default=None, help="comma-separated: facts,qa,composite (default: all)")
+    t.set_defaults(func=cmd_threads)
+
+    cal = sub.add_parser("calibrate", help="sweep blend weight, piece budget, floor and fusion on your threads")
+    cal.add_argument("path", help="a LoCoMo .json, a .jsonl threads file, or a folder of them")
+    _common(cal)
+    cal.add_argument("--sweeps", default=None, help="comma-separated: weight,piece_bytes,threshold,fusion (default: all)")
+    cal.set_defaults(func=cmd_calibrate)
+    return ev
+
+
+def _run(fn: Any, args: argparse.Namespace) -> int:
+    try:
+        return fn(args)
+    except CtxretError as exc:
+        print(f"ctxret eval: error: {exc}", file=sys.stderr)
+        return 2
+    except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+        print(f"ctxret eval: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def cmd_controlled(args: argparse.Namespace) -> int:
+    return _run(_controlled, args)
+
+
+def cmd_threads(args: argparse.Namespace) -> int:
+    return _run(_threads, args)
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    return _run(_calibrate, args)
+
+
+def _controlled(args: argparse.Namespace) -> int:
+    from .controlled import CONDITIONS, REPRESENTATIONS, load_fixture, run_controlled
+    from .report import controlled_table, plot_controlled, write_json
+
+    fixture = load_fixture(args.fixture)
+    res = run_controlled(
+        fixture,
+        make_embedder(args),
+        representations=_csv(args.representations) or REPRESENTATIONS,
+        conditions=_csv(args.conditions) or CONDITIONS,
+        weight=args.weight,
+        seed=args.seed,
+        lexical_weight=args.lexical_weight,
+        rrf_k=args.rrf_k,
+        candidates=args.candidates,
+        limit_families=args.limit_families,
+    )
+    counts = res.config["counts"]
+    print(f"Controlled test — {fixture.source}: {counts['families']} families, {counts['records']} records, "
+          f"embedder {res.config['embedder']}, weight {args.weight:g}, seed {args.seed}")
+    print()
+    print(controlled_table(res.rows, "all"))
+    for block in counts["blocks"]:
+        print()
+        print(f"Block {block}:")
+        print(controlled_table(res.rows, block))
+    _outputs(args, res.rows, res.config, lambda path: plot_controlled(res.rows, path), write_json)
+    return 0
+
+
+def _threads(args: argparse.Namespace) -> int:
+    from .report import plot_threads, threads_table, write_json
+    from .threads import DEFAULT_REPRESENTATIONS, QUERY_SETS, load_threads, run_threads
+
+    convs = load_threads(args.path)
+    res = run_threads(
+        convs,
+        make_embedder(args),
+        representations=_csv(args.representations) or DEFAULT_REPRESENTATIONS,
+        query_sets=_csv(args.query_sets) or QUERY_SETS,
+        k=args.k,
+        weight=args.weight,
+        piece_bytes=args.piece_bytes,
+        threshold=args.threshold,
+        lexical_weight=args.lexical_weight,
+        rrf_k=args.rrf_k,
+        candidates=args.candidates,
+        limit_conversations=args.limit_conversations,
+        limit_queries=args.limit_queries,
+        seed=args.seed,
+        progress=not args.quiet,
+    )
+    c = res.config["counts"]
+    print(f"Threads — {args.path}: {c.get('conversations', 0)} conversations, {c.get('sections', 0)} sections, "
+          f"{c.get('pieces', 0)} pieces; {c.get('facts', 0)} facts, {c.get('qa', 0)} questions, "
+          f"{c.get('composite_messages', 0)} composite messages ({c.get('composite_facts', 0)} facts); "
+          f"embedder {res.config['embedder']}, k={args.k}, weight {args.weight:g}, piece bytes {res.config['piece_bytes']}, "
+          f"floor {res.config['threshold']:g}")
+    if res.config["data_notes"]:
+        print("Data repairs: " + "; ".join(f"{k}: {v}" for k, v in sorted(res.config["data_notes"].items())))
+    print()
+    print(threads_table(res.rows))
+    _outputs(args, res.rows, res.config, lambda path: plot_threads(res.rows, path), write_json)
+    return 0
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from .calibrate import run_calibrate
+    from .report import calibration_report, plot_calibration, write_json
+    from .threads import load_threads
+
+    convs = load_threads(args.path)
+    kwargs: dict[str, Any] = {}
+    if _csv(args.sweeps):
+        kwargs["sweeps"] = _csv(args.sweeps)
+    res = run_calibrate(
+        convs,
+        make_embedder(args),
+        k=args.k,
+        weight=args.weight,
+        piece_bytes=args.piece_bytes,
+        threshold=args.threshold,
+        candidates=args.candidates,
+        limit_conversations=args.limit_conversations,
+        limit_queries=args.limit_queries,
+        seed=args.seed,
+        progress=not args.quiet,
+        **kwargs,
+    )
+    print(f"Calibration — {args.path}: embedder {res.config['embedder']}, k={args.k}; each sweep varies one setting "
+          f"(weight {args.weight:g}, piece bytes {res.config['piece_bytes']}, floor {res.config['threshold']:g} otherwise)")
+    print()
+    print(calibration_report(res))
+    config = {**res.config, "recommended": res.recommended, "notes": res.notes}
+    _outputs(args, res.rows, config, lambda path: plot_calibration(res, path), write_json)
+    return 0
+
+
+def _outputs(args: argparse.Namespace, rows: Any, config: Any, plot: Any, write_json: Any) -> None:
+    if args.json_out:
+        write_json(args.json_out, rows, config)
+        print(f"\nwrote {os.fspath(args.json_out)}")
+    if args.plot:
+        plot(args.plot)
+        print(f"wrote {os.fspath(args.plot)}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """A stand-alone parser (``python -m ctxret.evaluation``) with the ``eval`` commands at top level."""
+    parser = argparse.ArgumentParser(prog="python -m ctxret.evaluation", description="ctxret evaluation harness")
+    sub = parser.add_subparsers(dest="command", metavar="eval")
+    sub.required = True
+    register_eval(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))

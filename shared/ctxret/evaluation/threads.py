@@ -1,0 +1,754 @@
+"""The production-thread protocol of seed 000, on LoCoMo conversations and on your own JSONL threads.
+
+Per conversation (every search is scoped to it): a session (LoCoMo) or turn (JSONL) is a
+*section*; its pieces are made by the real pipeline (:func:`ctxret.index.fit_pieces`: labelled,
+packed to the piece byte budget, re-packed to the model's token limit) and every search is exact
+cosine with numpy (no ANN), like the seed's eval.
+
+Query sets
+
+* ``facts``: stored facts about what happened (LoCoMo ``session_N_observation``; JSONL ``facts``).
+  Right answer: a hit inside the section the fact's evidence came from. A fact whose evidence
+  spans several sessions has several gold sections and any of them counts. A LoCoMo fact with no
+  parsable evidence id falls back to the session its observation list belongs to.
+* ``qa``: LoCoMo QA questions of categories 1–4 that carry evidence (JSONL ``questions``).
+* ``composite``: messages made by joining three facts from three different sections of the same
+  conversation (fixed seed). Measures what query splitting is for.
+
+Metrics (means over queries, pooled over conversations; fractions 0–1)
+
+* ``top1_section``: the top hit lies in a gold section.
+* ``top1_section_floor``: the top hit that survives the cosine floor (``--threshold``, default
+  the embedder's ``default_score_threshold``) lies in a gold section. For dense rows that is "the
+  top hit is right and its cosine is at least the floor"; for hybrid rows the floor drops only
+  hits that lexical search did not find, as the runtime does. Omitted for ``bm25`` (no cosine).
+* ``mrr``: sections ranked by first appearance in the hit ranking; 1/rank of the first gold
+  section, 0 if no gold section appears (hybrid rankings hold only the fused candidates).
+* ``recall_at_5`` (``recall_at_{k}``): for each query, the share of its evidence units that lie
+  inside one of its top-k hits, averaged over queries. A LoCoMo unit is an utterance (``dia_id``);
+  every piece comes from exactly one utterance (one source per utterance), and a ``whole_turn``
+  hit holds all utterances of its session (so that row is not an equal text budget). A JSONL
+  unit is a turn (the format has no finer evidence).
+* ``coverage`` (composite only): the share of facts whose gold section appears among the results
+  at an equal budget — the top k of the fact's own part's group (the part holding the fact's
+  first words) for grouped representations, the top 3·k of the single ranking otherwise. Not
+  reported for ``whole_turn`` (3·k whole sessions is most of a conversation).
+
+For grouped representations on ``facts`` and ``qa`` the scored group is the best group: the one
+whose top hit scores highest.
+
+Representations (register more with :func:`register_representation`)
+
+* ``whole_turn``: one vector per section — the section's text (``Turn.text``) embedded with
+  :func:`ctxret.index.embed_fitting` (text over the model's limit → unit mean of windows that
+  fit): the old indexer. The query is one unblended whole-message vector.
+* ``pieces``: labelled pieces, unblended, against the unblended whole-message vector.
+* ``pieces_blend`` (the default stored side): ``blend(piece, unit mean of the section's piece
+  vectors)`` against the whole-message vector (no split).
+* ``pieces_blend_split``: the same pieces against the split, blended query parts
+  (:func:`ctxret.index.query_vectors`), one group per part.
+* ``bm25``: BM25 (:class:`ctxret.lexical.LexicalIndex`) over the piece texts, whole message as
+  the query, one ranking.
+* ``hybrid_rrf`` / ``hybrid_weighted`` / ``hybrid_convex``: per part, the top
+  ``DEFAULT_CANDIDATES`` of the ``pieces_blend_split`` dense search and of BM25 (the part's text)
+  fused with :func:`ctxret.fusion.fuse`; one group per part (the runtime's hybrid search).
+
+JSONL thread format (one thread per line)::
+
+    {"thread_id": "t1",
+     "messages": [{"role": "user", "content": "...", "timestamp": "2026-10-03T09:14:00"}, ...],
+     "facts": [{"text": "The user's dogs are Biscuit and Pepper.", "turn": 2},
+               {"text": "...", "turns": [3, 4]}],
+     "questions": [{"question": "What are the dogs called?", "turns": [2]}]}
+
+``messages`` are OpenAI chat-completions dicts; turns are numbered from 1 exactly as
+:func:`ctxret.turns.turns_from_messages` numbers them (a turn = a user message and everything up to
+the next user message). ``facts`` and ``questions`` are optional; a fact's ``turn`` (or
+``turns``) is its gold section, a question's ``turns`` both its gold sections and its evidence.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import re
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..blend import CHUNK_FOCUS_WEIGHT, chunk_search_vector, mean_vector
+from ..embedders.base import Embedder
+from ..errors import InputError
+from ..fusion import DEFAULT_CANDIDATES
+from ..index import embed_fitting, fit_pieces, query_vectors
+from ..lexical import LexicalIndex
+from ..text import WHOLE_MESSAGE_MAX_BYTES, clean_text, split_prompt_chunks, tail_utf8
+from ..turns import Piece, Source, Turn, turns_from_messages
+from .embedding import CachedEmbedder, cached_embedder
+from .hybrid import (
+    DEFAULT_LEXICAL_WEIGHT,
+    DEFAULT_RRF_K,
+    HYBRID_REPRESENTATIONS,
+    FusionConfig,
+    dense_candidates,
+    floor_mask,
+    fused_ranking,
+    fusion_for,
+)
+from .metrics import best_part, covered, evidence_recall, mean, reciprocal_rank
+
+QUERY_SETS = ("facts", "qa", "composite")
+QA_CATEGORIES = (1, 2, 3, 4)
+FACTS_PER_COMPOSITE = 3
+
+
+# -- data -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Query:
+    """One query with its gold sections (section numbers) and evidence units."""
+
+    id: str
+    text: str
+    gold: frozenset[int]
+    evidence: frozenset[str]
+    category: int | None = None
+
+
+@dataclass(frozen=True)
+class CompositeQuery:
+    """A message joining facts from different sections; each fact is scored on its own."""
+
+    id: str
+    text: str
+    facts: tuple[Query, ...]
+
+
+@dataclass
+class Conversation:
+    """A thread to evaluate: its sections (turns), evidence-unit map and query sets."""
+
+    id: str
+    source: str
+    turns: list[Turn]
+    facts: list[Query]
+    questions: list[Query]
+    #: (section number, source ordinal) → evidence unit id; missing → the section ("T<n>").
+    units: dict[tuple[int, int], str] = field(default_factory=dict)
+    #: Counts of data repairs made while loading (malformed evidence ids and the like).
+    notes: Counter = field(default_factory=Counter)
+
+    def unit_of(self, section: int, source_ordinal: int) -> str:
+        return self.units.get((section, source_ordinal), f"T{section}")
+
+
+_DIA = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)", re.IGNORECASE)
+_SESSION = re.compile(r"session_(\d+)")
+_DATE = re.compile(r"(\d{1,2}):(\d{2})\s*([ap])\.?\s*m\.?\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})", re.IGNORECASE)
+_MONTH_NAMES = "january february march april may june july august september october november december".split()
+_MONTHS = {m: i for i, m in enumerate(_MONTH_NAMES, 1)}
+
+
+def parse_evidence(value: Any) -> list[str]:
+    """Normalised dia_ids in a LoCoMo evidence value: ``"D8:6; D9:17"`` → ``["D8:6", "D9:17"]``,
+    ``"D30:05"`` → ``["D30:5"]``, ``"D:11:26"`` → ``["D11:26"]``, ``"D"`` → ``[]``; lists are flattened."""
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in parse_evidence(v)]
+    return [f"D{int(a)}:{int(b)}" for a, b in _DIA.findall(str(value))]
+
+
+def parse_locomo_time(value: Any) -> datetime | None:
+    """``"1:56 pm on 8 May, 2023"`` → ``datetime(2023, 5, 8, 13, 56)``; ``None`` when unreadable."""
+    m = _DATE.search(str(value or ""))
+    if not m:
+        return None
+    hour, minute, ampm, day, month, year = m.groups()
+    month_n = _MONTHS.get(month.lower()) or next((v for k, v in _MONTHS.items() if k.startswith(month.lower()[:3])), None)
+    if month_n is None:
+        return None
+    h = int(hour) % 12 + (12 if ampm.lower() == "p" else 0)
+    try:
+        return datetime(int(year), month_n, int(day), h, int(minute))
+    except ValueError:
+        return None
+
+
+def load_locomo(path: str | os.PathLike[str]) -> Conversation:
+    """One LoCoMo conversation file → a :class:`Conversation` (see the module docstring for the mapping).
+
+    A session is a section (``Turn(index=N, label="Session N", timestamp=session_N_date_time)``),
+    each utterance one source (kind ``"user"``, label = speaker), its text plus
+    ``" [shares a photo: <blip_caption>]"`` when it shares an image.
+    """
+    path = Path(path)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    conv = data.get("conversation", data) if isinstance(data, dict) else None
+    if not isinstance(conv, dict) or not any(_SESSION.fullmatch(k) for k in conv):
+        raise InputError(f"{path} is not a LoCoMo conversation (no session_N lists)")
+    cid = str(data.get("sample_id") or path.stem)
+    notes: Counter = Counter()
+    turns: list[Turn] = []
+    units: dict[tuple[int, int], str] = {}
+    unit_session: dict[str, int] = {}
+    numbers = sorted(int(m.group(1)) for k in conv if (m := _SESSION.fullmatch(k)) and isinstance(conv[k], list))
+    for n in numbers:
+        sources = []
+        for j, utt in enumerate(conv[f"session_{n}"]):
+            text = str(utt.get("text") or "")
+            caption = utt.get("blip_caption")
+            if caption:
+                text = f"{text} [shares a photo: {caption}]"
+            speaker = str(utt.get("speaker") or "Speaker")
+            sources.append(Source(kind="user", label=speaker, text=text, ordinal=j, name=speaker))
+            ids = parse_evidence(utt.get("dia_id"))
+            dia = ids[0] if ids else f"D{n}:{j + 1}"
+            if not ids:
+                notes["utterance without dia_id"] += 1
+            units[(n, j)] = dia
+            unit_session[dia] = n
+        ts = parse_locomo_time(conv.get(f"session_{n}_date_time"))
+        if ts is None:
+            notes["session without a readable date"] += 1
+        turns.append(Turn(thread_id=cid, index=n, sources=tuple(sources), label=f"Session {n}", timestamp=ts))
+
+    def evidence(raw: Any) -> tuple[list[str], int]:
+        flat = [str(x) for x in (raw if isinstance(raw, (list, tuple)) else [raw])]
+        ids = parse_evidence(raw)
+        if any(not re.fullmatch(r"D\d+:\d+", s.strip()) for s in flat):
+            notes["malformed evidence strings repaired or dropped"] += 1
+        known = [d for d in dict.fromkeys(ids) if d in unit_session]
+        if len(known) < len(set(ids)):
+            notes["evidence ids not in the conversation (dropped)"] += len(set(ids)) - len(known)
+        return known, len(ids)
+
+    facts: list[Query] = []
+    for n in numbers:
+        obs = data.get(f"session_{n}_observation", conv.get(f"session_{n}_observation")) or {}
+        for speaker, items in sorted(obs.items()) if isinstance(obs, dict) else []:
+            for i, item in enumerate(items or []):
+                if not isinstance(item, (list, tuple)) or not item:
+                    continue
+                text = str(item[0]).strip()
+                if not text:
+                    continue
+                ids, _ = evidence(item[1] if len(item) > 1 else None)
+                gold = frozenset(unit_session[d] for d in ids)
+                if not gold:
+                    notes["facts without usable evidence (gold = observation session)"] += 1
+                    gold = frozenset({n})
+                facts.append(Query(f"{cid}/s{n}/{speaker}/{i}", text, gold, frozenset(ids)))
+    questions: list[Query] = []
+    for i, qa in enumerate(data.get("qa") or []):
+        cat = qa.get("category")
+        if cat not in QA_CATEGORIES:
+            continue
+        ids, _ = evidence(qa.get("evidence"))
+        if not ids:
+            notes["qa (cat 1-4) without usable evidence (skipped)"] += 1
+            continue
+        questions.append(
+            Query(f"{cid}/qa{i}", str(qa["question"]), frozenset(unit_session[d] for d in ids), frozenset(ids), int(cat))
+        )
+    return Conversation(cid, str(path), turns, facts, questions, units, notes)
+
+
+def load_jsonl(path: str | os.PathLike[str]) -> list[Conversation]:
+    """Threads in our JSONL format (one per line; see the module docstring)."""
+    path = Path(path)
+    out: list[Conversation] = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{where}: not valid JSON ({exc})") from None
+        if not isinstance(obj, dict) or "thread_id" not in obj or "messages" not in obj:
+            raise InputError(f"{where}: each line needs \"thread_id\" and \"messages\"")
+        tid = str(obj["thread_id"])
+        turns = turns_from_messages(obj["messages"], tid)
+        known = {t.index for t in turns}
+
+        def gold_of(item: dict, key_one: str, key_many: str, what: str) -> frozenset[int]:
+            raw = item.get(key_many, item.get(key_one))
+            nums = raw if isinstance(raw, list) else [raw]
+            try:
+                gold = frozenset(int(x) for x in nums)
+            except (TypeError, ValueError):
+                raise InputError(f"{where}: {what} needs \"{key_one}\" (a turn number) or \"{key_many}\" (a list)") from None
+            missing = sorted(gold - known)
+            if missing or not gold:
+                raise InputError(f"{where}: {what} points at turn(s) {missing or '[]'}; the thread has turns 1..{len(turns)}")
+            return gold
+
+        facts = []
+        for i, f in enumerate(obj.get("facts") or []):
+            gold = gold_of(f, "turn", "turns", f"fact {i}")
+            facts.append(Query(f"{tid}/f{i}", str(f["text"]), gold, frozenset(f"T{n}" for n in gold)))
+        questions = []
+        for i, q in enumerate(obj.get("questions") or []):
+            gold = gold_of(q, "turn", "turns", f"question {i}")
+            questions.append(Query(f"{tid}/q{i}", str(q["question"]), gold, frozenset(f"T{n}" for n in gold)))
+        out.append(Conversation(tid, str(path), turns, facts, questions))
+    return out
+
+
+def load_threads(path: str | os.PathLike[str]) -> list[Conversation]:
+    """A folder (every ``*.json`` LoCoMo file and ``*.jsonl`` thread file in it, sorted) or one file."""
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix in (".json", ".jsonl") and p.is_file())
+        if not files:
+            raise InputError(f"{path} holds no *.json (LoCoMo) or *.jsonl (threads) files")
+    elif path.is_file():
+        files = [path]
+    else:
+        raise InputError(f"{path} does not exist; pass a LoCoMo .json file, a .jsonl threads file or a folder of them")
+    out: list[Conversation] = []
+    for f in files:
+        out.extend(load_jsonl(f) if f.suffix == ".jsonl" else [load_locomo(f)])
+    ids = [c.id for c in out]
+    if len(set(ids)) != len(ids):
+        raise InputError(f"duplicate thread ids in {path}: {sorted(k for k, v in Counter(ids).items() if v > 1)}")
+    return out
+
+
+def _terminated(text: str) -> str:
+    text = " ".join(text.split())
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+def composite_queries(conv: Conversation, seed: int = 0, limit: int | None = None) -> list[CompositeQuery]:
+    """Messages of three facts from three different sections (disjoint gold sets), fixed by the seed."""
+    rng = random.Random(f"{seed}/composite/{conv.id}")
+    pool = list(conv.facts)
+    rng.shuffle(pool)
+    out: list[CompositeQuery] = []
+    while len(pool) >= FACTS_PER_COMPOSITE and (limit is None or len(out) < limit):
+        first = pool.pop(0)
+        chosen, used = [first], set(first.gold)
+        for f in pool:
+            if not (f.gold & used):
+                chosen.append(f)
+                used |= f.gold
+                if len(chosen) == FACTS_PER_COMPOSITE:
+                    break
+        if len(chosen) < FACTS_PER_COMPOSITE:
+            continue
+        for f in chosen[1:]:
+            pool.remove(f)
+        text = " ".join(_terminated(f.text) for f in chosen)
+        out.append(CompositeQuery(f"{conv.id}/c{len(out)}", text, tuple(chosen)))
+    return out
+
+
+# -- search -----------------------------------------------------------------------------------
+@dataclass
+class Ranked:
+    """One group: a query part and its ranked items (indices), scores and dense cosines (or None)."""
+
+    part: str
+    items: np.ndarray
+    scores: np.ndarray
+    cosines: np.ndarray | None
+    #: Hybrid only: which ranked hits lexical search found (the cosine floor does not drop them).
+    lexical: np.ndarray | None = None
+
+
+@dataclass
+class Retrieval:
+    """What a representation returns for one message: item level, whether groups are per part, the groups."""
+
+    level: str  # "pieces" | "sections"
+    grouped: bool
+    groups: list[Ranked]
+
+
+def _whole(message: str) -> str:
+    return tail_utf8(clean_text(message), WHOLE_MESSAGE_MAX_BYTES).strip()
+
+
+class ConversationIndex:
+    """One conversation's pieces, vectors (raw, blended, per section) and BM25 index, for exact search."""
+
+    def __init__(
+        self,
+        conv: Conversation,
+        embedder: Embedder,
+        *,
+        piece_bytes: int | None = None,
+        weight: float = CHUNK_FOCUS_WEIGHT,
+        candidates: int = DEFAULT_CANDIDATES,
+        lexical_weight: float = DEFAULT_LEXICAL_WEIGHT,
+        rrf_k: float = DEFAULT_RRF_K,
+    ) -> None:
+        self.conv = conv
+        self.lexical_weight = float(lexical_weight)
+        self.rrf_k = float(rrf_k)
+        self.emb: CachedEmbedder = cached_embedder(embedder)
+        self.weight = float(weight)
+        self.piece_bytes = int(piece_bytes or self.emb.default_piece_bytes)
+        self.candidates = int(candidates)
+        self.pieces: list[Piece] = [p for t in conv.turns for p in fit_pieces(t, self.emb, self.piece_bytes)]
+        self.piece_ids = [p.id for p in self.pieces]  # the runtime's ids (BM25 breaks score ties by id)
+        self.index_of = {pid: i for i, pid in enumerate(self.piece_ids)}
+        dims = self.emb.dims
+        self.piece_section = np.array([p.turn_index for p in self.pieces], dtype=np.int64)
+        self.piece_units = [frozenset({conv.unit_of(p.turn_index, p.source_ordinal)}) for p in self.pieces]
+        self.raw = self.emb.embed([p.text for p in self.pieces]) if self.pieces else np.zeros((0, dims), np.float32)
+        self.blended = np.zeros_like(self.raw)
+        for t in conv.turns:
+            rows = np.flatnonzero(self.piece_section == t.index)
+            if len(rows):
+                self.blended[rows] = chunk_search_vector(self.raw[rows], mean_vector(self.raw[rows]), self.weight)
+        self.section_ids = np.array([t.index for t in conv.turns], dtype=np.int64)
+        self.section_units = [
+            frozenset(conv.unit_of(t.index, s.ordinal) for s in t.sources) for t in conv.turns
+        ]
+        self._section_vecs: np.ndarray | None = None
+        self._lexical: LexicalIndex | None = None
+        self._qcache: dict[tuple[str, bool], tuple[list[str], np.ndarray]] = {}
+
+    # lazily built parts
+    @property
+    def section_vecs(self) -> np.ndarray:
+        if self._section_vecs is None:
+            texts = [clean_text(t.text) for t in self.conv.turns]
+            self._section_vecs = embed_fitting(self.emb, texts) if texts else np.zeros((0, self.emb.dims), np.float32)
+        return self._section_vecs
+
+    @property
+    def lexical(self) -> LexicalIndex:
+        if self._lexical is None:
+            self._lexical = LexicalIndex(":memory:")
+            self._lexical.upsert(
+                self.piece_ids,
+                [p.text for p in self.pieces],
+                [self.conv.id] * len(self.pieces),
+                [p.turn_id for p in self.pieces],
+            )
+        return self._lexical
+
+    def close(self) -> None:
+        if self._lexical is not None:
+            self._lexical.close()
+            self._lexical = None
+
+    def sections(self, level: str) -> np.ndarray:
+        return self.piece_section if level == "pieces" else self.section_ids
+
+    def units(self, level: str) -> list[frozenset[str]]:
+        return self.piece_units if level == "pieces" else self.section_units
+
+    def query(self, message: str, split: bool) -> tuple[list[str], np.ndarray]:
+        """The real query pipeline (:func:`ctxret.index.query_vectors`), memoised per message."""
+        key = (message, split)
+        if key not in self._qcache:
+            self._qcache[key] = query_vectors(self.emb, message, weight=self.weight, split=split)
+        return self._qcache[key]
+
+    def dense(self, matrix: np.ndarray, part: str, qvec: np.ndarray) -> Ranked:
+        scores = matrix @ qvec
+        order = np.argsort(-scores, kind="stable")
+        return Ranked(part, order, scores[order], scores[order])
+
+    def bm25(self, text: str, limit: int | None = None) -> list[tuple[str, float]]:
+        """BM25 ``(piece id, score)`` of ``text`` scoped to this conversation, best first."""
+        return self.lexical.search(text, limit or len(self.pieces), [self.conv.id]) if self.pieces else []
+
+    def bm25_of(self, text: str, ids: list[str]) -> dict[str, float]:
+        """Exact BM25 of the given pieces for ``text`` (0.0 for pieces holding none of its words)."""
+        return self.lexical.scores(text, ids, [self.conv.id]) if ids else {}
+
+
+ThreadRepresentation = Callable[[ConversationIndex, str], Retrieval]
+
+
+def _rep_whole_turn(ix: ConversationIndex, message: str) -> Retrieval:
+    parts, q = ix.query(message, split=False)
+    return Retrieval("sections", False, [ix.dense(ix.section_vecs, p, v) for p, v in zip(parts, q)])
+
+
+def _rep_pieces(ix: ConversationIndex, message: str) -> Retrieval:
+    parts, q = ix.query(message, split=False)
+    return Retrieval("pieces", False, [ix.dense(ix.raw, p, v) for p, v in zip(parts, q)])
+
+
+def _rep_pieces_blend(ix: ConversationIndex, message: str) -> Retrieval:
+    parts, q = ix.query(message, split=False)
+    return Retrieval("pieces", False, [ix.dense(ix.blended, p, v) for p, v in zip(parts, q)])
+
+
+def _rep_pieces_blend_split(ix: ConversationIndex, message: str) -> Retrieval:
+    parts, q = ix.query(message, split=True)
+    return Retrieval("pieces", True, [ix.dense(ix.blended, p, v) for p, v in zip(parts, q)])
+
+
+def _rep_bm25(ix: ConversationIndex, message: str) -> Retrieval:
+    whole = _whole(message)
+    if not whole:
+        return Retrieval("pieces", False, [])
+    hits = ix.bm25(whole)
+    items = np.array([ix.index_of[i] for i, _ in hits], dtype=np.int64)
+    scores = np.array([s for _, s in hits], dtype=np.float64)
+    return Retrieval("pieces", False, [Ranked(whole, items, scores, None)])
+
+
+def hybrid_groups(ix: ConversationIndex, message: str, config: FusionConfig) -> list[Ranked]:
+    """Per part: dense top candidates (blended pieces) and BM25 top candidates (the part's text), fused."""
+    parts, q = ix.query(message, split=True)
+    groups = []
+    for part, v in zip(parts, q):
+        dense = ix.blended @ v
+        idx, fused, lex = fused_ranking(
+            dense, dense_candidates(dense, ix.candidates, ix.piece_ids), ix.bm25(part, ix.candidates), config,
+            ix.index_of, lambda ids, part=part: ix.bm25_of(part, ids),
+        )
+        groups.append(Ranked(part, idx, fused, dense[idx], lex))
+    return groups
+
+
+def _hybrid(name: str) -> ThreadRepresentation:
+    def rep(ix: ConversationIndex, message: str) -> Retrieval:
+        cfg = fusion_for(name, ix.lexical_weight, ix.rrf_k)
+        return Retrieval("pieces", True, hybrid_groups(ix, message, cfg))
+
+    rep.__name__ = f"_rep_{name}"
+    return rep
+
+
+THREAD_REPRESENTATIONS: dict[str, ThreadRepresentation] = {
+    "whole_turn": _rep_whole_turn,
+    "pieces": _rep_pieces,
+    "pieces_blend": _rep_pieces_blend,
+    "pieces_blend_split": _rep_pieces_blend_split,
+    "bm25": _rep_bm25,
+    **{name: _hybrid(name) for name in HYBRID_REPRESENTATIONS},
+}
+DEFAULT_REPRESENTATIONS = tuple(THREAD_REPRESENTATIONS)
+
+
+def register_representation(name: str, fn: ThreadRepresentation) -> None:
+    """Add a strategy to ``eval threads``: ``fn(index, message) -> Retrieval`` over the index's pieces
+    (``level="pieces"``, item i = ``index.pieces[i]``) or sections (``level="sections"``)."""
+    THREAD_REPRESENTATIONS[name] = fn
+
+
+# -- scoring ----------------------------------------------------------------------------------
+def best_group(groups: Sequence[Ranked]) -> Ranked | None:
+    """The group whose top hit scores highest (first on ties); None when every group is empty."""
+    best, best_score = None, -math.inf
+    for g in groups:
+        if len(g.items) and g.scores[0] > best_score:
+            best, best_score = g, float(g.scores[0])
+    return best
+
+
+def score_query(ix: ConversationIndex, ret: Retrieval, q: Query, k: int, floor: float | None) -> dict[str, float]:
+    """Metrics of one fact or question (see the module docstring).
+
+    Keys: ``top1_section``, ``top1_section_floor`` (dense cosine available and a floor set),
+    ``mrr``, ``recall`` (NaN without evidence), ``top_cosine`` (the scored top hit's cosine).
+    """
+    g = best_group(ret.groups)
+    out: dict[str, float] = {}
+    if g is None:
+        out.update(top1_section=0.0, mrr=0.0, recall=evidence_recall([], q.evidence))
+        if floor is not None and any(gr.cosines is not None for gr in ret.groups):
+            out["top1_section_floor"] = 0.0
+        return out
+    sections = ix.sections(ret.level)[g.items]
+    units = ix.units(ret.level)
+    top1 = 1.0 if sections[0] in q.gold else 0.0
+    out["top1_section"] = top1
+    if g.cosines is not None and floor is not None:
+        kept = np.flatnonzero(floor_mask(g.cosines, g.lexical, floor))
+        out["top1_section_floor"] = 1.0 if len(kept) and sections[kept[0]] in q.gold else 0.0
+    out["mrr"] = reciprocal_rank(sections.tolist(), q.gold)
+    out["recall"] = evidence_recall([units[i] for i in g.items[:k]], q.evidence)
+    if g.cosines is not None:
+        out["top_cosine"] = float(g.cosines[0])
+    return out
+
+
+def score_composite(ix: ConversationIndex, ret: Retrieval, cq: CompositeQuery, k: int) -> list[float]:
+    """Coverage of each fact of a composite message (1.0 / 0.0 per fact)."""
+    out = []
+    sections = ix.sections(ret.level)
+    parts = [g.part for g in ret.groups]
+    for fact in cq.facts:
+        if not ret.groups:
+            out.append(0.0)
+            continue
+        if ret.grouped:
+            items = ret.groups[best_part(parts, fact.text)].items[:k]
+        else:
+            items = ret.groups[0].items[: FACTS_PER_COMPOSITE * k]
+        out.append(covered(sections[items].tolist(), fact.gold))
+    return out
+
+
+_AGGREGATED = ("top1_section", "top1_section_floor", "mrr", "recall")
+
+
+@dataclass
+class ThreadsResult:
+    rows: list[dict[str, Any]]
+    config: dict[str, Any]
+    #: Per-query metric dicts: {"conversation", "representation", "query_set", "query_id", metrics...}.
+    per_query: list[dict[str, Any]] = field(default_factory=list)
+
+
+def select_queries(conv: Conversation, limit: int | None, seed: int) -> dict[str, list[Any]]:
+    """The query sets of one conversation: the first ``limit`` facts and questions, and
+    ``ceil(limit / 3)`` composite messages (all of them when ``limit`` is None)."""
+    facts = conv.facts[:limit] if limit else list(conv.facts)
+    qa = conv.questions[:limit] if limit else list(conv.questions)
+    comp = composite_queries(conv, seed, limit=math.ceil(limit / FACTS_PER_COMPOSITE) if limit else None)
+    return {"facts": facts, "qa": qa, "composite": comp}
+
+
+def prewarm(emb: CachedEmbedder, messages: Iterable[str]) -> None:
+    """Embed every query text, part and whole message in one batch."""
+    texts: list[str] = []
+    for m in messages:
+        texts.append(_whole(m))
+        texts.extend(split_prompt_chunks(m))
+    texts = [t for t in dict.fromkeys(texts) if t]
+    if texts:
+        embed_fitting(emb, texts)
+
+
+def run_threads(
+    conversations: Sequence[Conversation],
+    embedder: Embedder,
+    *,
+    representations: Sequence[str] = DEFAULT_REPRESENTATIONS,
+    query_sets: Sequence[str] = QUERY_SETS,
+    k: int = 5,
+    weight: float = CHUNK_FOCUS_WEIGHT,
+    piece_bytes: int | None = None,
+    threshold: float | None = None,
+    lexical_weight: float = DEFAULT_LEXICAL_WEIGHT,
+    rrf_k: float = DEFAULT_RRF_K,
+    candidates: int = DEFAULT_CANDIDATES,
+    limit_conversations: int | None = None,
+    limit_queries: int | None = None,
+    seed: int = 0,
+    progress: bool = False,
+) -> ThreadsResult:
+    """Run the thread protocol; one row per (representation, query set).
+
+    Row: ``{"representation", "query_set", "top1_section", "top1_section_floor", "mrr",
+    "recall_at_5", "coverage", "n"}`` — keys that do not apply are omitted (``coverage`` is only
+    for ``composite``, which has only ``coverage``; ``top1_section_floor`` is omitted for ``bm25``).
+    """
+    unknown = [r for r in representations if r not in THREAD_REPRESENTATIONS]
+    if unknown:
+        raise InputError(f"unknown thread representation(s) {unknown}; choose from {', '.join(THREAD_REPRESENTATIONS)}")
+    bad = [s for s in query_sets if s not in QUERY_SETS]
+    if bad:
+        raise InputError(f"unknown query set(s) {bad}; choose from {', '.join(QUERY_SETS)}")
+    if k < 1:
+        raise InputError(f"k must be a positive integer, got {k}")
+    emb = cached_embedder(embedder)
+    floor = emb.default_score_threshold if threshold is None else float(threshold)
+    convs = list(conversations[:limit_conversations] if limit_conversations else conversations)
+    recall_key = f"recall_at_{k}"
+    acc: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    per_query: list[dict[str, Any]] = []
+    counts: Counter = Counter()
+    notes: Counter = Counter()
+    for ci, conv in enumerate(convs):
+        sets = select_queries(conv, limit_queries, seed)
+        sets = {s: sets[s] for s in query_sets}
+        messages = [q.text for s in ("facts", "qa") for q in sets.get(s, [])] + [c.text for c in sets.get("composite", [])]
+        prewarm(emb, messages)
+        ix = ConversationIndex(
+            conv, emb, piece_bytes=piece_bytes, weight=weight, candidates=candidates, lexical_weight=lexical_weight, rrf_k=rrf_k
+        )
+        counts["conversations"] += 1
+        counts["sections"] += len(conv.turns)
+        counts["pieces"] += len(ix.pieces)
+        counts["facts"] += len(sets.get("facts", []))
+        counts["qa"] += len(sets.get("qa", []))
+        counts["composite_messages"] += len(sets.get("composite", []))
+        counts["composite_facts"] += sum(len(c.facts) for c in sets.get("composite", []))
+        notes.update(conv.notes)
+        if progress:
+            print(
+                f"[eval threads] {ci + 1}/{len(convs)} {conv.id}: {len(conv.turns)} sections, {len(ix.pieces)} pieces, "
+                f"{len(sets.get('facts', []))} facts, {len(sets.get('qa', []))} qa, {len(sets.get('composite', []))} composite",
+                file=sys.stderr,
+                flush=True,
+            )
+        for rep in representations:
+            fn = THREAD_REPRESENTATIONS[rep]
+            for qs in ("facts", "qa"):
+                for q in sets.get(qs, []):
+                    m = score_query(ix, fn(ix, q.text), q, k, floor)
+                    for key, val in m.items():
+                        if key in _AGGREGATED:
+                            acc[(rep, qs)][key].append(val)
+                    per_query.append({"conversation": conv.id, "representation": rep, "query_set": qs, "query_id": q.id, **m})
+            if "composite" in sets and rep != "whole_turn":
+                for cq in sets["composite"]:
+                    cov = score_composite(ix, fn(ix, cq.text), cq, k)
+                    acc[(rep, "composite")]["coverage"].extend(cov)
+                    for fact, c in zip(cq.facts, cov):
+                        per_query.append(
+                            {"conversation": conv.id, "representation": rep, "query_set": "composite",
+                             "query_id": f"{cq.id}/{fact.id}", "coverage": c}
+                        )
+        ix.close()
+    rows: list[dict[str, Any]] = []
+    for rep in representations:
+        for qs in query_sets:
+            vals = acc.get((rep, qs))
+            if not vals:
+                continue
+            row: dict[str, Any] = {"representation": rep, "query_set": qs}
+            if qs == "composite":
+                row["coverage"] = mean(vals["coverage"])
+                row["n"] = len(vals["coverage"])
+            else:
+                row["top1_section"] = mean(vals["top1_section"])
+                if vals.get("top1_section_floor"):
+                    row["top1_section_floor"] = mean(vals["top1_section_floor"])
+                row["mrr"] = mean(vals["mrr"])
+                r = mean(vals["recall"])
+                if not math.isnan(r):
+                    row[recall_key] = r
+                row["n"] = len(vals["top1_section"])
+            rows.append(row)
+    config = {
+        "harness": "threads",
+        "sources": sorted({c.source for c in convs}),
+        "embedder": emb.model_id,
+        "dims": emb.dims,
+        "k": k,
+        "weight": weight,
+        "piece_bytes": int(piece_bytes or emb.default_piece_bytes),
+        "threshold": floor,
+        "lexical_weight": lexical_weight,
+        "rrf_k": rrf_k,
+        "candidates": candidates,
+        "seed": seed,
+        "limit_conversations": limit_conversations,
+        "limit_queries": limit_queries,
+        "representations": list(representations),
+        "query_sets": list(query_sets),
+        "counts": dict(counts),
+        "data_notes": dict(notes),
+    }
+    return ThreadsResult(rows, config, per_query)

@@ -1,0 +1,564 @@
+"""The ``ctxret`` command end to end, through a subprocess (``python -m ctxret``) on temp stores."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from ctxret import cli
+
+pytestmark = pytest.mark.timeout(900)
+
+PETS = [
+    {
+        "role": "user",
+        "content": "Set a reminder to water the plants every Sunday.",
+        "timestamp": "2026-10-01T09:00:00",
+    },
+    {"role": "assistant", "content": "Done: a weekly reminder to water the plants on Sundays."},
+    {
+        "role": "user",
+        "content": "For the record, my cats are called Miso and Tofu. Miso is the grey one.",
+        "timestamp": "2026-10-02T18:30:00",
+    },
+    {"role": "assistant", "content": "Noted: Miso (grey) and Tofu."},
+]
+TRAVEL = [
+    {
+        "role": "user",
+        "content": "Book a hotel in Lisbon from the 15th to the 18th.",
+        "timestamp": "2026-10-05T12:00:00",
+    },
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {
+                    "name": "book_hotel",
+                    "arguments": '{"city": "Lisbon", "from": "2026-11-15", "to": "2026-11-18"}',
+                },
+            }
+        ],
+    },
+    {
+        "role": "tool",
+        "tool_call_id": "call_1",
+        "content": "Reservation confirmed. Casa do Miradouro, Alfama. "
+        "Confirmation code HTL-58213-LX.",
+    },
+    {
+        "role": "assistant",
+        "content": "Booked Casa do Miradouro in Alfama; confirmation code HTL-58213-LX.",
+    },
+]
+RUNBOOK = """# Runbook
+
+## Rollback
+Run deploy.sh with --rollback, wait for the health checks, then purge the CDN cache.
+
+## On call
+Priya Raman is primary on call for platform next week; Tomasz covers Thursday afternoon.
+"""
+HOTEL_PART = "What is the confirmation code of the Lisbon hotel booking?"
+QUESTION = HOTEL_PART + " Also, what were my cats called again?"
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CTXRET_", "OPENAI_"))}
+    env.update(HF_HUB_OFFLINE="1", PYTHONIOENCODING="utf-8", COLUMNS="120")
+    env.update(extra)
+    return env
+
+
+def run(
+    *args: str,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    stdin: str | None = None,
+    timeout: float = 300,
+):
+    """``python -m ctxret ARGS`` in ``cwd``: the CompletedProcess (text, both streams captured)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "ctxret", *args],
+        cwd=cwd,
+        env=env or _env(),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=timeout,
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def ok(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert proc.returncode == 0, (
+        f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    )
+    return proc
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def stats(cwd: Path, *store_args: str, env: dict[str, str] | None = None) -> dict:
+    return json.loads(ok(run("stats", "--json", *store_args, cwd=cwd, env=env)).stdout)
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    return {
+        "threads": write_jsonl(
+            tmp_path / "threads.jsonl",
+            [{"thread_id": "pets", "messages": PETS}, {"thread_id": "travel", "messages": TRAVEL}],
+        ),
+        "messages": write_jsonl(tmp_path / "travel-log.jsonl", TRAVEL),
+        "doc": _write(tmp_path / "runbook.md", RUNBOOK),
+    }
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# -- the main path --------------------------------------------------------------------------------
+def test_index_search_stats_reindex_delete(tmp_path, files):
+    store = ("--store", str(tmp_path / "store"))
+    out = ok(run("index", str(files["threads"]), str(files["doc"]), *store, cwd=tmp_path)).stdout
+    assert "threads.jsonl" in out and "runbook.md" in out
+
+    before = stats(tmp_path, *store)
+    assert (
+        before["threads"] == 3
+    )  # pets, travel, runbook.md (a document's path is its id and default thread)
+    assert set(before["pieces_per_thread"]) == {"pets", "travel", "runbook.md"}
+    assert before["pieces"] == sum(before["pieces_per_thread"].values()) > 0
+
+    # --json: groups in part order, each at most k hits, best first, all above the floor
+    k = 2
+    result = json.loads(
+        ok(run("search", QUESTION, "-k", str(k), "--json", *store, cwd=tmp_path)).stdout
+    )
+    assert result["message"] == QUESTION
+    groups = result["groups"]
+    assert [g["part_index"] for g in groups] == list(range(len(groups))) and len(groups) == 2
+    for g in groups:
+        assert 0 < len(g["hits"]) <= k
+        scores = [
+            h["score"] for h in g["hits"]
+        ]  # the ranking score: cosine, or fused with hybrid search
+        assert scores == sorted(scores, reverse=True)
+        for h in g["hits"]:
+            assert set(h) >= {"id", "score", "scores", "header", "text", "metadata"}
+            assert h["score"] == h["scores"][result["score_scale"]] and "cosine" in h["scores"]
+            # the floor holds for dense hits; hybrid search keeps a BM25 match whatever its cosine
+            assert h["scores"]["cosine"] >= result["score_threshold"] or "bm25" in h["scores"]
+            assert h["text"].startswith(h["header"])
+    hotel, cats = groups
+    assert "hotel" in hotel["part"] and "cats" in cats["part"]
+    assert any("HTL-58213-LX" in h["text"] for h in hotel["hits"])
+    assert any("Miso" in h["text"] for h in cats["hits"])
+
+    # text output: "Part N: part" then "  0.612  [header]  snippet"
+    text = ok(run("search", QUESTION, "-k", "1", "--thread", "pets", *store, cwd=tmp_path)).stdout
+    lines = text.splitlines()
+    assert lines[0].startswith("Part 1: What is the confirmation code")
+    assert any(line.startswith("Part 2: Also, what were my cats called") for line in lines)
+    hit_lines = [line for line in lines if line.startswith("  ") and "[" in line]
+    assert hit_lines and all(float(line.split()[0]) <= 1.0 for line in hit_lines)
+    assert "Miso" in text and "HTL-58213-LX" not in text  # --thread pets scopes the search
+
+    # the stored config is reused and the rebuild keeps every piece
+    ok(run("reindex", *store, cwd=tmp_path))
+    assert stats(tmp_path, *store)["pieces"] == before["pieces"]
+
+    out = ok(run("delete", "--thread", "travel", *store, cwd=tmp_path)).stdout
+    assert f"deleted {before['pieces_per_thread']['travel']} piece(s)" in out
+    after = stats(tmp_path, *store)
+    assert after["pieces"] == before["pieces"] - before["pieces_per_thread"]["travel"]
+    assert "travel" not in after["pieces_per_thread"]
+
+
+def test_default_store_is_dot_ctxret_and_env_overrides(tmp_path, files):
+    ok(run("index", str(files["messages"]), cwd=tmp_path))
+    assert (tmp_path / ".ctxret").is_dir()
+    assert stats(tmp_path)["pieces_per_thread"].keys() == {
+        "travel-log"
+    }  # message-per-line file: thread = file name
+
+    env = _env(CTXRET_STORE=str(tmp_path / "elsewhere"), CTXRET_COLLECTION="notes")
+    ok(run("index", str(files["doc"]), "--thread", "ops", cwd=tmp_path, env=env))
+    moved = stats(tmp_path, env=env)
+    assert moved["collection"] == "notes" and moved["pieces_per_thread"].keys() == {"ops"}
+    assert Path(moved["store"]).resolve() == (tmp_path / "elsewhere").resolve()
+
+
+def test_indexing_an_edited_file_again_replaces_its_changed_parts(tmp_path, files):
+    store = ("--store", str(tmp_path / "s"))
+    ok(run("index", str(files["doc"]), str(files["threads"]), *store, cwd=tmp_path))
+    before = stats(tmp_path, *store)
+    again = ok(run("index", str(files["doc"]), *store, cwd=tmp_path)).stdout
+    assert "0 piece(s) added" in again and stats(tmp_path, *store) == before
+    files["doc"].write_text(
+        RUNBOOK.replace("Tomasz covers Thursday", "Ana covers Thursday"), encoding="utf-8"
+    )
+    write_jsonl(files["threads"], [{"thread_id": "pets", "messages": PETS[:2]}])
+    out = ok(run("index", str(files["doc"]), str(files["threads"]), *store, cwd=tmp_path)).stdout
+    assert "1 replaced" in out
+    after = stats(tmp_path, *store)
+    assert after["pieces_per_thread"]["runbook.md"] == before["pieces_per_thread"]["runbook.md"]
+    # a thread file that lost turns keeps the stored ones (indexing never deletes unseen turns)
+    assert after["pieces_per_thread"]["pets"] == before["pieces_per_thread"]["pets"]
+
+
+def test_reindex_with_new_weight_and_mismatch_message(tmp_path, files):
+    store = ("--store", str(tmp_path / "s"))
+    ok(run("index", str(files["messages"]), *store, cwd=tmp_path))
+    n = stats(tmp_path, *store)["pieces"]
+    refused = run("search", "hotel", "--weight", "0.9", *store, cwd=tmp_path)
+    assert refused.returncode == 1
+    assert "weight" in refused.stderr and "ctxret reindex" in refused.stderr
+    ok(run("reindex", "--weight", "0.9", *store, cwd=tmp_path))
+    after = stats(tmp_path, *store)
+    assert after["config"]["weight"] == 0.9 and after["pieces"] == n
+    ok(
+        run("search", "hotel", *store, cwd=tmp_path)
+    )  # the collection's weight is taken when none is given
+
+
+def test_message_from_stdin_and_no_split(tmp_path, files):
+    store = ("--store", str(tmp_path / "s"))
+    ok(run("index", str(files["threads"]), *store, cwd=tmp_path))
+    out = json.loads(
+        ok(run("search", "-", "--json", *store, cwd=tmp_path, stdin=QUESTION + "\n")).stdout
+    )
+    assert len(out["groups"]) == 2
+    single = json.loads(
+        ok(
+            run(
+                "search",
+                QUESTION,
+                "--no-split",
+                "-k",
+                "3",
+                "--threshold",
+                "none",
+                "--json",
+                *store,
+                cwd=tmp_path,
+            )
+        ).stdout
+    )
+    assert len(single["groups"]) == 1 and single["groups"][0]["part"] == QUESTION
+    assert len(single["groups"][0]["hits"]) == 3 and single["score_threshold"] is None
+
+
+# -- bad input ----------------------------------------------------------------------------------
+def test_bad_jsonl_line_is_reported_and_nothing_is_written(tmp_path, files):
+    store = ("--store", str(tmp_path / "s"))
+    ok(run("index", str(files["doc"]), *store, cwd=tmp_path))
+    before = stats(tmp_path, *store)
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(
+        json.dumps(PETS[0])
+        + "\n"
+        + json.dumps(PETS[1])
+        + "\n"
+        + '{"role": "user", "content": "cut off\n',
+        encoding="utf-8",
+    )
+    proc = run("index", str(files["messages"]), str(bad), *store, cwd=tmp_path)
+    assert proc.returncode == 1
+    assert f"{bad}:3: invalid JSON" in proc.stderr
+    assert "nothing was written" in proc.stderr
+    assert stats(tmp_path, *store) == before  # neither the bad file nor the good one beside it
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (
+            '{"role": "user", "content": "hi there, fine"}\n{"role": "robot", "content": "x"}\n',
+            ":2: unknown role 'robot'",
+        ),
+        (
+            '{"role": "user", "content": "hi", "timestamp": "last week"}\n',
+            ":1: timestamp: cannot read 'last week'",
+        ),
+        ("[1, 2]\n", ":1: expected a JSON object, got list"),
+        (
+            '{"thread_id": "a", "messages": []}\n{"role": "user", "content": "x"}\n',
+            ":2: the file started with thread objects",
+        ),
+        (
+            '{"messages": [{"role": "user", "content": "x"}]}\n',
+            ":1: the thread object needs a non-empty string 'thread_id'",
+        ),
+        (
+            '{"thread_id": "t1", "messages": [{"role": "user", "content": "a"}, '
+            '{"role": "user", "content": "b", '
+            '"timestamp": "soon"}]}\n',
+            ":1: thread 't1', message 1.timestamp: cannot read 'soon'",
+        ),
+        ('{"role": "user", "content": "caf\xe9"}\n', ":1: not valid UTF-8"),
+    ],
+    ids=["role", "timestamp", "not-object", "mixed", "no-thread-id", "thread-message", "encoding"],
+)
+def test_bad_file_names_file_and_line(tmp_path, content, expected):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(content.encode("latin-1") if "\xe9" in content else content.encode("utf-8"))
+    proc = run("index", str(bad), "--store", str(tmp_path / "s"), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.startswith(f"error: {bad}{expected}"), proc.stderr
+    assert not (tmp_path / "s").exists()  # the store was not even opened
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["bogus"],
+        [],
+        ["index", "notes.pdf"],
+        ["index"],
+        ["search", "x", "-k", "0"],
+        ["search", "x", "--threshold", "high"],
+        ["search", "x", "--store", "a", "--chroma-host", "localhost"],
+        ["stats", "--dims", "256"],
+        ["delete"],
+    ],
+    ids=lambda a: " ".join(a) or "(none)",
+)
+def test_usage_errors_exit_2(tmp_path, args):
+    (tmp_path / "notes.pdf").write_bytes(b"%PDF-1.4")
+    proc = run(*args, cwd=tmp_path)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "error" in proc.stderr
+    assert not (tmp_path / ".ctxret").exists()
+
+
+def test_bad_environment_value_exits_2(tmp_path):
+    proc = run(
+        "stats", cwd=tmp_path, env=_env(CTXRET_CHROMA_HOST="localhost", CTXRET_CHROMA_PORT="eighty")
+    )
+    assert (
+        proc.returncode == 2 and "CTXRET_CHROMA_PORT='eighty' is not a port number" in proc.stderr
+    )
+
+
+def test_errors_exit_1(tmp_path):
+    missing_store = run("search", "anything", "--store", str(tmp_path / "nowhere"), cwd=tmp_path)
+    assert missing_store.returncode == 1 and "no index at" in missing_store.stderr
+    (tmp_path / "empty-store").mkdir()
+    no_collection = run(
+        "stats", "--store", str(tmp_path / "empty-store"), "--collection", "typo", cwd=tmp_path
+    )
+    assert no_collection.returncode == 1 and "no collection 'typo'" in no_collection.stderr
+    missing_file = run("index", str(tmp_path / "absent.jsonl"), cwd=tmp_path)
+    assert missing_file.returncode == 1 and "absent.jsonl: no such file" in missing_file.stderr
+    no_key = run(
+        "index",
+        str(_write(tmp_path / "n.md", "# Notes\nSome text.")),
+        "--embedder",
+        "openai",
+        cwd=tmp_path,
+    )
+    assert no_key.returncode == 1 and "OPENAI_API_KEY" in no_key.stderr
+
+
+def test_help_and_version(tmp_path):
+    assert "index" in ok(run("--help", cwd=tmp_path)).stdout
+    assert ok(run("--version", cwd=tmp_path)).stdout.startswith("ctxret ")
+    script = Path(sys.executable).with_name("ctxret")
+    if script.exists():  # the console script installed with the package
+        proc = subprocess.run(
+            [str(script), "--version"], capture_output=True, text=True, env=_env(), timeout=120
+        )
+        assert proc.returncode == 0 and proc.stdout.startswith("ctxret ")
+
+
+# -- other stores and embedders -----------------------------------------------------------------
+def test_chroma_server_by_flags_and_env(tmp_path, files, chroma_server):
+    server = (
+        "--chroma-host",
+        chroma_server.host,
+        "--chroma-port",
+        str(chroma_server.port),
+        "--collection",
+        "cli-test",
+    )
+    ok(run("index", str(files["threads"]), *server, cwd=tmp_path))
+    env = _env(
+        CTXRET_CHROMA_HOST=chroma_server.host,
+        CTXRET_CHROMA_PORT=str(chroma_server.port),
+        CTXRET_COLLECTION="cli-test",
+    )
+    result = json.loads(ok(run("search", QUESTION, "--json", cwd=tmp_path, env=env)).stdout)
+    assert any("Miso" in h["text"] for h in result["groups"][1]["hits"])
+    assert stats(tmp_path, env=env)["store"].startswith("http://")
+    assert not (tmp_path / ".ctxret").exists()
+
+
+def test_openai_embedder_through_env(tmp_path, files, fake_openai):
+    secret = "sk-test-not-a-real-key-4242"
+    env = _env(
+        OPENAI_API_KEY=secret,
+        OPENAI_BASE_URL=fake_openai.url,
+        CTXRET_EMBEDDER="openai",
+        CTXRET_DIMS="256",
+    )
+    store = ("--store", str(tmp_path / "s"))
+    out = ok(run("index", str(files["threads"]), *store, cwd=tmp_path, env=env))
+    found = ok(run("search", QUESTION, "--json", *store, cwd=tmp_path, env=env))
+    info = stats(tmp_path, *store, env=env)
+    assert info["config"]["dims"] == 256 and "text-embedding-3-small" in info["config"]["model_id"]
+    assert any("HTL-58213-LX" in h["text"] for h in json.loads(found.stdout)["groups"][0]["hits"])
+    assert fake_openai.requests and all(r.dimensions == 256 for r in fake_openai.requests)
+    for proc in (out, found):
+        assert secret not in proc.stdout + proc.stderr
+    # the local model cannot search an OpenAI-built collection: a clear error, not a wrong answer
+    wrong = run("search", "hotel", *store, cwd=tmp_path)
+    assert wrong.returncode == 1 and "model_id" in wrong.stderr
+
+
+# -- the demo -------------------------------------------------------------------------------------
+def test_demo_prints_groups_next_to_the_single_vector(tmp_path):
+    started = time.monotonic()
+    proc = ok(run("demo", cwd=tmp_path, env=_env(CTXRET_STORE=str(tmp_path / "must-not-be-used"))))
+    elapsed = time.monotonic() - started
+    out = proc.stdout
+    queries = json.loads(cli.demo_files()[1].read_text(encoding="utf-8"))
+    assert out.count("-- per-part groups") == len(queries)
+    assert out.count("-- one whole-message vector") == len(queries)
+    dogs = out.split("Part 8: What were my dogs' names again?")[1].split("--")[0].splitlines()[1:]
+    assert (
+        dogs and "[Turn 2 · User" in dogs[0]
+    )  # the dogs' own part brings back the turn that names them
+    assert out.count("=> ") == len(queries)
+    assert not (tmp_path / "must-not-be-used").exists() and not (tmp_path / ".ctxret").exists()
+    assert proc.stderr == ""  # quiet: no progress bars, no warnings on the bundled samples
+    assert elapsed < 240, f"the demo took {elapsed:.0f}s"
+
+
+# -- settings resolution (in process, no model) ---------------------------------------------------
+def _args(**flags) -> argparse.Namespace:
+    return argparse.Namespace(**flags)
+
+
+def test_settings_flag_beats_env_beats_default():
+    env = {"CTXRET_STORE": "/from/env", "CTXRET_WEIGHT": "0.7", "CTXRET_COLLECTION": "envcol"}
+    assert cli.resolve_settings(_args(), {}) == cli.Settings(
+        store=None,
+        collection="ctxret",
+        chroma_host=None,
+        chroma_port=8000,
+        embedder="local",
+        model=cli.DEFAULT_OPENAI_MODEL,
+        dims=None,
+        weight=None,
+    )
+    s = cli.resolve_settings(_args(), env)
+    assert (s.store, s.weight, s.collection) == ("/from/env", 0.7, "envcol")
+    s = cli.resolve_settings(_args(store="/flag", weight="0.95"), env)
+    assert (s.store, s.weight) == ("/flag", 0.95)
+    # a server flag beats a store variable
+    s = cli.resolve_settings(_args(chroma_host="db", chroma_port="9000"), env)
+    assert (s.store, s.chroma_host, s.chroma_port) == (None, "db", 9000)
+    s = cli.resolve_settings(
+        _args(embedder="openai", dims="512"), {"CTXRET_OPENAI_MODEL": "text-embedding-3-large"}
+    )
+    assert (s.embedder, s.dims, s.model) == ("openai", 512, "text-embedding-3-large")
+    # CTXRET_DIMS is ignored by the local embedder (it may be set for OpenAI runs); --dims is not
+    assert cli.resolve_settings(_args(), {"CTXRET_DIMS": "256"}).dims is None
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "message"),
+    [
+        (
+            {},
+            {"CTXRET_STORE": "a", "CTXRET_CHROMA_HOST": "b"},
+            "both CTXRET_STORE and CTXRET_CHROMA_HOST",
+        ),
+        ({"chroma_port": "80"}, {}, "--chroma-port needs --chroma-host"),
+        ({}, {"CTXRET_CHROMA_HOST": "h", "CTXRET_CHROMA_PORT": "99999"}, "not a port number"),
+        ({}, {"CTXRET_EMBEDDER": "bert"}, "choose 'local' or 'openai'"),
+        ({"weight": "1.5"}, {}, "the weight is between 0 and 1"),
+        ({}, {"CTXRET_WEIGHT": "heavy"}, "CTXRET_WEIGHT='heavy'"),
+        ({"embedder": "openai", "dims": "-3"}, {}, "dimensions must be positive"),
+        ({"model": "text-embedding-3-large"}, {}, "--model applies to --embedder openai"),
+    ],
+)
+def test_settings_errors_are_usage_errors(flags, env, message):
+    with pytest.raises(cli.UsageError, match=message):
+        cli.resolve_settings(_args(**flags), env)
+
+
+def test_main_returns_exit_codes_in_process(capsys):
+    assert cli.main(["--version"]) == 0
+    assert cli.main(["nope"]) == 2
+    assert "invalid choice" in capsys.readouterr().err
+
+
+def test_demo_names_where_the_expected_facts_are(local_embedder, capsys):
+    """With ``expect`` in a demo message, snippets show the fact and one line says where it is."""
+    from ctxret import ContextualIndex
+
+    index = ContextualIndex(
+        in_memory=True, collection="demo-unit", embedder=local_embedder, progress=False
+    )
+    threads, queries = cli.demo_files()
+    index.add_turns(cli.read_input_file(threads).turns)
+    query = next(
+        q for q in json.loads(queries.read_text(encoding="utf-8")) if "dogs' names" in q["message"]
+    )
+    cli._demo_query(index, {**query, "expect": ["Biscuit"]}, 1, 1, 2, index.score_threshold)
+    out = capsys.readouterr().out
+    dogs = out.split("Part 8:")[1].splitlines()[1]
+    assert "Biscuit" in dogs and "…" in dogs  # the snippet jumps to the fact
+    verdict = [line for line in out.splitlines() if line.startswith("=> ")]
+    assert (
+        verdict == [verdict[0]]
+        and "'Biscuit': groups yes (Part 8, #1) | single vector " in verdict[0]
+    )
+
+
+def test_a_failure_while_writing_names_what_was_indexed(tmp_path, files, monkeypatch, capsys):
+    """An embedding failure on the second file: the first stays indexed, the rest is not written."""
+    from ctxret.errors import EmbeddingError
+    from ctxret.index import ContextualIndex
+
+    real = ContextualIndex.add_turns
+
+    def flaky(self, turns, **kwargs):
+        if any(t.doc_id for t in turns):
+            raise EmbeddingError("the embedding service failed (HTTP 503 after 5 retries)")
+        return real(self, turns, **kwargs)
+
+    monkeypatch.setattr(ContextualIndex, "add_turns", flaky)
+    monkeypatch.chdir(tmp_path)
+    for name in cli.ENV.values():
+        monkeypatch.delenv(name, raising=False)
+    store = str(tmp_path / "s")
+    code = cli.main(["index", str(files["messages"]), str(files["doc"]), "--store", store])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "HTTP 503" in err
+    assert f"{files['doc']} and the files after it were not written" in err
+    assert f"already indexed: {files['messages']}" in err
+    monkeypatch.setattr(ContextualIndex, "add_turns", real)
+    assert cli.main(["stats", "--json", "--store", store]) == 0
+    assert json.loads(capsys.readouterr().out)["pieces_per_thread"].keys() == {"travel-log"}
