@@ -276,11 +276,8 @@ def hit_to_document(
 
 
 def _score_scale(hit: Hit) -> str:
-    """Name the score ``hit.score`` is (a dense hit without named scores is a raw cosine)."""
-    for name in ("fused", "cosine", *hit.scores):
-        if name in hit.scores and hit.scores[name] == hit.score:
-            return name
-    return "fused" if "fused" in hit.scores else "cosine"
+    """Name the score ``hit.score`` is: ``"fused"`` with hybrid search, else ``"cosine"``."""
+    return hit.score_scale
 
 
 def _safe_metadata(meta: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -32,8 +32,10 @@ def groups_to_nodes(groups: Sequence[Group]) -> list[NodeWithScore]:
     ``group_rank`` (0 = the group's best hit), ``group_count`` (the number of parts) and one
     ``score_<name>`` per named score of the hit (``score_cosine``; with hybrid search also
     ``score_bm25`` and ``score_fused``), named as in ``langchain_ctxret``. These keys
-    replace caller metadata of the same name. ``score`` is the raw cosine in [-1, 1]; a hit
-    without a cosine (possible only with a lexical-only match) keeps the core's ranking score.
+    replace caller metadata of the same name. ``score`` is the hit's ranking score and
+    ``score_scale`` in the metadata names it: ``"cosine"`` (raw cosine in [-1, 1]) for dense
+    search, ``"fused"`` (in [0, 1], relative to the part's candidates) for hybrid search — the same
+    convention as ``langchain_ctxret``. Scores are monotonic inside a group.
     """
     out: list[NodeWithScore] = []
     for group in groups:
@@ -46,11 +48,10 @@ def groups_to_nodes(groups: Sequence[Group]) -> list[NodeWithScore]:
                     "group_query": group.part,
                     "group_rank": rank,
                     "group_count": len(groups),
+                    "score_scale": hit.score_scale,
                 }
             )
-            cosine = hit.scores.get("cosine")
-            score = float(cosine) if cosine is not None else float(hit.score)
-            out.append(NodeWithScore(node=piece_node(hit.id, hit.text, meta), score=score))
+            out.append(NodeWithScore(node=piece_node(hit.id, hit.text, meta), score=float(hit.score)))
     return out
 
 

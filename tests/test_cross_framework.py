@@ -132,7 +132,7 @@ def _lc_rows(docs) -> list[tuple]:
         (
             d.id,
             d.page_content,
-            *(d.metadata[k] for k in ("group", "group_query", "group_rank", "score_cosine")),
+            *(d.metadata[k] for k in ("group", "group_query", "group_rank", "score")),
         )
         for d in docs
     ]

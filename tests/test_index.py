@@ -69,6 +69,7 @@ def make_index(request, tmp_path, local_embedder):
     def make(**kwargs):
         kwargs.setdefault("embedder", local_embedder)
         kwargs.setdefault("collection", collection)
+        kwargs.setdefault("lexical", False)  # the dense core; hybrid search is tested in test_hybrid.py
         if request.param == "embedded":
             return ContextualIndex(tmp_path / "store", **kwargs)
         server = request.getfixturevalue("chroma_server")

@@ -55,7 +55,7 @@ class PromptCapture(BaseCallbackHandler):
 @pytest.fixture(scope="module")
 def retriever(tmp_path_factory, local_embedder) -> ContextualRetriever:
     index = ContextualIndex(
-        tmp_path_factory.mktemp("lc-chain"), collection="lc-chain", embedder=local_embedder
+        tmp_path_factory.mktemp("lc-chain"), collection="lc-chain", embedder=local_embedder, lexical=False
     )
     r = ContextualRetriever(index=index, k=2, thread_id="t")
     r.add_messages(THREAD, thread_id="t")

@@ -71,7 +71,10 @@ def thread_b() -> list:
 @pytest.fixture(scope="module")
 def index(tmp_path_factory, local_embedder) -> ContextualIndex:
     idx = ContextualIndex(
-        tmp_path_factory.mktemp("lc-retriever"), collection="lc-retriever", embedder=local_embedder
+        tmp_path_factory.mktemp("lc-retriever"),
+        collection="lc-retriever",
+        embedder=local_embedder,
+        lexical=False,  # dense semantics (scores are cosines); hybrid is covered below and in test_hybrid.py
     )
     retriever = ContextualRetriever(index=idx)
     assert retriever.add_messages(thread_a(), thread_id="a").added == 11

@@ -96,13 +96,13 @@ def _records(index: ContextualIndex) -> dict[str, dict]:
 
 @pytest.fixture
 def index(tmp_path, local_embedder):
-    return ContextualIndex(tmp_path / "db", embedder=local_embedder)
+    return ContextualIndex(tmp_path / "db", embedder=local_embedder, lexical=False)
 
 
 @pytest.fixture(scope="module")
 def filled(tmp_path_factory, local_embedder):
     """One index holding the test documents (read-only for the tests that use it)."""
-    idx = ContextualIndex(tmp_path_factory.mktemp("li") / "db", embedder=local_embedder)
+    idx = ContextualIndex(tmp_path_factory.mktemp("li") / "db", embedder=local_embedder, lexical=False)
     add_documents_to_index(idx, _documents())
     return idx
 
@@ -439,3 +439,19 @@ async def test_pipeline_store_retriever_query_engine(index):
     _check_groups(kept, parsed)
     assert all(n.score >= cutoff for n in kept)
     assert 0 < len(kept) < len(response.source_nodes)
+
+
+def test_hybrid_scores_are_named_and_ranked(tmp_path, local_embedder):
+    """With the default hybrid search, NodeWithScore.score is the fused score, named in the metadata."""
+    idx = ContextualIndex(tmp_path / "hy", embedder=local_embedder)
+    add_documents_to_index(idx, _documents())
+    nodes = ContextualRetriever(idx, similarity_top_k=3, score_threshold=None).retrieve(
+        "How do I roll back a bad deploy?"
+    )
+    assert nodes
+    for n in nodes:
+        meta = n.node.metadata
+        assert meta["score_scale"] == "fused" and n.score == pytest.approx(meta["score_fused"])
+        assert "score_cosine" in meta and "score_bm25" in meta
+    scores = [n.score for n in nodes if n.node.metadata["group"] == 0]
+    assert scores == sorted(scores, reverse=True)

@@ -256,7 +256,27 @@ def _add_search_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         help="one whole-message vector instead of per-part groups (the baseline)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    # more search flags (e.g. hybrid/lexical) go here and into search_options()
+    p.add_argument(
+        "--lexical",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="hybrid search: BM25 per part fused with the dense search (default: on for an "
+        "embedded or in-memory store, off for a Chroma server)",
+    )
+    p.add_argument(
+        "--fusion",
+        choices=["convex", "rrf", "weighted_rrf"],
+        default=None,
+        help="how each part's dense and BM25 hits are fused (default convex)",
+    )
+    p.add_argument(
+        "--lexical-weight",
+        type=float,
+        default=None,
+        metavar="W",
+        help="weight of the BM25 side for convex / weighted_rrf, 0-1 (default 0.7)",
+    )
+    # more search flags go here and into search_options()
     p.set_defaults(func=cmd_search)
 
 
@@ -767,11 +787,21 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 def search_options(args: argparse.Namespace) -> dict[str, Any]:
     """``ContextualIndex.search`` keywords from the ``search`` flags (new search flags map here)."""
+    hybrid = {
+        key: value
+        for key, value in (
+            ("lexical", getattr(args, "lexical", None)),
+            ("fusion", getattr(args, "fusion", None)),
+            ("lexical_weight", getattr(args, "lexical_weight", None)),
+        )
+        if value is not None
+    }
     return {
         "k": args.k,
         "score_threshold": args.threshold,
         "thread_id": args.thread,
         "split": args.split,
+        **hybrid,
     }
 
 

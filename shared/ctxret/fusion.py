@@ -1,20 +1,55 @@
 """Fusing a dense ranking with a lexical ranking inside one query part's group.
 
-Every function takes the two candidate lists of ONE part (best first) and returns fused
+Every fusion takes the two candidate lists of ONE part (best first) and returns fused
 ``(id, fused_score)`` pairs, best first. Fusion never mixes parts: each group is fused on its own.
 
-* ``rrf``: reciprocal rank fusion, ``sum_r w_r / (k + rank_r)`` with ranks from 1 (Cormack et al.;
-  LangChain's EnsembleRetriever uses ``k = 60``). Equal weights unless given.
-* ``convex``: ``w * norm(bm25) + (1 - w) * norm(cosine)`` with min-max normalisation over the
-  candidates of the part; a candidate missing from one list scores 0 on that side.
+* ``convex`` (the default): ``w * norm(bm25) + (1 - w) * norm(cosine)``, min-max normalised over
+  the part's candidates (the union of both lists), ``w = lexical_weight`` (default 0.7). With
+  hybrid search every candidate has both scores exactly (the cosine of a lexical-only hit is
+  computed from its stored vector, the BM25 of a dense-only hit from the lexical index), so
+  nothing is guessed. The fused score is in [0, 1] and relative to the part's candidates.
+* ``rrf``: reciprocal rank fusion, ``sum_r 1 / (k + rank_r)`` with ranks from 1 (Cormack et al.;
+  LangChain's EnsembleRetriever uses ``k = 60``).
+* ``weighted_rrf``: ``(1 - w) / (k + rank_dense) + w / (k + rank_lexical)``.
+
+Measured on the LoCoMo dev split (see BENCHMARKS.md), equal-weight RRF loses most of BM25's lead
+over dense search there; convex fusion at ``w = 0.7`` is at least as good as the better of the
+two on both top-hit and QA recall@5.
+
+:func:`hybrid_search` runs the whole hybrid stage of a search: per part, dense top-``candidates``
+(one batched Chroma query for all parts) and lexical top-``candidates`` (scoped by thread inside
+SQL); lexical-only hits are fetched from Chroma in ONE ``get(ids=...)`` for all parts, which fills
+in their text, metadata and vector (for their exact cosine) and enforces the caller's ``where``
+(passed to the get; the thread scope is re-checked on the returned metadata), so a stale lexical
+row never surfaces; the exact BM25 of dense-only hits comes from one FTS5 query per part; each
+part is fused on its own and cut to ``k``. With a caller ``where``, the lexical side fetches
+``4 × candidates`` before the filter, so a very selective filter may leave it fewer candidates
+(the dense side is filtered inside Chroma's query and is not affected).
+
+The floor with fusion: ``score_threshold`` stays a raw cosine. A hit whose cosine clears it is
+kept; a hit under it is kept only on strong lexical evidence: it holds at least
+``lexical_floor`` (default 0.3) of the part's term weight — the IDF-weighted share of the part's
+distinct tokens (words in half the pieces or more, like "the", weigh nothing; a word no piece
+holds weighs the most). So a part about nothing in memory still comes back empty, while a piece
+that holds the rare words of the part (a booking reference, a name, a CJK term the model embeds
+poorly) is kept whatever its cosine. ``lexical_floor=None`` applies the cosine floor to every
+hit; ``score_threshold=None`` disables both. Groups are never padded: a group may hold fewer
+than ``k`` hits.
 """
 
 from __future__ import annotations
 
+import asyncio
+import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from enum import Enum
+from typing import Any
+
+import numpy as np
 
 from .errors import InputError
+from .results import Group, Hit
 
 
 class FusionMethod(str, Enum):
@@ -25,19 +60,77 @@ class FusionMethod(str, Enum):
     CONVEX = "convex"  # convex combination of min-max normalised scores
 
 
-def rrf(rankings: Sequence[Sequence[str]], k: float = 60.0, weights: Sequence[float] | None = None) -> list[tuple[str, float]]:
-    """Weighted reciprocal rank fusion of several rankings (ids best first)."""
-    if k < 0:
-        raise InputError(f"RRF k must be non-negative, got {k}")
+#: Candidates fetched per part from each side (dense and lexical) before fusion and the cut to k.
+DEFAULT_CANDIDATES = 50
+#: The default fusion (chosen on the LoCoMo dev split; see BENCHMARKS.md).
+DEFAULT_FUSION = FusionMethod.CONVEX
+#: Weight of the lexical side for ``convex`` and ``weighted_rrf``.
+DEFAULT_LEXICAL_WEIGHT = 0.7
+#: RRF's ``k`` (rank offset).
+DEFAULT_RRF_K = 60.0
+#: A hit under the cosine floor is kept when it holds at least this share of its part's term
+#: weight (IDF-weighted query tokens; see ``LexicalIndex.coverage``). Chosen on the LoCoMo dev
+#: split: it keeps the hybrid's accuracy while off-topic parts still come back empty.
+DEFAULT_LEXICAL_FLOOR = 0.3
+#: With a caller ``where`` filter, the lexical side fetches this many times ``candidates`` before
+#: the filter (checked in Chroma) removes what does not match.
+WHERE_OVERFETCH = 4
+
+
+def fusion_method(method: FusionMethod | str) -> FusionMethod:
+    """``method`` as a :class:`FusionMethod`, or an error naming the valid ones."""
+    try:
+        return FusionMethod(method)
+    except ValueError:
+        names = ", ".join(repr(m.value) for m in FusionMethod)
+        raise InputError(f"unknown fusion {method!r}; use one of {names}") from None
+
+
+def check_weight(lexical_weight: Any) -> float:
+    if isinstance(lexical_weight, bool) or not isinstance(lexical_weight, (int, float)) or not (
+        0.0 <= float(lexical_weight) <= 1.0
+    ):
+        raise InputError(f"lexical_weight must be a number between 0 and 1, got {lexical_weight!r}")
+    return float(lexical_weight)
+
+
+def check_rrf_k(rrf_k: Any) -> float:
+    if isinstance(rrf_k, bool) or not isinstance(rrf_k, (int, float)) or not math.isfinite(rrf_k) or rrf_k < 0:
+        raise InputError(f"rrf_k must be a non-negative number, got {rrf_k!r}")
+    return float(rrf_k)
+
+
+def check_lexical_floor(lexical_floor: Any) -> float | None:
+    if lexical_floor is None:
+        return None
+    if isinstance(lexical_floor, bool) or not isinstance(lexical_floor, (int, float)) or not (
+        0.0 <= float(lexical_floor) <= 1.0
+    ):
+        raise InputError(f"lexical_floor (share of the query's term weight) must be between 0 and 1, got {lexical_floor!r}")
+    return float(lexical_floor)
+
+
+def check_candidates(candidates: Any) -> int:
+    if isinstance(candidates, bool) or not isinstance(candidates, (int, np.integer)) or candidates < 1:
+        raise InputError(f"candidates (per part and side) must be a positive integer, got {candidates!r}")
+    return int(candidates)
+
+
+def rrf(rankings: Sequence[Sequence[str]], k: float = DEFAULT_RRF_K, weights: Sequence[float] | None = None) -> list[tuple[str, float]]:
+    """Weighted reciprocal rank fusion of several rankings (ids best first).
+
+    Ties are broken by the best rank any list gave, then by the earlier list.
+    """
+    k = check_rrf_k(k)
     weights = list(weights) if weights is not None else [1.0] * len(rankings)
     if len(weights) != len(rankings):
         raise InputError(f"{len(rankings)} rankings but {len(weights)} weights")
     scores: dict[str, float] = {}
     first_seen: dict[str, tuple[int, int]] = {}
     for r, (ranking, w) in enumerate(zip(rankings, weights)):
-        for rank, doc_id in enumerate(ranking, start=1):
+        for rank, doc_id in enumerate(dict.fromkeys(ranking), start=1):
             scores[doc_id] = scores.get(doc_id, 0.0) + w / (k + rank)
-            first_seen.setdefault(doc_id, (rank, r))
+            first_seen[doc_id] = min(first_seen.get(doc_id, (rank, r)), (rank, r))
     return sorted(scores.items(), key=lambda kv: (-kv[1], first_seen[kv[0]]))
 
 
@@ -50,34 +143,279 @@ def _minmax(scores: Mapping[str, float]) -> dict[str, float]:
     return {key: (v - lo) / (hi - lo) for key, v in scores.items()}
 
 
-def convex(dense: Mapping[str, float], lexical: Mapping[str, float], lexical_weight: float = 0.5) -> list[tuple[str, float]]:
-    """Convex combination of min-max normalised dense and lexical scores."""
-    if not 0.0 <= lexical_weight <= 1.0:
-        raise InputError(f"lexical_weight must be between 0 and 1, got {lexical_weight}")
-    d, lx = _minmax(dense), _minmax(lexical)
-    order = {key: i for i, key in enumerate(list(lexical) + [x for x in dense if x not in lexical])}
-    fused = {key: lexical_weight * lx.get(key, 0.0) + (1.0 - lexical_weight) * d.get(key, 0.0) for key in order}
+def convex(
+    dense: Mapping[str, float],
+    lexical: Mapping[str, float],
+    lexical_weight: float = DEFAULT_LEXICAL_WEIGHT,
+    *,
+    cosine: Mapping[str, float] | None = None,
+    bm25: Mapping[str, float] | None = None,
+) -> list[tuple[str, float]]:
+    """Convex combination of min-max normalised dense and lexical scores over the union of candidates.
+
+    ``cosine`` / ``bm25`` optionally give exact scores for candidates missing from one list; a
+    candidate with no score on a side takes that side's lowest candidate score (it ranked below
+    every listed candidate there), i.e. 0 after normalisation. Ties: lexical order, then dense.
+    """
+    w = check_weight(lexical_weight)
+    order = {key: i for i, key in enumerate(dict.fromkeys([*lexical, *dense]))}
+    if not order:
+        return []
+
+    def side(listed: Mapping[str, float], exact: Mapping[str, float] | None) -> dict[str, float]:
+        full = {**(exact or {}), **listed}
+        vals = {key: full[key] for key in order if key in full}
+        lo = min(vals.values()) if vals else 0.0
+        return _minmax({key: vals.get(key, lo) for key in order})
+
+    d, lx = side(dense, cosine), side(lexical, bm25)
+    fused = {key: w * lx[key] + (1.0 - w) * d[key] for key in order}
     return sorted(fused.items(), key=lambda kv: (-kv[1], order[kv[0]]))
 
 
 def fuse(
     dense: Sequence[tuple[str, float]],
     lexical: Sequence[tuple[str, float]],
-    method: FusionMethod | str = FusionMethod.RRF,
+    method: FusionMethod | str = DEFAULT_FUSION,
     *,
-    lexical_weight: float = 0.5,
-    rrf_k: float = 60.0,
+    lexical_weight: float = DEFAULT_LEXICAL_WEIGHT,
+    rrf_k: float = DEFAULT_RRF_K,
+    cosine: Mapping[str, float] | None = None,
+    bm25: Mapping[str, float] | None = None,
 ) -> list[tuple[str, float]]:
-    """Fuse one part's dense ``(id, cosine)`` and lexical ``(id, bm25)`` lists, each best first."""
-    method = FusionMethod(method)
+    """Fuse one part's dense ``(id, cosine)`` and lexical ``(id, bm25)`` lists, each best first.
+
+    ``cosine`` and ``bm25`` (exact scores of candidates missing from a list) are used by
+    ``convex``; the rank fusions use the two lists as given.
+    """
+    method = fusion_method(method)
     if method is FusionMethod.RRF:
         return rrf([[i for i, _ in dense], [i for i, _ in lexical]], k=rrf_k)
+    w = check_weight(lexical_weight)
     if method is FusionMethod.WEIGHTED_RRF:
-        if not 0.0 <= lexical_weight <= 1.0:
-            raise InputError(f"lexical_weight must be between 0 and 1, got {lexical_weight}")
-        return rrf([[i for i, _ in dense], [i for i, _ in lexical]], k=rrf_k, weights=[1.0 - lexical_weight, lexical_weight])
-    return convex(dict(dense), dict(lexical), lexical_weight)
+        return rrf([[i for i, _ in dense], [i for i, _ in lexical]], k=rrf_k, weights=[1.0 - w, w])
+    return convex(dict(dense), dict(lexical), w, cosine=cosine, bm25=bm25)
 
 
-#: Candidates fetched per part from each side (dense and lexical) before fusion and the cut to k.
-DEFAULT_CANDIDATES = 50
+# -- the hybrid stage of a search ---------------------------------------------------------------
+@dataclass(frozen=True)
+class FusionSettings:
+    """Query-time hybrid settings (never recorded in the collection; change them per call)."""
+
+    method: FusionMethod = DEFAULT_FUSION
+    lexical_weight: float = DEFAULT_LEXICAL_WEIGHT
+    rrf_k: float = DEFAULT_RRF_K
+    candidates: int = DEFAULT_CANDIDATES
+    lexical_floor: float | None = DEFAULT_LEXICAL_FLOOR
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "method", fusion_method(self.method))
+        object.__setattr__(self, "lexical_weight", check_weight(self.lexical_weight))
+        object.__setattr__(self, "rrf_k", check_rrf_k(self.rrf_k))
+        object.__setattr__(self, "candidates", check_candidates(self.candidates))
+        object.__setattr__(self, "lexical_floor", check_lexical_floor(self.lexical_floor))
+
+
+Row = tuple[str, str, float, dict[str, Any]]  # (id, document, cosine, metadata), as ChromaStore.query gives
+
+
+@dataclass
+class _Part:
+    """One part's candidates with both scores exact, ready to fuse."""
+
+    dense: list[tuple[str, float]]  # (id, cosine), best first
+    lexical: list[tuple[str, float]]  # (id, bm25), best first, only ids that hold under the filter
+    info: dict[str, tuple[str, dict[str, Any]]]  # id -> (document, metadata)
+    cosine: dict[str, float]
+    bm25: dict[str, float]
+    coverage: dict[str, float]  # lexical coverage of the candidates under the cosine floor
+
+
+@dataclass
+class _Plan:
+    """One hybrid search in flight: what each phase needs and produced."""
+
+    parts: list[str]
+    qvecs: np.ndarray
+    k: int
+    floor: float | None
+    thread_ids: list[str] | None
+    where: dict[str, Any] | None  # thread scope + caller filter, as Chroma takes it
+    has_filter: bool  # a caller `where` is part of `where`
+    settings: FusionSettings
+    dense: list[list[Row]] | None = None
+    lexical: list[list[tuple[str, float]]] | None = None
+    ready: list[_Part] | None = None
+
+    @property
+    def n_candidates(self) -> int:
+        return max(self.k, self.settings.candidates)
+
+    @property
+    def n_lexical(self) -> int:
+        return self.n_candidates * WHERE_OVERFETCH if self.has_filter else self.n_candidates
+
+
+def _dense(store: Any, plan: _Plan) -> list[list[Row]]:
+    return store.query(plan.qvecs, plan.n_candidates, plan.where)
+
+
+def _lexical(lexical: Any, plan: _Plan) -> list[list[tuple[str, float]]]:
+    return [lexical.search(part, plan.n_lexical, plan.thread_ids) for part in plan.parts]
+
+
+def _fetch(store: Any, plan: _Plan, ids: list[str]) -> dict[str, tuple[str, dict[str, Any], np.ndarray]]:
+    """ONE Chroma get for every part's lexical-only hits: text, metadata and vector.
+
+    A caller filter is checked by Chroma inside the get; the thread scope alone is checked here
+    on the returned metadata (same result; Chroma's filtered get costs ~3x more).
+    """
+    if not ids:
+        return {}
+    got = store.collection.get(ids=ids, where=plan.where if plan.has_filter else None, include=["documents", "metadatas", "embeddings"])
+    docs, metas, embs = got.get("documents"), got.get("metadatas"), got.get("embeddings")
+    scope = None if plan.thread_ids is None else set(plan.thread_ids)
+    out: dict[str, tuple[str, dict[str, Any], np.ndarray]] = {}
+    for j, rid in enumerate(got["ids"]):
+        meta = dict((metas[j] if metas is not None else None) or {})
+        if scope is not None and str(meta.get("thread_id")) not in scope:
+            continue  # a stale lexical row: never surfaces
+        vec = np.asarray(embs[j], dtype=np.float32) if embs is not None else np.zeros(0, np.float32)
+        out[rid] = ((docs[j] if docs is not None else None) or "", meta, vec)
+    return out
+
+
+def _prepare(store: Any, lexical: Any, plan: _Plan) -> None:
+    """Complete every part's candidates: one Chroma get for all lexical-only hits (which enforces
+    the filter and gives their exact cosine), the exact BM25 of dense-only hits, and the lexical
+    coverage of candidates under the cosine floor."""
+    assert plan.dense is not None and plan.lexical is not None
+    wanted: dict[str, None] = {}
+    for rows, lex in zip(plan.dense, plan.lexical):
+        dense_ids = {r[0] for r in rows}
+        wanted.update((i, None) for i, _ in lex if i not in dense_ids)
+    fetched = _fetch(store, plan, list(wanted))
+    ready: list[_Part] = []
+    for i, (part, rows, lex) in enumerate(zip(plan.parts, plan.dense, plan.lexical)):
+        q = np.asarray(plan.qvecs[i], dtype=np.float32)
+        info = {r[0]: (r[1] or "", r[3]) for r in rows}
+        cosine = {r[0]: float(r[2]) for r in rows}
+        # lexical hits Chroma does not return under the filter (or at all) are dropped here
+        lex = [(rid, sc) for rid, sc in lex if rid in info or rid in fetched][: plan.n_candidates]
+        for rid, _ in lex:
+            if rid not in info:
+                doc, meta, vec = fetched[rid]
+                info[rid] = (doc, meta)
+                cosine[rid] = _cosine(vec, q)
+        listed = dict(lex)
+        only_dense = [r[0] for r in rows if r[0] not in listed]
+        bm25 = {rid: 0.0 for rid in cosine}
+        if only_dense:
+            bm25.update(lexical.scores(part, only_dense, plan.thread_ids))
+        bm25.update(listed)
+        low = [rid for rid, c in cosine.items() if plan.floor is not None and not c >= plan.floor]
+        low = low if plan.settings.lexical_floor is not None else []
+        coverage = lexical.coverage(part, low) if low else {}
+        ready.append(_Part([(r[0], float(r[2])) for r in rows], lex, info, cosine, bm25, coverage))
+    plan.ready = ready
+
+
+def _cosine(vec: np.ndarray, q: np.ndarray) -> float:
+    if vec.size != q.size or vec.size == 0:  # unreachable with one collection; never let NaN into a sort
+        return -1.0
+    denom = float(np.linalg.norm(vec) * np.linalg.norm(q))
+    return float(np.clip(float(vec @ q) / denom, -1.0, 1.0)) if denom > 0 else 0.0
+
+
+def _assemble(plan: _Plan) -> list[Group]:
+    assert plan.ready is not None
+    s = plan.settings
+    groups: list[Group] = []
+    for i, (part, c) in enumerate(zip(plan.parts, plan.ready)):
+        fused = fuse(c.dense, c.lexical, s.method, lexical_weight=s.lexical_weight, rrf_k=s.rrf_k, cosine=c.cosine, bm25=c.bm25)
+        hits: list[Hit] = []
+        for rid, score in fused:
+            cos = c.cosine[rid]
+            if plan.floor is not None and not cos >= plan.floor and (
+                s.lexical_floor is None or not c.coverage.get(rid, 0.0) >= s.lexical_floor
+            ):
+                continue  # under the cosine floor and without enough of the part's words
+            doc, meta = c.info[rid]
+            hits.append(Hit(rid, doc, float(score), meta, {"cosine": cos, "bm25": float(c.bm25[rid]), "fused": float(score)}))
+            if len(hits) == plan.k:
+                break
+        groups.append(Group(i, part, tuple(hits)))
+    return groups
+
+
+def hybrid_search(
+    store: Any,
+    lexical: Any,
+    parts: Sequence[str],
+    qvecs: np.ndarray,
+    k: int,
+    floor: float | None,
+    *,
+    thread_ids: Sequence[str] | None,
+    where: Mapping[str, Any] | None,
+    has_filter: bool,
+    settings: FusionSettings,
+) -> list[Group]:
+    """Dense + lexical search per part, fused inside each part's group (see the module docstring).
+
+    ``where`` is the full Chroma filter (thread scope and caller filter); ``thread_ids`` the
+    thread scope alone (for the lexical index); ``has_filter`` whether a caller filter is in
+    ``where``. Each hit's ``scores``: ``cosine`` (raw cosine, exact), ``bm25`` (Okapi BM25 from
+    the lexical index, 0.0 when the piece holds none of the part's tokens) and ``fused`` (=
+    ``score``). ``floor`` is a cosine: a hit under it is kept only when it holds at least
+    ``settings.lexical_floor`` of the part's term weight (see :meth:`LexicalIndex.coverage`).
+    """
+    plan = _plan(parts, qvecs, k, floor, thread_ids, where, has_filter, settings)
+    plan.dense = _dense(store, plan)
+    plan.lexical = _lexical(lexical, plan)
+    _prepare(store, lexical, plan)
+    return _assemble(plan)
+
+
+async def ahybrid_search(
+    store: Any,
+    lexical: Any,
+    parts: Sequence[str],
+    qvecs: np.ndarray,
+    k: int,
+    floor: float | None,
+    *,
+    thread_ids: Sequence[str] | None,
+    where: Mapping[str, Any] | None,
+    has_filter: bool,
+    settings: FusionSettings,
+) -> list[Group]:
+    """Async :func:`hybrid_search`: the dense and lexical queries run together, off the event loop."""
+    plan = _plan(parts, qvecs, k, floor, thread_ids, where, has_filter, settings)
+    plan.dense, plan.lexical = await asyncio.gather(
+        asyncio.to_thread(_dense, store, plan), asyncio.to_thread(_lexical, lexical, plan)
+    )
+    await asyncio.to_thread(_prepare, store, lexical, plan)
+    return _assemble(plan)
+
+
+def _plan(
+    parts: Sequence[str],
+    qvecs: np.ndarray,
+    k: int,
+    floor: float | None,
+    thread_ids: Sequence[str] | None,
+    where: Mapping[str, Any] | None,
+    has_filter: bool,
+    settings: FusionSettings,
+) -> _Plan:
+    return _Plan(
+        parts=list(parts),
+        qvecs=np.asarray(qvecs, dtype=np.float32),
+        k=int(k),
+        floor=floor,
+        thread_ids=None if thread_ids is None else [str(t) for t in thread_ids],
+        where=dict(where) if where else None,
+        has_filter=bool(has_filter),
+        settings=settings,
+    )

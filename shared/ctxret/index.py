@@ -25,6 +25,18 @@ from .blend import CHUNK_FOCUS_WEIGHT, chunk_search_vector, mean_vector, unit
 from .documents import document_turns
 from .embedders.base import Embedder
 from .errors import ConfigMismatchError, InputError
+from .fusion import (
+    DEFAULT_CANDIDATES,
+    DEFAULT_FUSION,
+    DEFAULT_LEXICAL_FLOOR,
+    DEFAULT_LEXICAL_WEIGHT,
+    DEFAULT_RRF_K,
+    FusionMethod,
+    FusionSettings,
+    ahybrid_search,
+    hybrid_search,
+)
+from .lexical import LexicalIndex, SyncReport, default_lexical_path, fts5_available, sync_from_store
 from .store import DEFAULT_COLLECTION, ChromaStore, flatten_metadata
 from .text import MAX_PARTS, MIN_PIECE_BYTES, PACKER_VERSION, WHOLE_MESSAGE_MAX_BYTES, clean_text, pack_text_pieces, split_prompt_chunks, tail_utf8
 from .turns import MIN_BODY_BYTES, Piece, Source, Turn, label_pieces, parse_time, piece_id, turns_from_messages
@@ -44,6 +56,7 @@ RESERVED_KEYS = frozenset(
         "caller_keys",
     }
 )
+_KEEP: Any = object()  # "use the index's setting" for options where None means something
 _EMBED_CHUNK = 512  # texts per embed call while indexing (progress granularity)
 _IN_CHUNK = 256  # values per $in filter
 
@@ -62,6 +75,17 @@ class ContextualIndex:
     ``None`` take the collection's recorded values (or the defaults for a new collection); values
     you pass must match the collection, else :class:`ConfigMismatchError` — pass ``rebuild=True``
     to rebuild the collection under the new settings from its stored pieces.
+
+    Hybrid search (:mod:`ctxret.fusion`): ``lexical`` (default on for an embedded or in-memory
+    store, off for a Chroma server or custom client) keeps a BM25 index (:mod:`ctxret.lexical`,
+    SQLite FTS5) in step with the collection — ``lexical_path`` (default
+    ``<path>/ctxret-lexical-<collection>.sqlite3``; ``":memory:"`` in memory) names its file and
+    switches it on for a server. Every query part then runs a lexical search beside its dense
+    search, fused inside the part's group: ``fusion`` (``"convex"`` default, ``"rrf"``,
+    ``"weighted_rrf"``), ``lexical_weight`` (0.7), ``rrf_k`` (60), ``candidates`` per side (50),
+    ``lexical_floor`` (0.3: the share of a part's weighted words that lets a hit under the cosine
+    floor through). These are query-time settings: they are not recorded in the collection and
+    each :meth:`search` may override them.
     """
 
     def __init__(
@@ -82,6 +106,13 @@ class ContextualIndex:
         score_threshold: float | None | Literal["auto"] = "auto",
         progress: bool | None = None,
         rebuild: bool = False,
+        lexical: bool | None = None,
+        lexical_path: str | os.PathLike[str] | None = None,
+        fusion: FusionMethod | str = DEFAULT_FUSION,
+        lexical_weight: float = DEFAULT_LEXICAL_WEIGHT,
+        rrf_k: float = DEFAULT_RRF_K,
+        candidates: int = DEFAULT_CANDIDATES,
+        lexical_floor: float | None = DEFAULT_LEXICAL_FLOOR,
     ) -> None:
         if embedder is None:
             from .embedders.local import shared_local_embedder
@@ -92,6 +123,12 @@ class ContextualIndex:
             path, collection=collection, host=host, port=port, ssl=ssl, headers=headers, client=client, in_memory=in_memory
         )
         self.progress = progress
+        #: Query-time hybrid settings (never recorded in the collection; override per search).
+        self.fusion_settings = FusionSettings(fusion, lexical_weight, rrf_k, candidates, lexical_floor)
+        #: The BM25 index kept in step with the collection, or ``None`` (dense search only).
+        self.lexical_index: LexicalIndex | None = _open_lexical(
+            self.store, collection, lexical, lexical_path, server=host is not None or client is not None, in_memory=in_memory
+        )
         stored = self.store.stored_config()
         asked = {"weight": weight, "context": context, "piece_bytes": piece_bytes}
         defaults = {"weight": CHUNK_FOCUS_WEIGHT, "context": "mean", "piece_bytes": embedder.default_piece_bytes}
@@ -113,6 +150,8 @@ class ContextualIndex:
                 self.store.open(stored)
                 self._rebuild_into(config, old_config=stored)
         self.store.open(config)
+        if self.lexical_index is not None:  # a crash between the two writes, or lexical newly on: repair
+            sync_from_store(self.lexical_index, self.store)
         self.score_threshold = embedder.default_score_threshold if score_threshold == "auto" else score_threshold
 
     # -- properties ----------------------------------------------------------------------------
@@ -232,12 +271,19 @@ class ContextualIndex:
             ids.extend(p.id for p in pieces)
             docs.extend(p.text for p in pieces)
             metas_out.extend(metas)
+        lexical = self.lexical_index if collection is None else None  # a rebuild refills it after the swap
+        if lexical is not None:
+            lexical.mark_pending()
         if ids:
             self.store.upsert(ids, np.vstack(blended), docs, metas_out, collection=collection)
         if stale:
             col = collection if collection is not None else self.store.collection
             for start in range(0, len(stale), self.store.max_batch):
                 col.delete(ids=stale[start : start + self.store.max_batch])
+        if lexical is not None:  # after Chroma, in one transaction; clears the pending marker
+            lexical.write(
+                ids, docs, [m["thread_id"] for m in metas_out], [m["turn_id"] for m in metas_out], delete=stale, settle=True
+            )
         kept = sum(len(existing.get((t.thread_id, t.turn_id), set()) & {p.id for p in ps}) for t, ps, _ in changed)
         return IndexResult(
             added=added, unchanged=unchanged + kept, replaced=replaced, turns=len(turns), turns_changed=len(changed)
@@ -297,6 +343,12 @@ class ContextualIndex:
         *,
         max_parts: int = MAX_PARTS,
         split: bool = True,
+        lexical: bool | None = None,
+        fusion: FusionMethod | str | None = None,
+        lexical_weight: float | None = None,
+        rrf_k: float | None = None,
+        candidates: int | None = None,
+        lexical_floor: float | None | Any = _KEEP,
     ) -> list[Group]:
         """Split ``message`` into parts; each part keeps its own group of at most ``k`` hits.
 
@@ -305,13 +357,28 @@ class ContextualIndex:
         disables it. ``thread_id`` (one id or several) and ``where`` (a Chroma filter) scope the
         search inside the query. Groups are never padded and never de-duplicated across parts.
         An empty message returns ``[]``.
+
+        Hybrid search (on when the index has a lexical index; ``lexical=False`` turns it off for
+        this call): each part also runs a BM25 search, fused with its dense search inside the
+        part's group (``fusion``, ``lexical_weight``, ``rrf_k``, ``candidates`` override the
+        index's settings for this call). ``Hit.score`` is then the fused score and
+        ``Hit.scores`` holds ``cosine``, ``bm25`` and ``fused``. The floor stays a cosine: a hit
+        under it is kept only if it holds at least ``lexical_floor`` (default 0.3) of the part's
+        IDF-weighted words (``lexical_floor=None``: the cosine floor for every hit).
         """
         k = _check_k(k)
         floor = self.score_threshold if score_threshold == "auto" else score_threshold
+        settings = self._hybrid_settings(lexical, fusion, lexical_weight, rrf_k, candidates, lexical_floor)
+        combined = scope_filter(thread_id, where)
         parts, qvecs = self.query_vectors(message, max_parts=max_parts, split=split)
         if not parts:
             return []
-        rows = self.store.query(qvecs, k, scope_filter(thread_id, where))
+        if settings is not None:
+            return hybrid_search(
+                self.store, self.lexical_index, parts, qvecs, k, floor,
+                thread_ids=_thread_ids(thread_id), where=combined, has_filter=bool(where), settings=settings,
+            )  # fmt: skip
+        rows = self.store.query(qvecs, k, combined)
         return _groups(parts, rows, k, floor)
 
     async def asearch(
@@ -324,15 +391,60 @@ class ContextualIndex:
         *,
         max_parts: int = MAX_PARTS,
         split: bool = True,
+        lexical: bool | None = None,
+        fusion: FusionMethod | str | None = None,
+        lexical_weight: float | None = None,
+        rrf_k: float | None = None,
+        candidates: int | None = None,
+        lexical_floor: float | None | Any = _KEEP,
     ) -> list[Group]:
         """Async :meth:`search`: the embedding runs on the embedder's async path, the store query off the event loop."""
         k = _check_k(k)
         floor = self.score_threshold if score_threshold == "auto" else score_threshold
+        settings = self._hybrid_settings(lexical, fusion, lexical_weight, rrf_k, candidates, lexical_floor)
+        combined = scope_filter(thread_id, where)
         parts, qvecs = await aquery_vectors(self.embedder, message, weight=self.weight, max_parts=max_parts, split=split)
         if not parts:
             return []
-        rows = await asyncio.to_thread(self.store.query, qvecs, k, scope_filter(thread_id, where))
+        if settings is not None:  # the dense and lexical queries run together, off the event loop
+            return await ahybrid_search(
+                self.store, self.lexical_index, parts, qvecs, k, floor,
+                thread_ids=_thread_ids(thread_id), where=combined, has_filter=bool(where), settings=settings,
+            )  # fmt: skip
+        rows = await asyncio.to_thread(self.store.query, qvecs, k, combined)
         return _groups(parts, rows, k, floor)
+
+    def _hybrid_settings(
+        self, lexical: bool | None, fusion: Any, lexical_weight: Any, rrf_k: Any, candidates: Any, lexical_floor: Any = _KEEP
+    ) -> FusionSettings | None:
+        """This call's fusion settings, or ``None`` for dense search only."""
+        if lexical is not None and not isinstance(lexical, bool):
+            raise InputError(f"lexical must be True, False or None, got {lexical!r}")
+        if lexical is False or (lexical is None and self.lexical_index is None):
+            return None
+        if self.lexical_index is None:
+            raise InputError(
+                "lexical=True but this index has no lexical index (a Chroma server or custom client gets none by "
+                "default); open it with lexical_path='<local file>.sqlite3' to add one"
+            )
+        base = self.fusion_settings
+        return FusionSettings(
+            base.method if fusion is None else fusion,
+            base.lexical_weight if lexical_weight is None else lexical_weight,
+            base.rrf_k if rrf_k is None else rrf_k,
+            base.candidates if candidates is None else candidates,
+            base.lexical_floor if lexical_floor is _KEEP else lexical_floor,
+        )
+
+    def sync_lexical(self) -> SyncReport:
+        """Compare the lexical index with the collection id by id and repair it from Chroma's stored texts.
+
+        Opening an index already does this when cheap signals (counts, the pending-write marker)
+        disagree; call it after writing to the collection behind ctxret's back.
+        """
+        if self.lexical_index is None:
+            raise InputError("this index has no lexical index; open it with lexical=True (or lexical_path=...)")
+        return sync_from_store(self.lexical_index, self.store, full=True)
 
     # -- maintenance ---------------------------------------------------------------------------
     def delete(self, thread_id: str | Sequence[str] | None = None, where: Mapping[str, Any] | None = None) -> int:
@@ -340,13 +452,21 @@ class ContextualIndex:
         if thread_id is None and not where:
             raise InputError("delete needs thread_id= or where=; to remove everything use clear()")
         ids = list(self.store.ids_where(scope_filter(thread_id, where)))
+        if self.lexical_index is not None:
+            self.lexical_index.mark_pending()
         self.store.delete_ids(ids)
+        if self.lexical_index is not None:
+            self.lexical_index.delete(ids, settle=True)
         return len(ids)
 
     def clear(self) -> None:
         """Remove every piece (the collection and its config stay)."""
         ids = [r["id"] for r in self.store.iter_records(None, include=())]
+        if self.lexical_index is not None:
+            self.lexical_index.mark_pending()
         self.store.delete_ids(ids)
+        if self.lexical_index is not None:
+            self.lexical_index.clear(settle=True)
 
     def stats(self) -> dict[str, Any]:
         """Counts (pieces, turns, threads), the index config and where the store is."""
@@ -366,6 +486,7 @@ class ContextualIndex:
             "store": self.store.location,
             "score_threshold": self.score_threshold,
             "config": dict(self.config),
+            "lexical": self.lexical_index.path if self.lexical_index is not None else None,
         }
 
     def reindex(self) -> IndexResult:
@@ -392,8 +513,12 @@ class ContextualIndex:
         except BaseException:
             self.store.drop(temp)
             raise
+        if self.lexical_index is not None:
+            self.lexical_index.mark_pending()
         self.store.drop(self.store.collection_name)
         self.store.rename(temp, self.store.collection_name)
+        if self.lexical_index is not None:  # the new pieces' stored texts, in one transaction
+            sync_from_store(self.lexical_index, self.store, full=True, rebuild=True)
         logger.info("rebuilt %s: %d turns, %d pieces", self.store.collection_name, result.turns, result.added)
         return result
 
@@ -599,6 +724,48 @@ def _groups(parts: Sequence[str], rows: Sequence[Sequence[tuple[str, str, float,
         )
         groups.append(Group(i, part, hits))
     return groups
+
+
+def _thread_ids(thread_id: str | Sequence[str] | None) -> list[str] | None:
+    if thread_id is None:
+        return None
+    return [thread_id] if isinstance(thread_id, str) else [str(t) for t in thread_id]
+
+
+def _open_lexical(
+    store: ChromaStore,
+    collection: str,
+    lexical: bool | None,
+    lexical_path: str | os.PathLike[str] | None,
+    *,
+    server: bool,
+    in_memory: bool,
+) -> LexicalIndex | None:
+    """The lexical index an index opens: on by default for an embedded or in-memory store.
+
+    A Chroma server or custom client gets none unless ``lexical_path`` names a local file: the
+    SQLite file lives on one machine (several processes there may share it), while a server's
+    clients may be anywhere.
+    """
+    if lexical is not None and not isinstance(lexical, bool):
+        raise InputError(f"lexical must be True, False or None, got {lexical!r}")
+    if lexical is False:
+        return None
+    if lexical is None and lexical_path is None and not fts5_available():
+        logger.warning("this Python's SQLite has no FTS5: hybrid search is off (dense search only)")
+        return None
+    if lexical_path is not None:
+        return LexicalIndex(lexical_path)
+    if in_memory:
+        return LexicalIndex(":memory:")
+    if not server and store.path is not None:
+        return LexicalIndex(default_lexical_path(store.path, collection))
+    if lexical:
+        raise InputError(
+            "lexical=True with a Chroma server or custom client needs lexical_path='<local file>.sqlite3' "
+            "(the BM25 index is a local SQLite file; processes on one machine can share it)"
+        )
+    return None
 
 
 def _check_k(k: Any) -> int:

@@ -21,6 +21,13 @@ class Hit:
     score: float
     metadata: Mapping[str, Any] = field(default_factory=dict)
     scores: Mapping[str, float] = field(default_factory=dict)
+    #: The whole turn or section the piece came from, when the search asked for parents.
+    parent_text: str | None = None
+
+    @property
+    def score_scale(self) -> str:
+        """What :attr:`score` is: ``"fused"`` (hybrid search) or ``"cosine"`` (dense search, raw cosine)."""
+        return "fused" if "fused" in self.scores else "cosine"
 
     @property
     def body(self) -> str:
