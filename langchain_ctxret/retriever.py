@@ -38,7 +38,7 @@ __all__ = [
 #: Metadata keys the retriever sets on every Document it returns (plus ``score_<name>`` for each
 #: named score of the hit: ``score_cosine``; with hybrid search ``score_bm25``, ``score_fused``).
 OUTPUT_KEYS = frozenset(
-    {"group", "group_query", "group_rank", "group_count", "group_parts", "score", "score_scale"}
+    {"group", "group_query", "group_rank", "group_count", "group_parts", "score", "score_scale", "parent_text"}
 )
 #: Prefix given to caller metadata keys that would collide with ctxret's own keys on ingest.
 METADATA_PREFIX = "meta_"
@@ -272,6 +272,8 @@ def hit_to_document(
     )
     for name, value in hit.scores.items():
         meta[f"score_{name}"] = float(value)
+    if hit.parent_text is not None:  # search_kwargs={"parents": True}: the whole turn or section
+        meta["parent_text"] = hit.parent_text
     return Document(page_content=hit.text, metadata=meta, id=str(hit.id))
 
 

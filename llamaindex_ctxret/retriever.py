@@ -51,6 +51,8 @@ def groups_to_nodes(groups: Sequence[Group]) -> list[NodeWithScore]:
                     "score_scale": hit.score_scale,
                 }
             )
+            if hit.parent_text is not None:  # search_kwargs={"parents": True}
+                meta["parent_text"] = hit.parent_text
             out.append(NodeWithScore(node=piece_node(hit.id, hit.text, meta), score=float(hit.score)))
     return out
 

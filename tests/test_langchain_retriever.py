@@ -533,3 +533,13 @@ def test_format_groups_accepts_core_groups():
     assert "[score" not in format_groups([Group(0, "g", (hit,))], show_scores=False)
     with pytest.raises(ValueError, match="group"):
         group_documents([Document(page_content="x")])
+
+
+def test_parents_through_search_kwargs(tmp_path, local_embedder):
+    idx = ContextualIndex(tmp_path / "parents", embedder=local_embedder, piece_bytes=200, lexical=False)
+    long = " ".join(f"Step {i}: restart the ingest worker number {i} and check its queue depth." for i in range(12))
+    idx.add_messages([{"role": "user", "content": long}], "ops")
+    retriever = ContextualRetriever(index=idx, k=5, score_threshold=None, search_kwargs={"parents": True})
+    docs = retriever.invoke("restart the ingest worker and check queue depth")
+    assert len(docs) == 1  # one hit per parent inside the group
+    assert "Step 0:" in docs[0].metadata["parent_text"] and "Step 11:" in docs[0].metadata["parent_text"]

@@ -22,6 +22,7 @@ import numpy as np
 
 from ._version import __version__
 from .blend import CHUNK_FOCUS_WEIGHT, chunk_search_vector, mean_vector, unit
+from .context import CONTEXT_STRATEGIES, context_vectors
 from .documents import document_turns
 from .embedders.base import Embedder
 from .errors import ConfigMismatchError, InputError
@@ -40,12 +41,12 @@ from .lexical import LexicalIndex, SyncReport, default_lexical_path, fts5_availa
 from .store import DEFAULT_COLLECTION, ChromaStore, flatten_metadata
 from .text import MAX_PARTS, MIN_PIECE_BYTES, PACKER_VERSION, WHOLE_MESSAGE_MAX_BYTES, clean_text, pack_text_pieces, split_prompt_chunks, tail_utf8
 from .turns import MIN_BODY_BYTES, Piece, Source, Turn, label_pieces, parse_time, piece_id, turns_from_messages
+from .parents import expand_parents
 from .results import Group, Hit, IndexResult
 
 logger = logging.getLogger(__name__)
 
-ContextStrategy = Literal["mean", "turn"]
-CONTEXT_STRATEGIES = ("mean", "turn")
+ContextStrategy = Literal["mean", "turn", "late"]
 #: Config keys that must match between a collection and the index that opens it.
 COMPARED_KEYS = ("model_id", "dims", "weight", "context", "piece_bytes", "packer")
 #: Metadata keys ctxret writes on every piece; caller metadata may not use them.
@@ -253,7 +254,9 @@ class ContextualIndex:
         # 4. Context per turn, blend, write; stale pieces are removed after the new ones are in.
         weight = float(config["weight"])
         strategy = str(config["context"])
-        contexts = self._context_vectors([t for t, _, _ in changed], vectors, [len(p) for _, p, _ in changed], strategy)
+        contexts = context_vectors(
+            strategy, self.embedder, [p for _, p, _ in changed], vectors, [clean_text(t.text) for t, _, _ in changed]
+        )
         ids, docs, metas_out, blended = [], [], [], []
         row = 0
         added = replaced = 0
@@ -296,20 +299,6 @@ class ContextualIndex:
     def _piece_metadata(self, turn: Turn, p: Piece) -> dict[str, Any]:
         return piece_metadata(turn, p)
 
-    def _context_vectors(
-        self, turns: Sequence[Turn], vectors: np.ndarray, sizes: Sequence[int], strategy: str
-    ) -> list[np.ndarray]:
-        if strategy == "mean":
-            out, row = [], 0
-            for n in sizes:
-                out.append(mean_vector(vectors[row : row + n]) if n else np.zeros(vectors.shape[1], np.float32))
-                row += n
-            return out
-        if strategy == "turn":
-            texts = [clean_text(t.text) for t in turns]
-            return list(self.embed_fitting(texts))
-        raise InputError(f"unknown context strategy {strategy!r}; use one of {CONTEXT_STRATEGIES}")
-
     def _embed_with_progress(self, texts: Sequence[str], desc: str) -> np.ndarray:
         show = self.progress if self.progress is not None else (len(texts) > _EMBED_CHUNK and sys.stderr.isatty())
         if len(texts) <= _EMBED_CHUNK or not show:
@@ -349,6 +338,7 @@ class ContextualIndex:
         rrf_k: float | None = None,
         candidates: int | None = None,
         lexical_floor: float | None | Any = _KEEP,
+        parents: bool = False,
     ) -> list[Group]:
         """Split ``message`` into parts; each part keeps its own group of at most ``k`` hits.
 
@@ -365,7 +355,16 @@ class ContextualIndex:
         ``Hit.scores`` holds ``cosine``, ``bm25`` and ``fused``. The floor stays a cosine: a hit
         under it is kept only if it holds at least ``lexical_floor`` (default 0.3) of the part's
         IDF-weighted words (``lexical_floor=None``: the cosine floor for every hit).
+
+        ``parents=True`` (small-to-big): each hit also carries its whole turn or section in
+        ``Hit.parent_text``, and a group keeps only its best hit per parent (one read for all).
         """
+        groups = self._search(message, k, score_threshold, thread_id, where, max_parts, split, lexical, fusion, lexical_weight, rrf_k, candidates, lexical_floor)
+        return expand_parents(self.store, groups) if parents and groups else groups
+
+    def _search(
+        self, message, k, score_threshold, thread_id, where, max_parts, split, lexical, fusion, lexical_weight, rrf_k, candidates, lexical_floor
+    ) -> list[Group]:
         k = _check_k(k)
         floor = self.score_threshold if score_threshold == "auto" else score_threshold
         settings = self._hybrid_settings(lexical, fusion, lexical_weight, rrf_k, candidates, lexical_floor)
@@ -397,8 +396,17 @@ class ContextualIndex:
         rrf_k: float | None = None,
         candidates: int | None = None,
         lexical_floor: float | None | Any = _KEEP,
+        parents: bool = False,
     ) -> list[Group]:
         """Async :meth:`search`: the embedding runs on the embedder's async path, the store query off the event loop."""
+        groups = await self._asearch(message, k, score_threshold, thread_id, where, max_parts, split, lexical, fusion, lexical_weight, rrf_k, candidates, lexical_floor)
+        if parents and groups:
+            return await asyncio.to_thread(expand_parents, self.store, groups)
+        return groups
+
+    async def _asearch(
+        self, message, k, score_threshold, thread_id, where, max_parts, split, lexical, fusion, lexical_weight, rrf_k, candidates, lexical_floor
+    ) -> list[Group]:
         k = _check_k(k)
         floor = self.score_threshold if score_threshold == "auto" else score_threshold
         settings = self._hybrid_settings(lexical, fusion, lexical_weight, rrf_k, candidates, lexical_floor)
