@@ -410,6 +410,13 @@ def test_chroma_server_by_flags_and_env(tmp_path, files, chroma_server):
     assert any("Miso" in h["text"] for h in result["groups"][1]["hits"])
     assert stats(tmp_path, env=env)["store"].startswith("http://")
     assert not (tmp_path / ".ctxret").exists()
+    assert result["score_scale"] == "cosine"  # a server gets no lexical index by default
+    # --lexical-path gives a server deployment its BM25 half (filled from the server's texts on open)
+    lex = str(tmp_path / "lexical.sqlite3")
+    hybrid = json.loads(ok(run("search", QUESTION, "--json", "--lexical-path", lex, cwd=tmp_path, env=env)).stdout)
+    assert hybrid["score_scale"] == "fused" and (tmp_path / "lexical.sqlite3").exists()
+    assert any("Miso" in h["text"] for h in hybrid["groups"][1]["hits"])
+    assert all("bm25" in h["scores"] for g in hybrid["groups"] for h in g["hits"])
 
 
 def test_openai_embedder_through_env(tmp_path, files, fake_openai):

@@ -16,6 +16,8 @@ PUBLIC_NAMES = [
     "Group",
     "Hit",
     "IndexResult",
+    "LexicalIndex",
+    "FusionMethod",
     "LocalEmbedder",
     "OpenAIEmbedder",
     "cosine_to_distance",

@@ -35,11 +35,15 @@ from .turns import Piece, Source, Turn, label_pieces, piece_id, turns_from_messa
 
 if TYPE_CHECKING:
     from .embedders import Embedder, LocalEmbedder, OpenAIEmbedder
+    from .fusion import FusionMethod
     from .index import ContextualIndex
+    from .lexical import LexicalIndex
 
 # Heavy parts (Chroma, onnxruntime, openai) load on first use, so `import ctxret` stays light.
 _LAZY = {
     "ContextualIndex": ".index",
+    "LexicalIndex": ".lexical",
+    "FusionMethod": ".fusion",
     "Embedder": ".embedders",
     "LocalEmbedder": ".embedders",
     "OpenAIEmbedder": ".embedders",
@@ -65,6 +69,9 @@ __all__ = [
     "distance_to_cosine",
     "cosine_to_relevance",
     "relevance_to_cosine",
+    # hybrid search
+    "LexicalIndex",
+    "FusionMethod",
     # embedders
     "Embedder",
     "LocalEmbedder",

@@ -70,6 +70,7 @@ ENV = {
     "model": "CTXRET_OPENAI_MODEL",
     "dims": "CTXRET_DIMS",
     "weight": "CTXRET_WEIGHT",
+    "lexical_path": "CTXRET_LEXICAL_PATH",
 }
 
 JSONL_SUFFIXES = (".jsonl",)
@@ -162,6 +163,13 @@ def _add_common_options(parser: argparse.ArgumentParser, *, suppress: bool) -> N
         metavar="PORT",
         default=default(None),
         help=f"Chroma server port [env {ENV['chroma_port']}; default {DEFAULT_CHROMA_PORT}]",
+    )
+    store.add_argument(
+        "--lexical-path",
+        metavar="FILE",
+        default=default(None),
+        help="SQLite file of the BM25 index for hybrid search (embedded stores keep one inside the "
+        f"store folder; a Chroma server gets one only with this) [env {ENV['lexical_path']}]",
     )
 
     emb = parser.add_argument_group("embedder")
@@ -370,6 +378,7 @@ class Settings:
     model: str
     dims: int | None
     weight: float | None
+    lexical_path: str | None = None
 
 
 def resolve_settings(
@@ -468,6 +477,7 @@ def resolve_settings(
         model=model or DEFAULT_OPENAI_MODEL,
         dims=dims,
         weight=weight,
+        lexical_path=pick("lexical_path")[0] or None,
     )
 
 
@@ -550,6 +560,7 @@ def open_index(
             weight=settings.weight,
             rebuild=rebuild,
             progress=progress,
+            lexical_path=settings.lexical_path,
         )
     )
 
