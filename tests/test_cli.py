@@ -172,13 +172,17 @@ def test_index_search_stats_reindex_delete(tmp_path, files):
     assert any("HTL-58213-LX" in h["text"] for h in hotel["hits"])
     assert any("Miso" in h["text"] for h in cats["hits"])
 
-    # text output: "Part N: part" then "  0.612  [header]  snippet"
+    # text output: "Part N: part" then "  fused 0.944 cos  0.612  [header]  snippet" (hybrid, the default)
     text = ok(run("search", QUESTION, "-k", "1", "--thread", "pets", *store, cwd=tmp_path)).stdout
     lines = text.splitlines()
     assert lines[0].startswith("Part 1: What is the confirmation code")
     assert any(line.startswith("Part 2: Also, what were my cats called") for line in lines)
     hit_lines = [line for line in lines if line.startswith("  ") and "[" in line]
-    assert hit_lines and all(float(line.split()[0]) <= 1.0 for line in hit_lines)
+    assert hit_lines and all(line.split()[0] == "fused" and line.split()[2] == "cos" for line in hit_lines)
+    assert all(0.0 <= float(line.split()[1]) <= 1.0 and float(line.split()[3]) <= 1.0 for line in hit_lines)
+    dense = ok(run("search", QUESTION, "-k", "1", "--no-lexical", *store, cwd=tmp_path)).stdout
+    dense_lines = [line for line in dense.splitlines() if line.startswith("  ") and "[" in line]
+    assert dense_lines and all(float(line.split()[0]) <= 1.0 for line in dense_lines)
     assert "Miso" in text and "HTL-58213-LX" not in text  # --thread pets scopes the search
 
     # the stored config is reused and the rebuild keeps every piece

@@ -958,8 +958,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         cfg = index.config
         print(
             f"embedder {cfg['model_id']} ({cfg['dims']} dims), weight {index.weight}, "
-            f"k = {args.k} per part{_floor_text(floor)}; dense search on both sides, "
-            "scores are raw cosine"
+            f"k = {args.k} per part{_floor_text(floor)}; dense search on both sides (the last "
+            "line of each message adds the default hybrid search), scores are raw cosine"
         )
         for n, query in enumerate(queries, start=1):
             _demo_query(index, query, n, len(queries), args.k, floor)
@@ -1009,6 +1009,10 @@ def _demo_query(
     if not single_hits:
         print(f"  (no hit{_floor_text(floor)})")
     print(_verdict(query, groups, single_hits, width))
+    if focus and getattr(index, "lexical_index", None) is not None:
+        hybrid = index.search(message, k=k, thread_id=thread)  # the product default
+        found = "; ".join(f"{fact!r}: {_found_in_groups(hybrid, fact)}" for fact in focus)
+        print(_clip(f"   with hybrid search (the default: BM25 fused inside each group): {found}", width, lines=2))
 
 
 def _expected(query: dict[str, Any]) -> list[str]:
@@ -1021,6 +1025,14 @@ def _dense_only(index: ContextualIndex) -> dict[str, Any]:
     """Search keywords that turn hybrid (BM25) search off, when this core has it: the demo compares
     vectors with vectors."""
     return {"lexical": False} if "lexical" in inspect.signature(index.search).parameters else {}
+
+
+def _found_in_groups(groups: Sequence[Group], fact: str) -> str:
+    for g in groups:
+        for rank, hit in enumerate(g.hits, start=1):
+            if fact.lower() in hit.text.lower():
+                return f"yes (Part {g.part_index + 1}, #{rank})"
+    return "NO"
 
 
 def _verdict(
@@ -1044,13 +1056,6 @@ def _verdict(
             lines=2,
         )
 
-    def found_in_groups(fact: str) -> str:
-        for g in groups:
-            for rank, hit in enumerate(g.hits, start=1):
-                if fact.lower() in hit.text.lower():
-                    return f"yes (Part {g.part_index + 1}, #{rank})"
-        return "NO"
-
     def found_in_single(fact: str) -> str:
         for rank, hit in enumerate(single, start=1):
             if fact.lower() in hit.text.lower():
@@ -1058,7 +1063,7 @@ def _verdict(
         return f"NO (not in its top {len(single)})"
 
     parts = [
-        f"{fact!r}: groups {found_in_groups(fact)} | single vector {found_in_single(fact)}"
+        f"{fact!r}: groups {_found_in_groups(groups, fact)} | single vector {found_in_single(fact)}"
         for fact in expect
     ]
     return _clip("=> " + "; ".join(parts), width, lines=3)
@@ -1100,13 +1105,16 @@ def _search_json(
 def _hit_line(hit: Hit, width: int, focus: Sequence[str] = ()) -> str:
     """``  0.612  [Turn 4 · Tool logistics_export · …]  snippet…`` with the hit's cosine.
 
-    With hybrid search a group is ranked by its fused score; the line still shows the cosine (the
-    fused score is relative to the part's candidates; ``--json`` has every named score). With
+    With hybrid search a group is ranked by its fused score, so the line shows both:
+    ``  fused 0.913 cos 0.552  [header]  snippet`` (``--json`` has every named score). With
     ``focus``, the snippet starts near the first focus word the body contains.
     """
     cosine = hit.scores.get("cosine", hit.score)
     header = str(hit.metadata.get("header", ""))
-    lead = f"  {cosine:6.3f}  {header}  "
+    if "fused" in hit.scores:
+        lead = f"  fused {hit.scores['fused']:5.3f} cos {cosine:6.3f}  {header}  "
+    else:
+        lead = f"  {cosine:6.3f}  {header}  "
     body = _one_line(hit.body)
     room = width - len(lead)
     for word in focus:
