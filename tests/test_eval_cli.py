@@ -84,6 +84,8 @@ def test_threads_command_on_jsonl(run, tmp_path):
     code, out, err = run("eval", "threads", path, "--json", out_json, "--plot", out_png)
     assert code == 0, err
     assert "| whole_turn" in out and "| hybrid_convex" in out and "composite" in out
+    for rep in ("pieces_turnctx", "pieces_late", "late_only", "hybrid_default"):
+        assert f"| {rep}" in out
     data = json.loads(out_json.read_text())
     assert data["config"]["counts"]["conversations"] == 2
     assert {r["query_set"] for r in data["rows"]} == {"facts", "qa", "composite"}
@@ -100,15 +102,27 @@ def test_calibrate_command_prints_recommendations(run, tmp_path):
     assert out_png.read_bytes()[:8] == PNG
 
 
-def test_errors_exit_2_with_a_message(run, tmp_path):
+def test_errors_exit_1_with_a_message_and_usage_exits_2(run, tmp_path, capsys):
+    """The ctxret contract: 0 ok, 1 error (a ctxret error: bad input, missing file), 2 usage (bad flags)."""
     code, _, err = run("eval", "threads", tmp_path / "missing")
-    assert code == 2 and "does not exist" in err
+    assert code == 1 and "does not exist" in err
     code, _, err = run("eval", "threads", write_synthetic(tmp_path), "--representations", "nope")
-    assert code == 2 and "unknown thread representation" in err
+    assert code == 1 and "unknown thread representation" in err
     bad = tmp_path / "bad.json"
     bad.write_text('{"version": 1, "families": []}')
     code, _, err = run("eval", "controlled", bad)
-    assert code == 2 and "families" in err
+    assert code == 1 and "families" in err
+    with pytest.raises(SystemExit) as exc:  # argparse: a usage error
+        cli.main(["eval", "threads", str(tmp_path), "--weight", "2"])
+    assert exc.value.code == 2
+    # the same through the main `ctxret` command
+    from ctxret.cli import main as ctxret_main
+
+    capsys.readouterr()
+    assert ctxret_main(["eval", "threads", str(tmp_path / "missing")]) == 1
+    assert ctxret_main(["eval", "controlled", str(bad)]) == 1
+    assert ctxret_main(["eval", "threads", str(tmp_path), "--lexical-floor", "7"]) == 2
+    assert "does not exist" in capsys.readouterr().err
 
 
 def test_openai_embedder_is_built_from_the_environment(fake_openai, monkeypatch, tmp_path, capsys):

@@ -167,10 +167,27 @@ def test_same_seed_same_rows(result, local_embedder):
 
 def test_weight_one_blend_equals_isolated(local_embedder):
     res = run_controlled(
-        SMALL, local_embedder, representations=["isolated", "blend"], conditions=["clean"], weight=1.0, generic=False
+        SMALL, local_embedder, representations=["isolated", "blend", "late"], conditions=["clean"], weight=1.0, generic=False
     )
     by = {(r["representation"], r["block"]): r["top1"] for r in res.rows}
-    assert by[("blend", "all")] == by[("isolated", "all")] == 0.25
+    assert by[("blend", "all")] == by[("isolated", "all")] == by[("late", "all")] == 0.25
+
+
+def test_late_chunking_tells_the_contexts_apart(result, local_embedder):
+    from ctxret.evaluation.controlled import late_sentence_vector
+
+    fx = load_fixture(SMALL)
+    fam = fx.families[0]
+    own = local_embedder.embed([fam.sentence])[0]
+    late = np.vstack([late_sentence_vector(local_embedder, c.passage, fam.sentence) for c in fam.contexts])
+    assert np.allclose(np.linalg.norm(late, axis=1), 1.0, atol=1e-5)
+    # the pooled span is about the sentence, but each context's passage moved it somewhere else
+    assert np.all(late @ own > 0.5)
+    assert np.all(late @ own < 0.999)
+    assert np.linalg.matrix_rank(late, tol=1e-3) == 4
+    # unlike the isolated sentence (a four-way tie for every query), late_only does not tie
+    credits = [q["top1"] for q in result.per_query if q["representation"] == "late_only" and q["condition"] == "clean"]
+    assert len(credits) == 48 and 0.25 not in credits
 
 
 def test_unknown_representation_is_refused(local_embedder):

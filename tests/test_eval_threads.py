@@ -274,3 +274,160 @@ def test_locomo_smoke_one_conversation(local_embedder):
     assert by[("pieces_blend", "facts")]["mrr"] > by[("whole_turn", "facts")]["mrr"]
     # splitting is what composite messages need
     assert by[("pieces_blend_split", "composite")]["coverage"] >= by[("pieces_blend", "composite")]["coverage"]
+
+
+# -- context strategies and the runtime's hybrid default ----------------------------------------
+NEW_REPRESENTATIONS = ("pieces_turnctx", "pieces_late", "late_only", "hybrid_default")
+
+
+def test_new_representations_have_rows_and_late_only_is_not_pieces(synthetic):
+    _, res = synthetic
+    by = {(r["representation"], r["query_set"]): r for r in res.rows}
+    for rep in NEW_REPRESENTATIONS:
+        for qs in ("facts", "qa", "composite"):
+            assert (rep, qs) in by
+        assert set(by[(rep, "facts")]) == {"representation", "query_set", "top1_section", "top1_section_floor", "mrr",
+                                           "recall_at_5", "n"}
+    assert res.config["skipped_representations"] == []
+
+    def cosines(rep: str) -> list[float]:
+        return [q["top_cosine"] for q in res.per_query if q["representation"] == rep and q["query_set"] == "facts"]
+
+    # pure late chunking stores other vectors than the pieces alone, and than the mean-context blend
+    assert not np.allclose(cosines("late_only"), cosines("pieces"), atol=1e-3)
+    assert not np.allclose(cosines("pieces_late"), cosines("pieces_blend_split"), atol=1e-3)
+    assert not np.allclose(cosines("pieces_turnctx"), cosines("pieces_blend_split"), atol=1e-3)
+
+
+@pytest.fixture(scope="module")
+def home_index(tmp_path_factory, local_embedder):
+    """The harness's index of the synthetic "home" thread."""
+    from ctxret.evaluation.threads import ConversationIndex
+
+    conv = load_threads(write_synthetic(tmp_path_factory.mktemp("home")))[0]
+    ix = ConversationIndex(conv, local_embedder)
+    yield ix
+    ix.close()
+
+
+@pytest.mark.parametrize("context, weight", [("mean", 0.8), ("turn", 0.8), ("late", 0.8), ("late", 0.0)])
+def test_context_representations_store_what_the_runtime_stores(home_index, local_embedder, context, weight):
+    from ctxret import ContextualIndex
+
+    index = ContextualIndex(in_memory=True, embedder=local_embedder, collection=f"eval-{context}-{int(weight * 10)}",
+                            context=context, weight=weight, lexical=False)
+    index.add_messages(HOME["messages"], thread_id="home")
+    got = index.store.collection.get(ids=home_index.piece_ids, include=["embeddings"])
+    runtime = dict(zip(got["ids"], np.asarray(got["embeddings"], dtype=np.float32)))
+    assert set(runtime) == set(home_index.piece_ids)
+    harness = home_index.stored(context, weight)
+    for i, pid in enumerate(home_index.piece_ids):
+        assert np.allclose(harness[i], runtime[pid], atol=1e-5), (context, weight, pid)
+
+
+RUNTIME_QUERIES = (
+    "What is the booking reference LX42?",
+    "LX42",  # the piece holding it is under the cosine floor: kept on lexical coverage
+    "seat 12A",
+    "When does the Lisbon flight leave?",
+    "What are my dogs called?",
+    "Hollis quote kitchen",
+    "What is the boiling point of tungsten?",  # off-topic: BM25 matches "what is the", the floor keeps nothing
+    "Tell me about the weather on Mars. Also, who quoted for the kitchen?",  # two parts
+)
+
+
+def test_hybrid_default_is_the_runtime_search(home_index, local_embedder):
+    """The harness's hybrid_default top-k after the floor equals ContextualIndex.search, floors included."""
+    from ctxret import ContextualIndex
+    from ctxret.evaluation.threads import THREAD_REPRESENTATIONS
+
+    index = ContextualIndex(in_memory=True, embedder=local_embedder, collection="eval-hybrid-pin")
+    index.add_messages(HOME["messages"], thread_id="home")
+    rescued = dropped = 0
+    for floor in (None, 0.3, 0.5):
+        for lexical_floor in ("default", None):
+            for q in RUNTIME_QUERIES:
+                kw = {} if lexical_floor == "default" else {"lexical_floor": None}
+                runtime = [[h.id for h in g.hits] for g in index.search(q, k=5, score_threshold=floor, thread_id="home", **kw)]
+                ret = THREAD_REPRESENTATIONS["hybrid_default"](home_index, q)
+                harness = []
+                for g in ret.groups:
+                    if lexical_floor is None:
+                        g.lexical_floor = None
+                    kept = g.kept(floor)[:5]
+                    harness.append([home_index.piece_ids[i] for i in g.items[kept]])
+                    if floor is not None:
+                        rescued += int(np.sum(g.cosines[kept] < floor))
+                        dropped += len(g.items[:5]) - len(kept)
+                assert harness == runtime, (floor, lexical_floor, q)
+    assert rescued > 0 and dropped > 0  # both sides of the rule were exercised
+    # the old harness rule ("kept if BM25 found it") would have answered the off-topic question
+    assert home_index.bm25("What is the boiling point of tungsten?", 50)
+    assert not index.search("What is the boiling point of tungsten?", thread_id="home")[0].hits
+
+
+def test_floor_mask_is_the_runtime_rule():
+    from ctxret.evaluation.hybrid import RUNTIME_DEFAULT, floor_mask
+    from ctxret.fusion import DEFAULT_LEXICAL_FLOOR, FusionSettings
+
+    cos = np.array([0.6, 0.2, 0.2, 0.1])
+    cov = np.array([0.0, 0.3, 0.29, 1.0])
+    assert floor_mask(cos, cov, None).tolist() == [True] * 4
+    # default lexical floor 0.3; a rescue also needs half the floor (0.15) of cosine: 0.1 is not rescued
+    assert floor_mask(cos, cov, 0.3).tolist() == [True, True, False, False]
+    assert floor_mask(cos, cov, 0.2).tolist() == [True, True, True, True]
+    assert floor_mask(cos, cov, 0.3, lexical_floor=None).tolist() == [True, False, False, False]
+    assert floor_mask(cos, None, 0.3).tolist() == [True, False, False, False]  # dense: cosine only
+    assert floor_mask(cos, cov, 0.05, lexical_floor=1.0).tolist() == [True] * 4
+    assert RUNTIME_DEFAULT == FusionSettings() and RUNTIME_DEFAULT.lexical_floor == DEFAULT_LEXICAL_FLOOR
+
+
+class _NoTokens:
+    """The local model without token output (like a hosted API)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.model_id, self.dims, self.max_tokens = inner.model_id, inner.dims, inner.max_tokens
+        self.default_piece_bytes, self.default_score_threshold = inner.default_piece_bytes, inner.default_score_threshold
+
+    def embed(self, texts):
+        return self.inner.embed(texts)
+
+    async def aembed(self, texts):
+        return self.inner.embed(texts)
+
+    def count_tokens(self, texts):
+        return self.inner.count_tokens(texts)
+
+
+def test_late_representations_need_token_output(tmp_path, local_embedder):
+    convs = load_threads(write_synthetic(tmp_path))[:1]
+    emb = _NoTokens(local_embedder)
+    res = run_threads(convs, emb, query_sets=["facts"], limit_queries=2)
+    assert res.config["skipped_representations"] == ["pieces_late", "late_only"]
+    assert "pieces_late" not in {r["representation"] for r in res.rows}
+    with pytest.raises(InputError, match="token-level output"):
+        run_threads(convs, emb, representations=["late_only"], query_sets=["facts"], limit_queries=2)
+
+
+def test_floor_sweep_reports_off_topic_questions(synthetic, local_embedder):
+    from ctxret.evaluation.calibrate import OFF_TOPIC_QUESTIONS
+
+    assert len(OFF_TOPIC_QUESTIONS) == len(set(OFF_TOPIC_QUESTIONS)) == 40
+    path, _ = synthetic
+    res = run_calibrate(load_threads(path), local_embedder, sweeps=("threshold",), off_topic=OFF_TOPIC_QUESTIONS[:8],
+                        thresholds=(0.0, 0.3, 0.6))
+    curve = res.curves["threshold"]
+    assert [r["threshold"] for r in curve] == [0.0, 0.3, 0.6]
+    dense = [r["offtopic_any_pieces_blend"] for r in curve]
+    hybrid = [r["offtopic_any_hybrid_default"] for r in curve]
+    assert dense[0] == hybrid[0] == 1.0  # no floor to speak of: every question gets an answer
+    assert dense == sorted(dense, reverse=True) and hybrid == sorted(hybrid, reverse=True)
+    assert dense[2] == 0.0  # nothing off-topic clears a 0.6 cosine here
+    assert {"correct_kept", "wrong_rejected", "qa_correct_kept", "qa_wrong_rejected"} <= set(curve[0])
+    for rep in ("pieces_blend", "hybrid_default"):
+        recall = [r[f"qa_recall_at_5_floor_{rep}"] for r in curve]
+        assert recall == sorted(recall, reverse=True) and recall[0] > 0.5  # a floor only ever drops hits
+    assert res.config["floor_representation"] == "pieces_blend" and res.config["off_topic_questions"] == 8
+    assert any(n.startswith("threshold:") and "off-topic" in n for n in res.notes)

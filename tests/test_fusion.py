@@ -137,3 +137,19 @@ def test_bad_settings_are_refused_with_the_fix():
     with pytest.raises(InputError, match="lexical_weight"):
         FusionSettings(lexical_weight=True)
     assert FusionSettings("rrf").method is FusionMethod.RRF
+
+
+def test_passes_floor_rule_on_scalars_and_arrays():
+    import numpy as np
+
+    from ctxret.fusion import RESCUE_COSINE_SHARE, passes_floor
+
+    assert RESCUE_COSINE_SHARE == 0.5
+    assert passes_floor(0.31, 0.0, 0.3, 0.3) is True  # over the floor
+    assert passes_floor(0.2, 0.5, 0.3, 0.3) is True  # rescued by its words (cosine >= 0.15)
+    assert passes_floor(0.1, 1.0, 0.3, 0.3) is False  # words alone do not rescue an off-topic piece
+    assert passes_floor(0.2, 0.29, 0.3, 0.3) is False  # too few of the part's words
+    assert passes_floor(0.2, 1.0, 0.3, None) is False  # lexical_floor=None: cosine floor for all
+    assert passes_floor(-0.5, 0.0, None, 0.3) is True  # no floor
+    arr = passes_floor(np.array([0.31, 0.2, 0.1]), np.array([0.0, 0.5, 1.0]), 0.3, 0.3)
+    assert arr.tolist() == [True, True, False]

@@ -327,6 +327,29 @@ def _cosine(vec: np.ndarray, q: np.ndarray) -> float:
     return float(np.clip(float(vec @ q) / denom, -1.0, 1.0)) if denom > 0 else 0.0
 
 
+#: A hit under the cosine floor can be kept for its words only down to this share of the floor.
+RESCUE_COSINE_SHARE = 0.5
+
+
+def passes_floor(cosine: Any, coverage: Any, floor: float | None, lexical_floor: float | None) -> Any:
+    """The floor rule with fusion, shared by the runtime and the evaluation harness.
+
+    A hit is kept when its cosine is at least ``floor``; or, with hybrid search (``coverage`` is
+    not ``None``), when it holds at least ``lexical_floor`` of its part's IDF-weighted words
+    (:meth:`LexicalIndex.coverage`) and its cosine is at least ``RESCUE_COSINE_SHARE`` of the floor
+    (a shared rare word alone does not bring back an off-topic piece). ``floor=None`` keeps
+    everything; ``lexical_floor=None`` applies the cosine floor to every hit. Works on scalars
+    and on numpy arrays (element-wise).
+    """
+    cos = np.asarray(cosine, dtype=np.float64)
+    if floor is None:
+        return np.ones_like(cos, dtype=bool) if cos.ndim else True
+    keep = cos >= floor
+    if coverage is not None and lexical_floor is not None:
+        keep = keep | ((np.asarray(coverage, dtype=np.float64) >= lexical_floor) & (cos >= floor * RESCUE_COSINE_SHARE))
+    return keep if cos.ndim else bool(keep)
+
+
 def _assemble(plan: _Plan) -> list[Group]:
     assert plan.ready is not None
     s = plan.settings
@@ -336,10 +359,8 @@ def _assemble(plan: _Plan) -> list[Group]:
         hits: list[Hit] = []
         for rid, score in fused:
             cos = c.cosine[rid]
-            if plan.floor is not None and not cos >= plan.floor and (
-                s.lexical_floor is None or not c.coverage.get(rid, 0.0) >= s.lexical_floor
-            ):
-                continue  # under the cosine floor and without enough of the part's words
+            if not passes_floor(cos, c.coverage.get(rid, 0.0), plan.floor, s.lexical_floor):
+                continue  # under the cosine floor and not rescued by the part's words
             doc, meta = c.info[rid]
             hits.append(Hit(rid, doc, float(score), meta, {"cosine": cos, "bm25": float(c.bm25[rid]), "fused": float(score)}))
             if len(hits) == plan.k:

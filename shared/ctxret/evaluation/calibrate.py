@@ -8,10 +8,19 @@ the embedder's piece budget and floor), on the thread protocol of :mod:`.threads
   ``top1_section`` (ties: higher MRR, then the value nearest the current one); recommended only
   when it beats the current value by more than one binomial standard error — otherwise the
   current value is kept (the note says so).
-* ``threshold`` (cosine floor): from the top hits of the facts. For each floor, the share of
-  correct top hits kept and of wrong top hits rejected. Recommended: the highest floor that still
-  keeps :data:`KEEP_CORRECT` (95%) of the correct top hits — a floor drops memories, so it is set
-  conservatively.
+* ``threshold`` (cosine floor): from the top hits of the dense search ``floor_representation``
+  (default ``pieces_blend``). For each floor, the share of correct top hits kept and of wrong top
+  hits rejected, on the facts (``correct_kept``, ``wrong_rejected``; the questions when there are
+  no facts) and on the questions (``qa_correct_kept``, ``qa_wrong_rejected``); and the share of
+  :data:`OFF_TOPIC_QUESTIONS` (40 questions about things a personal conversation does not hold,
+  each asked in every conversation) that still return any hit — dense
+  (``offtopic_any_<floor_representation>``) and with the runtime's default hybrid search
+  (``offtopic_any_hybrid_default``: its floor rule lets a hit under the cosine floor through on
+  lexical evidence); and the QA evidence recall of what each of the two searches returns once the
+  floor has dropped hits (``qa_recall_at_5_floor_<representation>``). Recommended: the highest
+  floor that still keeps :data:`KEEP_CORRECT` (95%) of the correct top hits of the facts and of
+  the questions — a floor drops memories, so it is set conservatively; it is an upper bound: the
+  other columns show what that floor buys and costs.
 * ``fusion``: every method × ``lexical_weight`` × ``rrf_k`` of the hybrid search (per part,
   ``DEFAULT_CANDIDATES`` of each side, :func:`ctxret.fusion.fuse`), against dense-only
   (``pieces_blend_split``) and BM25-only. Criterion (the hybrid issue's): at least as good as the
@@ -37,18 +46,20 @@ import numpy as np
 
 from ..blend import CHUNK_FOCUS_WEIGHT
 from ..embedders.base import Embedder
-from ..fusion import DEFAULT_CANDIDATES, FusionMethod
+from ..fusion import DEFAULT_CANDIDATES, DEFAULT_LEXICAL_FLOOR, FusionMethod
 from ..turns import MIN_BODY_BYTES
 from .embedding import cached_embedder
 from .hybrid import FusionConfig, dense_candidates, fused_ranking
-from .metrics import mean
+from .metrics import evidence_recall, mean
 from .threads import (
     THREAD_REPRESENTATIONS,
     Conversation,
     ConversationIndex,
     Ranked,
     Retrieval,
+    best_group,
     prewarm,
+    returns_any,
     run_threads,
     score_query,
     select_queries,
@@ -62,6 +73,56 @@ RRF_KS = (10.0, 30.0, 60.0, 100.0)
 #: The recommended floor keeps at least this share of the correct top hits.
 KEEP_CORRECT = 0.95
 DENSE = "pieces_blend_split"
+#: The dense search whose top hits the floor sweep scores (one whole-message vector per query).
+FLOOR_REPRESENTATION = "pieces_blend"
+#: The hybrid search the floor sweep asks the off-topic questions of: the runtime's default.
+OFFTOPIC_HYBRID = "hybrid_default"
+
+#: Questions about things absent from personal conversations (LoCoMo's, or an assistant's chats
+#: about home and work): a good floor returns nothing for them. Each is asked in every
+#: conversation. Written for this harness; fixed, so runs compare.
+OFF_TOPIC_QUESTIONS = (
+    "What is the boiling point of tungsten?",
+    "How does TCP congestion control react to packet loss?",
+    "What is the Chandrasekhar limit for white dwarfs?",
+    "Which enzyme unwinds DNA during replication?",
+    "How is the Black-Scholes formula used to price options?",
+    "What is the time complexity of Dijkstra's algorithm with a binary heap?",
+    "What does the Higgs boson mass imply for vacuum stability?",
+    "How do you compute the eigenvalues of a 3x3 matrix?",
+    "How are Treasury bond coupons taxed?",
+    "Which amino acid does the codon AUG encode?",
+    "What is the melting point of gallium?",
+    "How does a Kalman filter estimate the state of a system?",
+    "What causes the Meissner effect in superconductors?",
+    "How many neutrons are in uranium-238?",
+    "What is the Nyquist frequency of a 44.1 kHz audio signal?",
+    "Which Roman emperor built the wall across northern Britain?",
+    "What is the torque specification for cylinder head bolts on a diesel engine?",
+    "How does lattice QCD compute hadron masses?",
+    "What is the half-life of carbon-14?",
+    "How do you configure BGP route reflectors?",
+    "At what Reynolds number does pipe flow stop being laminar?",
+    "Which treaty ended the Thirty Years' War?",
+    "How many ATP molecules does the Krebs cycle yield per glucose?",
+    "What is the atomic number of molybdenum?",
+    "How is the Gini coefficient calculated?",
+    "What does the Schwarzschild radius of a black hole depend on?",
+    "How do you tune a PID controller with the Ziegler-Nichols method?",
+    "What is the speed of sound in seawater?",
+    "How does Kerberos issue a ticket-granting ticket?",
+    "What does the Riemann hypothesis state about the zeta function?",
+    "How is sulfuric acid produced by the contact process?",
+    "What is the yield strength of 316 stainless steel?",
+    "How does CRISPR-Cas9 cut a DNA strand?",
+    "What is the orbital period of Neptune?",
+    "How do you normalize a relational database to third normal form?",
+    "What is the dielectric constant of silicon dioxide?",
+    "Which court decided Marbury v. Madison?",
+    "How does a Stirling engine convert heat into work?",
+    "What is the ionization energy of hydrogen?",
+    "How does quantitative easing affect bond yields?",
+)
 
 
 def fusion_grid(lexical_weights: Sequence[float] = LEXICAL_WEIGHTS, rrf_ks: Sequence[float] = RRF_KS) -> list[FusionConfig]:
@@ -141,10 +202,13 @@ def run_calibrate(
     thresholds: Sequence[float] = THRESHOLD_GRID,
     fusion_configs: Sequence[FusionConfig] | None = None,
     candidates: int = DEFAULT_CANDIDATES,
+    lexical_floor: float | None = DEFAULT_LEXICAL_FLOOR,
     limit_conversations: int | None = None,
     limit_queries: int | None = None,
     seed: int = 0,
     sweeps: Sequence[str] = ("weight", "piece_bytes", "threshold", "fusion"),
+    floor_representation: str = FLOOR_REPRESENTATION,
+    off_topic: Sequence[str] | None = OFF_TOPIC_QUESTIONS,
     progress: bool = False,
 ) -> CalibrationResult:
     """Run the sweeps (see the module docstring) and return the curves and recommended values."""
@@ -188,38 +252,59 @@ def run_calibrate(
     if "threshold" in sweeps:
         say("threshold")
         res = run_threads(
-            convs, emb, representations=[DENSE], query_sets=("facts",), weight=weight, piece_bytes=base_bytes,
-            threshold=floor, **common,
+            convs, emb, representations=[floor_representation], query_sets=("facts", "qa"), weight=weight,
+            piece_bytes=base_bytes, threshold=floor, **common,
         )
-        tops = [(q["top_cosine"], q["top1_section"]) for q in res.per_query if "top_cosine" in q]
-        if not tops:
-            res = run_threads(
-                convs, emb, representations=[DENSE], query_sets=("qa",), weight=weight, piece_bytes=base_bytes,
-                threshold=floor, **common,
-            )
-            tops = [(q["top_cosine"], q["top1_section"]) for q in res.per_query if "top_cosine" in q]
+        tops = {
+            qs: [(q["top_cosine"], q["top1_section"]) for q in res.per_query if q["query_set"] == qs and "top_cosine" in q]
+            for qs in ("facts", "qa")
+        }
+        main = tops["facts"] or tops["qa"]
+        say(f"threshold: recall after the floor, {len(off_topic or ())} off-topic questions x {len(convs)} conversations")
+        effects = floor_effects(
+            convs, emb, thresholds, questions=off_topic, representations=(floor_representation, OFFTOPIC_HYBRID),
+            k=k, weight=weight, piece_bytes=base_bytes, candidates=candidates, lexical_floor=lexical_floor,
+            limit_queries=limit_queries, seed=seed,
+        )
         curve = []
-        n_right = sum(1 for _, ok in tops if ok)
-        n_wrong = len(tops) - n_right
-        for t in thresholds:
-            kept = sum(1 for c, ok in tops if ok and c >= t)
-            rejected = sum(1 for c, ok in tops if not ok and c < t)
-            curve.append(
-                {
-                    "threshold": float(t),
-                    "top1_section_floor": kept / len(tops) if tops else math.nan,
-                    "correct_kept": kept / n_right if n_right else math.nan,
-                    "wrong_rejected": rejected / n_wrong if n_wrong else math.nan,
-                }
-            )
+        for i, t in enumerate(thresholds):
+            row: dict[str, Any] = {"threshold": float(t)}
+            shares = _floor_shares(main, t, "")
+            row["top1_section_floor"] = shares.pop("kept_share")
+            row.update(shares)
+            if tops["facts"] and tops["qa"]:
+                qa = _floor_shares(tops["qa"], t, "qa_")
+                qa.pop("qa_kept_share")
+                row.update(qa)
+            row.update(effects[i])
+            curve.append(row)
         curves["threshold"] = curve
-        ok = [r["threshold"] for r in curve if not math.isnan(r["correct_kept"]) and r["correct_kept"] >= KEEP_CORRECT]
+        kept_keys = [key for key in ("correct_kept", "qa_correct_kept") if key in curve[0]]
+        ok = [
+            r["threshold"] for r in curve
+            if all(not math.isnan(r[key]) and r[key] >= KEEP_CORRECT for key in kept_keys)
+        ]
         recommended["threshold"] = max(ok) if ok else min(thresholds)
+        chosen = next(r for r in curve if r["threshold"] == recommended["threshold"])
+        note = (
+            f"threshold: {recommended['threshold']:.2f} keeps {chosen['correct_kept'] * 100:.1f}% of correct top hits "
+            f"and rejects {chosen['wrong_rejected'] * 100:.1f}% of wrong ones ({floor_representation})"
+        )
+        if "qa_correct_kept" in chosen:
+            note += (
+                f"; questions: keeps {chosen['qa_correct_kept'] * 100:.1f}%, rejects {chosen['qa_wrong_rejected'] * 100:.1f}%"
+            )
+        offtopic = [key for key in chosen if key.startswith("offtopic_any_")]
+        if offtopic:
+            note += "; off-topic questions still answered: " + ", ".join(
+                f"{key.removeprefix('offtopic_any_')} {chosen[key] * 100:.1f}%" for key in offtopic
+            )
+        notes.append(note)
     if "fusion" in sweeps:
         say("fusion")
         fusion = fusion_sweep(
             convs, emb, configs=fusion_configs or fusion_grid(), k=k, weight=weight, piece_bytes=base_bytes,
-            floor=floor, candidates=candidates, limit_queries=limit_queries, seed=seed,
+            floor=floor, candidates=candidates, lexical_floor=lexical_floor, limit_queries=limit_queries, seed=seed,
         )
         curves["fusion"] = fusion["curve"]
         curves["fusion_baselines"] = fusion["baselines"]
@@ -229,6 +314,8 @@ def run_calibrate(
         notes.extend(fusion["notes"])
     config = {
         "harness": "calibrate",
+        "floor_representation": floor_representation,
+        "off_topic_questions": len(off_topic or ()),
         "sources": sorted({c.source for c in convs}),
         "embedder": emb.model_id,
         "dims": emb.dims,
@@ -245,6 +332,81 @@ def run_calibrate(
     return CalibrationResult(recommended, curves, config, notes)
 
 
+def _floor_shares(tops: Sequence[tuple[float, float]], t: float, prefix: str) -> dict[str, float]:
+    """Of ``(top cosine, top hit right)`` pairs: correct top hits kept and wrong ones rejected by floor ``t``."""
+    n_right = sum(1 for _, ok in tops if ok)
+    n_wrong = len(tops) - n_right
+    kept = sum(1 for c, ok in tops if ok and c >= t)
+    rejected = sum(1 for c, ok in tops if not ok and c < t)
+    return {
+        f"{prefix}kept_share": kept / len(tops) if tops else math.nan,
+        f"{prefix}correct_kept": kept / n_right if n_right else math.nan,
+        f"{prefix}wrong_rejected": rejected / n_wrong if n_wrong else math.nan,
+    }
+
+
+def floor_effects(
+    conversations: Sequence[Conversation],
+    embedder: Embedder,
+    floors: Sequence[float | None],
+    *,
+    questions: Sequence[str] | None = OFF_TOPIC_QUESTIONS,
+    representations: Sequence[str] = (FLOOR_REPRESENTATION, OFFTOPIC_HYBRID),
+    k: int = 5,
+    weight: float = CHUNK_FOCUS_WEIGHT,
+    piece_bytes: int | None = None,
+    candidates: int = DEFAULT_CANDIDATES,
+    lexical_floor: float | None = DEFAULT_LEXICAL_FLOOR,
+    limit_queries: int | None = None,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
+    """What each floor does to what a search returns, by the runtime's floor rule, per representation:
+
+    * ``qa_recall_at_<k>_floor_<rep>``: evidence recall of the hits the search returns — the top
+      ``k`` of the scored group that survive the floor (a floor also drops lower hits that hold
+      evidence, which the top-hit shares do not show);
+    * ``offtopic_any_<rep>``: the share of ``questions`` × conversations that return any hit
+      (:func:`.threads.returns_any`).
+
+    One row per floor: ``{"threshold", ...}``; keys whose query set is empty are left out."""
+    emb = cached_embedder(embedder)
+    questions = list(questions or ())
+    prewarm(emb, questions)
+    recall: dict[str, list[list[float]]] = {rep: [[] for _ in floors] for rep in representations}
+    hits = {rep: [0] * len(floors) for rep in representations}
+    n_off = 0
+    for conv in conversations:
+        qa = select_queries(conv, limit_queries, seed)["qa"]
+        prewarm(emb, [q.text for q in qa])
+        ix = ConversationIndex(
+            conv, emb, piece_bytes=piece_bytes, weight=weight, candidates=candidates, lexical_floor=lexical_floor, k=k
+        )
+        for q in qa:
+            for rep in representations:
+                g = best_group(THREAD_REPRESENTATIONS[rep](ix, q.text).groups)
+                for i, f in enumerate(floors):
+                    items = g.items[g.kept(f)[:k]] if g is not None else []
+                    recall[rep][i].append(evidence_recall([ix.piece_units[j] for j in items], q.evidence))
+        for text in questions:
+            n_off += 1
+            for rep in representations:
+                ret = THREAD_REPRESENTATIONS[rep](ix, text)
+                for i, f in enumerate(floors):
+                    hits[rep][i] += returns_any(ret, f)
+        ix.close()
+    rows = []
+    for i, f in enumerate(floors):
+        row: dict[str, Any] = {"threshold": f}
+        for rep in representations:
+            if recall[rep][i]:
+                row[f"qa_recall_at_{k}_floor_{rep}"] = mean(recall[rep][i])
+        for rep in representations:
+            if n_off:
+                row[f"offtopic_any_{rep}"] = hits[rep][i] / n_off
+        rows.append(row)
+    return rows
+
+
 def fusion_sweep(
     conversations: Sequence[Conversation],
     embedder: Embedder,
@@ -255,6 +417,7 @@ def fusion_sweep(
     piece_bytes: int | None = None,
     floor: float | None = None,
     candidates: int = DEFAULT_CANDIDATES,
+    lexical_floor: float | None = DEFAULT_LEXICAL_FLOOR,
     limit_queries: int | None = None,
     seed: int = 0,
 ) -> dict[str, Any]:
@@ -266,7 +429,9 @@ def fusion_sweep(
     for conv in conversations:
         sets = select_queries(conv, limit_queries, seed)
         prewarm(emb, [q.text for s in ("facts", "qa") for q in sets[s]])
-        ix = ConversationIndex(conv, emb, piece_bytes=piece_bytes, weight=weight, candidates=candidates)
+        ix = ConversationIndex(
+            conv, emb, piece_bytes=piece_bytes, weight=weight, candidates=candidates, lexical_floor=lexical_floor, k=k
+        )
         for qs in ("facts", "qa"):
             for q in sets[qs]:
                 for name in (DENSE, "bm25"):
@@ -274,18 +439,23 @@ def fusion_sweep(
                     _add(vals[(name, conv.id, qs)], m)
                 parts, qv = ix.query(q.text, split=True)
                 per_part = []
+                n_cand = max(k, candidates)  # as the runtime: max(k, candidates) per side
                 for part, v in zip(parts, qv):
                     dense = ix.blended @ v
-                    dc = dense_candidates(dense, candidates, ix.piece_ids)
-                    lc = ix.bm25(part, candidates)
+                    dc = dense_candidates(dense, n_cand, ix.piece_ids)
+                    lc = ix.bm25(part, n_cand)
                     listed = {i for i, _ in lc}
-                    exact = ix.bm25_of(part, [i for i, _ in dc if i not in listed])  # same for every config
-                    per_part.append((part, dense, dc, lc, exact))
+                    # the same for every config: exact BM25 of dense-only hits, coverage of the union
+                    exact = ix.bm25_of(part, [i for i, _ in dc if i not in listed])
+                    cov = ix.coverage(part, list(dict.fromkeys([*(i for i, _ in dc), *listed])))
+                    per_part.append((part, dense, dc, lc, exact, cov))
                 for cfg in configs:
                     groups = []
-                    for part, dense, dc, lc, exact in per_part:
-                        idx, fused, lex = fused_ranking(dense, dc, lc, cfg, ix.index_of, lambda ids, exact=exact: exact)
-                        groups.append(Ranked(part, idx, fused, dense[idx], lex))
+                    for part, dense, dc, lc, exact, cov in per_part:
+                        idx, fused, cv = fused_ranking(
+                            dense, dc, lc, cfg, ix.index_of, lambda ids, exact=exact: exact, lambda ids, cov=cov: cov
+                        )
+                        groups.append(Ranked(part, idx, fused, dense[idx], cv, lexical_floor))
                     m = score_query(ix, Retrieval("pieces", True, groups), q, k, floor)
                     _add(vals[(cfg.label, conv.id, qs)], m)
         ix.close()

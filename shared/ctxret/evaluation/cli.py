@@ -1,7 +1,9 @@
 """``ctxret eval controlled|threads|calibrate``: the harness on the command line.
 
 The main CLI calls :func:`register_eval` with its subparsers; each command sets ``func(args) ->
-int`` (the exit code). ``python -m ctxret.evaluation ...`` runs the same commands standalone.
+int`` (the exit code, the ``ctxret`` contract: 0 ok, 1 error — a ctxret error such as bad input
+or a missing file, reported on stderr —, 2 usage — bad flags, from argparse).
+``python -m ctxret.evaluation ...`` runs the same commands standalone.
 
     ctxret eval controlled FIXTURE.json [--json OUT] [--plot OUT.png]
     ctxret eval threads PATH [--json OUT] [--plot OUT.png]
@@ -18,8 +20,10 @@ from typing import Any
 
 from ..blend import CHUNK_FOCUS_WEIGHT
 from ..errors import CtxretError
-from ..fusion import DEFAULT_CANDIDATES
-from .hybrid import DEFAULT_LEXICAL_WEIGHT, DEFAULT_RRF_K
+from ..fusion import DEFAULT_CANDIDATES, DEFAULT_LEXICAL_FLOOR, DEFAULT_LEXICAL_WEIGHT, DEFAULT_RRF_K
+
+#: Exit codes (the main ``ctxret`` CLI's contract).
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
 
 def make_embedder(args: argparse.Namespace) -> Any:
@@ -49,6 +53,12 @@ def _unit_float(value: str) -> float:
     return x
 
 
+def _floor_or_none(value: str) -> float | None:
+    if value.strip().lower() == "none":
+        return None
+    return _unit_float(value)
+
+
 def _positive_int(value: str) -> int:
     x = int(value)
     if x < 1:
@@ -72,6 +82,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rrf-k", type=float, default=DEFAULT_RRF_K, help=f"RRF constant (default {DEFAULT_RRF_K:g})")
     p.add_argument("--candidates", type=_positive_int, default=DEFAULT_CANDIDATES,
                    help=f"candidates per side before fusion (default {DEFAULT_CANDIDATES})")
+    p.add_argument("--lexical-floor", type=_floor_or_none, default=DEFAULT_LEXICAL_FLOOR,
+                   help="hybrid: a hit under the cosine floor is kept if it holds this share of its part's IDF-weighted "
+                        f"words; 'none' applies the cosine floor to every hit (default {DEFAULT_LEXICAL_FLOOR})")
     p.add_argument("--limit-conversations", type=_positive_int, default=None, help="use only the first N conversations")
     p.add_argument("--limit-queries", type=_positive_int, default=None, help="first N facts and questions per conversation")
     p.add_argument("--seed", type=int, default=0, help="seed for distractors and composite messages (default 0)")
@@ -109,14 +122,15 @@ def register_eval(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _run(fn: Any, args: argparse.Namespace) -> int:
+    """Run a command: ctxret errors (bad input, missing files) exit 1 with the message on stderr."""
     try:
         return fn(args)
     except CtxretError as exc:
         print(f"ctxret eval: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
     except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
         print(f"ctxret eval: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
 
 
 def cmd_controlled(args: argparse.Namespace) -> int:
@@ -163,13 +177,13 @@ def _controlled(args: argparse.Namespace) -> int:
 
 def _threads(args: argparse.Namespace) -> int:
     from .report import plot_threads, threads_table, write_json
-    from .threads import DEFAULT_REPRESENTATIONS, QUERY_SETS, load_threads, run_threads
+    from .threads import QUERY_SETS, load_threads, run_threads
 
     convs = load_threads(args.path)
     res = run_threads(
         convs,
         make_embedder(args),
-        representations=_csv(args.representations) or DEFAULT_REPRESENTATIONS,
+        representations=_csv(args.representations),  # None: every one the embedder can run
         query_sets=_csv(args.query_sets) or QUERY_SETS,
         k=args.k,
         weight=args.weight,
@@ -178,6 +192,7 @@ def _threads(args: argparse.Namespace) -> int:
         lexical_weight=args.lexical_weight,
         rrf_k=args.rrf_k,
         candidates=args.candidates,
+        lexical_floor=args.lexical_floor,
         limit_conversations=args.limit_conversations,
         limit_queries=args.limit_queries,
         seed=args.seed,
@@ -191,6 +206,8 @@ def _threads(args: argparse.Namespace) -> int:
           f"floor {res.config['threshold']:g}")
     if res.config["data_notes"]:
         print("Data repairs: " + "; ".join(f"{k}: {v}" for k, v in sorted(res.config["data_notes"].items())))
+    if res.config.get("skipped_representations"):
+        print(f"Skipped (the embedder gives no token vectors): {', '.join(res.config['skipped_representations'])}")
     print()
     print(threads_table(res.rows))
     _outputs(args, res.rows, res.config, lambda path: plot_threads(res.rows, path), write_json)
@@ -214,6 +231,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         piece_bytes=args.piece_bytes,
         threshold=args.threshold,
         candidates=args.candidates,
+        lexical_floor=args.lexical_floor,
         limit_conversations=args.limit_conversations,
         limit_queries=args.limit_queries,
         seed=args.seed,

@@ -35,12 +35,23 @@ Conditions (distractors drawn from the fixture's list with a fixed seed, per con
 * ``generic`` rows: the generic query succeeds when the family's four records take the top four
   places (strictly above every other record of the block); ``top1`` is the share of families.
 
-Representations (``weight`` is the blend weight, 0.8 by default, used on both sides):
+Representations (``weight`` is the blend weight, 0.8 by default, used on both sides). The passage
+is the sentence's context, so the context strategies of :mod:`ctxret.context` map as: ``turn``
+(embed the context whole) = ``blend``; ``late`` = ``late`` / ``late_only`` below; ``mean`` has no
+counterpart (a record is one sentence, not several pieces).
 
 * ``isolated``: ``E(sentence)`` against ``E(part)``.
 * ``whole``: ``E(passage)`` against ``E(whole message)``.
 * ``blend``: ``blend(E(sentence), E(passage))`` against ``blend(E(part), E(whole))``.
 * ``blend_stored_only``: blended records against the unblended ``E(part)``.
+* ``late``: late chunking — the passage runs through the model once with token output
+  (``embed_tokens``) and the sentence's own span is pooled from its token vectors
+  (:func:`ctxret.embedders.local.pool_spans`), ``L(sentence | passage)``; stored
+  ``blend(E(sentence), L(sentence | passage))`` against ``blend(E(part), E(whole))``.
+* ``late_only``: ``L(sentence | passage)`` alone (weight 0) against the query blended at weight 0
+  too, i.e. ``E(whole message)`` — what :class:`ctxret.ContextualIndex` with ``context="late",
+  weight=0`` does (it blends queries at the collection's weight). Both ``late`` rows need an
+  embedder with token output (the local model).
 * ``bm25``: BM25 (:class:`ctxret.lexical.LexicalIndex`) over the stored piece text — the shared
   sentence — queried with the part's text. Identical stored texts tie, so it cannot tell the four
   contexts apart: it measures what word search adds when the piece is the sentence.
@@ -68,12 +79,12 @@ import numpy as np
 from ..blend import CHUNK_FOCUS_WEIGHT, chunk_search_vector
 from ..embedders.base import Embedder
 from ..errors import InputError
-from ..fusion import DEFAULT_CANDIDATES
+from ..fusion import DEFAULT_CANDIDATES, DEFAULT_LEXICAL_WEIGHT, DEFAULT_RRF_K
 from ..index import embed_fitting
 from ..lexical import LexicalIndex
 from ..text import WHOLE_MESSAGE_MAX_BYTES, clean_text, split_prompt_chunks, tail_utf8
 from .embedding import cached_embedder
-from .hybrid import DEFAULT_LEXICAL_WEIGHT, DEFAULT_RRF_K, HYBRID_REPRESENTATIONS, dense_candidates, fused_ranking, fusion_for
+from .hybrid import HYBRID_REPRESENTATIONS, dense_candidates, fused_ranking, fusion_for
 from .metrics import best_part as intent_part
 from .metrics import mean, top1_credit, top_block
 
@@ -82,6 +93,8 @@ REPRESENTATIONS = (
     "whole",
     "blend",
     "blend_stored_only",
+    "late",
+    "late_only",
     "bm25",
     "hybrid_rrf",
     "hybrid_weighted",
@@ -93,6 +106,8 @@ ROW_CONDITIONS = ("clean", "stored_noise", "query_noise", "both_noise", "message
 #: Distractor sentences added per passage / per query in the noisy conditions.
 NOISE_SENTENCES = 5
 CONTEXTS_PER_FAMILY = 4
+#: Representations that pool token vectors (need ``embed_tokens``).
+LATE_REPRESENTATIONS = ("late", "late_only")
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
@@ -218,6 +233,24 @@ def _whole(text: str) -> str:
     return tail_utf8(clean_text(text), WHOLE_MESSAGE_MAX_BYTES).strip()
 
 
+def late_sentence_vector(embedder: Any, passage: str, sentence: str) -> np.ndarray:
+    """``L(sentence | passage)``: the sentence's span pooled from the token vectors of the whole
+    passage (late chunking; :meth:`LocalEmbedder.embed_tokens` + :func:`pool_spans`)."""
+    if not hasattr(embedder, "embed_tokens"):
+        raise InputError(
+            f"the late-chunking representations {', '.join(LATE_REPRESENTATIONS)} need token-level output, which "
+            f"{type(getattr(embedder, 'inner', embedder)).__name__} does not give; use the local embedder or leave them out"
+        )
+    from ..embedders.local import pool_spans
+
+    text, target = clean_text(passage), clean_text(sentence)
+    start = text.find(target)
+    if start < 0:  # cleaning changed the sentence's surroundings: pool over the raw passage
+        text, target = passage, sentence
+        start = text.index(target)
+    return pool_spans(embedder.embed_tokens(text), [(start, start + len(target))])[0]
+
+
 @dataclass
 class _Record:
     family: int  # index into the block's families
@@ -295,6 +328,15 @@ def run_controlled(
             "noisy": np.vstack([vec(r.noisy_passage) for r in records]),
         }
         blended = {k: chunk_search_vector(sent, v, weight) for k, v in stored.items()}
+        late: dict[str, np.ndarray] = {}
+        late_only: dict[str, np.ndarray] = {}
+        if any(r in LATE_REPRESENTATIONS for r in representations):
+            pooled = {
+                "clean": np.vstack([late_sentence_vector(emb, r.context.passage, r.sentence) for r in records]),
+                "noisy": np.vstack([late_sentence_vector(emb, r.noisy_passage, r.sentence) for r in records]),
+            }
+            late = {k: chunk_search_vector(sent, v, weight) for k, v in pooled.items()}
+            late_only = {k: chunk_search_vector(sent, v, 0.0) for k, v in pooled.items()}  # = unit(pooled)
         # Record ids are seeded hashes: BM25 breaks score ties by id, and identical stored sentences
         # tie, so ids must not favour one context systematically.
         ids = [hashlib.sha256(f"{seed}/{block}/{r.context.id}".encode()).hexdigest()[:16] for r in records]
@@ -310,6 +352,10 @@ def run_controlled(
             p = vec(_whole(part))
             if rep == "blend_stored_only":
                 return blended[side] @ p
+            if rep == "late":
+                return late[side] @ chunk_search_vector(p, vec(whole), weight)
+            if rep == "late_only":  # weight 0 on both sides, as the runtime blends queries at the stored weight
+                return late_only[side] @ chunk_search_vector(p, vec(whole), 0.0)
             dense = blended[side] @ chunk_search_vector(p, vec(whole), weight)
             if rep == "blend":
                 return dense

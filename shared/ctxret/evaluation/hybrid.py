@@ -1,13 +1,24 @@
 """Hybrid (dense + BM25) representations of the harness, built on the runtime's own parts.
 
-BM25 comes from :class:`ctxret.lexical.LexicalIndex` (``":memory:"``) and fusion from
-:func:`ctxret.fusion.fuse`, used the way the runtime's hybrid stage
-(:func:`ctxret.fusion.hybrid_search`) uses them, so a number measured here is what the runtime
-does: per query part, the top ``candidates`` of each side (dense cosine over the blended pieces,
-BM25 of the part's text over the piece texts) are fused into that part's ranking; ``convex``
-gets the exact cosine of every candidate and the exact BM25 of dense-only candidates (0.0 when a
-piece holds none of the part's words). The cosine floor applies only to hits that lexical search
-did not find (see :func:`floor_mask`). Defaults (method weight, RRF k) are the runtime's.
+BM25 comes from :class:`ctxret.lexical.LexicalIndex` (``":memory:"``), fusion from
+:func:`ctxret.fusion.fuse`, the floor's lexical evidence from :meth:`LexicalIndex.coverage`, and
+every default (fusion method, lexical weight, RRF k, candidates per side, lexical floor) from
+:mod:`ctxret.fusion` — imported, never restated — so a number measured here is what the runtime's
+hybrid stage (:func:`ctxret.fusion.hybrid_search`) does: per query part, the top ``candidates`` of
+each side (dense cosine over the stored vectors, BM25 of the part's text over the piece texts) are
+fused into that part's ranking; ``convex`` gets the exact cosine of every candidate and the exact
+BM25 of dense-only candidates (0.0 when a piece holds none of the part's words).
+
+The floor (:func:`floor_mask`) is the runtime's: ``floor`` stays a raw cosine; a hit under it is
+kept only if it holds at least ``lexical_floor`` (default
+:data:`ctxret.fusion.DEFAULT_LEXICAL_FLOOR`) of the part's IDF-weighted words
+(:meth:`ctxret.lexical.LexicalIndex.coverage`); ``lexical_floor=None`` applies the cosine floor to
+every hit; ``floor=None`` keeps everything. ``tests/test_eval_threads.py`` pins the harness's
+hybrid top-k against :meth:`ctxret.ContextualIndex.search` on an in-memory index.
+
+One difference by construction: the harness keeps one lexical index per conversation, so BM25
+and IDF statistics are per conversation; a runtime file holding many threads computes them over
+all of them.
 """
 
 from __future__ import annotations
@@ -17,13 +28,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..fusion import DEFAULT_CANDIDATES, DEFAULT_LEXICAL_WEIGHT, DEFAULT_RRF_K, FusionMethod, fuse
+from ..fusion import (
+    DEFAULT_LEXICAL_FLOOR,
+    DEFAULT_LEXICAL_WEIGHT,
+    DEFAULT_RRF_K,
+    FusionMethod,
+    FusionSettings,
+    fuse,
+    passes_floor,
+)
 
 __all__ = [
     "HYBRID_REPRESENTATIONS",
-    "DEFAULT_LEXICAL_WEIGHT",
-    "DEFAULT_RRF_K",
-    "DEFAULT_CANDIDATES",
+    "RUNTIME_DEFAULT",
     "FusionConfig",
     "fusion_for",
     "dense_candidates",
@@ -31,12 +48,17 @@ __all__ = [
     "floor_mask",
 ]
 
-#: Hybrid representation name → the fusion method it runs.
+#: Hybrid representation name → the fusion method it runs (at the run's lexical weight and RRF k).
 HYBRID_REPRESENTATIONS: dict[str, FusionMethod] = {
     "hybrid_rrf": FusionMethod.RRF,  # equal-weight RRF (k = rrf_k, 60 by default)
     "hybrid_weighted": FusionMethod.WEIGHTED_RRF,  # RRF with the lexical side weighted by lexical_weight
     "hybrid_convex": FusionMethod.CONVEX,  # lexical_weight * minmax(bm25) + (1 - lexical_weight) * minmax(cosine)
 }
+
+#: The runtime's default hybrid settings (``ctxret.fusion.FusionSettings()``: method, lexical
+#: weight, RRF k, candidates per side, lexical floor), used by the ``hybrid_default``
+#: representation whatever the run's flags say.
+RUNTIME_DEFAULT = FusionSettings()
 
 
 @dataclass(frozen=True)
@@ -46,6 +68,11 @@ class FusionConfig:
     method: FusionMethod
     lexical_weight: float = DEFAULT_LEXICAL_WEIGHT
     rrf_k: float = DEFAULT_RRF_K
+
+    @classmethod
+    def from_settings(cls, settings: FusionSettings) -> FusionConfig:
+        """The fusion part of a runtime :class:`~ctxret.fusion.FusionSettings`."""
+        return cls(settings.method, settings.lexical_weight, settings.rrf_k)
 
     @property
     def label(self) -> str:
@@ -86,12 +113,16 @@ def fused_ranking(
     config: FusionConfig,
     index_of: dict[str, int],
     exact_bm25: Callable[[list[str]], dict[str, float]],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    coverage: Callable[[list[str]], dict[str, float]] | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Fuse one part's candidates as the runtime does: (item indices best first, fused scores,
-    found-lexically mask).
+    lexical coverage of each fused hit or ``None``).
 
     ``dense_scores`` holds the cosine of every item (exact search), ``dense`` / ``lexical`` the two
-    candidate lists (ids best first), ``exact_bm25(ids)`` the BM25 of given ids for the part.
+    candidate lists (ids best first), ``exact_bm25(ids)`` the BM25 of given ids for the part and
+    ``coverage(ids)`` their share of the part's term weight (:meth:`LexicalIndex.coverage`; the
+    runtime asks it only for hits under the cosine floor — the value of a hit does not depend on
+    which others are asked, so asking for all of them once serves every floor).
     """
     union = dict.fromkeys([*(i for i, _ in dense), *(i for i, _ in lexical)])
     cosine = {rid: float(dense_scores[index_of[rid]]) for rid in union}
@@ -103,17 +134,28 @@ def fused_ranking(
     fused = fuse(
         dense, lexical, config.method, lexical_weight=config.lexical_weight, rrf_k=config.rrf_k, cosine=cosine, bm25=bm25
     )
-    found = {i for i, _ in lexical}
     idx = np.fromiter((index_of[i] for i, _ in fused), dtype=np.int64, count=len(fused))
     sc = np.fromiter((s for _, s in fused), dtype=np.float64, count=len(fused))
-    lex_mask = np.fromiter((i in found for i, _ in fused), dtype=bool, count=len(fused))
-    return idx, sc, lex_mask
+    cov = None
+    if coverage is not None:
+        got = coverage([i for i, _ in fused]) if fused else {}
+        cov = np.fromiter((got.get(i, 0.0) for i, _ in fused), dtype=np.float64, count=len(fused))
+    return idx, sc, cov
 
 
-def floor_mask(cosines: np.ndarray, lexical: np.ndarray | None, floor: float | None) -> np.ndarray:
-    """Which ranked hits survive the cosine floor: all of them without a floor; with one, those at
-    or above it and (hybrid) every hit lexical search found."""
-    keep = np.ones(len(cosines), dtype=bool) if floor is None else cosines >= floor
-    if lexical is not None:
-        keep |= lexical
-    return keep
+def floor_mask(
+    cosines: np.ndarray,
+    coverage: np.ndarray | None,
+    floor: float | None,
+    lexical_floor: float | None = DEFAULT_LEXICAL_FLOOR,
+) -> np.ndarray:
+    """Which ranked hits survive the floor: :func:`ctxret.fusion.passes_floor`, the runtime's rule.
+
+    No ``floor``: all of them. Otherwise a hit is kept when its cosine is at least ``floor``, or
+    (hybrid: ``coverage`` given) when it holds at least ``lexical_floor`` of its part's term weight
+    and its cosine is at least ``RESCUE_COSINE_SHARE`` of the floor;
+    ``lexical_floor=None`` applies the cosine floor to every hit. Dense rankings pass
+    ``coverage=None``: the cosine floor alone, as the runtime's dense path does.
+    """
+    cosines = np.asarray(cosines, dtype=np.float64)
+    return np.asarray(passes_floor(cosines, coverage, floor, lexical_floor), dtype=bool).reshape(cosines.shape)

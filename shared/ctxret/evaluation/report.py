@@ -108,7 +108,7 @@ def calibration_report(result: Any) -> str:
     if "piece_bytes" in rec:
         lines.append(["piece byte budget", str(rec["piece_bytes"]), f"current {result.config['piece_bytes']}"])
     if "threshold" in rec:
-        keep = f"keeps ≥ {result.config['keep_correct']:.0%} of correct top hits"
+        keep = f"keeps ≥ {result.config['keep_correct']:.0%} of correct top hits (facts and questions); an upper bound"
         lines.append(["score threshold (cosine)", f"{rec['threshold']:.2f}", keep])
     if "fusion" in rec:
         f = rec["fusion"]

@@ -18,10 +18,12 @@ Query sets
 Metrics (means over queries, pooled over conversations; fractions 0–1)
 
 * ``top1_section``: the top hit lies in a gold section.
-* ``top1_section_floor``: the top hit that survives the cosine floor (``--threshold``, default
+* ``top1_section_floor``: the top hit that survives the floor (``--threshold``, a cosine, default
   the embedder's ``default_score_threshold``) lies in a gold section. For dense rows that is "the
-  top hit is right and its cosine is at least the floor"; for hybrid rows the floor drops only
-  hits that lexical search did not find, as the runtime does. Omitted for ``bm25`` (no cosine).
+  top hit is right and its cosine is at least the floor"; hybrid rows use the runtime's rule
+  (:func:`.hybrid.floor_mask`): a hit under the cosine floor is kept only if it holds at least
+  ``lexical_floor`` (default :data:`ctxret.fusion.DEFAULT_LEXICAL_FLOOR`) of its part's
+  IDF-weighted words. Omitted for ``bm25`` (no cosine).
 * ``mrr``: sections ranked by first appearance in the hit ranking; 1/rank of the first gold
   section, 0 if no gold section appears (hybrid rankings hold only the fused candidates).
 * ``recall_at_5`` (``recall_at_{k}``): for each query, the share of its evidence units that lie
@@ -46,12 +48,26 @@ Representations (register more with :func:`register_representation`)
 * ``pieces_blend`` (the default stored side): ``blend(piece, unit mean of the section's piece
   vectors)`` against the whole-message vector (no split).
 * ``pieces_blend_split``: the same pieces against the split, blended query parts
-  (:func:`ctxret.index.query_vectors`), one group per part.
+  (:func:`ctxret.index.query_vectors`), one group per part: the runtime's dense search.
+* ``pieces_turnctx`` / ``pieces_late`` / ``late_only``: the other context strategies of
+  :mod:`ctxret.context` (stored vectors built by :func:`ctxret.context.context_vectors` and
+  :func:`ctxret.blend.chunk_search_vector`, as :class:`ctxret.ContextualIndex` builds them), against
+  the split query parts like ``pieces_blend_split``: ``turn`` (the section's text embedded whole,
+  windows averaged when over the model's limit) at the run's weight; ``late`` (late chunking: each
+  piece's span pooled from the token vectors of the section's text) at the run's weight; and
+  ``late`` at weight 0 — the pure late-chunked vector. ``late_only`` blends its query parts at
+  weight 0 too, as the runtime does (it blends queries at the collection's weight), so each part's
+  vector is then the whole message's. The two ``late`` representations need an embedder with
+  token output (``embed_tokens``: the local model); runs over the default set skip them otherwise.
 * ``bm25``: BM25 (:class:`ctxret.lexical.LexicalIndex`) over the piece texts, whole message as
   the query, one ranking.
-* ``hybrid_rrf`` / ``hybrid_weighted`` / ``hybrid_convex``: per part, the top
-  ``DEFAULT_CANDIDATES`` of the ``pieces_blend_split`` dense search and of BM25 (the part's text)
-  fused with :func:`ctxret.fusion.fuse`; one group per part (the runtime's hybrid search).
+* ``hybrid_rrf`` / ``hybrid_weighted`` / ``hybrid_convex``: per part, the top ``candidates``
+  (default :data:`ctxret.fusion.DEFAULT_CANDIDATES`) of the ``pieces_blend_split`` dense search
+  and of BM25 (the part's text) fused with :func:`ctxret.fusion.fuse` at the run's lexical weight,
+  RRF k and lexical floor; one group per part (the runtime's hybrid search).
+* ``hybrid_default``: the same with exactly the runtime's default settings
+  (``ctxret.fusion.FusionSettings()``: convex, its lexical weight, candidates and lexical floor),
+  whatever the run's fusion flags say.
 
 JSONL thread format (one thread per line)::
 
@@ -84,19 +100,19 @@ from typing import Any
 
 import numpy as np
 
-from ..blend import CHUNK_FOCUS_WEIGHT, chunk_search_vector, mean_vector
+from ..blend import CHUNK_FOCUS_WEIGHT, chunk_search_vector
+from ..context import context_vectors
 from ..embedders.base import Embedder
 from ..errors import InputError
-from ..fusion import DEFAULT_CANDIDATES
+from ..fusion import DEFAULT_CANDIDATES, DEFAULT_LEXICAL_FLOOR, DEFAULT_LEXICAL_WEIGHT, DEFAULT_RRF_K
 from ..index import embed_fitting, fit_pieces, query_vectors
 from ..lexical import LexicalIndex
 from ..text import WHOLE_MESSAGE_MAX_BYTES, clean_text, split_prompt_chunks, tail_utf8
 from ..turns import Piece, Source, Turn, turns_from_messages
 from .embedding import CachedEmbedder, cached_embedder
 from .hybrid import (
-    DEFAULT_LEXICAL_WEIGHT,
-    DEFAULT_RRF_K,
     HYBRID_REPRESENTATIONS,
+    RUNTIME_DEFAULT,
     FusionConfig,
     dense_candidates,
     floor_mask,
@@ -361,8 +377,16 @@ class Ranked:
     items: np.ndarray
     scores: np.ndarray
     cosines: np.ndarray | None
-    #: Hybrid only: which ranked hits lexical search found (the cosine floor does not drop them).
-    lexical: np.ndarray | None = None
+    #: Hybrid only: each ranked hit's share of the part's term weight (``LexicalIndex.coverage``).
+    coverage: np.ndarray | None = None
+    #: Hybrid only: the coverage that lets a hit under the cosine floor through (None: none does).
+    lexical_floor: float | None = None
+
+    def kept(self, floor: float | None) -> np.ndarray:
+        """Positions (into ``items``) of the hits that survive ``floor``, by the runtime's rule."""
+        if self.cosines is None:
+            return np.arange(len(self.items))
+        return np.flatnonzero(floor_mask(self.cosines, self.coverage, floor, self.lexical_floor))
 
 
 @dataclass
@@ -391,33 +415,58 @@ class ConversationIndex:
         candidates: int = DEFAULT_CANDIDATES,
         lexical_weight: float = DEFAULT_LEXICAL_WEIGHT,
         rrf_k: float = DEFAULT_RRF_K,
+        lexical_floor: float | None = DEFAULT_LEXICAL_FLOOR,
+        k: int = 5,
     ) -> None:
         self.conv = conv
         self.lexical_weight = float(lexical_weight)
         self.rrf_k = float(rrf_k)
+        self.lexical_floor = None if lexical_floor is None else float(lexical_floor)
+        self.k = int(k)
         self.emb: CachedEmbedder = cached_embedder(embedder)
         self.weight = float(weight)
         self.piece_bytes = int(piece_bytes or self.emb.default_piece_bytes)
         self.candidates = int(candidates)
-        self.pieces: list[Piece] = [p for t in conv.turns for p in fit_pieces(t, self.emb, self.piece_bytes)]
+        self.turn_pieces: list[list[Piece]] = [fit_pieces(t, self.emb, self.piece_bytes) for t in conv.turns]
+        self.pieces: list[Piece] = [p for ps in self.turn_pieces for p in ps]
         self.piece_ids = [p.id for p in self.pieces]  # the runtime's ids (BM25 breaks score ties by id)
         self.index_of = {pid: i for i, pid in enumerate(self.piece_ids)}
         dims = self.emb.dims
         self.piece_section = np.array([p.turn_index for p in self.pieces], dtype=np.int64)
         self.piece_units = [frozenset({conv.unit_of(p.turn_index, p.source_ordinal)}) for p in self.pieces]
         self.raw = self.emb.embed([p.text for p in self.pieces]) if self.pieces else np.zeros((0, dims), np.float32)
-        self.blended = np.zeros_like(self.raw)
-        for t in conv.turns:
-            rows = np.flatnonzero(self.piece_section == t.index)
-            if len(rows):
-                self.blended[rows] = chunk_search_vector(self.raw[rows], mean_vector(self.raw[rows]), self.weight)
+        self._contexts: dict[str, list[np.ndarray]] = {}
+        self._stored: dict[tuple[str, float], np.ndarray] = {}
+        #: The default stored side: each piece blended with the unit mean of its section's pieces.
+        self.blended = self.stored("mean")
         self.section_ids = np.array([t.index for t in conv.turns], dtype=np.int64)
         self.section_units = [
             frozenset(conv.unit_of(t.index, s.ordinal) for s in t.sources) for t in conv.turns
         ]
         self._section_vecs: np.ndarray | None = None
         self._lexical: LexicalIndex | None = None
-        self._qcache: dict[tuple[str, bool], tuple[list[str], np.ndarray]] = {}
+        self._qcache: dict[tuple[str, bool, float], tuple[list[str], np.ndarray]] = {}
+
+    def stored(self, context: str = "mean", weight: float | None = None) -> np.ndarray:
+        """Stored vectors (one row per piece) under a context strategy of :mod:`ctxret.context` and a
+        blend weight (default: the run's), built as :class:`ctxret.ContextualIndex` builds them:
+        :func:`ctxret.context.context_vectors` per section, then
+        :func:`ctxret.blend.chunk_search_vector`. Memoised."""
+        w = self.weight if weight is None else float(weight)
+        key = (context, w)
+        if key not in self._stored:
+            if context not in self._contexts:
+                texts = [clean_text(t.text) for t in self.conv.turns]
+                self._contexts[context] = context_vectors(context, self.emb, self.turn_pieces, self.raw, texts)
+            out = np.zeros_like(self.raw)
+            row = 0
+            for pieces, ctx in zip(self.turn_pieces, self._contexts[context]):
+                n = len(pieces)
+                if n:
+                    out[row : row + n] = chunk_search_vector(self.raw[row : row + n], ctx, w)
+                row += n
+            self._stored[key] = out
+        return self._stored[key]
 
     # lazily built parts
     @property
@@ -450,11 +499,13 @@ class ConversationIndex:
     def units(self, level: str) -> list[frozenset[str]]:
         return self.piece_units if level == "pieces" else self.section_units
 
-    def query(self, message: str, split: bool) -> tuple[list[str], np.ndarray]:
-        """The real query pipeline (:func:`ctxret.index.query_vectors`), memoised per message."""
-        key = (message, split)
+    def query(self, message: str, split: bool, weight: float | None = None) -> tuple[list[str], np.ndarray]:
+        """The real query pipeline (:func:`ctxret.index.query_vectors`) at the run's weight (or
+        ``weight``), memoised per message."""
+        w = self.weight if weight is None else float(weight)
+        key = (message, split, w)
         if key not in self._qcache:
-            self._qcache[key] = query_vectors(self.emb, message, weight=self.weight, split=split)
+            self._qcache[key] = query_vectors(self.emb, message, weight=w, split=split)
         return self._qcache[key]
 
     def dense(self, matrix: np.ndarray, part: str, qvec: np.ndarray) -> Ranked:
@@ -469,6 +520,10 @@ class ConversationIndex:
     def bm25_of(self, text: str, ids: list[str]) -> dict[str, float]:
         """Exact BM25 of the given pieces for ``text`` (0.0 for pieces holding none of its words)."""
         return self.lexical.scores(text, ids, [self.conv.id]) if ids else {}
+
+    def coverage(self, text: str, ids: list[str]) -> dict[str, float]:
+        """Share of ``text``'s IDF-weighted words each piece holds (:meth:`LexicalIndex.coverage`)."""
+        return self.lexical.coverage(text, ids) if ids else {}
 
 
 ThreadRepresentation = Callable[[ConversationIndex, str], Retrieval]
@@ -494,6 +549,18 @@ def _rep_pieces_blend_split(ix: ConversationIndex, message: str) -> Retrieval:
     return Retrieval("pieces", True, [ix.dense(ix.blended, p, v) for p, v in zip(parts, q)])
 
 
+def _context_split(context: str, weight: float | None = None) -> ThreadRepresentation:
+    """Stored vectors of a context strategy (at the run's weight, or ``weight`` on both sides, as
+    the runtime blends queries at the collection's weight) against the split query parts."""
+
+    def rep(ix: ConversationIndex, message: str) -> Retrieval:
+        parts, q = ix.query(message, split=True, weight=weight)
+        matrix = ix.stored(context, weight)
+        return Retrieval("pieces", True, [ix.dense(matrix, p, v) for p, v in zip(parts, q)])
+
+    return rep
+
+
 def _rep_bm25(ix: ConversationIndex, message: str) -> Retrieval:
     whole = _whole(message)
     if not whole:
@@ -504,17 +571,28 @@ def _rep_bm25(ix: ConversationIndex, message: str) -> Retrieval:
     return Retrieval("pieces", False, [Ranked(whole, items, scores, None)])
 
 
-def hybrid_groups(ix: ConversationIndex, message: str, config: FusionConfig) -> list[Ranked]:
-    """Per part: dense top candidates (blended pieces) and BM25 top candidates (the part's text), fused."""
+_RUN = object()  # "the run's setting"
+
+
+def hybrid_groups(
+    ix: ConversationIndex, message: str, config: FusionConfig, *, candidates: int | None = None, lexical_floor: Any = _RUN
+) -> list[Ranked]:
+    """Per part: dense top candidates (blended pieces) and BM25 top candidates (the part's text),
+    fused; each hit carries its cosine and lexical coverage for the runtime's floor rule.
+
+    ``candidates`` (per side; the runtime takes ``max(k, candidates)``) and ``lexical_floor``
+    default to the run's settings."""
+    n = max(ix.k, int(candidates if candidates is not None else ix.candidates))
+    lex_floor = ix.lexical_floor if lexical_floor is _RUN else lexical_floor
     parts, q = ix.query(message, split=True)
     groups = []
     for part, v in zip(parts, q):
         dense = ix.blended @ v
-        idx, fused, lex = fused_ranking(
-            dense, dense_candidates(dense, ix.candidates, ix.piece_ids), ix.bm25(part, ix.candidates), config,
-            ix.index_of, lambda ids, part=part: ix.bm25_of(part, ids),
+        idx, fused, cov = fused_ranking(
+            dense, dense_candidates(dense, n, ix.piece_ids), ix.bm25(part, n), config,
+            ix.index_of, lambda ids, part=part: ix.bm25_of(part, ids), lambda ids, part=part: ix.coverage(part, ids),
         )
-        groups.append(Ranked(part, idx, fused, dense[idx], lex))
+        groups.append(Ranked(part, idx, fused, dense[idx], cov, lex_floor))
     return groups
 
 
@@ -527,15 +605,28 @@ def _hybrid(name: str) -> ThreadRepresentation:
     return rep
 
 
+def _rep_hybrid_default(ix: ConversationIndex, message: str) -> Retrieval:
+    """The runtime's default hybrid search (``FusionSettings()``), whatever the run's fusion flags."""
+    s = RUNTIME_DEFAULT
+    groups = hybrid_groups(ix, message, FusionConfig.from_settings(s), candidates=s.candidates, lexical_floor=s.lexical_floor)
+    return Retrieval("pieces", True, groups)
+
+
 THREAD_REPRESENTATIONS: dict[str, ThreadRepresentation] = {
     "whole_turn": _rep_whole_turn,
     "pieces": _rep_pieces,
     "pieces_blend": _rep_pieces_blend,
     "pieces_blend_split": _rep_pieces_blend_split,
+    "pieces_turnctx": _context_split("turn"),
+    "pieces_late": _context_split("late"),
+    "late_only": _context_split("late", 0.0),
     "bm25": _rep_bm25,
     **{name: _hybrid(name) for name in HYBRID_REPRESENTATIONS},
+    "hybrid_default": _rep_hybrid_default,
 }
 DEFAULT_REPRESENTATIONS = tuple(THREAD_REPRESENTATIONS)
+#: Representations that need token-level output from the embedder (``embed_tokens``).
+NEEDS_TOKENS = frozenset({"pieces_late", "late_only"})
 
 
 def register_representation(name: str, fn: ThreadRepresentation) -> None:
@@ -572,13 +663,19 @@ def score_query(ix: ConversationIndex, ret: Retrieval, q: Query, k: int, floor: 
     top1 = 1.0 if sections[0] in q.gold else 0.0
     out["top1_section"] = top1
     if g.cosines is not None and floor is not None:
-        kept = np.flatnonzero(floor_mask(g.cosines, g.lexical, floor))
+        kept = g.kept(floor)
         out["top1_section_floor"] = 1.0 if len(kept) and sections[kept[0]] in q.gold else 0.0
     out["mrr"] = reciprocal_rank(sections.tolist(), q.gold)
     out["recall"] = evidence_recall([units[i] for i in g.items[:k]], q.evidence)
     if g.cosines is not None:
         out["top_cosine"] = float(g.cosines[0])
     return out
+
+
+def returns_any(ret: Retrieval, floor: float | None) -> bool:
+    """Whether a search would return any hit at all under ``floor`` (the runtime's rule per group):
+    what a floor is for on a message about nothing in memory."""
+    return any(len(g.kept(floor)) for g in ret.groups)
 
 
 def score_composite(ix: ConversationIndex, ret: Retrieval, cq: CompositeQuery, k: int) -> list[float]:
@@ -633,7 +730,7 @@ def run_threads(
     conversations: Sequence[Conversation],
     embedder: Embedder,
     *,
-    representations: Sequence[str] = DEFAULT_REPRESENTATIONS,
+    representations: Sequence[str] | None = None,
     query_sets: Sequence[str] = QUERY_SETS,
     k: int = 5,
     weight: float = CHUNK_FOCUS_WEIGHT,
@@ -642,6 +739,7 @@ def run_threads(
     lexical_weight: float = DEFAULT_LEXICAL_WEIGHT,
     rrf_k: float = DEFAULT_RRF_K,
     candidates: int = DEFAULT_CANDIDATES,
+    lexical_floor: float | None = DEFAULT_LEXICAL_FLOOR,
     limit_conversations: int | None = None,
     limit_queries: int | None = None,
     seed: int = 0,
@@ -652,7 +750,17 @@ def run_threads(
     Row: ``{"representation", "query_set", "top1_section", "top1_section_floor", "mrr",
     "recall_at_5", "coverage", "n"}`` — keys that do not apply are omitted (``coverage`` is only
     for ``composite``, which has only ``coverage``; ``top1_section_floor`` is omitted for ``bm25``).
+
+    ``representations=None`` runs every registered representation the embedder can run (the
+    late-chunking ones need ``embed_tokens``; skipped ones are listed in
+    ``config["skipped_representations"]``); named ones always run (or raise).
     """
+    skipped: list[str] = []
+    if representations is None:
+        representations = list(THREAD_REPRESENTATIONS)
+        if not hasattr(embedder, "embed_tokens"):
+            skipped = [r for r in representations if r in NEEDS_TOKENS]
+            representations = [r for r in representations if r not in NEEDS_TOKENS]
     unknown = [r for r in representations if r not in THREAD_REPRESENTATIONS]
     if unknown:
         raise InputError(f"unknown thread representation(s) {unknown}; choose from {', '.join(THREAD_REPRESENTATIONS)}")
@@ -675,7 +783,8 @@ def run_threads(
         messages = [q.text for s in ("facts", "qa") for q in sets.get(s, [])] + [c.text for c in sets.get("composite", [])]
         prewarm(emb, messages)
         ix = ConversationIndex(
-            conv, emb, piece_bytes=piece_bytes, weight=weight, candidates=candidates, lexical_weight=lexical_weight, rrf_k=rrf_k
+            conv, emb, piece_bytes=piece_bytes, weight=weight, candidates=candidates, lexical_weight=lexical_weight,
+            rrf_k=rrf_k, lexical_floor=lexical_floor, k=k,
         )
         counts["conversations"] += 1
         counts["sections"] += len(conv.turns)
@@ -743,10 +852,14 @@ def run_threads(
         "lexical_weight": lexical_weight,
         "rrf_k": rrf_k,
         "candidates": candidates,
+        "lexical_floor": lexical_floor,
+        "runtime_default_fusion": {**FusionConfig.from_settings(RUNTIME_DEFAULT).as_dict(),
+                                   "candidates": RUNTIME_DEFAULT.candidates, "lexical_floor": RUNTIME_DEFAULT.lexical_floor},
         "seed": seed,
         "limit_conversations": limit_conversations,
         "limit_queries": limit_queries,
         "representations": list(representations),
+        "skipped_representations": skipped,
         "query_sets": list(query_sets),
         "counts": dict(counts),
         "data_notes": dict(notes),
