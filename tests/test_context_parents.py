@@ -123,3 +123,18 @@ def test_search_with_parents(tmp_path, local_embedder):
 
     agroups = asyncio.run(index.asearch("restart the ingest worker and check queue depth", k=5, score_threshold=None, parents=True))
     assert [h.id for h in agroups[0].hits] == [h.id for h in groups[0].hits]
+
+
+def test_query_weight_is_separate_from_the_stored_weight(tmp_path, local_embedder):
+    from ctxret.index import query_vectors
+
+    message = "Who offered to buy out the CEO? How much paper did we order?"
+    index = ContextualIndex(tmp_path / "qw", embedder=local_embedder, context="late", weight=0.0, query_weight=0.8, lexical=False)
+    parts, vecs = index.query_vectors(message)
+    _, expected = query_vectors(local_embedder, message, weight=0.8)
+    assert np.allclose(vecs, expected, atol=1e-6)
+    _, whole_only = query_vectors(local_embedder, message, weight=0.0)  # what weight 0 alone would give
+    assert not np.allclose(vecs[0], whole_only[0], atol=1e-3)
+    assert index.store.stored_config()["weight"] == 0.0 and "query_weight" not in index.store.stored_config()
+    with pytest.raises(InputError, match="query_weight"):
+        ContextualIndex(tmp_path / "qw2", embedder=local_embedder, query_weight=1.5, lexical=False)

@@ -107,6 +107,7 @@ class ContextualIndex:
         score_threshold: float | None | Literal["auto"] = "auto",
         progress: bool | None = None,
         rebuild: bool = False,
+        query_weight: float | None = None,
         lexical: bool | None = None,
         lexical_path: str | os.PathLike[str] | None = None,
         fusion: FusionMethod | str = DEFAULT_FUSION,
@@ -154,6 +155,12 @@ class ContextualIndex:
         if self.lexical_index is not None:  # a crash between the two writes, or lexical newly on: repair
             sync_from_store(self.lexical_index, self.store)
         self.score_threshold = embedder.default_score_threshold if score_threshold == "auto" else score_threshold
+        if query_weight is not None and not 0.0 <= float(query_weight) <= 1.0:
+            raise InputError(f"query_weight must be between 0 and 1, got {query_weight!r}")
+        #: Blend weight of a query part against its whole message; ``None``: the collection's weight.
+        #: Query-time only (not recorded): e.g. ``weight=0, context="late"`` stores pure
+        #: late-chunked vectors while parts keep 80% of their own vector.
+        self.query_weight = query_weight
 
     # -- properties ----------------------------------------------------------------------------
     @property
@@ -320,7 +327,8 @@ class ContextualIndex:
     # -- search --------------------------------------------------------------------------------
     def query_vectors(self, message: str, *, max_parts: int = MAX_PARTS, split: bool = True) -> tuple[list[str], np.ndarray]:
         """The parts of ``message`` and their blended query vectors (see :func:`query_vectors`)."""
-        return query_vectors(self.embedder, message, weight=self.weight, max_parts=max_parts, split=split)
+        weight = self.weight if self.query_weight is None else self.query_weight
+        return query_vectors(self.embedder, message, weight=weight, max_parts=max_parts, split=split)
 
     def search(
         self,
@@ -411,7 +419,8 @@ class ContextualIndex:
         floor = self.score_threshold if score_threshold == "auto" else score_threshold
         settings = self._hybrid_settings(lexical, fusion, lexical_weight, rrf_k, candidates, lexical_floor)
         combined = scope_filter(thread_id, where)
-        parts, qvecs = await aquery_vectors(self.embedder, message, weight=self.weight, max_parts=max_parts, split=split)
+        weight = self.weight if self.query_weight is None else self.query_weight
+        parts, qvecs = await aquery_vectors(self.embedder, message, weight=weight, max_parts=max_parts, split=split)
         if not parts:
             return []
         if settings is not None:  # the dense and lexical queries run together, off the event loop

@@ -55,9 +55,8 @@ Representations (register more with :func:`register_representation`)
   the split query parts like ``pieces_blend_split``: ``turn`` (the section's text embedded whole,
   windows averaged when over the model's limit) at the run's weight; ``late`` (late chunking: each
   piece's span pooled from the token vectors of the section's text) at the run's weight; and
-  ``late`` at weight 0 — the pure late-chunked vector. ``late_only`` blends its query parts at
-  weight 0 too, as the runtime does (it blends queries at the collection's weight), so each part's
-  vector is then the whole message's. The two ``late`` representations need an embedder with
+  ``late`` at weight 0 — the pure late-chunked vector, with query parts still blended at the run's
+  weight (runtime: ``ContextualIndex(context="late", weight=0.0, query_weight=0.8)``). The two ``late`` representations need an embedder with
   token output (``embed_tokens``: the local model); runs over the default set skip them otherwise.
 * ``bm25``: BM25 (:class:`ctxret.lexical.LexicalIndex`) over the piece texts, whole message as
   the query, one ranking.
@@ -550,11 +549,11 @@ def _rep_pieces_blend_split(ix: ConversationIndex, message: str) -> Retrieval:
 
 
 def _context_split(context: str, weight: float | None = None) -> ThreadRepresentation:
-    """Stored vectors of a context strategy (at the run's weight, or ``weight`` on both sides, as
-    the runtime blends queries at the collection's weight) against the split query parts."""
+    """Stored vectors of a context strategy (at the run's weight, or ``weight``) against the split
+    query parts, blended at the run's weight (the runtime's ``query_weight``)."""
 
     def rep(ix: ConversationIndex, message: str) -> Retrieval:
-        parts, q = ix.query(message, split=True, weight=weight)
+        parts, q = ix.query(message, split=True)
         matrix = ix.stored(context, weight)
         return Retrieval("pieces", True, [ix.dense(matrix, p, v) for p, v in zip(parts, q)])
 
