@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .contextual import llm_contextualizer
 from .messages import message_to_openai, messages_to_openai
 from .prompt import (
     DocumentGroup,
@@ -41,6 +42,8 @@ __all__ = [
     "render_groups_runnable",
     # embeddings (loaded on first use)
     "CtxretEmbeddings",
+    # LLM-written context (ContextualIndex(context="llm", contextualizer=...))
+    "llm_contextualizer",
 ]
 
 

@@ -110,6 +110,7 @@ def test_all_is_pinned():
             "render_groups",
             "render_groups_runnable",
             "CtxretEmbeddings",
+            "llm_contextualizer",
         ]
     )
     for name in langchain_ctxret.__all__:

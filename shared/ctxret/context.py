@@ -9,11 +9,16 @@
   which have attended to their neighbours (within the model's window; longer turns are read in
   overlapping windows). Needs an embedder with ``embed_tokens`` (the local model); hosted APIs do
   not expose token vectors. With ``weight=0`` the stored vector is the late-chunked vector alone.
+* ``llm``: LLM-written context (Anthropic's contextual retrieval, in the blend): a *contextualizer*
+  you pass — one call per turn or section, given its text and its pieces — writes one short line
+  situating each piece; the line's embedding is the piece's context, the line is stored with the
+  piece (``context_text``) and indexed for BM25 with it (contextual BM25). The piece text that is
+  shown and embedded stays the original. A piece whose line is empty falls back to ``mean``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,7 +27,33 @@ from .blend import mean_vector
 from .errors import InputError
 from .turns import Piece
 
-CONTEXT_STRATEGIES = ("mean", "turn", "late")
+CONTEXT_STRATEGIES = ("mean", "turn", "late", "llm")
+
+#: ``contextualizer(passage_text, piece_bodies) -> one context line per piece``.
+Contextualizer = Callable[[str, Sequence[str]], Sequence[str]]
+
+
+def contextualize(contextualizer: Contextualizer | None, turn_text: str, pieces: Sequence[Piece], where: str) -> list[str]:
+    """Call the contextualizer for one turn and check what it returned (one string per piece)."""
+    if contextualizer is None:
+        raise InputError(
+            "context='llm' needs a contextualizer: ContextualIndex(..., context='llm', contextualizer=fn) where "
+            "fn(passage_text, piece_bodies) returns one context line per piece (LangChain: "
+            "langchain_ctxret.llm_contextualizer(llm))"
+        )
+    lines = contextualizer(turn_text, [p.body for p in pieces])
+    if isinstance(lines, str) or not isinstance(lines, Sequence) or len(lines) != len(pieces):
+        got = "a string" if isinstance(lines, str) else f"{len(lines) if isinstance(lines, Sequence) else type(lines).__name__}"
+        raise InputError(
+            f"the contextualizer returned {got} for {where}, which has {len(pieces)} pieces; "
+            "it must return one context line (str) per piece, in order"
+        )
+    out = []
+    for i, line in enumerate(lines):
+        if not isinstance(line, str):
+            raise InputError(f"the contextualizer's line {i} for {where} is {type(line).__name__}, not str")
+        out.append(" ".join(line.split()))
+    return out
 
 
 def late_context_vectors(embedder: Any, pieces: Sequence[Piece]) -> np.ndarray:
@@ -50,9 +81,17 @@ def late_context_vectors(embedder: Any, pieces: Sequence[Piece]) -> np.ndarray:
 
 
 def context_vectors(
-    strategy: str, embedder: Any, turn_pieces: Sequence[Sequence[Piece]], piece_vectors: np.ndarray, turn_texts: Sequence[str]
+    strategy: str,
+    embedder: Any,
+    turn_pieces: Sequence[Sequence[Piece]],
+    piece_vectors: np.ndarray,
+    turn_texts: Sequence[str],
+    context_texts: Sequence[Sequence[str]] | None = None,
 ) -> list[np.ndarray]:
-    """Context for every piece, turn by turn: a ``(d,)`` vector per turn, or ``(n, d)`` per piece (``late``)."""
+    """Context for every piece, turn by turn: a ``(d,)`` vector per turn, or ``(n, d)`` per piece (``late``, ``llm``).
+
+    ``context_texts`` (``llm`` only): the contextualizer's line for every piece, turn by turn.
+    """
     if strategy == "mean":
         out, row = [], 0
         for pieces in turn_pieces:
@@ -64,6 +103,27 @@ def context_vectors(
         from .index import embed_fitting
 
         return list(embed_fitting(embedder, turn_texts))
+    if strategy == "llm":
+        from .index import embed_fitting
+
+        if context_texts is None:
+            raise InputError("context='llm' needs the contextualizer's lines (context_texts)")
+        flat = [line for lines in context_texts for line in lines if line]
+        vecs = embed_fitting(embedder, flat) if flat else np.zeros((0, piece_vectors.shape[1]), np.float32)
+        out, row, v = [], 0, 0
+        for pieces, lines in zip(turn_pieces, context_texts):
+            n = len(pieces)
+            fallback = mean_vector(piece_vectors[row : row + n]) if n else None
+            ctx = np.zeros((n, piece_vectors.shape[1]), np.float32)
+            for i, line in enumerate(lines):
+                if line:
+                    ctx[i] = vecs[v]
+                    v += 1
+                else:
+                    ctx[i] = fallback
+            out.append(ctx)
+            row += n
+        return out
     if strategy == "late":
         return [late_context_vectors(embedder, pieces) if pieces else np.zeros((0, piece_vectors.shape[1]), np.float32) for pieces in turn_pieces]
     raise InputError(f"unknown context strategy {strategy!r}; use one of {CONTEXT_STRATEGIES}")

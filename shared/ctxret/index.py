@@ -22,7 +22,7 @@ import numpy as np
 
 from ._version import __version__
 from .blend import CHUNK_FOCUS_WEIGHT, chunk_search_vector, mean_vector, unit
-from .context import CONTEXT_STRATEGIES, context_vectors
+from .context import CONTEXT_STRATEGIES, Contextualizer, context_vectors, contextualize
 from .documents import document_turns
 from .embedders.base import Embedder
 from .errors import ConfigMismatchError, InputError
@@ -37,7 +37,7 @@ from .fusion import (
     ahybrid_search,
     hybrid_search,
 )
-from .lexical import LexicalIndex, SyncReport, default_lexical_path, fts5_available, sync_from_store
+from .lexical import LexicalIndex, SyncReport, default_lexical_path, fts5_available, lexical_text, sync_from_store
 from .store import DEFAULT_COLLECTION, ChromaStore, flatten_metadata
 from .text import MAX_PARTS, MIN_PIECE_BYTES, PACKER_VERSION, WHOLE_MESSAGE_MAX_BYTES, clean_text, pack_text_pieces, split_prompt_chunks, tail_utf8
 from .turns import MIN_BODY_BYTES, Piece, Source, Turn, label_pieces, parse_time, piece_id, turns_from_messages
@@ -46,7 +46,7 @@ from .results import Group, Hit, IndexResult
 
 logger = logging.getLogger(__name__)
 
-ContextStrategy = Literal["mean", "turn", "late"]
+ContextStrategy = Literal["mean", "turn", "late", "llm"]
 #: Config keys that must match between a collection and the index that opens it.
 COMPARED_KEYS = ("model_id", "dims", "weight", "context", "piece_bytes", "packer")
 #: Metadata keys ctxret writes on every piece; caller metadata may not use them.
@@ -54,7 +54,7 @@ RESERVED_KEYS = frozenset(
     {
         "thread_id", "turn_id", "turn_index", "turn_label", "parent_id", "kind", "source_kind", "source_label",
         "source_name", "source_ordinal", "ordinal", "timestamp", "ts_epoch", "header", "body", "doc_id",
-        "caller_keys",
+        "caller_keys", "context_text",
     }
 )
 _KEEP: Any = object()  # "use the index's setting" for options where None means something
@@ -108,6 +108,7 @@ class ContextualIndex:
         progress: bool | None = None,
         rebuild: bool = False,
         query_weight: float | None = None,
+        contextualizer: Contextualizer | None = None,
         lexical: bool | None = None,
         lexical_path: str | os.PathLike[str] | None = None,
         fusion: FusionMethod | str = DEFAULT_FUSION,
@@ -125,6 +126,8 @@ class ContextualIndex:
             path, collection=collection, host=host, port=port, ssl=ssl, headers=headers, client=client, in_memory=in_memory
         )
         self.progress = progress
+        #: ``context="llm"``: writes one context line per piece (see :mod:`ctxret.context`).
+        self.contextualizer = contextualizer
         #: Query-time hybrid settings (never recorded in the collection; override per search).
         self.fusion_settings = FusionSettings(fusion, lexical_weight, rrf_k, candidates, lexical_floor)
         #: The BM25 index kept in step with the collection, or ``None`` (dense search only).
@@ -255,14 +258,21 @@ class ContextualIndex:
                 unchanged += len(pieces)
         if not changed:
             return IndexResult(unchanged=unchanged, turns=len(turns))
-        # 3. One batched embedding pass over the changed turns' pieces.
+        # 3. LLM-written context lines (context="llm"), then one batched embedding pass.
+        weight = float(config["weight"])
+        strategy = str(config["context"])
+        lines: list[list[str]] | None = None
+        if strategy == "llm":
+            lines = [contextualize(self.contextualizer, clean_text(t.text), p, f"turn {t.turn_id!r}") for t, p, _ in changed]
+            for (_, _, metas), turn_lines in zip(changed, lines):
+                for meta, line in zip(metas, turn_lines):
+                    if line:
+                        meta["context_text"] = line
         texts = [p.text for _, pieces, _ in changed for p in pieces]
         vectors = self._embed_with_progress(texts, desc="embedding pieces")
         # 4. Context per turn, blend, write; stale pieces are removed after the new ones are in.
-        weight = float(config["weight"])
-        strategy = str(config["context"])
         contexts = context_vectors(
-            strategy, self.embedder, [p for _, p, _ in changed], vectors, [clean_text(t.text) for t, _, _ in changed]
+            strategy, self.embedder, [p for _, p, _ in changed], vectors, [clean_text(t.text) for t, _, _ in changed], lines
         )
         ids, docs, metas_out, blended = [], [], [], []
         row = 0
@@ -292,7 +302,12 @@ class ContextualIndex:
                 col.delete(ids=stale[start : start + self.store.max_batch])
         if lexical is not None:  # after Chroma, in one transaction; clears the pending marker
             lexical.write(
-                ids, docs, [m["thread_id"] for m in metas_out], [m["turn_id"] for m in metas_out], delete=stale, settle=True
+                ids,
+                [lexical_text(d, m) for d, m in zip(docs, metas_out)],
+                [m["thread_id"] for m in metas_out],
+                [m["turn_id"] for m in metas_out],
+                delete=stale,
+                settle=True,
             )
         kept = sum(len(existing.get((t.thread_id, t.turn_id), set()) & {p.id for p in ps}) for t, ps, _ in changed)
         return IndexResult(

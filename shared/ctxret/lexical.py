@@ -43,7 +43,7 @@ import re
 import sqlite3
 import threading
 import unicodedata
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -511,6 +511,12 @@ class SyncReport:
         return bool(self.added or self.removed)
 
 
+def lexical_text(document: str, metadata: Mapping[str, Any] | None) -> str:
+    """What BM25 indexes for a piece: its stored text, plus its LLM-written context line if any."""
+    context = (metadata or {}).get("context_text")
+    return f"{document}\n{context}" if context else document
+
+
 def _records(store: Any, ids: Sequence[str]) -> Iterator[tuple[str, str, str, str]]:
     """``(id, document, thread_id, turn_id)`` of ``ids`` from the store, in batches."""
     step = int(getattr(store, "max_batch", 1000) or 1000)
@@ -519,7 +525,7 @@ def _records(store: Any, ids: Sequence[str]) -> Iterator[tuple[str, str, str, st
         page = store.collection.get(ids=chunk, include=["documents", "metadatas"])
         for rid, doc, meta in zip(page["ids"], page["documents"], page["metadatas"]):
             meta = meta or {}
-            yield rid, doc or "", str(meta.get("thread_id", "")), str(meta.get("turn_id", ""))
+            yield rid, lexical_text(doc or "", meta), str(meta.get("thread_id", "")), str(meta.get("turn_id", ""))
 
 
 def sync_from_store(lexical: LexicalIndex, store: Any, *, full: bool | None = None, rebuild: bool = False) -> SyncReport:

@@ -1,0 +1,58 @@
+"""LLM-written context (contextual retrieval) from any LangChain LLM or chat model.
+
+``llm_contextualizer(llm)`` returns the callable ``ContextualIndex(..., context="llm",
+contextualizer=...)`` needs: one LLM call per turn or section (the passage goes in once; every
+piece gets its line from the same answer), asking for one short line per piece that situates it in
+the passage. The line becomes the piece's context vector and is indexed for BM25 with the piece.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+DEFAULT_PROMPT = """<document>
+{passage}
+</document>
+Here are numbered chunks of the document above:
+{chunks}
+
+For every chunk, write one short sentence (at most 40 words) that situates it within the document,
+to improve search retrieval of the chunk: name the people, things, dates and topics it refers to.
+Answer with one line per chunk, in order, formatted as "N. context", and nothing else."""
+
+_LINE = re.compile(r"^\s*(?:chunk\s*)?(\d+)\s*[.):\-]\s*(.*\S)\s*$", re.IGNORECASE)
+
+
+def parse_numbered_lines(text: str, n: int) -> list[str]:
+    """Lines ``"N. context"`` → a list of ``n`` strings (``""`` where the answer has no line ``N``)."""
+    out = [""] * n
+    for raw in text.splitlines():
+        m = _LINE.match(raw)
+        if m:
+            i = int(m.group(1)) - 1
+            if 0 <= i < n and not out[i]:
+                out[i] = m.group(2)
+    return out
+
+
+def llm_contextualizer(
+    llm: Any, *, prompt: str = DEFAULT_PROMPT, max_passage_chars: int = 24_000
+) -> Callable[[str, Sequence[str]], list[str]]:
+    """A contextualizer calling ``llm.invoke`` once per passage (an LLM returns text, a chat model a message).
+
+    ``prompt`` is formatted with ``passage`` (cut to its last ``max_passage_chars`` characters) and
+    ``chunks`` (``"1. body"`` lines). A chunk the answer has no line for gets ``""``, and the index
+    falls back to the mean context for that piece.
+    """
+
+    def contextualize(passage: str, bodies: Sequence[str]) -> list[str]:
+        if not bodies:
+            return []
+        chunks = "\n".join(f"{i}. {' '.join(b.split())}" for i, b in enumerate(bodies, start=1))
+        answer = llm.invoke(prompt.format(passage=passage[-max_passage_chars:], chunks=chunks))
+        text = answer if isinstance(answer, str) else str(getattr(answer, "content", answer))
+        return parse_numbered_lines(text, len(bodies))
+
+    return contextualize
