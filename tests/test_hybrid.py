@@ -17,24 +17,9 @@ import pytest
 from ctxret import ContextualIndex, InputError
 from ctxret.fusion import FusionMethod
 from ctxret.lexical import default_lexical_path
+from sample_threads import GARDEN, thread
 
 
-def thread(pairs: list[tuple[str, str]], day: int = 1) -> list[dict]:
-    msgs = []
-    for i, (user, assistant) in enumerate(pairs):
-        msgs.append({"role": "user", "content": user, "timestamp": f"2026-10-{day:02d}T{9 + i:02d}:00:00"})
-        msgs.append({"role": "assistant", "content": assistant})
-    return msgs
-
-
-GARDEN = thread(
-    [
-        ("The tomatoes in the back garden have blight on their lower leaves.", "Remove the affected leaves and water at the base."),
-        ("Our dentist appointment moved to Thursday at 3 pm.", "Noted: dentist on Thursday at 3 pm."),
-        ("I want to repaint the kitchen cabinets a dark green colour.", "A satin finish in forest green would suit oak worktops."),
-        ("Remind me that the car insurance renews on the 14th of November.", "I will remind you before the car insurance renewal."),
-    ]
-)
 TRAVEL = thread(
     [
         ("Book me a flight to Lisbon on the 3rd of December.", "Your flight TP1347 to Lisbon is booked for December 3rd."),

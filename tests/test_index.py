@@ -13,6 +13,7 @@ import pytest
 import ctxret
 from ctxret import ConfigMismatchError, ContextualIndex, InputError
 from ctxret.results import cosine_to_distance, cosine_to_relevance, distance_to_cosine, relevance_to_cosine
+from sample_threads import GARDEN, thread
 
 DATA = Path(__file__).parent / "data"
 
@@ -43,22 +44,6 @@ class CountingEmbedder:
         return self.inner.count_tokens(texts)
 
 
-def thread(topics: list[tuple[str, str]], day: int = 1) -> list[dict]:
-    msgs = []
-    for i, (user, assistant) in enumerate(topics):
-        msgs.append({"role": "user", "content": user, "timestamp": f"2026-10-{day:02d}T{9 + i:02d}:00:00"})
-        msgs.append({"role": "assistant", "content": assistant})
-    return msgs
-
-
-GARDEN = thread(
-    [
-        ("The tomatoes in the back garden have blight on their lower leaves.", "Remove the affected leaves and water at the base."),
-        ("Our dentist appointment moved to Thursday at 3 pm.", "Noted: dentist on Thursday at 3 pm."),
-        ("I want to repaint the kitchen cabinets a dark green colour.", "A satin finish in forest green would suit oak worktops."),
-        ("Remind me that the car insurance renews on the 14th of November.", "I will remind you before the car insurance renewal."),
-    ]
-)
 
 
 @pytest.fixture(params=["embedded", "server"])
