@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
 import pytest
 
@@ -74,9 +76,25 @@ def test_parent_expansion_reassembles_turns_and_dedupes(tmp_path, local_embedder
     assert text is not None and "Step 0:" in text and "Step 11:" in text and "All workers restarted." in text
     kept = expand_parents(index.store, groups, dedupe=False)
     assert len(kept[0].hits) == len(groups[0].hits) and all(h.parent_text == text for h in kept[0].hits)
-    texts = parent_texts(index.store, ["board#1", "board#2", "missing#9"])
-    assert set(texts) == {"board#1", "board#2"}
-    assert texts["board#1"].index("Maria Chen") < texts["board#1"].index("He refused")
+    texts = parent_texts(index.store, [("board", "board#1"), ("board", "board#2"), ("board", "missing#9"), ("ops", "board#1")])
+    assert set(texts) == {("board", "board#1"), ("board", "board#2")}
+    assert texts[("board", "board#1")].index("Maria Chen") < texts[("board", "board#1")].index("He refused")
+
+
+def test_parents_never_cross_threads(tmp_path, local_embedder):
+    """Two threads holding the same document id (the issue's case) share a parent id, not a parent."""
+    index = ContextualIndex(tmp_path / "leak", embedder=local_embedder)
+    index.add_documents([{"id": "notes.md", "text": "# Notes\nAlice private: diagnosis confidential-alice-777."}], thread_id="alice")
+    index.add_documents([{"id": "notes.md", "text": "# Notes\nBob notes: buy milk."}], thread_id="bob")
+    # a document whose id equals another thread's id: its parent id starts with that thread's id
+    index.add_documents([{"id": "alice", "text": "# Alice\nCarol's page about alice: nothing private."}], thread_id="carol")
+    for search in (index.search, lambda *a, **kw: asyncio.run(index.asearch(*a, **kw))):
+        for thread, mine, theirs in (("bob", "buy milk", "confidential"), ("alice", "confidential", "buy milk")):
+            groups = search("buy milk diagnosis notes", k=5, thread_id=thread, score_threshold=None, parents=True)
+            texts = [h.parent_text for g in groups for h in g.hits]
+            assert texts and all(mine in t and theirs not in t and "Carol" not in t for t in texts)
+        groups = search("page about alice", k=5, thread_id="carol", score_threshold=None, parents=True)
+        assert all("Carol" in h.parent_text and "confidential" not in h.parent_text for g in groups for h in g.hits)
 
 
 @pytest.mark.parametrize("strategy", ["mean", "turn", "late"])

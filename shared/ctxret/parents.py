@@ -17,17 +17,29 @@ from .results import Group
 _IN_CHUNK = 256
 
 
-def parent_texts(store: Any, parent_ids: Sequence[str]) -> dict[str, str]:
-    """``{parent_id: text}`` for turns/sections, re-assembled from their stored pieces."""
-    wanted = sorted(set(parent_ids))
-    by_parent: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for start in range(0, len(wanted), _IN_CHUNK):
-        chunk = wanted[start : start + _IN_CHUNK]
-        where = {"parent_id": chunk[0]} if len(chunk) == 1 else {"parent_id": {"$in": chunk}}
-        for rec in store.iter_records(where):
-            meta = rec["metadata"] or {}
-            by_parent[str(meta.get("parent_id"))].append(meta)
-    texts: dict[str, str] = {}
+ParentKey = tuple[str, str]  # (thread_id, parent_id): a parent id alone is not unique across threads
+
+
+def parent_texts(store: Any, parents: Sequence[ParentKey]) -> dict[ParentKey, str]:
+    """``{(thread_id, parent_id): text}`` for turns/sections, re-assembled from their stored pieces.
+
+    A parent is always read inside its own thread: two threads may hold the same document id (and
+    so the same parent id), and one thread's search must never see another thread's text.
+    """
+    by_thread: dict[str, set[str]] = defaultdict(set)
+    for thread_id, parent_id in parents:
+        by_thread[str(thread_id)].add(str(parent_id))
+    by_parent: dict[ParentKey, list[dict[str, Any]]] = defaultdict(list)
+    for thread_id, ids in sorted(by_thread.items()):
+        wanted = sorted(ids)
+        for start in range(0, len(wanted), _IN_CHUNK):
+            chunk = wanted[start : start + _IN_CHUNK]
+            pid_clause = {"parent_id": chunk[0]} if len(chunk) == 1 else {"parent_id": {"$in": chunk}}
+            for rec in store.iter_records({"$and": [{"thread_id": thread_id}, pid_clause]}):
+                meta = rec["metadata"] or {}
+                if str(meta.get("thread_id")) == thread_id:
+                    by_parent[(thread_id, str(meta.get("parent_id")))].append(meta)
+    texts: dict[ParentKey, str] = {}
     for pid, metas in by_parent.items():
         metas.sort(key=lambda m: (int(m.get("source_ordinal", 0)), int(m.get("ordinal", 0))))
         lines: list[str] = []
@@ -47,18 +59,24 @@ def expand_parents(store: Any, groups: Sequence[Group], *, dedupe: bool = True) 
     De-duplication is inside a group only (its best-scoring hit per parent is kept); the same
     parent may still appear in two groups, as pieces do.
     """
-    ids = [str(h.metadata.get("parent_id")) for g in groups for h in g.hits if h.metadata.get("parent_id") is not None]
-    texts = parent_texts(store, ids) if ids else {}
+    keys = [_key(h.metadata) for g in groups for h in g.hits]
+    wanted = [key for key in keys if key is not None]
+    texts = parent_texts(store, wanted) if wanted else {}
     out = []
     for g in groups:
-        seen: set[str] = set()
+        seen: set[ParentKey] = set()
         hits = []
         for h in g.hits:
-            pid = h.metadata.get("parent_id")
-            if dedupe and pid is not None:
-                if pid in seen:
+            key = _key(h.metadata)
+            if dedupe and key is not None:
+                if key in seen:
                     continue
-                seen.add(pid)
-            hits.append(replace(h, parent_text=texts.get(str(pid)) if pid is not None else None))
+                seen.add(key)
+            hits.append(replace(h, parent_text=texts.get(key) if key is not None else None))
         out.append(replace(g, hits=tuple(hits)))
     return out
+
+
+def _key(meta: Any) -> ParentKey | None:
+    pid, thread = meta.get("parent_id"), meta.get("thread_id")
+    return None if pid is None or thread is None else (str(thread), str(pid))
