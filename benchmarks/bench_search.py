@@ -33,7 +33,7 @@ def _median_ms(fn, repeat: int) -> float:
 
 
 def bench_query(sizes: list[int], dims: int, k: int, repeat: int, seed: int) -> list[dict]:
-    from ctxret.store import ChromaStore
+    from ctxret.storage.chroma import ChromaStore
 
     rng = np.random.default_rng(seed)
     rows = []
@@ -83,9 +83,10 @@ def bench_query(sizes: list[int], dims: int, k: int, repeat: int, seed: int) -> 
 
 
 def bench_indexing(repeat_threads: int) -> dict:
-    from ctxret import ContextualIndex, turns_from_messages
+    from ctxret import ContextualIndex
+    from ctxret.ingest.turns import turns_from_messages
     from ctxret.embedders.local import LocalEmbedder
-    from ctxret.index import fit_pieces
+    from ctxret.embedders.fitting import fit_pieces
 
     data = Path(__file__).resolve().parents[1] / "shared" / "ctxret" / "data" / "demo_threads.jsonl"
     threads = [json.loads(line) for line in data.read_text(encoding="utf-8").splitlines() if line.strip()]

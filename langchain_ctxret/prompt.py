@@ -39,7 +39,7 @@ DEFAULT_NO_RESULTS = "(no memories were found)"
 class DocumentGroup(NamedTuple):
     """The documents of one query part, best first (``index`` 0-based, ``query`` the part text)."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # the field shadows tuple.index on purpose: the part's number
     query: str
     documents: list[Document]
 

@@ -11,10 +11,10 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from ctxret.documents import document_id
 from ctxret.errors import InputError
-from ctxret.index import RESERVED_KEYS, ContextualIndex
+from ctxret.index import ContextualIndex
 from ctxret.results import Group, Hit, IndexResult
+from ctxret.storage.schema import METADATA_PREFIX, RETRIEVAL_KEYS, hit_metadata
 from ctxret.text import MAX_PARTS
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
@@ -37,11 +37,7 @@ __all__ = [
 
 #: Metadata keys the retriever sets on every Document it returns (plus ``score_<name>`` for each
 #: named score of the hit: ``score_cosine``; with hybrid search ``score_bm25``, ``score_fused``).
-OUTPUT_KEYS = frozenset(
-    {"group", "group_query", "group_rank", "group_count", "group_parts", "score", "score_scale", "parent_text"}
-)
-#: Prefix given to caller metadata keys that would collide with ctxret's own keys on ingest.
-METADATA_PREFIX = "meta_"
+OUTPUT_KEYS = RETRIEVAL_KEYS
 #: Search settings that are retriever fields (and ``invoke`` keywords), not ``search_kwargs`` keys.
 _FIELD_KEYS = frozenset({"k", "score_threshold", "thread_id", "where", "max_parts"})
 
@@ -145,7 +141,7 @@ class ContextualRetriever(BaseRetriever):
             messages_to_openai(messages),
             thread_id,
             first_turn=first_turn,
-            metadata=_safe_metadata(metadata) or None,
+            metadata=metadata,
             include_system=include_system,
         )
 
@@ -160,14 +156,14 @@ class ContextualRetriever(BaseRetriever):
 
         ``page_content`` → the text; ``metadata["title"]`` → the title (it labels the pieces and is
         not stored again as metadata); ``Document.id`` → the document id (re-adding the same id
-        replaces changed sections). A Document without an id gets a hash of its text as id — not
-        its title, the core's default for dicts: loaders give every page of a file the same title,
-        and pages would silently replace each other.
+        replaces changed sections). A Document without an id gets the core's default id, a hash
+        of its title and text (the same id a LlamaIndex ``Document`` with that text and title
+        gets): pages of one file that share a title stay apart.
         The rest of the metadata is stored as caller metadata (nested dicts flattened, lists
-        JSON-encoded). Keys ctxret writes itself (``RESERVED_KEYS`` of the core: ``thread_id``,
-        ``doc_id``, ``kind``, ``timestamp``, ``body``, … and the retriever's output keys
-        ``group*``/``score*``) are stored with the ``meta_`` prefix (``thread_id`` →
-        ``meta_thread_id``) rather than rejected. ``thread_id`` (the search scope) defaults to
+        JSON-encoded). Keys ctxret writes itself (``thread_id``, ``doc_id``, ``kind``,
+        ``timestamp``, ``body``, … and the retrievers' output keys ``group*``/``score*``) are
+        stored with the ``meta_`` prefix (``thread_id`` → ``meta_thread_id``), by the core's one
+        policy (:mod:`ctxret.storage.schema`). ``thread_id`` (the search scope) defaults to
         each document's id, as in the core.
         """
         if isinstance(documents, Document):
@@ -180,14 +176,13 @@ class ContextualRetriever(BaseRetriever):
                 )
             meta = dict(doc.metadata or {})
             title = meta.pop("title", None)
-            item: dict[str, Any] = {"text": doc.page_content, "metadata": _safe_metadata(meta)}
+            item: dict[str, Any] = {"text": doc.page_content, "metadata": meta}
             if title not in (None, ""):
                 item["title"] = str(title)
-            item["id"] = str(doc.id) if doc.id not in (None, "") else document_id(doc.page_content)
+            if doc.id not in (None, ""):
+                item["id"] = str(doc.id)
             items.append(item)
-        return self.index.add_documents(
-            items, thread_id=thread_id, metadata=_safe_metadata(metadata) or None
-        )
+        return self.index.add_documents(items, thread_id=thread_id, metadata=metadata)
 
     # -- search -----------------------------------------------------------------------------------
     def _search_params(
@@ -259,38 +254,5 @@ def hit_to_document(
     hit: Hit, group: Group, rank: int, parts: Sequence[str] | None = None
 ) -> Document:
     """One :class:`Hit` of ``group`` as a Document with the group and score keys in its metadata."""
-    parts = list(parts) if parts is not None else [group.part]
-    meta: dict[str, Any] = dict(hit.metadata)
-    meta.update(
-        group=int(group.part_index),
-        group_query=group.part,
-        group_rank=int(rank),
-        group_count=len(parts),
-        group_parts=parts,
-        score=float(hit.score),
-        score_scale=_score_scale(hit),
-    )
-    for name, value in hit.scores.items():
-        meta[f"score_{name}"] = float(value)
-    if hit.parent_text is not None:  # search_kwargs={"parents": True}: the whole turn or section
-        meta["parent_text"] = hit.parent_text
+    meta = hit_metadata(hit, group, rank, list(parts) if parts is not None else [group.part])
     return Document(page_content=hit.text, metadata=meta, id=str(hit.id))
-
-
-def _score_scale(hit: Hit) -> str:
-    """Name the score ``hit.score`` is: ``"fused"`` with hybrid search, else ``"cosine"``."""
-    return hit.score_scale
-
-
-def _safe_metadata(meta: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Caller metadata with keys that ctxret or the retriever write moved under ``meta_``."""
-    out: dict[str, Any] = {}
-    taken = RESERVED_KEYS | OUTPUT_KEYS
-    for key, value in (meta or {}).items():
-        name = str(key)
-        if name in taken or name.startswith("score_"):
-            name = METADATA_PREFIX + name
-            while name in out or name in (meta or {}):
-                name = METADATA_PREFIX + name
-        out[name] = value
-    return out

@@ -32,12 +32,12 @@ from dataclasses import replace
 from itertools import pairwise
 from typing import Any
 
-from ctxret.documents import document_turns
 from ctxret.errors import InputError
-from ctxret.index import ContextualIndex, piece_metadata
+from ctxret.index import ContextualIndex
+from ctxret.ingest.documents import document_turns
+from ctxret.ingest.turns import MIN_BODY_BYTES, Piece, Turn, label_pieces, turns_from_messages
 from ctxret.results import IndexResult
-from ctxret.text import PACKER_VERSION
-from ctxret.turns import MIN_BODY_BYTES, Piece, Turn, label_pieces, turns_from_messages
+from ctxret.storage.schema import RETRIEVAL_KEYS, piece_metadata
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.node_parser.interface import NodeParser
 from llama_index.core.schema import BaseNode, Document, MetadataMode, NodeRelationship, TextNode
@@ -58,8 +58,6 @@ __all__ = [
 CHAT_KEYS = ("messages", "thread_id", "first_turn")
 #: Metadata keys of a text ``Document`` that steer ingestion (not written on the pieces).
 DOCUMENT_KEYS = ("doc_id", "title", "thread_id")
-#: Keys the retriever adds to a node's metadata (never embedded, never shown to the LLM).
-RETRIEVAL_KEYS = frozenset({"group", "group_query", "group_rank", "group_count"})
 _SCORE_PREFIX = "score_"
 
 
@@ -265,10 +263,10 @@ class ContextualNodeParser(NodeParser):
                 )
             data["piece_bytes"] = index.piece_bytes
             data["index_config"] = {
-                "model_id": index.config["model_id"],
-                "max_tokens": index.config["max_tokens"],
+                "model_id": index.config.model_id,
+                "max_tokens": index.config.max_tokens,
                 "piece_bytes": index.piece_bytes,
-                "packer": index.config.get("packer", PACKER_VERSION),
+                "packer": index.config.packer,
             }
         super().__init__(**data)
         self._index = index

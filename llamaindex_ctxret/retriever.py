@@ -13,6 +13,7 @@ from typing import Any, Literal
 from ctxret.errors import InputError
 from ctxret.index import ContextualIndex
 from ctxret.results import Group
+from ctxret.storage.schema import hit_metadata
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
@@ -29,7 +30,8 @@ def groups_to_nodes(groups: Sequence[Group]) -> list[NodeWithScore]:
 
     Each node is the stored piece (node id = piece id, text = header + body, metadata = the
     stored metadata) plus ``group`` (the part's index, from 0), ``group_query`` (the part's text),
-    ``group_rank`` (0 = the group's best hit), ``group_count`` (the number of parts) and one
+    ``group_rank`` (0 = the group's best hit), ``group_count`` (the number of parts),
+    ``group_parts`` (every part's text) and one
     ``score_<name>`` per named score of the hit (``score_cosine``; with hybrid search also
     ``score_bm25`` and ``score_fused``), named as in ``langchain_ctxret``. These keys
     replace caller metadata of the same name. ``score`` is the hit's ranking score and
@@ -37,22 +39,11 @@ def groups_to_nodes(groups: Sequence[Group]) -> list[NodeWithScore]:
     search, ``"fused"`` (in [0, 1], relative to the part's candidates) for hybrid search — the same
     convention as ``langchain_ctxret``. Scores are monotonic inside a group.
     """
+    parts = [g.part for g in groups]
     out: list[NodeWithScore] = []
     for group in groups:
         for rank, hit in enumerate(group.hits):
-            meta = dict(hit.metadata)
-            meta.update({f"score_{name}": float(value) for name, value in hit.scores.items()})
-            meta.update(
-                {
-                    "group": group.part_index,
-                    "group_query": group.part,
-                    "group_rank": rank,
-                    "group_count": len(groups),
-                    "score_scale": hit.score_scale,
-                }
-            )
-            if hit.parent_text is not None:  # search_kwargs={"parents": True}
-                meta["parent_text"] = hit.parent_text
+            meta = hit_metadata(hit, group, rank, parts)
             out.append(NodeWithScore(node=piece_node(hit.id, hit.text, meta), score=float(hit.score)))
     return out
 

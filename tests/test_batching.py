@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxret import MAX_BYTES_PER_REQUEST, MAX_INPUTS_PER_REQUEST, InputError, InputTooLongError, plan_batches
-from ctxret.batching import utf8_len
+from ctxret import InputError, InputTooLongError
+from ctxret.embedders.batching import MAX_BYTES_PER_REQUEST, MAX_INPUTS_PER_REQUEST, plan_batches
+from ctxret.embedders.batching import utf8_len
 
 PROPS = settings(max_examples=200, deadline=None)
 

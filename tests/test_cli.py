@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 from ctxret import cli
+from ctxret.cli import demo as cli_demo
+from ctxret.cli import settings as cli_settings
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -451,7 +453,7 @@ def test_demo_prints_groups_next_to_the_single_vector(tmp_path):
     proc = ok(run("demo", cwd=tmp_path, env=_env(CTXRET_STORE=str(tmp_path / "must-not-be-used"))))
     elapsed = time.monotonic() - started
     out = proc.stdout
-    queries = json.loads(cli.demo_files()[1].read_text(encoding="utf-8"))
+    queries = json.loads(cli_demo.demo_files()[1].read_text(encoding="utf-8"))
     assert out.count("-- per-part groups") == len(queries)
     assert out.count("-- one whole-message vector") == len(queries)
     dogs = out.split("Part 8: What were my dogs' names again?")[1].split("--")[0].splitlines()[1:]
@@ -477,7 +479,7 @@ def test_settings_flag_beats_env_beats_default():
         chroma_host=None,
         chroma_port=8000,
         embedder="local",
-        model=cli.DEFAULT_OPENAI_MODEL,
+        model=cli_settings.DEFAULT_OPENAI_MODEL,
         dims=None,
         weight=None,
     )
@@ -531,12 +533,12 @@ def test_demo_names_where_the_expected_facts_are(local_embedder, capsys):
     index = ContextualIndex(
         in_memory=True, collection="demo-unit", embedder=local_embedder, progress=False
     )
-    threads, queries = cli.demo_files()
+    threads, queries = cli_demo.demo_files()
     index.add_turns(cli.read_input_file(threads).turns)
     query = next(
         q for q in json.loads(queries.read_text(encoding="utf-8")) if "dogs' names" in q["message"]
     )
-    cli._demo_query(index, {**query, "expect": ["Biscuit"]}, 1, 1, 2, index.score_threshold)
+    cli_demo._demo_query(index, {**query, "expect": ["Biscuit"]}, 1, 1, 2, index.score_threshold)
     out = capsys.readouterr().out
     dogs = out.split("Part 8:")[1].splitlines()[1]
     assert "Biscuit" in dogs and "…" in dogs  # the snippet jumps to the fact

@@ -7,9 +7,10 @@ import asyncio
 import numpy as np
 import pytest
 
-from ctxret import ContextualIndex, InputError, label_pieces, turns_from_messages
-from ctxret.context import context_vectors, late_context_vectors
-from ctxret.parents import expand_parents, parent_texts
+from ctxret import ContextualIndex, InputError
+from ctxret.ingest.turns import label_pieces, turns_from_messages
+from ctxret.ingest.context import context_vectors, late_context_vectors
+from ctxret.query.parents import expand_parents, parent_texts
 
 MESSAGES = [
     {"role": "user", "content": "Maria Chen, our CEO, was presented with a buyout proposal by Helix Capital."},
@@ -102,7 +103,7 @@ def test_index_with_each_context_strategy(tmp_path, local_embedder, strategy):
     index = ContextualIndex(tmp_path / strategy, embedder=local_embedder, context=strategy, lexical=False)
     index.add_messages(MESSAGES, "board")
     assert index.store.stored_config()["context"] == strategy
-    vecs = [r["embedding"] for r in index.store.iter_records(None, include=("embeddings",))]
+    vecs = [r["embedding"] for r in index.store.chroma.iter_records(None, include=("embeddings",))]
     assert np.allclose(np.linalg.norm(np.asarray(vecs), axis=1), 1.0, atol=1e-5)
     groups = index.search("Who offered to buy out the CEO? How much paper did we order?", k=1)
     assert "Helix" in groups[0].hits[0].text or "refused" in groups[0].hits[0].text
@@ -115,7 +116,7 @@ def test_late_context_with_zero_weight_is_pure_late_chunking(tmp_path, local_emb
     turn = turns_from_messages(MESSAGES[:2], "board")[0]
     pieces = index.fit_pieces(turn)
     expected = late_context_vectors(local_embedder, pieces)
-    stored = {r["id"]: r["embedding"] for r in index.store.iter_records(None, include=("embeddings",))}
+    stored = {r["id"]: r["embedding"] for r in index.store.chroma.iter_records(None, include=("embeddings",))}
     for p, e in zip(pieces, expected):
         assert float(np.dot(stored[p.id], e)) == pytest.approx(1.0, abs=1e-5)
 
@@ -144,7 +145,7 @@ def test_search_with_parents(tmp_path, local_embedder):
 
 
 def test_query_weight_is_separate_from_the_stored_weight(tmp_path, local_embedder):
-    from ctxret.index import query_vectors
+    from ctxret.query.vectors import query_vectors
 
     message = "Who offered to buy out the CEO? How much paper did we order?"
     index = ContextualIndex(tmp_path / "qw", embedder=local_embedder, context="late", weight=0.0, query_weight=0.8, lexical=False)

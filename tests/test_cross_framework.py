@@ -123,7 +123,7 @@ def _write_llamaindex(index: ContextualIndex) -> None:
 def _records(index: ContextualIndex) -> dict[str, tuple[str, dict]]:
     return {
         r["id"]: (r["document"], r["metadata"])
-        for r in index.store.iter_records(None, include=("documents", "metadatas"))
+        for r in index.store.chroma.iter_records(None, include=("documents", "metadatas"))
     }
 
 
@@ -180,10 +180,11 @@ def test_both_writers_store_the_same_records(stores, local_embedder):
     assert lc == li  # same ids, texts and metadata
     lc_index, li_index = (_index(p, local_embedder) for p in stores)
     ids = sorted(lc)
-    lc_vecs = lc_index.store.collection.get(ids=ids, include=["embeddings"])
-    li_vecs = li_index.store.collection.get(ids=ids, include=["embeddings"])
-    by_id = dict(zip(li_vecs["ids"], li_vecs["embeddings"], strict=True))
-    for rid, vec in zip(lc_vecs["ids"], lc_vecs["embeddings"], strict=True):
+    lc_vecs = lc_index.store.chroma.get(ids, include=("embeddings",))
+    li_vecs = li_index.store.chroma.get(ids, include=("embeddings",))
+    by_id = {r["id"]: r["embedding"] for r in li_vecs}
+    assert len(by_id) == len(lc_vecs) == len(ids)
+    for rid, vec in ((r["id"], r["embedding"]) for r in lc_vecs):
         assert abs(vec - by_id[rid]).max() < 1e-6  # same blended vectors
 
 
@@ -226,3 +227,36 @@ async def test_async_paths_agree(stores, local_embedder):
     li_nodes = await LIRetriever(index, similarity_top_k=K, score_threshold=None).aretrieve(query)
     _assert_same(_lc_rows(lc_docs), _li_rows(li_nodes))
     assert {row[2] for row in _li_rows(li_nodes)} == {0, 1}
+
+
+def _stored(index: ContextualIndex) -> dict[str, dict]:
+    return {r["id"]: r["metadata"] for r in index.store.chroma.iter_records(None)}
+
+
+def test_documents_without_ids_get_one_id_policy(tmp_path, local_embedder):
+    """The same text and title with no id: the same document id and pieces through either framework
+    (LangChain used to hash the text alone, LlamaIndex the title and text)."""
+    text = "The office closes at noon on Friday. Badge readers reset over the weekend."
+    lc = ContextualIndex(tmp_path / "lc", embedder=local_embedder, lexical=False)
+    li = ContextualIndex(tmp_path / "li", embedder=local_embedder, lexical=False)
+    LCRetriever(index=lc).add_documents([LCDocument(page_content=text, metadata={"title": "Facilities"})])
+    add_documents_to_index(li, [LIDocument(text=text, metadata={"title": "Facilities"})])
+    core = ContextualIndex(tmp_path / "core", embedder=local_embedder, lexical=False)
+    core.add_documents([{"text": text, "title": "Facilities"}])
+    assert _stored(lc) == _stored(li) == _stored(core) and _stored(lc)
+    assert {m["doc_id"] for m in _stored(lc).values()} == {m["thread_id"] for m in _stored(lc).values()}
+
+
+def test_reserved_caller_keys_have_one_policy(tmp_path, local_embedder):
+    """Caller metadata named like ctxret's own keys is stored as ``meta_<key>`` by both adapters
+    (LlamaIndex used to refuse what LangChain renamed)."""
+    meta = {"title": "Notes", "kind": "memo", "timestamp": "yesterday", "score": 5, "owner": "dana"}
+    lc = ContextualIndex(tmp_path / "lc", embedder=local_embedder, lexical=False)
+    li = ContextualIndex(tmp_path / "li", embedder=local_embedder, lexical=False)
+    LCRetriever(index=lc).add_documents([LCDocument(page_content=VET, metadata=dict(meta), id="vet")])
+    add_documents_to_index(li, [LIDocument(text=VET, metadata={**meta, "doc_id": "vet"})])
+    stored = _stored(lc)
+    assert stored == _stored(li) and stored
+    for m in stored.values():
+        assert (m["meta_kind"], m["meta_timestamp"], m["meta_score"], m["owner"]) == ("memo", "yesterday", 5, "dana")
+        assert m["kind"] == "section" and "timestamp" not in m

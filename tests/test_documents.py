@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from ctxret import InputError, document_turns, label_pieces, split_sections
-from ctxret.documents import SECTION_MAX_BYTES, document_id
+from ctxret import InputError
+from ctxret.ingest.documents import document_turns, split_sections
+from ctxret.ingest.turns import label_pieces
+from ctxret.ingest.documents import SECTION_MAX_BYTES, document_id
 
 RUNBOOK = """\
 This runbook is for the on-call engineer.

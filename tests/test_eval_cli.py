@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from ctxret.cli.settings import UsageError
+
 from ctxret.evaluation import cli
 from ctxret.evaluation.report import markdown_table, pct, threads_table
 from test_eval_threads import write_synthetic
@@ -36,13 +38,15 @@ def test_register_eval_adds_the_three_commands():
     args = parser.parse_args(["eval", "controlled", "fx.json", "--json", "o.json", "--plot", "o.png"])
     assert args.func is cli.cmd_controlled
     assert (args.fixture, args.json_out, args.plot) == ("fx.json", "o.json", "o.png")
-    assert (args.k, args.weight, args.embedder, args.seed) == (5, 0.8, "local", 0)
+    assert (args.k, cli._weight(args), args.seed) == (5, 0.8, 0)
+    assert cli.resolve_settings(args).embedder == "local"
     args = parser.parse_args(["eval", "threads", "data/", "-k", "3", "--representations", "bm25,pieces", "--limit-queries", "7"])
     assert args.func is cli.cmd_threads and args.k == 3 and args.representations == "bm25,pieces" and args.limit_queries == 7
     args = parser.parse_args(["eval", "calibrate", "data/", "--weight", "0.9"])
-    assert args.func is cli.cmd_calibrate and args.weight == 0.9
-    with pytest.raises(SystemExit):
-        parser.parse_args(["eval", "threads", "data/", "--weight", "1.5"])
+    assert args.func is cli.cmd_calibrate and cli._weight(args) == 0.9
+    args = parser.parse_args(["eval", "threads", "data/", "--weight", "1.5"])
+    with pytest.raises(UsageError, match="between 0 and 1"):
+        cli._weight(args)
     with pytest.raises(SystemExit):
         parser.parse_args(["eval"])
 
@@ -112,9 +116,7 @@ def test_errors_exit_1_with_a_message_and_usage_exits_2(run, tmp_path, capsys):
     bad.write_text('{"version": 1, "families": []}')
     code, _, err = run("eval", "controlled", bad)
     assert code == 1 and "families" in err
-    with pytest.raises(SystemExit) as exc:  # argparse: a usage error
-        cli.main(["eval", "threads", str(tmp_path), "--weight", "2"])
-    assert exc.value.code == 2
+    assert cli.main(["eval", "threads", str(tmp_path), "--weight", "2"]) == 2  # a usage error
     # the same through the main `ctxret` command
     from ctxret.cli import main as ctxret_main
 
@@ -130,9 +132,25 @@ def test_openai_embedder_is_built_from_the_environment(fake_openai, monkeypatch,
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.url)
     path = write_synthetic(tmp_path)
-    code = cli.main(["eval", "threads", str(path), "--embedder", "openai", "--dimensions", "384",
+    code = cli.main(["eval", "threads", str(path), "--embedder", "openai", "--dims", "384",
                      "--representations", "pieces_blend,bm25", "--query-sets", "facts", "--quiet"])
     out = capsys.readouterr()
     assert code == 0, out.err
     assert "text-embedding-3-small" in out.out and "| pieces_blend" in out.out
     assert fake_openai.requests  # the embeddings went through the OpenAI client
+
+
+def test_top_level_embedder_options_reach_eval(fake_openai, monkeypatch, tmp_path, capsys):
+    """``ctxret --embedder openai --dims 256 eval threads ...``: the options before ``eval`` are the
+    ones eval uses (they used to be dropped: eval ran the local model at 384 dimensions)."""
+    from ctxret.cli import main as ctxret_main
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.url)
+    path = write_synthetic(tmp_path)
+    code = ctxret_main(["--embedder", "openai", "--dims", "256", "eval", "threads", str(path),
+                        "--representations", "pieces_blend", "--query-sets", "facts", "--quiet"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "text-embedding-3-small" in out.out
+    assert fake_openai.requests and all(r.dimensions == 256 for r in fake_openai.requests)

@@ -317,8 +317,8 @@ def test_context_representations_store_what_the_runtime_stores(home_index, local
     index = ContextualIndex(in_memory=True, embedder=local_embedder, collection=f"eval-{context}-{int(weight * 10)}",
                             context=context, weight=weight, lexical=False)
     index.add_messages(HOME["messages"], thread_id="home")
-    got = index.store.collection.get(ids=home_index.piece_ids, include=["embeddings"])
-    runtime = dict(zip(got["ids"], np.asarray(got["embeddings"], dtype=np.float32)))
+    got = index.store.chroma.get(home_index.piece_ids, include=("embeddings",))
+    runtime = {r["id"]: np.asarray(r["embedding"], dtype=np.float32) for r in got}
     assert set(runtime) == set(home_index.piece_ids)
     harness = home_index.stored(context, weight)
     for i, pid in enumerate(home_index.piece_ids):
@@ -369,7 +369,7 @@ def test_hybrid_default_is_the_runtime_search(home_index, local_embedder):
 
 def test_floor_mask_is_the_runtime_rule():
     from ctxret.evaluation.hybrid import RUNTIME_DEFAULT, floor_mask
-    from ctxret.fusion import DEFAULT_LEXICAL_FLOOR, FusionSettings
+    from ctxret.query.fusion import DEFAULT_LEXICAL_FLOOR, FusionSettings
 
     cos = np.array([0.6, 0.2, 0.2, 0.1])
     cov = np.array([0.0, 0.3, 0.29, 1.0])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ctxret.errors import InputError
-from ctxret.fusion import (
+from ctxret.query.fusion import (
     DEFAULT_CANDIDATES,
     DEFAULT_FUSION,
     DEFAULT_LEXICAL_WEIGHT,
@@ -142,7 +142,7 @@ def test_bad_settings_are_refused_with_the_fix():
 def test_passes_floor_rule_on_scalars_and_arrays():
     import numpy as np
 
-    from ctxret.fusion import RESCUE_COSINE_SHARE, passes_floor
+    from ctxret.query.fusion import RESCUE_COSINE_SHARE, passes_floor
 
     assert RESCUE_COSINE_SHARE == 0.5
     assert passes_floor(0.31, 0.0, 0.3, 0.3) is True  # over the floor

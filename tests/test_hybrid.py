@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from ctxret import ContextualIndex, InputError
-from ctxret.fusion import FusionMethod
-from ctxret.lexical import default_lexical_path
+from ctxret.query.fusion import FusionMethod
+from ctxret.storage.lexical import default_lexical_path
 from sample_threads import GARDEN, thread
 
 
@@ -50,7 +50,7 @@ def tenant_thread(n: int) -> list[dict]:
 
 
 def chroma_ids(index: ContextualIndex) -> dict[str, str]:
-    return {r["id"]: str(r["metadata"]["thread_id"]) for r in index.store.iter_records(None)}
+    return {r["id"]: str(r["metadata"]["thread_id"]) for r in index.store.chroma.iter_records(None)}
 
 
 def assert_in_step(index: ContextualIndex) -> None:
@@ -70,8 +70,9 @@ def ids_of(groups) -> list[list[str]]:
 
 @pytest.fixture
 def make(tmp_path, local_embedder):
-    def _make(path=None, **kw) -> ContextualIndex:
-        return ContextualIndex(path or tmp_path / "store", embedder=local_embedder, **kw)
+    def _make(path=None, rebuild=False, **kw) -> ContextualIndex:
+        opener = ContextualIndex.rebuild if rebuild else ContextualIndex
+        return opener(path or tmp_path / "store", embedder=local_embedder, **kw)
 
     return _make
 
@@ -121,9 +122,9 @@ def test_lexical_defaults_per_store(tmp_path, local_embedder, make):
 
 
 def test_without_fts5_the_default_falls_back_to_dense(tmp_path, make, monkeypatch):
-    import ctxret.index as index_module
+    import ctxret.storage.pieces as pieces_module
 
-    monkeypatch.setattr(index_module, "fts5_available", lambda: False)
+    monkeypatch.setattr(pieces_module, "fts5_available", lambda: False)
     index = make(tmp_path / "nofts")
     assert index.lexical_index is None
     index.add_messages(GARDEN[:2], thread_id="g")
@@ -158,13 +159,13 @@ def test_add_replace_delete_clear_stay_in_step(make):
     assert index.add_messages(GARDEN, thread_id="garden").added == 0
     assert index.lexical_index.ids() == before
     # replace a changed turn: the old pieces leave both stores, the new text is searchable
-    old_turn = {r["id"] for r in index.store.iter_records({"turn_id": "garden#2"})}
+    old_turn = {r["id"] for r in index.store.chroma.iter_records({"turn_id": "garden#2"})}
     changed = [dict(m) for m in GARDEN]
     changed[2]["content"] = "Our orthodontist appointment moved to Friday at 10 am."
     r = index.add_messages(changed, thread_id="garden")
     assert r.replaced >= 1 and r.turns_changed == 1
     assert_in_step(index)
-    new_turn = {r["id"] for r in index.store.iter_records({"turn_id": "garden#2"})}
+    new_turn = {r["id"] for r in index.store.chroma.iter_records({"turn_id": "garden#2"})}
     gone = old_turn - new_turn
     assert gone and not (gone & index.lexical_index.ids())
     assert new_turn <= index.lexical_index.ids()
@@ -333,8 +334,8 @@ def test_scores_are_named_and_exact(corpus):
     parts, qvecs = corpus.query_vectors("hotel booking reference XJ42Q")
     groups = corpus.search("hotel booking reference XJ42Q", k=5, thread_id="travel", score_threshold=None)
     hits = groups[0].hits
-    vecs = corpus.store.collection.get(ids=[h.id for h in hits], include=["embeddings"])
-    by_id = dict(zip(vecs["ids"], np.asarray(vecs["embeddings"], dtype=np.float64)))
+    vecs = corpus.store.chroma.get([h.id for h in hits], include=("embeddings",))
+    by_id = {r["id"]: np.asarray(r["embedding"], dtype=np.float64) for r in vecs}
     q = qvecs[0] / np.linalg.norm(qvecs[0])
     for h in hits:
         assert set(h.scores) == {"cosine", "bm25", "fused"}
@@ -375,7 +376,7 @@ def test_floor_with_fusion_keeps_strong_lexical_hits_and_empty_parts(corpus):
 
 
 def test_dense_only_behaviour_is_unchanged(corpus, local_embedder):
-    plain = ContextualIndex(corpus.store.path, embedder=local_embedder, lexical=False)
+    plain = ContextualIndex(corpus.store.chroma.path, embedder=local_embedder, lexical=False)
     for q in ["tomatoes blight", "Lisbon flight. Passport renewal?", "東京タワー"]:
         a = corpus.search(q, k=3, lexical=False)
         b = plain.search(q, k=3)

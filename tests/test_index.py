@@ -51,14 +51,15 @@ def make_index(request, tmp_path, local_embedder):
     """Build ContextualIndex objects on one backend: an embedded folder, or the shared Chroma server."""
     collection = f"t-{uuid.uuid4().hex[:12]}"
 
-    def make(**kwargs):
+    def make(rebuild=False, **kwargs):
         kwargs.setdefault("embedder", local_embedder)
         kwargs.setdefault("collection", collection)
         kwargs.setdefault("lexical", False)  # the dense core; hybrid search is tested in test_hybrid.py
+        opener = ContextualIndex.rebuild if rebuild else ContextualIndex
         if request.param == "embedded":
-            return ContextualIndex(tmp_path / "store", **kwargs)
+            return opener(tmp_path / "store", **kwargs)
         server = request.getfixturevalue("chroma_server")
-        return ContextualIndex(host=server.host, port=server.port, **kwargs)
+        return opener(host=server.host, port=server.port, **kwargs)
 
     make.backend = request.param
     return make
@@ -66,7 +67,7 @@ def make_index(request, tmp_path, local_embedder):
 
 def all_ids(index: ContextualIndex, thread_id: str | None = None) -> set[str]:
     where = {"thread_id": thread_id} if thread_id else None
-    return {r["id"] for r in index.store.iter_records(where)}
+    return {r["id"] for r in index.store.chroma.iter_records(where)}
 
 
 def test_add_then_search_groups_obey_k_threshold_and_order(make_index):
@@ -124,18 +125,18 @@ def test_reindexing_same_content_is_idempotent_and_embeds_nothing(make_index, lo
 def test_changed_turn_replaces_its_pieces_without_orphans(make_index):
     index = make_index()
     index.add_messages(GARDEN, thread_id="home")
-    before = {r["id"]: r["metadata"] for r in index.store.iter_records({"turn_id": "home#2"})}
+    before = {r["id"]: r["metadata"] for r in index.store.chroma.iter_records({"turn_id": "home#2"})}
     edited = [dict(m) for m in GARDEN]
     edited[2] = {**edited[2], "content": "The orthodontist appointment moved to Friday at 10 am."}
     result = index.add_messages(edited, thread_id="home")
     assert result.turns_changed == 1 and result.added >= 1 and result.replaced >= 1
-    after = {r["id"]: r["metadata"] for r in index.store.iter_records({"turn_id": "home#2"})}
+    after = {r["id"]: r["metadata"] for r in index.store.chroma.iter_records({"turn_id": "home#2"})}
     bodies = [m["body"] for m in after.values()]
     assert any("orthodontist" in b for b in bodies)
     assert not any("dentist appointment moved to Thursday" in b for b in bodies)
     assert set(before) - set(after)  # the old user piece is gone
     # no orphans: exactly the pieces the core makes for the edited thread are stored
-    expected = {p.id for t in ctxret.turns_from_messages(edited, "home") for p in index.fit_pieces(t)}
+    expected = {p.id for t in ctxret.ingest.turns.turns_from_messages(edited, "home") for p in index.fit_pieces(t)}
     assert all_ids(index) == expected
 
 
@@ -160,14 +161,14 @@ def test_thread_scoping_never_leaks(make_index):
 def test_config_mismatch_is_refused_then_rebuilt_without_loss(make_index):
     index = make_index()
     index.add_messages(GARDEN, thread_id="home")
-    texts = sorted(r["metadata"]["body"] for r in index.store.iter_records(None))
+    texts = sorted(r["metadata"]["body"] for r in index.store.chroma.iter_records(None))
     with pytest.raises(ConfigMismatchError) as err:
         make_index(weight=0.9)
     assert "weight" in str(err.value) and "rebuild" in str(err.value)
     assert index.store.count() == len(texts)  # nothing lost by the refusal
     rebuilt = make_index(weight=0.9, rebuild=True)
-    assert rebuilt.config["weight"] == 0.9
-    assert sorted(r["metadata"]["body"] for r in rebuilt.store.iter_records(None)) == texts
+    assert rebuilt.config.weight == 0.9
+    assert sorted(r["metadata"]["body"] for r in rebuilt.store.chroma.iter_records(None)) == texts
     assert rebuilt.store.stored_config()["weight"] == 0.9
     # opening without naming the weight adopts the stored one
     assert make_index().weight == 0.9
@@ -176,9 +177,9 @@ def test_config_mismatch_is_refused_then_rebuilt_without_loss(make_index):
 def test_reindex_rebuilds_from_stored_pieces(make_index):
     index = make_index()
     index.add_messages(GARDEN, thread_id="home", metadata={"user": {"id": 7}, "tags": ["a", "b"]})
-    before = {r["id"]: r["metadata"] for r in index.store.iter_records(None)}
+    before = {r["id"]: r["metadata"] for r in index.store.chroma.iter_records(None)}
     result = index.reindex()
-    after = {r["id"]: r["metadata"] for r in index.store.iter_records(None)}
+    after = {r["id"]: r["metadata"] for r in index.store.chroma.iter_records(None)}
     assert result.added == len(before)
     assert set(after) == set(before)  # same packer, same budget: same pieces, same ids
     for pid, meta in after.items():
@@ -203,7 +204,7 @@ def test_delete_thread_only(make_index):
 
 def test_writes_are_chunked_to_the_store_batch_size(make_index):
     index = make_index()
-    index.store.max_batch = 3
+    index.store.chroma.max_batch = 3
     result = index.add_messages(GARDEN, thread_id="home")
     assert index.store.count() == result.added > 3
 
@@ -215,11 +216,14 @@ def test_failed_embedding_writes_nothing(make_index, local_embedder):
     assert index.store.count() == 0
 
 
-def test_reserved_metadata_is_refused_before_writing(make_index):
+def test_reserved_metadata_keys_are_stored_under_a_prefix(make_index):
+    """One policy for every entry point: a caller key ctxret uses itself is kept as ``meta_<key>``."""
     index = make_index()
-    with pytest.raises(InputError, match="reserved"):
-        index.add_messages(GARDEN, thread_id="home", metadata={"thread_id": "other"})
-    assert index.store.count() == 0
+    index.add_messages(GARDEN, thread_id="home", metadata={"thread_id": "other", "kind": "note", "group": 3})
+    metas = [r["metadata"] for r in index.store.chroma.iter_records(None)]
+    assert metas and all(m["thread_id"] == "home" and m["kind"] == "turn" for m in metas)
+    assert all((m["meta_thread_id"], m["meta_kind"], m["meta_group"]) == ("other", "note", 3) for m in metas)
+    assert index.search("dentist", k=1, thread_id="other")[0].hits == ()  # the scope is ctxret's, not the caller's
 
 
 def test_empty_message_and_bad_k(make_index):
@@ -253,7 +257,7 @@ def test_documents_sections_are_context(make_index):
     edited = doc.replace("Snapshots run nightly at 2 am.", "Snapshots run hourly.")
     again = index.add_documents([{"text": edited, "title": "Ops runbook", "id": "runbook", "metadata": {"team": "infra"}}])
     assert again.turns_changed == 1 and again.replaced == 1
-    bodies = [r["metadata"]["body"] for r in index.store.iter_records({"doc_id": "runbook"})]
+    bodies = [r["metadata"]["body"] for r in index.store.chroma.iter_records({"doc_id": "runbook"})]
     assert any("hourly" in b for b in bodies) and not any("nightly" in b for b in bodies)
 
 
@@ -276,7 +280,7 @@ def test_large_tool_result_is_packed_to_fit_the_model(make_index, local_embedder
         {"role": "tool", "tool_call_id": "c1", "content": rows},
     ]
     index.add_messages(messages, thread_id="ops")
-    records = list(index.store.iter_records(None, include=("metadatas", "documents")))
+    records = list(index.store.chroma.iter_records(None, include=("metadatas", "documents")))
     texts = [r["document"] for r in records]
     assert max(local_embedder.count_tokens(texts)) <= local_embedder.max_tokens
     tool = sorted((r["metadata"] for r in records if r["metadata"]["source_kind"] == "tool"), key=lambda m: m["ordinal"])
@@ -315,7 +319,7 @@ def test_invalid_collection_name_is_refused(tmp_path, local_embedder):
 
 
 def test_flatten_metadata():
-    from ctxret.store import flatten_metadata
+    from ctxret.storage.schema import flatten_metadata
 
     flat = flatten_metadata({"a": {"b": 1, "c": {"d": "x"}}, "l": [1, 2], "n": None, "f": 1.5, "t": True})
     assert flat == {"a.b": 1, "a.c.d": "x", "l": "[1, 2]", "f": 1.5, "t": True}

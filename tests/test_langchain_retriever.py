@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from ctxret.errors import InputError
 from ctxret.index import ContextualIndex
 from ctxret.results import Group, Hit
 from ctxret.text import split_prompt_chunks
-from ctxret.turns import label_pieces, turns_from_messages
+from ctxret.ingest.turns import label_pieces, turns_from_messages
 from langchain_core.callbacks import AsyncCallbackHandler, BaseCallbackHandler
 from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
@@ -255,7 +256,7 @@ def test_search_kwargs_are_forwarded(index):
     assert {
         d.metadata["group"] for d in r.invoke(TWO_PARTS, max_parts=1, search_kwargs={"split": True})
     } == {0}
-    with pytest.raises(TypeError):  # forwarded as is: the core rejects what it does not know
+    with pytest.raises(InputError, match="unknown search option.*no_such_option"):  # the core names what it does not know
         ContextualRetriever(index=index, search_kwargs={"no_such_option": 1}).invoke(TWO_PARTS)
 
 

@@ -10,16 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxret.errors import InputError
-from ctxret.lexical import (
-    LEXICAL_VERSION,
-    MAX_QUERY_TOKENS,
-    MAX_TOKEN_CHARS,
-    LexicalIndex,
-    default_lexical_path,
-    query_tokens,
-    scope_token,
-    tokenize,
-)
+from ctxret.storage.lexical import LEXICAL_VERSION, LexicalIndex, default_lexical_path, scope_token
+from ctxret.storage.tokenize import MAX_QUERY_TOKENS, MAX_TOKEN_CHARS, query_tokens, tokenize
 
 
 # -- tokenizer ------------------------------------------------------------------------------------
@@ -302,7 +294,7 @@ def test_two_connections_share_one_file(tmp_path):
 
 
 def test_missing_fts5_is_a_clear_error(monkeypatch):
-    import ctxret.lexical as lexical_module
+    import ctxret.storage.lexical as lexical_module
     from ctxret.errors import CtxretError
 
     monkeypatch.setattr(lexical_module, "fts5_available", lambda: False)

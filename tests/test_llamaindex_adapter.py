@@ -6,10 +6,10 @@ import pytest
 
 pytest.importorskip("llama_index.core")
 
-from ctxret.documents import document_turns  # noqa: E402
+from ctxret.ingest.documents import document_turns  # noqa: E402
 from ctxret.errors import InputError  # noqa: E402
 from ctxret.index import ContextualIndex  # noqa: E402
-from ctxret.turns import label_pieces  # noqa: E402
+from ctxret.ingest.turns import label_pieces  # noqa: E402
 from llama_index.core import Document  # noqa: E402
 from llama_index.core.ingestion import IngestionCache, IngestionPipeline  # noqa: E402
 from llama_index.core.ingestion.pipeline import get_transformation_hash  # noqa: E402
@@ -91,7 +91,7 @@ def _documents() -> list[Document]:
 
 
 def _records(index: ContextualIndex) -> dict[str, dict]:
-    return {r["id"]: r for r in index.store.iter_records(None, include=("documents", "metadatas"))}
+    return {r["id"]: r for r in index.store.chroma.iter_records(None, include=("documents", "metadatas"))}
 
 
 @pytest.fixture

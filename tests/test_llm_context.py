@@ -7,8 +7,10 @@ import pytest
 from langchain_core.language_models.fake import FakeListLLM
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
-from ctxret import ContextualIndex, InputError, chunk_search_vector, turns_from_messages
-from ctxret.lexical import LexicalIndex
+from ctxret import ContextualIndex, InputError
+from ctxret.blend import chunk_search_vector
+from ctxret.ingest.turns import turns_from_messages
+from ctxret.storage.lexical import LexicalIndex
 from langchain_ctxret import llm_contextualizer
 from langchain_ctxret.contextual import parse_numbered_lines
 
@@ -26,7 +28,7 @@ def situate(passage: str, bodies):
 def test_llm_context_is_stored_blended_and_indexed_for_bm25(tmp_path, local_embedder):
     index = ContextualIndex(tmp_path / "llm", embedder=local_embedder, context="llm", contextualizer=situate)
     index.add_messages(MESSAGES, "board")
-    records = list(index.store.iter_records(None, include=("metadatas", "documents", "embeddings")))
+    records = list(index.store.chroma.iter_records(None, include=("metadatas", "documents", "embeddings")))
     assert records and all(r["metadata"]["context_text"].startswith("From the Zephyrine board minutes") for r in records)
     # the shown/embedded piece text stays the original; the line is the context vector
     for r in records:
@@ -39,9 +41,9 @@ def test_llm_context_is_stored_blended_and_indexed_for_bm25(tmp_path, local_embe
     assert {h[0] for h in hits} == {r["id"] for r in records}
     # and a lexical repair from Chroma keeps it (the line is stored with the piece)
     fresh = LexicalIndex(tmp_path / "repaired.sqlite3")
-    from ctxret.lexical import sync_from_store
+    from ctxret.storage.lexical import sync_from_store
 
-    sync_from_store(fresh, index.store, full=True)
+    sync_from_store(fresh, index.store.chroma, full=True)
     assert len(fresh.search("Zephyrine", 5)) == len(records)
 
 
@@ -91,7 +93,7 @@ def test_langchain_llm_contextualizer(tmp_path, local_embedder, make):
     pieces = index.fit_pieces(turn)
     assert len(pieces) == 2
     index.add_messages(MESSAGES, "board")
-    lines = sorted(r["metadata"]["context_text"] for r in index.store.iter_records(None))
+    lines = sorted(r["metadata"]["context_text"] for r in index.store.chroma.iter_records(None))
     assert lines == ["Helix Capital's buyout offer to CEO Maria Chen.", "Maria Chen refuses the Helix buyout."]
     # the pronoun piece is found by the name its context line gives it
     groups = index.search("Did Maria Chen refuse the offer?", k=1, thread_id="board", lexical=False)
@@ -102,7 +104,7 @@ def test_missing_line_falls_back_to_the_mean_context(tmp_path, local_embedder):
     llm = FakeListLLM(responses=["1. Helix Capital's buyout offer to CEO Maria Chen."])  # no line 2
     index = ContextualIndex(tmp_path / "fb", embedder=local_embedder, context="llm", contextualizer=llm_contextualizer(llm), lexical=False)
     index.add_messages(MESSAGES, "board")
-    records = sorted(index.store.iter_records(None, include=("metadatas", "embeddings", "documents")), key=lambda r: r["metadata"]["source_ordinal"])
+    records = sorted(index.store.chroma.iter_records(None, include=("metadatas", "embeddings", "documents")), key=lambda r: r["metadata"]["source_ordinal"])
     assert "context_text" in records[0]["metadata"] and "context_text" not in records[1]["metadata"]
     own = local_embedder.embed([r["document"] for r in records])
     mean = own.mean(axis=0)

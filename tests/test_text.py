@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxret import InputError, clean_text, pack_text_pieces, split_prompt_chunks, tail_utf8
+from ctxret import InputError
+from ctxret.text import clean_text, pack_text_pieces, split_prompt_chunks, tail_utf8
 from ctxret.text import (
     LONG_PART_WORDS,
     MAX_PARTS,

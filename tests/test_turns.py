@@ -13,9 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxret import InputError, Piece, Source, Turn, label_pieces, piece_id, turns_from_messages
+from ctxret import InputError
+from ctxret.ingest.turns import Piece, Source, Turn, label_pieces, piece_id, turns_from_messages
 from ctxret.text import clean_text
-from ctxret.turns import MIN_BODY_BYTES, format_time, make_header, parse_time
+from ctxret.ingest.turns import MIN_BODY_BYTES, format_time, make_header, parse_time
 
 PROPS = settings(max_examples=100, deadline=None)
 
@@ -512,7 +513,7 @@ PIECE_ID_ARGS = ("thread-a", 4, 1, 0, "[Turn 4 · Tool logistics_export]\nrésum
 
 def test_piece_id_is_stable_across_processes():
     code = (
-        "import sys, json; from ctxret import piece_id; "
+        "import sys, json; from ctxret.ingest.turns import piece_id; "
         "args = json.loads(sys.stdin.read()); print(piece_id(*args))"
     )
     here = piece_id(*PIECE_ID_ARGS)

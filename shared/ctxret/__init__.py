@@ -3,16 +3,20 @@
 Stored pieces are small and labelled and carry 20% of their turn in their vector; an incoming
 message is split into parts, each blended with the whole message, each searching on its own and
 keeping its own group of results.
+
+The public face is small: the :class:`ContextualIndex` facade, its configuration
+(:class:`IndexConfig`, :class:`SearchSettings`, :class:`FusionSettings`), its results
+(:class:`Group`, :class:`Hit`, :class:`IndexResult`), the embedders and the errors. The method's
+stages are plain functions under :mod:`ctxret.text` and :mod:`ctxret.blend` (the two primitives),
+:mod:`ctxret.ingest`, :mod:`ctxret.query`, :mod:`ctxret.embedders` and :mod:`ctxret.storage`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ._lazy import lazy_getattr
 from ._version import __version__
-from .batching import MAX_BYTES_PER_REQUEST, MAX_INPUTS_PER_REQUEST, plan_batches
-from .blend import CHUNK_FOCUS_WEIGHT, chunk_search_vector, mean_vector, truncate_dims, unit
-from .documents import document_turns, split_sections
 from .errors import (
     ConfigMismatchError,
     CtxretError,
@@ -20,8 +24,8 @@ from .errors import (
     InputError,
     InputTooLongError,
     MissingExtraError,
+    StoreError,
 )
-from .text import clean_text, pack_text_pieces, split_prompt_chunks, tail_utf8
 from .results import (
     Group,
     Hit,
@@ -31,37 +35,37 @@ from .results import (
     distance_to_cosine,
     relevance_to_cosine,
 )
-from .turns import Piece, Source, Turn, label_pieces, piece_id, turns_from_messages
 
 if TYPE_CHECKING:
+    from .config import IndexConfig, SearchSettings
     from .embedders import Embedder, LocalEmbedder, OpenAIEmbedder
-    from .fusion import FusionMethod
     from .index import ContextualIndex
-    from .lexical import LexicalIndex
+    from .query.fusion import FusionMethod, FusionSettings
 
 # Heavy parts (Chroma, onnxruntime, openai) load on first use, so `import ctxret` stays light.
-_LAZY = {
-    "ContextualIndex": ".index",
-    "LexicalIndex": ".lexical",
-    "FusionMethod": ".fusion",
-    "Embedder": ".embedders",
-    "LocalEmbedder": ".embedders",
-    "OpenAIEmbedder": ".embedders",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name], __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+__getattr__ = lazy_getattr(
+    __name__,
+    {
+        "ContextualIndex": ".index",
+        "IndexConfig": ".config",
+        "SearchSettings": ".config",
+        "FusionSettings": ".query.fusion",
+        "FusionMethod": ".query.fusion",
+        "Embedder": ".embedders",
+        "LocalEmbedder": ".embedders",
+        "OpenAIEmbedder": ".embedders",
+    },
+)
 
 __all__ = [
     "__version__",
-    # the index and its results
+    # the facade and its configuration
     "ContextualIndex",
+    "IndexConfig",
+    "SearchSettings",
+    "FusionSettings",
+    "FusionMethod",
+    # results and score scales
     "Group",
     "Hit",
     "IndexResult",
@@ -69,42 +73,16 @@ __all__ = [
     "distance_to_cosine",
     "cosine_to_relevance",
     "relevance_to_cosine",
-    # hybrid search
-    "LexicalIndex",
-    "FusionMethod",
     # embedders
     "Embedder",
     "LocalEmbedder",
     "OpenAIEmbedder",
-    # blending
-    "CHUNK_FOCUS_WEIGHT",
-    "unit",
-    "chunk_search_vector",
-    "mean_vector",
-    "truncate_dims",
-    # text
-    "clean_text",
-    "split_prompt_chunks",
-    "tail_utf8",
-    "pack_text_pieces",
-    # turns, documents, pieces
-    "Source",
-    "Turn",
-    "Piece",
-    "turns_from_messages",
-    "label_pieces",
-    "piece_id",
-    "document_turns",
-    "split_sections",
-    # requests
-    "plan_batches",
-    "MAX_INPUTS_PER_REQUEST",
-    "MAX_BYTES_PER_REQUEST",
     # errors
     "CtxretError",
     "InputError",
     "InputTooLongError",
     "ConfigMismatchError",
     "EmbeddingError",
+    "StoreError",
     "MissingExtraError",
 ]

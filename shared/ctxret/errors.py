@@ -19,6 +19,10 @@ class ConfigMismatchError(CtxretError):
     """A collection was built with another index configuration than the one asked for."""
 
 
+class StoreError(CtxretError):
+    """The vector store failed or cannot be used (unreachable server, a folder another process holds)."""
+
+
 class EmbeddingError(CtxretError):
     """The embedding backend failed permanently (after retries)."""
 

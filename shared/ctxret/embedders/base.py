@@ -19,13 +19,24 @@ class Embedder(Protocol):
     upper bound when the exact tokenizer is unavailable, never an underestimate).
     """
 
-    model_id: str
-    dims: int
-    max_tokens: int
-    #: The piece byte budget that fits this model (the index's default for it).
-    default_piece_bytes: int
-    #: A sensible default cosine floor for this model's vectors (calibrate on your data).
-    default_score_threshold: float
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def dims(self) -> int: ...
+
+    @property
+    def max_tokens(self) -> int: ...
+
+    @property
+    def default_piece_bytes(self) -> int:
+        """The piece byte budget that fits this model (the index's default for it)."""
+        ...
+
+    @property
+    def default_score_threshold(self) -> float:
+        """A sensible default cosine floor for this model's vectors (calibrate on your data)."""
+        ...
 
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
 

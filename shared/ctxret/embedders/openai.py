@@ -35,10 +35,10 @@ from typing import Any, TypeVar
 import numpy as np
 import openai
 
-from ..batching import MAX_BYTES_PER_REQUEST, MAX_INPUTS_PER_REQUEST, plan_batches, utf8_len
 from ..blend import truncate_dims
 from ..errors import EmbeddingError, InputError, InputTooLongError
 from ..text import clean_text
+from .batching import MAX_BYTES_PER_REQUEST, MAX_INPUTS_PER_REQUEST, plan_batches, utf8_len
 
 logger = logging.getLogger(__name__)
 

@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from ..batching import utf8_len
 from ..errors import EmbeddingError, InputError
 from ..text import clean_text
+from .batching import utf8_len
 
 logger = logging.getLogger(__name__)
 

@@ -11,6 +11,7 @@ Every search is exact cosine with numpy; every distinct text is embedded once pe
 
 from __future__ import annotations
 
+from .calibrate import run_calibrate
 from .cli import register_eval
 from .controlled import CONDITIONS, REPRESENTATIONS, load_fixture, run_controlled
 from .threads import (
@@ -23,7 +24,6 @@ from .threads import (
     register_representation,
     run_threads,
 )
-from .calibrate import run_calibrate
 
 __all__ = [
     "register_eval",

@@ -46,16 +46,16 @@ import numpy as np
 
 from ..blend import CHUNK_FOCUS_WEIGHT
 from ..embedders.base import Embedder
-from ..fusion import DEFAULT_CANDIDATES, DEFAULT_LEXICAL_FLOOR, FusionMethod
-from ..turns import MIN_BODY_BYTES
+from ..ingest.turns import MIN_BODY_BYTES
+from ..query.fusion import DEFAULT_CANDIDATES, DEFAULT_LEXICAL_FLOOR, FusionMethod, FusionSettings
+from ..query.search import fuse_candidates
 from .embedding import cached_embedder
-from .hybrid import FusionConfig, dense_candidates, fused_ranking
+from .hybrid import RUNTIME_DEFAULT, hybrid_candidates, with_candidates
 from .metrics import evidence_recall, mean
 from .threads import (
     THREAD_REPRESENTATIONS,
     Conversation,
     ConversationIndex,
-    Ranked,
     Retrieval,
     best_group,
     prewarm,
@@ -125,11 +125,11 @@ OFF_TOPIC_QUESTIONS = (
 )
 
 
-def fusion_grid(lexical_weights: Sequence[float] = LEXICAL_WEIGHTS, rrf_ks: Sequence[float] = RRF_KS) -> list[FusionConfig]:
+def fusion_grid(lexical_weights: Sequence[float] = LEXICAL_WEIGHTS, rrf_ks: Sequence[float] = RRF_KS) -> list[FusionSettings]:
     """Equal RRF at every k, weighted RRF at every weight × k, convex at every weight."""
-    grid = [FusionConfig(FusionMethod.RRF, 0.5, k) for k in rrf_ks]
-    grid += [FusionConfig(FusionMethod.WEIGHTED_RRF, w, k) for w in lexical_weights for k in rrf_ks]
-    grid += [FusionConfig(FusionMethod.CONVEX, w, 60.0) for w in lexical_weights]
+    grid = [FusionSettings(FusionMethod.RRF, 0.5, k) for k in rrf_ks]
+    grid += [FusionSettings(FusionMethod.WEIGHTED_RRF, w, k) for w in lexical_weights for k in rrf_ks]
+    grid += [FusionSettings(FusionMethod.CONVEX, w, 60.0) for w in lexical_weights]
     return grid
 
 
@@ -200,7 +200,7 @@ def run_calibrate(
     weights: Sequence[float] = WEIGHT_GRID,
     piece_bytes_grid: Sequence[int] | None = None,
     thresholds: Sequence[float] = THRESHOLD_GRID,
-    fusion_configs: Sequence[FusionConfig] | None = None,
+    fusion_configs: Sequence[FusionSettings] | None = None,
     candidates: int = DEFAULT_CANDIDATES,
     lexical_floor: float | None = DEFAULT_LEXICAL_FLOOR,
     limit_conversations: int | None = None,
@@ -216,7 +216,7 @@ def run_calibrate(
     convs = list(conversations[:limit_conversations] if limit_conversations else conversations)
     base_bytes = int(piece_bytes or emb.default_piece_bytes)
     floor = emb.default_score_threshold if threshold is None else float(threshold)
-    common = dict(k=k, limit_queries=limit_queries, seed=seed, candidates=candidates)
+    common: dict[str, Any] = dict(k=k, limit_queries=limit_queries, seed=seed, candidates=candidates)
     curves: dict[str, list[dict[str, Any]]] = {}
     recommended: dict[str, Any] = {}
     notes: list[str] = []
@@ -411,7 +411,7 @@ def fusion_sweep(
     conversations: Sequence[Conversation],
     embedder: Embedder,
     *,
-    configs: Sequence[FusionConfig],
+    configs: Sequence[FusionSettings],
     k: int = 5,
     weight: float = CHUNK_FOCUS_WEIGHT,
     piece_bytes: int | None = None,
@@ -438,24 +438,13 @@ def fusion_sweep(
                     m = score_query(ix, THREAD_REPRESENTATIONS[name](ix, q.text), q, k, floor)
                     _add(vals[(name, conv.id, qs)], m)
                 parts, qv = ix.query(q.text, split=True)
-                per_part = []
-                n_cand = max(k, candidates)  # as the runtime: max(k, candidates) per side
-                for part, v in zip(parts, qv):
-                    dense = ix.blended @ v
-                    dc = dense_candidates(dense, n_cand, ix.piece_ids)
-                    lc = ix.bm25(part, n_cand)
-                    listed = {i for i, _ in lc}
-                    # the same for every config: exact BM25 of dense-only hits, coverage of the union
-                    exact = ix.bm25_of(part, [i for i, _ in dc if i not in listed])
-                    cov = ix.coverage(part, list(dict.fromkeys([*(i for i, _ in dc), *listed])))
-                    per_part.append((part, dense, dc, lc, exact, cov))
+                # the runtime's candidates once (they do not depend on the fusion rule), re-ranked per config
+                pool = hybrid_candidates(
+                    ix.exact_store(), ix.lexical, conv.id, parts, qv, k=k,
+                    fusion=with_candidates(RUNTIME_DEFAULT, candidates, lexical_floor),
+                ) if parts else []  # fmt: skip
                 for cfg in configs:
-                    groups = []
-                    for part, dense, dc, lc, exact, cov in per_part:
-                        idx, fused, cv = fused_ranking(
-                            dense, dc, lc, cfg, ix.index_of, lambda ids, exact=exact: exact, lambda ids, cov=cov: cov
-                        )
-                        groups.append(Ranked(part, idx, fused, dense[idx], cv, lexical_floor))
+                    groups = ix.ranked([fuse_candidates(c, cfg) for c in pool], lexical_floor)
                     m = score_query(ix, Retrieval("pieces", True, groups), q, k, floor)
                     _add(vals[(cfg.label, conv.id, qs)], m)
         ix.close()
@@ -487,7 +476,7 @@ def fusion_sweep(
         diffs = [m[key] - t for key, t in tgt.items() if key in m and not math.isnan(m[key])]
         return min(diffs) if diffs else math.nan
 
-    def choose(convs: Sequence[str]) -> tuple[FusionConfig, dict[str, float], float]:
+    def choose(convs: Sequence[str]) -> tuple[FusionSettings, dict[str, float], float]:
         tgt = targets(convs)
         scored = []
         for cfg in configs:
@@ -498,7 +487,7 @@ def fusion_sweep(
         return cfg, m, mg
 
     tgt_all = targets(conv_ids)
-    curve = []
+    curve: list[dict[str, Any]] = []
     for cfg in configs:
         m = pooled(cfg.label, conv_ids)
         curve.append(
@@ -514,7 +503,7 @@ def fusion_sweep(
     baselines = [{"config": name, **pooled(name, conv_ids)} for name in (DENSE, "bm25")]
     best, best_m, best_margin = choose(conv_ids)
     recommended = {
-        **best.as_dict(),
+        **best.fusion_dict(),
         "label": best.label,
         "margin": best_margin,
         "meets_criterion": bool(best_margin >= 0),
@@ -534,7 +523,7 @@ def fusion_sweep(
             notes.append(f"fusion: best {method.value}: {top['config']} margin {top['margin'] * 100:+.1f} points")
     out: dict[str, Any] = {"curve": curve, "baselines": baselines, "recommended": recommended, "notes": notes}
     if len(conv_ids) >= 2:
-        held: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        held: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         picks = []
         for c in conv_ids:
             others = [x for x in conv_ids if x != c]

@@ -19,25 +19,30 @@ import sys
 from typing import Any
 
 from ..blend import CHUNK_FOCUS_WEIGHT
+from ..cli.settings import add_common_options, resolve_settings
 from ..errors import CtxretError
-from ..fusion import DEFAULT_CANDIDATES, DEFAULT_LEXICAL_FLOOR, DEFAULT_LEXICAL_WEIGHT, DEFAULT_RRF_K
+from ..query.fusion import DEFAULT_CANDIDATES, DEFAULT_LEXICAL_FLOOR, DEFAULT_LEXICAL_WEIGHT, DEFAULT_RRF_K
 
 #: Exit codes (the main ``ctxret`` CLI's contract).
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
 
 def make_embedder(args: argparse.Namespace) -> Any:
-    """Build the embedder named by ``--embedder`` (lazily: only the chosen backend is imported)."""
-    if args.embedder == "openai":
-        from ..embedders.openai import OpenAIEmbedder  # reads OPENAI_API_KEY / OPENAI_BASE_URL
+    """The embedder the common options name (``--embedder``, ``--model``, ``--dims``, env), as every ctxret command builds it."""
+    from ..cli.settings import make_embedder as build
 
-        kwargs: dict[str, Any] = {"model": args.openai_model}
-        if args.dimensions:
-            kwargs["dimensions"] = args.dimensions
-        return OpenAIEmbedder(**kwargs)
-    from ..embedders.local import shared_local_embedder
+    settings = resolve_settings(args)
+    if settings.embedder == "local":
+        from ..embedders.local import shared_local_embedder
 
-    return shared_local_embedder()
+        return shared_local_embedder()  # one model per process: the harness embeds a lot
+    return build(settings)
+
+
+def _weight(args: argparse.Namespace) -> float:
+    """The blend weight: ``--weight`` / ``CTXRET_WEIGHT`` (the common option), default 0.8."""
+    weight = resolve_settings(args).weight
+    return CHUNK_FOCUS_WEIGHT if weight is None else weight
 
 
 def _csv(value: str | None) -> list[str] | None:
@@ -67,13 +72,7 @@ def _positive_int(value: str) -> int:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--embedder", choices=("local", "openai"), default="local",
-                   help="local: all-MiniLM-L6-v2 int8 ONNX on CPU (default); openai: OPENAI_API_KEY / OPENAI_BASE_URL")
-    p.add_argument("--openai-model", default="text-embedding-3-small", help="model for --embedder openai")
-    p.add_argument("--dimensions", type=_positive_int, default=None, help="output dimensions for --embedder openai")
     p.add_argument("-k", type=_positive_int, default=5, help="results per part (default 5)")
-    p.add_argument("--weight", type=_unit_float, default=CHUNK_FOCUS_WEIGHT,
-                   help="blend weight of the piece / part (default 0.8)")
     p.add_argument("--piece-bytes", type=_positive_int, default=None, help="piece byte budget (default: the embedder's)")
     p.add_argument("--threshold", type=float, default=None, help="cosine floor (default: the embedder's default_score_threshold)")
     p.add_argument("--representations", default=None, help="comma-separated representations (default: all)")
@@ -93,27 +92,38 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
-def register_eval(subparsers: Any) -> argparse.ArgumentParser:
-    """Add ``eval`` with ``controlled``, ``threads`` and ``calibrate`` to a CLI's subparsers."""
-    ev = subparsers.add_parser("eval", help="measure retrieval on fixtures or threads",
-                               description="Evaluation harness: the controlled test, the thread protocol, calibration.")
+def register_eval(subparsers: Any, common: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    """Add ``eval`` with ``controlled``, ``threads`` and ``calibrate`` to a CLI's subparsers.
+
+    ``common``: the parser holding the store and embedder options every ctxret command shares
+    (``--embedder``, ``--model``, ``--dims``, ``--weight``, ...); built here when not given.
+    """
+    if common is None:
+        common = argparse.ArgumentParser(add_help=False)
+        add_common_options(common, suppress=True)
+    parents = [common]
+    ev = subparsers.add_parser("eval", help="measure retrieval on fixtures or threads", parents=parents,
+                               description="Evaluation harness: the controlled test, the thread protocol, calibration. "
+                                           "The embedder options (--embedder, --model, --dims, --weight) are the "
+                                           "same as for every ctxret command.")
     sub = ev.add_subparsers(dest="eval_command", metavar="{controlled,threads,calibrate}")
     sub.required = True
 
-    c = sub.add_parser("controlled", help="one sentence in four contexts: does the right context come first?")
-    c.add_argument("fixture", help="controlled fixture JSON (see ctxret.evaluation.controlled)")
+    c = sub.add_parser("controlled", parents=parents, help="one sentence in four contexts: does the right context come first?")
+    c.add_argument("fixture", nargs="?", default=None,
+                   help="controlled fixture JSON (see ctxret.evaluation.controlled; default: the bundled 24 families)")
     _common(c)
     c.add_argument("--conditions", default=None, help="comma-separated conditions (default: all)")
     c.add_argument("--limit-families", type=_positive_int, default=None, help="use only the first N families")
     c.set_defaults(func=cmd_controlled)
 
-    t = sub.add_parser("threads", help="the production-thread protocol on LoCoMo files and JSONL threads")
+    t = sub.add_parser("threads", parents=parents, help="the production-thread protocol on LoCoMo files and JSONL threads")
     t.add_argument("path", help="a LoCoMo .json, a .jsonl threads file, or a folder of them")
     _common(t)
     t.add_argument("--query-sets", default=None, help="comma-separated: facts,qa,composite (default: all)")
     t.set_defaults(func=cmd_threads)
 
-    cal = sub.add_parser("calibrate", help="sweep blend weight, piece budget, floor and fusion on your threads")
+    cal = sub.add_parser("calibrate", parents=parents, help="sweep blend weight, piece budget, floor and fusion on your threads")
     cal.add_argument("path", help="a LoCoMo .json, a .jsonl threads file, or a folder of them")
     _common(cal)
     cal.add_argument("--sweeps", default=None, help="comma-separated: weight,piece_bytes,threshold,fusion (default: all)")
@@ -122,7 +132,9 @@ def register_eval(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _run(fn: Any, args: argparse.Namespace) -> int:
-    """Run a command: ctxret errors (bad input, missing files) exit 1 with the message on stderr."""
+    """Run a command: ctxret errors (bad input, missing files) exit 1 with the message on stderr;
+    bad settings (``UsageError``) go to the caller, which exits 2."""
+    _weight(args)  # settings are checked before any work
     try:
         return fn(args)
     except CtxretError as exc:
@@ -149,13 +161,13 @@ def _controlled(args: argparse.Namespace) -> int:
     from .controlled import CONDITIONS, REPRESENTATIONS, load_fixture, run_controlled
     from .report import controlled_table, plot_controlled, write_json
 
-    fixture = load_fixture(args.fixture)
+    fixture = load_fixture(args.fixture or bundled_fixture())
     res = run_controlled(
         fixture,
         make_embedder(args),
         representations=_csv(args.representations) or REPRESENTATIONS,
         conditions=_csv(args.conditions) or CONDITIONS,
-        weight=args.weight,
+        weight=_weight(args),
         seed=args.seed,
         lexical_weight=args.lexical_weight,
         rrf_k=args.rrf_k,
@@ -164,7 +176,7 @@ def _controlled(args: argparse.Namespace) -> int:
     )
     counts = res.config["counts"]
     print(f"Controlled test — {fixture.source}: {counts['families']} families, {counts['records']} records, "
-          f"embedder {res.config['embedder']}, weight {args.weight:g}, seed {args.seed}")
+          f"embedder {res.config['embedder']}, weight {_weight(args):g}, seed {args.seed}")
     print()
     print(controlled_table(res.rows, "all"))
     for block in counts["blocks"]:
@@ -186,7 +198,7 @@ def _threads(args: argparse.Namespace) -> int:
         representations=_csv(args.representations),  # None: every one the embedder can run
         query_sets=_csv(args.query_sets) or QUERY_SETS,
         k=args.k,
-        weight=args.weight,
+        weight=_weight(args),
         piece_bytes=args.piece_bytes,
         threshold=args.threshold,
         lexical_weight=args.lexical_weight,
@@ -202,7 +214,7 @@ def _threads(args: argparse.Namespace) -> int:
     print(f"Threads — {args.path}: {c.get('conversations', 0)} conversations, {c.get('sections', 0)} sections, "
           f"{c.get('pieces', 0)} pieces; {c.get('facts', 0)} facts, {c.get('qa', 0)} questions, "
           f"{c.get('composite_messages', 0)} composite messages ({c.get('composite_facts', 0)} facts); "
-          f"embedder {res.config['embedder']}, k={args.k}, weight {args.weight:g}, piece bytes {res.config['piece_bytes']}, "
+          f"embedder {res.config['embedder']}, k={args.k}, weight {_weight(args):g}, piece bytes {res.config['piece_bytes']}, "
           f"floor {res.config['threshold']:g}")
     if res.config["data_notes"]:
         print("Data repairs: " + "; ".join(f"{k}: {v}" for k, v in sorted(res.config["data_notes"].items())))
@@ -227,7 +239,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         convs,
         make_embedder(args),
         k=args.k,
-        weight=args.weight,
+        weight=_weight(args),
         piece_bytes=args.piece_bytes,
         threshold=args.threshold,
         candidates=args.candidates,
@@ -239,12 +251,19 @@ def _calibrate(args: argparse.Namespace) -> int:
         **kwargs,
     )
     print(f"Calibration — {args.path}: embedder {res.config['embedder']}, k={args.k}; each sweep varies one setting "
-          f"(weight {args.weight:g}, piece bytes {res.config['piece_bytes']}, floor {res.config['threshold']:g} otherwise)")
+          f"(weight {_weight(args):g}, piece bytes {res.config['piece_bytes']}, floor {res.config['threshold']:g} otherwise)")
     print()
     print(calibration_report(res))
     config = {**res.config, "recommended": res.recommended, "notes": res.notes}
     _outputs(args, res.rows, config, lambda path: plot_calibration(res, path), write_json)
     return 0
+
+
+def bundled_fixture() -> str:
+    """The controlled-test fixture shipped with ctxret (24 families)."""
+    from importlib import resources
+
+    return str(resources.files("ctxret") / "data" / "controlled_fixture.json")
 
 
 def _outputs(args: argparse.Namespace, rows: Any, config: Any, plot: Any, write_json: Any) -> None:
@@ -266,5 +285,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ..cli.settings import UsageError
+
     args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except UsageError as exc:
+        print(f"ctxret eval: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE

@@ -78,13 +78,14 @@ import numpy as np
 
 from ..blend import CHUNK_FOCUS_WEIGHT, chunk_search_vector
 from ..embedders.base import Embedder
+from ..embedders.fitting import embed_fitting
 from ..errors import InputError
-from ..fusion import DEFAULT_CANDIDATES, DEFAULT_LEXICAL_WEIGHT, DEFAULT_RRF_K
-from ..index import embed_fitting
-from ..lexical import LexicalIndex
+from ..query.fusion import DEFAULT_CANDIDATES, DEFAULT_LEXICAL_WEIGHT, DEFAULT_RRF_K
+from ..storage.lexical import LexicalIndex
+from ..storage.memory import ExactStore
 from ..text import WHOLE_MESSAGE_MAX_BYTES, clean_text, split_prompt_chunks, tail_utf8
 from .embedding import cached_embedder
-from .hybrid import HYBRID_REPRESENTATIONS, dense_candidates, fused_ranking, fusion_for
+from .hybrid import HYBRID_REPRESENTATIONS, fusion_for, hybrid_candidates, with_candidates
 from .metrics import best_part as intent_part
 from .metrics import mean, top1_credit, top_block
 
@@ -343,6 +344,15 @@ def run_controlled(
         index_of = {rid: i for i, rid in enumerate(ids)}
         lexical = _lexical_index(block, records, ids) if _needs_lexical(representations) else None
 
+        stores: dict[str, ExactStore] = {}
+
+        def exact(side: str, records: Sequence[_Record] = records, ids: Sequence[str] = ids, block: str = block) -> ExactStore:
+            """The block's records with their blended vectors, for the runtime's hybrid search."""
+            if side not in stores:
+                metas = [{"thread_id": block, "turn_id": r.context.id} for r in records]
+                stores[side] = ExactStore(ids, blended[side], [r.sentence for r in records], metas)
+            return stores[side]
+
         def group_scores(rep: str, part: str, whole: str, side: str) -> np.ndarray:
             """Scores of every record of the block for one query part (``whole`` = its message)."""
             if rep == "isolated":
@@ -365,13 +375,13 @@ def run_controlled(
                 lex_scores[index_of[rid]] = s
             if rep == "bm25":
                 return lex_scores
-            cfg = fusion_for(rep, lexical_weight, rrf_k)
-            idx, fused, _ = fused_ranking(
-                dense, dense_candidates(dense, candidates, ids), lex[:candidates], cfg, index_of,
-                lambda wanted: lexical.scores(part, wanted, [block]),
-            )
+            fusion = with_candidates(fusion_for(rep, lexical_weight, rrf_k), candidates, None)
+            qvec = chunk_search_vector(p, vec(whole), weight)[None, :]
+            assert lexical is not None
+            (cand,) = hybrid_candidates(exact(side), lexical, block, [part], qvec, k=1, fusion=fusion)
             out = np.full(n, -np.inf)
-            out[idx] = fused
+            for rid, score in cand.ranked:
+                out[index_of[rid]] = score
             return out
 
         for gi, rec in enumerate(records):
@@ -409,15 +419,15 @@ def run_controlled(
     rows: list[dict[str, Any]] = []
     for rep in representations:
         for cond in ROW_CONDITIONS:
-            pooled: list[float] = []
+            every: list[float] = []
             for block in blocks:
                 vals = credits.get((rep, cond, block))
                 if vals is None:
                     continue
-                pooled += vals
+                every += vals
                 rows.append({"representation": rep, "condition": cond, "block": block, "top1": mean(vals), "n": len(vals)})
-            if pooled:
-                rows.append({"representation": rep, "condition": cond, "block": "all", "top1": mean(pooled), "n": len(pooled)})
+            if every:
+                rows.append({"representation": rep, "condition": cond, "block": "all", "top1": mean(every), "n": len(every)})
     config = {
         "harness": "controlled",
         "fixture": fx.source,

@@ -121,7 +121,7 @@ def best_part(parts: Sequence[str], text: str) -> int:
     >>> best_part(["The train was late.", "When is the lock swapped on the storage door?"], "When is the lock swapped?")
     1
     """
-    from ..lexical import tokenize
+    from ..storage.tokenize import tokenize
 
     head = " ".join(text.split()[:5])
     for i, part in enumerate(parts):

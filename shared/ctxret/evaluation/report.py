@@ -187,7 +187,7 @@ def _colors(names: Sequence[str]) -> dict[str, Any]:
 
 
 def _bars(
-    ax: Any, groups: Sequence[str], series: Mapping[str, Sequence[float]], ylabel: str,
+    ax: Any, groups: Sequence[str], series: Mapping[str, Sequence[float | None]], ylabel: str,
     ylim: float | None = 1.0, colors: Mapping[str, Any] | None = None,
 ) -> None:
     n = max(1, len(series))

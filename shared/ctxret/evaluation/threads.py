@@ -100,24 +100,26 @@ from typing import Any
 import numpy as np
 
 from ..blend import CHUNK_FOCUS_WEIGHT, chunk_search_vector
-from ..context import context_vectors
 from ..embedders.base import Embedder
+from ..embedders.fitting import embed_fitting, fit_pieces
 from ..errors import InputError
-from ..fusion import DEFAULT_CANDIDATES, DEFAULT_LEXICAL_FLOOR, DEFAULT_LEXICAL_WEIGHT, DEFAULT_RRF_K
-from ..index import embed_fitting, fit_pieces, query_vectors
-from ..lexical import LexicalIndex
-from ..text import WHOLE_MESSAGE_MAX_BYTES, clean_text, split_prompt_chunks, tail_utf8
-from ..turns import Piece, Source, Turn, turns_from_messages
-from .embedding import CachedEmbedder, cached_embedder
-from .hybrid import (
-    HYBRID_REPRESENTATIONS,
-    RUNTIME_DEFAULT,
-    FusionConfig,
-    dense_candidates,
-    floor_mask,
-    fused_ranking,
-    fusion_for,
+from ..ingest.context import context_vectors
+from ..ingest.turns import Piece, Source, Turn, turns_from_messages
+from ..query.fusion import (
+    DEFAULT_CANDIDATES,
+    DEFAULT_LEXICAL_FLOOR,
+    DEFAULT_LEXICAL_WEIGHT,
+    DEFAULT_RRF_K,
+    FusionSettings,
 )
+from ..query.search import PartCandidates
+from ..query.vectors import query_vectors
+from ..storage.lexical import LexicalIndex
+from ..storage.memory import ExactStore
+from ..storage.schema import piece_metadata
+from ..text import WHOLE_MESSAGE_MAX_BYTES, clean_text, split_prompt_chunks, tail_utf8
+from .embedding import CachedEmbedder, cached_embedder
+from .hybrid import HYBRID_REPRESENTATIONS, RUNTIME_DEFAULT, floor_mask, fusion_for, hybrid_candidates, with_candidates
 from .metrics import best_part, covered, evidence_recall, mean, reciprocal_rank
 
 QUERY_SETS = ("facts", "qa", "composite")
@@ -294,16 +296,18 @@ def load_jsonl(path: str | os.PathLike[str]) -> list[Conversation]:
         turns = turns_from_messages(obj["messages"], tid)
         known = {t.index for t in turns}
 
-        def gold_of(item: dict, key_one: str, key_many: str, what: str) -> frozenset[int]:
+        def gold_of(
+            item: dict, key_one: str, key_many: str, what: str, where: str = where, known: set[int] = known, n: int = len(turns)
+        ) -> frozenset[int]:
             raw = item.get(key_many, item.get(key_one))
             nums = raw if isinstance(raw, list) else [raw]
             try:
-                gold = frozenset(int(x) for x in nums)
+                gold = frozenset(int(x) for x in nums)  # type: ignore[arg-type]  # bad values raise below
             except (TypeError, ValueError):
                 raise InputError(f"{where}: {what} needs \"{key_one}\" (a turn number) or \"{key_many}\" (a list)") from None
             missing = sorted(gold - known)
             if missing or not gold:
-                raise InputError(f"{where}: {what} points at turn(s) {missing or '[]'}; the thread has turns 1..{len(turns)}")
+                raise InputError(f"{where}: {what} points at turn(s) {missing or '[]'}; the thread has turns 1..{n}")
             return gold
 
         facts = []
@@ -444,6 +448,7 @@ class ConversationIndex:
         ]
         self._section_vecs: np.ndarray | None = None
         self._lexical: LexicalIndex | None = None
+        self._exact: dict[int, ExactStore] = {}
         self._qcache: dict[tuple[str, bool, float], tuple[list[str], np.ndarray]] = {}
 
     def stored(self, context: str = "mean", weight: float | None = None) -> np.ndarray:
@@ -466,6 +471,33 @@ class ConversationIndex:
                 row += n
             self._stored[key] = out
         return self._stored[key]
+
+    def exact_store(self, matrix: np.ndarray | None = None) -> ExactStore:
+        """The conversation's pieces with ``matrix`` (default: the blended vectors) as their stored
+        vectors, for the runtime's search code. Memoised per matrix."""
+        matrix = self.blended if matrix is None else matrix
+        key = id(matrix)
+        if key not in self._exact:
+            metas = [piece_metadata(t, p) for t, ps in zip(self.conv.turns, self.turn_pieces) for p in ps]
+            self._exact[key] = ExactStore(self.piece_ids, matrix, [p.text for p in self.pieces], metas)
+        return self._exact[key]
+
+    def ranked(self, candidates: Sequence[PartCandidates], lexical_floor: float | None) -> list[Ranked]:
+        """The runtime's per-part candidates as the harness's groups (item indices, scores, cosines, coverage)."""
+        out = []
+        for c in candidates:
+            ids = [rid for rid, _ in c.ranked]
+            out.append(
+                Ranked(
+                    c.part,
+                    np.fromiter((self.index_of[i] for i in ids), dtype=np.int64, count=len(ids)),
+                    np.fromiter((sc for _, sc in c.ranked), dtype=np.float64, count=len(ids)),
+                    np.fromiter((c.cosine[i] for i in ids), dtype=np.float64, count=len(ids)),
+                    np.fromiter((c.coverage.get(i, 0.0) for i in ids), dtype=np.float64, count=len(ids)),
+                    lexical_floor,
+                )
+            )
+        return out
 
     # lazily built parts
     @property
@@ -574,25 +606,22 @@ _RUN = object()  # "the run's setting"
 
 
 def hybrid_groups(
-    ix: ConversationIndex, message: str, config: FusionConfig, *, candidates: int | None = None, lexical_floor: Any = _RUN
+    ix: ConversationIndex, message: str, fusion: FusionSettings, *, candidates: int | None = None, lexical_floor: Any = _RUN
 ) -> list[Ranked]:
-    """Per part: dense top candidates (blended pieces) and BM25 top candidates (the part's text),
-    fused; each hit carries its cosine and lexical coverage for the runtime's floor rule.
+    """The runtime's hybrid search of each part (:func:`.hybrid.hybrid_candidates`) over the blended
+    pieces, as ranked groups; each hit carries its cosine and lexical coverage for the floor rule.
 
     ``candidates`` (per side; the runtime takes ``max(k, candidates)``) and ``lexical_floor``
     default to the run's settings."""
-    n = max(ix.k, int(candidates if candidates is not None else ix.candidates))
+    n = int(candidates if candidates is not None else ix.candidates)
     lex_floor = ix.lexical_floor if lexical_floor is _RUN else lexical_floor
     parts, q = ix.query(message, split=True)
-    groups = []
-    for part, v in zip(parts, q):
-        dense = ix.blended @ v
-        idx, fused, cov = fused_ranking(
-            dense, dense_candidates(dense, n, ix.piece_ids), ix.bm25(part, n), config,
-            ix.index_of, lambda ids, part=part: ix.bm25_of(part, ids), lambda ids, part=part: ix.coverage(part, ids),
-        )
-        groups.append(Ranked(part, idx, fused, dense[idx], cov, lex_floor))
-    return groups
+    if not parts:
+        return []
+    cands = hybrid_candidates(
+        ix.exact_store(), ix.lexical, ix.conv.id, parts, q, k=ix.k, fusion=with_candidates(fusion, n, lex_floor)
+    )
+    return ix.ranked(cands, lex_floor)
 
 
 def _hybrid(name: str) -> ThreadRepresentation:
@@ -607,7 +636,7 @@ def _hybrid(name: str) -> ThreadRepresentation:
 def _rep_hybrid_default(ix: ConversationIndex, message: str) -> Retrieval:
     """The runtime's default hybrid search (``FusionSettings()``), whatever the run's fusion flags."""
     s = RUNTIME_DEFAULT
-    groups = hybrid_groups(ix, message, FusionConfig.from_settings(s), candidates=s.candidates, lexical_floor=s.lexical_floor)
+    groups = hybrid_groups(ix, message, s, candidates=s.candidates, lexical_floor=s.lexical_floor)
     return Retrieval("pieces", True, groups)
 
 
@@ -852,7 +881,7 @@ def run_threads(
         "rrf_k": rrf_k,
         "candidates": candidates,
         "lexical_floor": lexical_floor,
-        "runtime_default_fusion": {**FusionConfig.from_settings(RUNTIME_DEFAULT).as_dict(),
+        "runtime_default_fusion": {**RUNTIME_DEFAULT.fusion_dict(),
                                    "candidates": RUNTIME_DEFAULT.candidates, "lexical_floor": RUNTIME_DEFAULT.lexical_floor},
         "seed": seed,
         "limit_conversations": limit_conversations,

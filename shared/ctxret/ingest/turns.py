@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .errors import InputError
-from .text import PIECE_MAX_BYTES, clean_text, pack_text_pieces
+from ..errors import InputError
+from ..text import PIECE_MAX_BYTES, clean_text, pack_text_pieces
 
 logger = logging.getLogger(__name__)
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from .blend import mean_vector
-from .errors import InputError
+from ..blend import mean_vector
+from ..errors import InputError
 from .turns import Piece
 
 CONTEXT_STRATEGIES = ("mean", "turn", "late", "llm")
@@ -63,10 +63,10 @@ def late_context_vectors(embedder: Any, pieces: Sequence[Piece]) -> np.ndarray:
             f"context='late' needs token-level output, which {type(embedder).__name__} does not give; "
             "use the local embedder (ctxret[local]) or context='mean'"
         )
-    from .embedders.local import pool_spans
+    from ..embedders.local import pool_spans
 
-    spans = []
-    parts = []
+    spans: list[tuple[int, int]] = []
+    parts: list[str] = []
     pos = 0
     for p in pieces:
         if parts:
@@ -100,11 +100,11 @@ def context_vectors(
             row += n
         return out
     if strategy == "turn":
-        from .index import embed_fitting
+        from ..embedders.fitting import embed_fitting
 
         return list(embed_fitting(embedder, turn_texts))
     if strategy == "llm":
-        from .index import embed_fitting
+        from ..embedders.fitting import embed_fitting
 
         if context_texts is None:
             raise InputError("context='llm' needs the contextualizer's lines (context_texts)")

@@ -1,59 +1,35 @@
 """Chroma storage: embedded (PersistentClient), a Chroma server (HttpClient) or in memory.
 
-Always cosine space; Chroma's embedding function is never used (vectors are always passed);
-telemetry off; writes chunked to the client's max batch size; metadata flattened to scalars.
+The only module that touches Chroma's client and collection objects. Always cosine space;
+Chroma's embedding function is never used (vectors are always passed); telemetry off; writes
+chunked to the client's max batch size. Collections are named, never handed out: every method
+takes an optional ``name`` (default: the store's collection) so a rebuild can write beside it.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .errors import CtxretError, InputError
+from ..errors import CtxretError, InputError
 
 logger = logging.getLogger(__name__)
+
+__all__ = ["ChromaStore", "DEFAULT_COLLECTION", "CONFIG_PREFIX", "Row"]
 
 DEFAULT_COLLECTION = "ctxret"
 #: Prefix of the index-config keys in a collection's metadata.
 CONFIG_PREFIX = "ctxret:"
 _GET_PAGE = 1000
+_IN_CHUNK = 256  # values per $in filter
 
-
-def flatten_metadata(meta: Mapping[str, Any], prefix: str = "") -> dict[str, str | int | float | bool]:
-    """Flatten caller metadata to Chroma's scalar values.
-
-    Nested dicts become dotted keys (``{"a": {"b": 1}}`` → ``{"a.b": 1}``); lists, tuples and other
-    values become JSON strings; ``None`` values are left out (Chroma cannot filter on them).
-    """
-    out: dict[str, str | int | float | bool] = {}
-    for key, value in meta.items():
-        if not isinstance(key, str) or not key:
-            raise InputError(f"metadata keys must be non-empty strings, got {key!r}")
-        name = f"{prefix}{key}"
-        if value is None:
-            continue
-        if isinstance(value, (bool, int, str)):
-            out[name] = value
-        elif isinstance(value, float):
-            if value != value or value in (float("inf"), float("-inf")):
-                raise InputError(f"metadata {name!r} is {value}; Chroma stores finite numbers only")
-            out[name] = value
-        elif isinstance(value, np.generic):
-            out[name] = value.item()
-        elif isinstance(value, Mapping):
-            out.update(flatten_metadata(value, f"{name}."))
-        else:
-            try:
-                out[name] = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
-            except (TypeError, ValueError) as e:
-                raise InputError(f"metadata {name!r} of type {type(value).__name__} cannot be stored") from e
-    return out
+Row = tuple[str, str, float, dict[str, Any]]  # (id, document, cosine, metadata), best first
 
 
 class ChromaStore:
@@ -81,8 +57,10 @@ class ChromaStore:
         chosen = [x for x in (path is not None, host is not None, client is not None, in_memory) if x]
         if len(chosen) > 1:
             raise InputError("choose one store: path=, host=/port=, client= or in_memory=True")
+        _check_collection_name(collection)
         settings = Settings(anonymized_telemetry=False)
         self.path: Path | None = None
+        self.server = host is not None or client is not None
         if client is not None:
             self.client = client
             self.location = f"client {type(client).__name__}"
@@ -101,18 +79,29 @@ class ChromaStore:
             self.path.mkdir(parents=True, exist_ok=True)
             self.client = chromadb.PersistentClient(path=str(self.path), settings=settings)
             self.location = str(self.path)
-        _check_collection_name(collection)
         self.collection_name = collection
-        self._collection: Any | None = None
+        self._collections: dict[str, Any] = {}
         try:
             self.max_batch = int(self.client.get_max_batch_size())
         except Exception:  # older servers: Chroma's documented local limit
             self.max_batch = 5461
 
-    # -- collection and config -------------------------------------------------------------
-    def exists(self, name: str | None = None) -> bool:
+    # -- collections and config ------------------------------------------------------------
+    def _col(self, name: str | None = None) -> Any:
         name = name or self.collection_name
-        return any(_name_of(c) == name for c in self.client.list_collections())
+        col = self._collections.get(name)
+        if col is None:
+            if not self.exists(name):
+                raise CtxretError(f"collection {name!r} at {self.location} is not open; open it with a config first")
+            col = self._collections[name] = self.client.get_collection(name, embedding_function=None)
+        return col
+
+    def names(self) -> list[str]:
+        """The names of every collection in the store."""
+        return sorted(_name_of(c) for c in self.client.list_collections())
+
+    def exists(self, name: str | None = None) -> bool:
+        return (name or self.collection_name) in self.names()
 
     def stored_config(self, name: str | None = None) -> dict[str, Any] | None:
         """The index config recorded on the collection, or ``None`` when it does not exist."""
@@ -123,32 +112,30 @@ class ChromaStore:
         meta = col.metadata or {}
         return {k[len(CONFIG_PREFIX) :]: v for k, v in meta.items() if k.startswith(CONFIG_PREFIX)}
 
-    def open(self, config: Mapping[str, Any], name: str | None = None) -> Any:
+    def open(self, config: Mapping[str, Any], name: str | None = None) -> None:
         """Open (or create) the collection with ``config`` recorded in its metadata."""
         name = name or self.collection_name
         meta = {f"{CONFIG_PREFIX}{k}": v for k, v in config.items()}
-        col = self.client.get_or_create_collection(
+        self._collections[name] = self.client.get_or_create_collection(
             name, configuration={"hnsw": {"space": "cosine"}}, metadata=meta, embedding_function=None
         )
-        if name == self.collection_name:
-            self._collection = col
-        return col
 
-    @property
-    def collection(self) -> Any:
-        if self._collection is None:
-            raise CtxretError("the store is not open yet; open it with a config first")
-        return self._collection
+    def set_config(self, config: Mapping[str, Any], name: str | None = None) -> None:
+        """Replace the config recorded on an existing collection (e.g. a rebuild marked complete)."""
+        col = self._col(name)
+        meta = {f"{CONFIG_PREFIX}{k}": v for k, v in config.items()}
+        col.modify(metadata=meta)
 
     def drop(self, name: str) -> None:
+        self._collections.pop(name, None)
         if self.exists(name):
             self.client.delete_collection(name)
 
     def rename(self, old: str, new: str) -> None:
         col = self.client.get_collection(old, embedding_function=None)
         col.modify(name=new)
-        if new == self.collection_name:
-            self._collection = self.client.get_collection(new, embedding_function=None)
+        self._collections.pop(old, None)
+        self._collections.pop(new, None)
 
     # -- writes ------------------------------------------------------------------------------
     def upsert(
@@ -157,9 +144,9 @@ class ChromaStore:
         vectors: np.ndarray,
         documents: Sequence[str],
         metadatas: Sequence[Mapping[str, Any]],
-        collection: Any | None = None,
+        name: str | None = None,
     ) -> None:
-        col = collection if collection is not None else self.collection
+        col = self._col(name)
         n = len(ids)
         if not (len(vectors) == len(documents) == len(metadatas) == n):
             raise InputError("ids, vectors, documents and metadatas must have the same length")
@@ -172,44 +159,58 @@ class ChromaStore:
                 metadatas=[dict(m) for m in metadatas[start:end]],
             )
 
-    def delete_ids(self, ids: Sequence[str]) -> None:
+    def delete_ids(self, ids: Sequence[str], name: str | None = None) -> None:
         ids = list(ids)
+        if not ids:
+            return
+        col = self._col(name)
         for start in range(0, len(ids), self.max_batch):
-            self.collection.delete(ids=ids[start : start + self.max_batch])
+            col.delete(ids=ids[start : start + self.max_batch])
 
     # -- reads -------------------------------------------------------------------------------
     def iter_records(
-        self, where: Mapping[str, Any] | None = None, include: Sequence[str] = ("metadatas",), collection: Any | None = None
+        self, where: Mapping[str, Any] | None = None, include: Sequence[str] = ("metadatas",), name: str | None = None
     ) -> Iterator[dict[str, Any]]:
-        """All records matching ``where``, page by page: dicts with ``id`` and the included fields."""
-        col = collection if collection is not None else self.collection
+        """All records matching ``where``, page by page: dicts with ``id`` and the included fields
+        (``metadata``, ``document``, ``embedding``)."""
+        col = self._col(name)
         offset = 0
         while True:
             page = col.get(where=dict(where) if where else None, include=list(include), limit=_GET_PAGE, offset=offset)
             ids = page["ids"]
             if not ids:
                 return
-            for i, rid in enumerate(ids):
-                rec: dict[str, Any] = {"id": rid}
-                for field in include:
-                    values = page.get(field)
-                    rec[field[:-1] if field.endswith("s") else field] = None if values is None else values[i]
-                yield rec
+            yield from _records(page, include)
             if len(ids) < _GET_PAGE:
                 return
             offset += len(ids)
 
-    def ids_where(self, where: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-        """``{id: metadata}`` of every record matching ``where``."""
-        return {r["id"]: r["metadata"] for r in self.iter_records(where)}
+    def get(
+        self, ids: Sequence[str], include: Sequence[str] = ("documents", "metadatas"), where: Mapping[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
+        """The records of ``ids`` that exist (and match ``where``), in batches, as :meth:`iter_records` gives them."""
+        ids = list(dict.fromkeys(ids))
+        out: list[dict[str, Any]] = []
+        step = min(self.max_batch, _GET_PAGE)
+        col = self._col()
+        for start in range(0, len(ids), step):
+            page = col.get(ids=ids[start : start + step], where=dict(where) if where else None, include=list(include))
+            out.extend(_records(page, include))
+        return out
 
-    def query(
-        self, vectors: np.ndarray, n_results: int, where: Mapping[str, Any] | None = None
-    ) -> list[list[tuple[str, str, float, dict[str, Any]]]]:
+    def records_of(self, key: str, values: Sequence[str], include: Sequence[str] = ("metadatas",)) -> Iterator[dict[str, Any]]:
+        """Records whose metadata ``key`` is one of ``values`` (filtered reads of 256 values at a time)."""
+        wanted = sorted(set(values))
+        for start in range(0, len(wanted), _IN_CHUNK):
+            chunk = wanted[start : start + _IN_CHUNK]
+            where = {key: chunk[0]} if len(chunk) == 1 else {key: {"$in": chunk}}
+            yield from self.iter_records(where, include)
+
+    def query(self, vectors: np.ndarray, n_results: int, where: Mapping[str, Any] | None = None) -> list[list[Row]]:
         """One batched query: per row, ``(id, document, cosine, metadata)`` best first."""
         if len(vectors) == 0 or n_results < 1:
             return [[] for _ in range(len(vectors))]
-        res = self.collection.query(
+        res = self._col().query(
             query_embeddings=np.asarray(vectors, dtype=np.float32),
             n_results=int(n_results),
             where=dict(where) if where else None,
@@ -217,17 +218,24 @@ class ChromaStore:
         )
         out = []
         for row in range(len(vectors)):
-            ids = res["ids"][row]
-            docs = res["documents"][row]
-            metas = res["metadatas"][row]
-            dists = res["distances"][row]
+            ids, docs = res["ids"][row], res["documents"][row]
+            metas, dists = res["metadatas"][row], res["distances"][row]
             out.append(
-                [(ids[j], docs[j], float(np.clip(1.0 - dists[j], -1.0, 1.0)), dict(metas[j] or {})) for j in range(len(ids))]
+                [(ids[j], docs[j] or "", float(np.clip(1.0 - dists[j], -1.0, 1.0)), dict(metas[j] or {})) for j in range(len(ids))]
             )
         return out
 
-    def count(self) -> int:
-        return int(self.collection.count())
+    def count(self, name: str | None = None) -> int:
+        return int(self._col(name).count())
+
+
+def _records(page: Mapping[str, Any], include: Sequence[str]) -> Iterator[dict[str, Any]]:
+    for i, rid in enumerate(page["ids"]):
+        rec: dict[str, Any] = {"id": rid}
+        for field in include:
+            values = page.get(field)
+            rec[field[:-1] if field.endswith("s") else field] = None if values is None else values[i]
+        yield rec
 
 
 def _name_of(c: Any) -> str:
@@ -235,8 +243,6 @@ def _name_of(c: Any) -> str:
 
 
 def _check_collection_name(name: str) -> None:
-    import re
-
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{1,510}[A-Za-z0-9]", name):
         raise InputError(
             f"collection name {name!r} is not valid for Chroma: use 3-512 characters from [a-zA-Z0-9._-], "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .errors import InputError, InputTooLongError
+from ..errors import InputError, InputTooLongError
 
 #: OpenAI's limit on inputs per embeddings request.
 MAX_INPUTS_PER_REQUEST = 2048

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .errors import InputError
-from .text import clean_text
+from ..errors import InputError
+from ..text import clean_text
 from .turns import Source, Turn
 
 #: Sections of a document without headings are packed from paragraphs up to this many bytes.
@@ -78,6 +78,48 @@ def split_sections(text: str, max_section_bytes: int = SECTION_MAX_BYTES) -> lis
     if current:
         out.append((None, "\n\n".join(current)))
     return out
+
+
+def document_input(doc: Any, position: int = 0) -> tuple[str, str | None, str | None, dict[str, Any]]:
+    """``(text, title, id, metadata)`` of one document: a string, or a dict ``{"text", "title"?, "id"?, "metadata"?}``.
+
+    The one reading of a document every entry point shares (the core, both adapters, the CLI):
+    ``id`` absent means the default id (:func:`document_id`: a hash of the title and the text).
+    """
+    where = f"document {position}"
+    if isinstance(doc, str):
+        return doc, None, None, {}
+    if not isinstance(doc, Mapping):
+        raise InputError(f"{where}: expected a string or a dict with 'text', got {type(doc).__name__}")
+    if "text" not in doc:
+        raise InputError(f"{where}: a dict document needs a 'text' key")
+    text, title, doc_id, meta = doc["text"], doc.get("title"), doc.get("id"), doc.get("metadata")
+    if not isinstance(text, str):
+        raise InputError(f"{where}: 'text' must be a string, got {type(text).__name__}")
+    for name, value in (("title", title), ("id", doc_id)):
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise InputError(f"{where}: {name!r} must be a non-empty string or absent, got {value!r}")
+    if meta is not None and not isinstance(meta, Mapping):
+        raise InputError(f"{where}: 'metadata' must be a dict, got {type(meta).__name__}")
+    return text, title, doc_id, dict(meta or {})
+
+
+def documents_to_turns(
+    documents: Iterable[Any] | str | Mapping[str, Any],
+    *,
+    thread_id: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> list[Turn]:
+    """The section turns of documents given as strings or dicts (see :func:`document_input`);
+    ``metadata`` goes on every piece, under each document's own."""
+    if isinstance(documents, (str, Mapping)):
+        documents = [documents]
+    turns: list[Turn] = []
+    for i, doc in enumerate(documents):
+        text, title, doc_id, meta = document_input(doc, i)
+        merged = {**dict(metadata or {}), **meta}
+        turns.extend(document_turns(text, title=title, doc_id=doc_id, thread_id=thread_id, metadata=merged))
+    return turns
 
 
 def document_turns(

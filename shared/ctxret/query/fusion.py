@@ -16,16 +16,6 @@ Measured on the LoCoMo dev split (see BENCHMARKS.md), equal-weight RRF loses mos
 over dense search there; convex fusion at ``w = 0.7`` is at least as good as the better of the
 two on both top-hit and QA recall@5.
 
-:func:`hybrid_search` runs the whole hybrid stage of a search: per part, dense top-``candidates``
-(one batched Chroma query for all parts) and lexical top-``candidates`` (scoped by thread inside
-SQL); lexical-only hits are fetched from Chroma in ONE ``get(ids=...)`` for all parts, which fills
-in their text, metadata and vector (for their exact cosine) and enforces the caller's ``where``
-(passed to the get; the thread scope is re-checked on the returned metadata), so a stale lexical
-row never surfaces; the exact BM25 of dense-only hits comes from one FTS5 query per part; each
-part is fused on its own and cut to ``k``. With a caller ``where``, the lexical side fetches
-``4 × candidates`` before the filter, so a very selective filter may leave it fewer candidates
-(the dense side is filtered inside Chroma's query and is not affected).
-
 The floor with fusion: ``score_threshold`` stays a raw cosine. A hit whose cosine clears it is
 kept; a hit under it is kept only on strong lexical evidence: it holds at least
 ``lexical_floor`` (default 0.3) of the part's term weight — the IDF-weighted share of the part's
@@ -39,7 +29,6 @@ than ``k`` hits.
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -48,8 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InputError
-from .results import Group, Hit
+from ..errors import InputError
 
 
 class FusionMethod(str, Enum):
@@ -215,116 +203,23 @@ class FusionSettings:
         object.__setattr__(self, "candidates", check_candidates(self.candidates))
         object.__setattr__(self, "lexical_floor", check_lexical_floor(self.lexical_floor))
 
-
-Row = tuple[str, str, float, dict[str, Any]]  # (id, document, cosine, metadata), as ChromaStore.query gives
-
-
-@dataclass
-class _Part:
-    """One part's candidates with both scores exact, ready to fuse."""
-
-    dense: list[tuple[str, float]]  # (id, cosine), best first
-    lexical: list[tuple[str, float]]  # (id, bm25), best first, only ids that hold under the filter
-    info: dict[str, tuple[str, dict[str, Any]]]  # id -> (document, metadata)
-    cosine: dict[str, float]
-    bm25: dict[str, float]
-    coverage: dict[str, float]  # lexical coverage of the candidates under the cosine floor
-
-
-@dataclass
-class _Plan:
-    """One hybrid search in flight: what each phase needs and produced."""
-
-    parts: list[str]
-    qvecs: np.ndarray
-    k: int
-    floor: float | None
-    thread_ids: list[str] | None
-    where: dict[str, Any] | None  # thread scope + caller filter, as Chroma takes it
-    has_filter: bool  # a caller `where` is part of `where`
-    settings: FusionSettings
-    dense: list[list[Row]] | None = None
-    lexical: list[list[tuple[str, float]]] | None = None
-    ready: list[_Part] | None = None
-
     @property
-    def n_candidates(self) -> int:
-        return max(self.k, self.settings.candidates)
+    def label(self) -> str:
+        """``"convex w=0.7"``, ``"rrf k=60"``, ``"weighted_rrf w=0.7 k=60"``: the fusion rule in words."""
+        if self.method is FusionMethod.RRF:
+            return f"rrf k={self.rrf_k:g}"
+        if self.method is FusionMethod.WEIGHTED_RRF:
+            return f"weighted_rrf w={self.lexical_weight:g} k={self.rrf_k:g}"
+        return f"convex w={self.lexical_weight:g}"
 
-    @property
-    def n_lexical(self) -> int:
-        return self.n_candidates * WHERE_OVERFETCH if self.has_filter else self.n_candidates
-
-
-def _dense(store: Any, plan: _Plan) -> list[list[Row]]:
-    return store.query(plan.qvecs, plan.n_candidates, plan.where)
-
-
-def _lexical(lexical: Any, plan: _Plan) -> list[list[tuple[str, float]]]:
-    return [lexical.search(part, plan.n_lexical, plan.thread_ids) for part in plan.parts]
-
-
-def _fetch(store: Any, plan: _Plan, ids: list[str]) -> dict[str, tuple[str, dict[str, Any], np.ndarray]]:
-    """ONE Chroma get for every part's lexical-only hits: text, metadata and vector.
-
-    A caller filter is checked by Chroma inside the get; the thread scope alone is checked here
-    on the returned metadata (same result; Chroma's filtered get costs ~3x more).
-    """
-    if not ids:
-        return {}
-    got = store.collection.get(ids=ids, where=plan.where if plan.has_filter else None, include=["documents", "metadatas", "embeddings"])
-    docs, metas, embs = got.get("documents"), got.get("metadatas"), got.get("embeddings")
-    scope = None if plan.thread_ids is None else set(plan.thread_ids)
-    out: dict[str, tuple[str, dict[str, Any], np.ndarray]] = {}
-    for j, rid in enumerate(got["ids"]):
-        meta = dict((metas[j] if metas is not None else None) or {})
-        if scope is not None and str(meta.get("thread_id")) not in scope:
-            continue  # a stale lexical row: never surfaces
-        vec = np.asarray(embs[j], dtype=np.float32) if embs is not None else np.zeros(0, np.float32)
-        out[rid] = ((docs[j] if docs is not None else None) or "", meta, vec)
-    return out
-
-
-def _prepare(store: Any, lexical: Any, plan: _Plan) -> None:
-    """Complete every part's candidates: one Chroma get for all lexical-only hits (which enforces
-    the filter and gives their exact cosine), the exact BM25 of dense-only hits, and the lexical
-    coverage of candidates under the cosine floor."""
-    assert plan.dense is not None and plan.lexical is not None
-    wanted: dict[str, None] = {}
-    for rows, lex in zip(plan.dense, plan.lexical):
-        dense_ids = {r[0] for r in rows}
-        wanted.update((i, None) for i, _ in lex if i not in dense_ids)
-    fetched = _fetch(store, plan, list(wanted))
-    ready: list[_Part] = []
-    for i, (part, rows, lex) in enumerate(zip(plan.parts, plan.dense, plan.lexical)):
-        q = np.asarray(plan.qvecs[i], dtype=np.float32)
-        info = {r[0]: (r[1] or "", r[3]) for r in rows}
-        cosine = {r[0]: float(r[2]) for r in rows}
-        # lexical hits Chroma does not return under the filter (or at all) are dropped here
-        lex = [(rid, sc) for rid, sc in lex if rid in info or rid in fetched][: plan.n_candidates]
-        for rid, _ in lex:
-            if rid not in info:
-                doc, meta, vec = fetched[rid]
-                info[rid] = (doc, meta)
-                cosine[rid] = _cosine(vec, q)
-        listed = dict(lex)
-        only_dense = [r[0] for r in rows if r[0] not in listed]
-        bm25 = {rid: 0.0 for rid in cosine}
-        if only_dense:
-            bm25.update(lexical.scores(part, only_dense, plan.thread_ids))
-        bm25.update(listed)
-        low = [rid for rid, c in cosine.items() if plan.floor is not None and not c >= plan.floor]
-        low = low if plan.settings.lexical_floor is not None else []
-        coverage = lexical.coverage(part, low) if low else {}
-        ready.append(_Part([(r[0], float(r[2])) for r in rows], lex, info, cosine, bm25, coverage))
-    plan.ready = ready
-
-
-def _cosine(vec: np.ndarray, q: np.ndarray) -> float:
-    if vec.size != q.size or vec.size == 0:  # unreachable with one collection; never let NaN into a sort
-        return -1.0
-    denom = float(np.linalg.norm(vec) * np.linalg.norm(q))
-    return float(np.clip(float(vec @ q) / denom, -1.0, 1.0)) if denom > 0 else 0.0
+    def fusion_dict(self) -> dict[str, Any]:
+        """The fusion rule's settings (method, and the weight and RRF k where they apply)."""
+        out: dict[str, Any] = {"method": self.method.value}
+        if self.method is not FusionMethod.RRF:
+            out["lexical_weight"] = self.lexical_weight
+        if self.method is not FusionMethod.CONVEX:
+            out["rrf_k"] = self.rrf_k
+        return out
 
 
 #: A hit under the cosine floor can be kept for its words only down to this share of the floor.
@@ -350,93 +245,3 @@ def passes_floor(cosine: Any, coverage: Any, floor: float | None, lexical_floor:
     return keep if cos.ndim else bool(keep)
 
 
-def _assemble(plan: _Plan) -> list[Group]:
-    assert plan.ready is not None
-    s = plan.settings
-    groups: list[Group] = []
-    for i, (part, c) in enumerate(zip(plan.parts, plan.ready)):
-        fused = fuse(c.dense, c.lexical, s.method, lexical_weight=s.lexical_weight, rrf_k=s.rrf_k, cosine=c.cosine, bm25=c.bm25)
-        hits: list[Hit] = []
-        for rid, score in fused:
-            cos = c.cosine[rid]
-            if not passes_floor(cos, c.coverage.get(rid, 0.0), plan.floor, s.lexical_floor):
-                continue  # under the cosine floor and not rescued by the part's words
-            doc, meta = c.info[rid]
-            hits.append(Hit(rid, doc, float(score), meta, {"cosine": cos, "bm25": float(c.bm25[rid]), "fused": float(score)}))
-            if len(hits) == plan.k:
-                break
-        groups.append(Group(i, part, tuple(hits)))
-    return groups
-
-
-def hybrid_search(
-    store: Any,
-    lexical: Any,
-    parts: Sequence[str],
-    qvecs: np.ndarray,
-    k: int,
-    floor: float | None,
-    *,
-    thread_ids: Sequence[str] | None,
-    where: Mapping[str, Any] | None,
-    has_filter: bool,
-    settings: FusionSettings,
-) -> list[Group]:
-    """Dense + lexical search per part, fused inside each part's group (see the module docstring).
-
-    ``where`` is the full Chroma filter (thread scope and caller filter); ``thread_ids`` the
-    thread scope alone (for the lexical index); ``has_filter`` whether a caller filter is in
-    ``where``. Each hit's ``scores``: ``cosine`` (raw cosine, exact), ``bm25`` (Okapi BM25 from
-    the lexical index, 0.0 when the piece holds none of the part's tokens) and ``fused`` (=
-    ``score``). ``floor`` is a cosine: a hit under it is kept only when it holds at least
-    ``settings.lexical_floor`` of the part's term weight (see :meth:`LexicalIndex.coverage`).
-    """
-    plan = _plan(parts, qvecs, k, floor, thread_ids, where, has_filter, settings)
-    plan.dense = _dense(store, plan)
-    plan.lexical = _lexical(lexical, plan)
-    _prepare(store, lexical, plan)
-    return _assemble(plan)
-
-
-async def ahybrid_search(
-    store: Any,
-    lexical: Any,
-    parts: Sequence[str],
-    qvecs: np.ndarray,
-    k: int,
-    floor: float | None,
-    *,
-    thread_ids: Sequence[str] | None,
-    where: Mapping[str, Any] | None,
-    has_filter: bool,
-    settings: FusionSettings,
-) -> list[Group]:
-    """Async :func:`hybrid_search`: the dense and lexical queries run together, off the event loop."""
-    plan = _plan(parts, qvecs, k, floor, thread_ids, where, has_filter, settings)
-    plan.dense, plan.lexical = await asyncio.gather(
-        asyncio.to_thread(_dense, store, plan), asyncio.to_thread(_lexical, lexical, plan)
-    )
-    await asyncio.to_thread(_prepare, store, lexical, plan)
-    return _assemble(plan)
-
-
-def _plan(
-    parts: Sequence[str],
-    qvecs: np.ndarray,
-    k: int,
-    floor: float | None,
-    thread_ids: Sequence[str] | None,
-    where: Mapping[str, Any] | None,
-    has_filter: bool,
-    settings: FusionSettings,
-) -> _Plan:
-    return _Plan(
-        parts=list(parts),
-        qvecs=np.asarray(qvecs, dtype=np.float32),
-        k=int(k),
-        floor=floor,
-        thread_ids=None if thread_ids is None else [str(t) for t in thread_ids],
-        where=dict(where) if where else None,
-        has_filter=bool(has_filter),
-        settings=settings,
-    )

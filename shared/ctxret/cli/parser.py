@@ -1,0 +1,203 @@
+"""The ``ctxret`` argument parser: common store and embedder options, one subparser per command."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .._version import __version__
+from .commands import cmd_delete, cmd_index, cmd_reindex, cmd_search, cmd_stats
+from .demo import cmd_demo
+from .settings import DEMO_COLLECTION, add_common_options
+
+__all__ = ["build_parser"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full ``ctxret`` parser (subcommands set ``func``)."""
+    parser = argparse.ArgumentParser(
+        prog="ctxret",
+        description=(
+            "Contextual chunk retrieval: index agent threads and documents as labelled pieces "
+            "blended with their turn, search with one group of results per part of a message."
+        ),
+        epilog=(
+            "Store and embedder options may also follow the subcommand. "
+            "Exit codes: 0 ok, 1 error, 2 usage. Run `ctxret demo` to see it work."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"ctxret {__version__}")
+    add_common_options(parser, suppress=False)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    add_common_options(common, suppress=True)
+
+    _add_index_parser(sub, common)
+    _add_search_parser(sub, common)
+    _add_stats_parser(sub, common)
+    _add_reindex_parser(sub, common)
+    _add_delete_parser(sub, common)
+    _add_demo_parser(sub, common)
+    from ..evaluation.cli import register_eval  # here, not at import: evaluation.cli imports cli.settings
+
+    register_eval(sub, common)
+    return parser
+
+
+def _add_index_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "index",
+        parents=[common],
+        help="index JSONL threads and .md/.txt documents",
+        description=(
+            "Index files. JSONL: one OpenAI-format message per line (the file is one thread, named "
+            "by --thread or the file name), or one thread object per line "
+            '{"thread_id": ..., "messages": [...]}. Documents (.md, .markdown, .txt): split into '
+            "sections by headings; the document id, and its thread (search scope) unless --thread "
+            "is given, is its path relative to the working directory. Every file is read and "
+            "checked before anything is written: if one is bad, nothing is written. A file is a "
+            "whole thread: index it again when it changes (unchanged turns cost nothing)."
+        ),
+    )
+    p.add_argument(
+        "paths", nargs="+", metavar="PATH", help="files to index (.jsonl, .md, .markdown, .txt)"
+    )
+    p.add_argument(
+        "--thread", metavar="ID", help="thread id (search scope) for everything in these files"
+    )
+    p.set_defaults(func=cmd_index)
+
+
+def _add_search_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "search",
+        parents=[common],
+        help="search: one group of hits per part of the message",
+        description=(
+            "Split MESSAGE into at most 8 parts; each part (blended with the whole message) keeps "
+            "its own group of at most k hits. The text output shows each hit's raw cosine; --json "
+            "has every named score (with hybrid search a group is ranked by its fused score)."
+        ),
+    )
+    p.add_argument(
+        "message", metavar="MESSAGE", help='the incoming message ("-" reads it from stdin)'
+    )
+    p.add_argument(
+        "-k", type=_positive_int, default=5, metavar="K", help="hits per part (default 5)"
+    )
+    p.add_argument(
+        "--threshold",
+        type=_threshold,
+        default="auto",
+        metavar="COS",
+        help="cosine floor per hit: a number, 'none', or 'auto' (the embedder's default; default)",
+    )
+    p.add_argument(
+        "--thread", action="append", metavar="ID", help="search only this thread (repeatable)"
+    )
+    p.add_argument(
+        "--no-split",
+        dest="split",
+        action="store_false",
+        help="one whole-message vector instead of per-part groups (the baseline)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.add_argument(
+        "--lexical",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="hybrid search: BM25 per part fused with the dense search (default: on for an "
+        "embedded or in-memory store, off for a Chroma server)",
+    )
+    p.add_argument(
+        "--fusion",
+        choices=["convex", "rrf", "weighted_rrf"],
+        default=None,
+        help="how each part's dense and BM25 hits are fused (default convex)",
+    )
+    p.add_argument(
+        "--lexical-weight",
+        type=float,
+        default=None,
+        metavar="W",
+        help="weight of the BM25 side for convex / weighted_rrf, 0-1 (default 0.7)",
+    )
+    # more search flags go here and into search_options()
+    p.set_defaults(func=cmd_search)
+
+
+def _add_stats_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("stats", parents=[common], help="counts, threads and the index config")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.set_defaults(func=cmd_stats)
+
+
+def _add_reindex_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "reindex",
+        parents=[common],
+        help="rebuild the collection from its stored pieces (e.g. with new --embedder/--weight)",
+        description=(
+            "Re-embed every stored piece under the current options and swap the new collection in "
+            "when it is complete (a failure leaves the old one untouched)."
+        ),
+    )
+    p.set_defaults(func=cmd_reindex)
+
+
+def _add_delete_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("delete", parents=[common], help="delete every piece of a thread")
+    p.add_argument(
+        "--thread",
+        action="append",
+        metavar="ID",
+        required=True,
+        help="thread to delete (repeatable)",
+    )
+    p.set_defaults(func=cmd_delete)
+
+
+def _add_demo_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "demo",
+        parents=[common],
+        help="index bundled sample threads; compare per-part groups with one whole-message vector",
+        description=(
+            "Index three sample agent threads shipped with ctxret (into a temporary folder unless "
+            f"--store/--chroma-host is given; collection {DEMO_COLLECTION!r} unless --collection "
+            "is given) and run a few messages both ways, dense search only."
+        ),
+    )
+    p.add_argument(
+        "-k", type=_positive_int, default=2, metavar="K", help="hits per part (default 2)"
+    )
+    p.set_defaults(func=cmd_demo)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _threshold(text: str) -> float | str | None:
+    low = text.strip().lower()
+    if low == "auto":
+        return "auto"
+    if low in ("none", "off"):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a cosine (e.g. 0.35), 'none' or 'auto', got {text!r}"
+        ) from None
+    if not -1.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"a cosine floor is between -1 and 1, got {text!r}")
+    return value
+
+

@@ -1,0 +1,321 @@
+# ruff: noqa: T201  (a command-line tool: it prints)
+"""CLI settings: flags, then environment variables, then defaults; the embedder and index they describe.
+
+Every command, ``eval`` included, builds its embedder and index here, so one option vocabulary
+means the same thing everywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import CtxretError, StoreError
+
+if TYPE_CHECKING:
+    from ..embedders.base import Embedder
+    from ..index import ContextualIndex
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+DEFAULT_STORE = ".ctxret"
+DEFAULT_COLLECTION = "ctxret"
+DEFAULT_CHROMA_PORT = 8000
+DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
+DEMO_COLLECTION = "ctxret-demo"
+
+#: option dest -> environment variable (a flag beats the variable, the variable beats the default).
+ENV = {
+    "store": "CTXRET_STORE",
+    "collection": "CTXRET_COLLECTION",
+    "chroma_host": "CTXRET_CHROMA_HOST",
+    "chroma_port": "CTXRET_CHROMA_PORT",
+    "embedder": "CTXRET_EMBEDDER",
+    "model": "CTXRET_OPENAI_MODEL",
+    "dims": "CTXRET_DIMS",
+    "weight": "CTXRET_WEIGHT",
+    "lexical_path": "CTXRET_LEXICAL_PATH",
+}
+
+
+def add_common_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+    """Store, embedder and output options. On subcommands they default to SUPPRESS so that a value
+    given before the subcommand is not overwritten."""
+
+    def default(value: Any) -> Any:
+        return argparse.SUPPRESS if suppress else value
+
+    store = parser.add_argument_group("store (default: an embedded Chroma folder)")
+    store.add_argument(
+        "--store",
+        metavar="PATH",
+        default=default(None),
+        help=f"embedded store folder [env {ENV['store']}; default ./{DEFAULT_STORE}]",
+    )
+    store.add_argument(
+        "--collection",
+        metavar="NAME",
+        default=default(None),
+        help=f"collection name [env {ENV['collection']}; default {DEFAULT_COLLECTION}]",
+    )
+    store.add_argument(
+        "--chroma-host",
+        metavar="HOST",
+        default=default(None),
+        help=f"use a Chroma server instead of a folder [env {ENV['chroma_host']}]",
+    )
+    store.add_argument(
+        "--chroma-port",
+        metavar="PORT",
+        default=default(None),
+        help=f"Chroma server port [env {ENV['chroma_port']}; default {DEFAULT_CHROMA_PORT}]",
+    )
+    store.add_argument(
+        "--lexical-path",
+        metavar="FILE",
+        default=default(None),
+        help="SQLite file of the BM25 index for hybrid search (embedded stores keep one inside the "
+        f"store folder; a Chroma server gets one only with this) [env {ENV['lexical_path']}]",
+    )
+
+    emb = parser.add_argument_group("embedder")
+    emb.add_argument(
+        "--embedder",
+        choices=("local", "openai"),
+        default=default(None),
+        help=f"local MiniLM (offline) or OpenAI [env {ENV['embedder']}; default local]; "
+        "openai reads OPENAI_API_KEY and OPENAI_BASE_URL",
+    )
+    emb.add_argument(
+        "--model",
+        metavar="NAME",
+        default=default(None),
+        help=f"OpenAI model [env {ENV['model']}; default {DEFAULT_OPENAI_MODEL}]",
+    )
+    emb.add_argument(
+        "--dims",
+        metavar="N",
+        default=default(None),
+        help=f"OpenAI `dimensions` (Matryoshka) [env {ENV['dims']}; default: the model's]",
+    )
+    emb.add_argument(
+        "--weight",
+        metavar="W",
+        default=default(None),
+        help=f"share of a piece's own vector in its stored vector, 0..1 [env {ENV['weight']}; "
+        "default 0.8, or the collection's]",
+    )
+
+    out = parser.add_argument_group("output")
+    out.add_argument(
+        "-v", "--verbose", action="store_true", default=default(False), help="log progress details"
+    )
+
+
+class UsageError(Exception):
+    """Bad flags or settings: reported with the usage line, exit code 2."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved store and embedder settings (flag > environment > default)."""
+
+    store: str | None
+    collection: str
+    chroma_host: str | None
+    chroma_port: int
+    embedder: str
+    model: str
+    dims: int | None
+    weight: float | None
+    lexical_path: str | None = None
+
+
+def resolve_settings(
+    args: argparse.Namespace, environ: Mapping[str, str] | None = None
+) -> Settings:
+    """Combine flags and environment variables; a bad value raises :class:`UsageError`."""
+    env = os.environ if environ is None else environ
+
+    def flag(name: str) -> Any:
+        return getattr(args, name, None)
+
+    def pick(name: str) -> tuple[str | None, str]:
+        value = flag(name)
+        if value is not None:
+            return str(value), f"--{name.replace('_', '-')}"
+        value = env.get(ENV[name])
+        if value is not None and value.strip() != "":
+            return value.strip(), ENV[name]
+        return None, ""
+
+    # Store: a flag beats a variable; a folder and a server chosen at the same level is an error.
+    if flag("store") is not None and flag("chroma_host") is not None:
+        raise UsageError(
+            "choose one store: --store PATH (embedded folder) or --chroma-host HOST (Chroma server)"
+        )
+    if flag("store") is not None:
+        store, host = flag("store"), None
+    elif flag("chroma_host") is not None:
+        store, host = None, flag("chroma_host")
+    else:
+        store, host = env.get(ENV["store"]) or None, env.get(ENV["chroma_host"]) or None
+        if store and host:
+            raise UsageError(
+                f"both {ENV['store']} and {ENV['chroma_host']} are set; unset one of them"
+            )
+    if flag("chroma_port") is not None and host is None:
+        raise UsageError("--chroma-port needs --chroma-host (or CTXRET_CHROMA_HOST)")
+    port_text, port_from = pick("chroma_port")
+    port = DEFAULT_CHROMA_PORT
+    if port_text is not None:
+        try:
+            port = int(port_text)
+        except ValueError:
+            raise UsageError(f"{port_from}={port_text!r} is not a port number") from None
+        if not 0 < port < 65536:
+            raise UsageError(f"{port_from}={port_text!r} is not a port number (1-65535)")
+
+    collection = pick("collection")[0] or DEFAULT_COLLECTION
+
+    embedder, embedder_from = pick("embedder")
+    embedder = (embedder or "local").lower()
+    if embedder not in ("local", "openai"):
+        raise UsageError(f"{embedder_from}={embedder!r}: choose 'local' or 'openai'")
+    model, model_from = pick("model")
+    dims_text, dims_from = pick("dims")
+    dims = None
+    if dims_text is not None:
+        try:
+            dims = int(dims_text)
+        except ValueError:
+            raise UsageError(
+                f"{dims_from}={dims_text!r} is not a whole number of dimensions"
+            ) from None
+        if dims < 1:
+            raise UsageError(f"{dims_from}={dims_text!r}: dimensions must be positive")
+    if embedder == "local":
+        # Only a flag is an error here: a variable may be set for another embedder's use.
+        if flag("dims") is not None:
+            raise UsageError(
+                "--dims applies to --embedder openai; the local model always has 384 dimensions"
+            )
+        if flag("model") is not None:
+            raise UsageError(
+                "--model applies to --embedder openai; the local model is all-MiniLM-L6-v2"
+            )
+        dims, model = None, None
+    weight_text, weight_from = pick("weight")
+    weight = None
+    if weight_text is not None:
+        try:
+            weight = float(weight_text)
+        except ValueError:
+            raise UsageError(
+                f"{weight_from}={weight_text!r} is not a number between 0 and 1"
+            ) from None
+        if not 0.0 <= weight <= 1.0:
+            raise UsageError(
+                f"{weight_from}={weight_text!r}: the weight is between 0 and 1 (default 0.8)"
+            )
+    return Settings(
+        store=store,
+        collection=collection,
+        chroma_host=host,
+        chroma_port=port,
+        embedder=embedder,
+        model=model or DEFAULT_OPENAI_MODEL,
+        dims=dims,
+        weight=weight,
+        lexical_path=pick("lexical_path")[0] or None,
+    )
+
+
+def make_embedder(settings: Settings) -> Embedder:
+    """The embedder the settings name (OpenAI reads ``OPENAI_API_KEY``/``OPENAI_BASE_URL``)."""
+    if settings.embedder == "openai":
+        from ..embedders.openai import OpenAIEmbedder
+
+        return OpenAIEmbedder(
+            model=settings.model,
+            dimensions=settings.dims,
+            base_url=os.environ.get("OPENAI_BASE_URL") or None,
+        )
+    from ..embedders.local import LocalEmbedder
+
+    return LocalEmbedder()
+
+
+def open_index(
+    settings: Settings,
+    *,
+    embedder: Embedder | None = None,
+    must_exist: bool = False,
+    rebuild: bool = False,
+    progress: bool | None = None,
+    store: str | None = None,
+    collection: str | None = None,
+) -> ContextualIndex:
+    """Open the index the settings describe (``store`` overrides them with an embedded folder).
+
+    ``must_exist``: refuse to create a store folder or a collection (for search, stats, reindex,
+    delete); the error names the collections that do exist.
+    """
+    from ..index import ContextualIndex
+    from ..storage.chroma import ChromaStore
+
+    collection = collection or settings.collection
+    server = settings.chroma_host is not None and store is None
+    if server:
+        where: dict[str, Any] = {"host": settings.chroma_host, "port": settings.chroma_port}
+    else:
+        path = Path(store if store is not None else (settings.store or DEFAULT_STORE)).expanduser()
+        if must_exist and not path.exists():
+            raise CtxretError(
+                f"no index at {str(path)!r}; create it with `ctxret index FILE...` "
+                "or pass --store PATH"
+            )
+        where = {"path": path}
+
+    def connect(make: Any) -> Any:
+        if not server:
+            return make()
+        try:
+            return make()
+        except CtxretError:
+            raise
+        except Exception as e:  # chromadb raises plain ValueError/ConnectionError subclasses here
+            raise StoreError(
+                f"cannot use the Chroma server at {settings.chroma_host}:{settings.chroma_port} "
+                f"({e}); start one with `chroma run --path DIR --port PORT` "
+                "or fix --chroma-host/--chroma-port"
+            ) from e
+
+    if must_exist:
+        probe = connect(lambda: ChromaStore(collection=collection, **where))
+        if not probe.exists():
+            names = probe.names()
+            there = ", ".join(names) if names else "none"
+            raise CtxretError(
+                f"no collection {collection!r} at {probe.location} (collections there: {there}); "
+                "create it with `ctxret index FILE...` or choose one with --collection"
+            )
+    opener = ContextualIndex.rebuild if rebuild else ContextualIndex
+    return connect(
+        lambda: opener(
+            **where,
+            collection=collection,
+            embedder=embedder if embedder is not None else make_embedder(settings),
+            weight=settings.weight,
+            progress=progress,
+            lexical_path=settings.lexical_path,
+        )
+    )
+
+

@@ -1,0 +1,195 @@
+"""Configuration objects: what a collection is built with (:class:`IndexConfig`) and how a search runs
+(:class:`SearchSettings`).
+
+``IndexConfig`` is recorded on the collection and compared when it is opened: vectors built
+with another model, dimension, blend weight, context strategy, piece budget or packer are
+never mixed (:class:`~ctxret.errors.ConfigMismatchError` names each difference).
+``SearchSettings`` are query-time only: never recorded, overridable per call.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Literal
+
+import numpy as np
+
+from ._version import __version__
+from .blend import CHUNK_FOCUS_WEIGHT
+from .errors import InputError
+from .ingest.context import CONTEXT_STRATEGIES
+from .ingest.turns import MIN_BODY_BYTES
+from .query.fusion import FusionMethod, FusionSettings
+from .text import MAX_PARTS, PACKER_VERSION
+
+__all__ = ["IndexConfig", "SearchSettings", "FusionSettings", "ContextStrategy", "COMPARED_KEYS"]
+
+ContextStrategy = Literal["mean", "turn", "late", "llm"]
+#: Config keys that must match between a collection and the index that opens it.
+COMPARED_KEYS = ("model_id", "dims", "weight", "context", "piece_bytes", "packer")
+
+
+@dataclass(frozen=True)
+class IndexConfig:
+    """How a collection's vectors were made. Recorded on the collection, compared on open."""
+
+    model_id: str
+    dims: int
+    weight: float = CHUNK_FOCUS_WEIGHT
+    context: str = "mean"
+    piece_bytes: int = 600
+    packer: str = PACKER_VERSION
+    max_tokens: int = 256
+    version: str = __version__
+
+    def __post_init__(self) -> None:
+        w = self.weight
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0.0 <= float(w) <= 1.0:
+            raise InputError(f"weight must be between 0 and 1, got {w!r}")
+        if self.context not in CONTEXT_STRATEGIES:
+            raise InputError(f"context must be one of {CONTEXT_STRATEGIES}, got {self.context!r}")
+        pb = self.piece_bytes
+        if isinstance(pb, bool) or not isinstance(pb, int) or pb < MIN_BODY_BYTES + 64:
+            raise InputError(f"piece_bytes must be an integer of at least {MIN_BODY_BYTES + 64}, got {pb!r}")
+        object.__setattr__(self, "weight", float(w))
+        object.__setattr__(self, "dims", int(self.dims))
+        object.__setattr__(self, "max_tokens", int(self.max_tokens))
+
+    @classmethod
+    def resolve(
+        cls,
+        embedder: Any,
+        stored: Mapping[str, Any] | None,
+        *,
+        weight: float | None = None,
+        context: str | None = None,
+        piece_bytes: int | None = None,
+    ) -> IndexConfig:
+        """The config an index opens with: what you asked, else the collection's, else the defaults."""
+        stored = stored or {}
+        asked = {"weight": weight, "context": context, "piece_bytes": piece_bytes}
+        defaults = {"weight": CHUNK_FOCUS_WEIGHT, "context": "mean", "piece_bytes": int(embedder.default_piece_bytes)}
+        chosen: dict[str, Any] = {k: v if v is not None else stored.get(k, defaults[k]) for k, v in asked.items()}
+        return cls(
+            model_id=str(embedder.model_id),
+            dims=int(embedder.dims),
+            max_tokens=int(embedder.max_tokens),
+            weight=chosen["weight"],
+            context=chosen["context"],
+            piece_bytes=chosen["piece_bytes"],
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def mismatch_message(self, stored: Mapping[str, Any], collection: str, location: str) -> str:
+        """Why a collection built under ``stored`` cannot be opened with this config, and the fix."""
+        lines = ", ".join(f"{k}: stored {old!r} vs asked {new!r}" for k, (old, new) in self.differences(stored).items())
+        return (
+            f"collection {collection!r} at {location} was built with another index config ({lines}). Open it with "
+            "the same embedder and settings, or rebuild it under the new ones with ContextualIndex.rebuild(...) "
+            "(same arguments; CLI: `ctxret reindex` with the new options); a rebuild re-embeds every stored piece "
+            "and loses nothing."
+        )
+
+    def differences(self, stored: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+        """``{key: (stored, this)}`` for every compared key that differs."""
+        mine = self.as_dict()
+        return {k: (stored.get(k), mine[k]) for k in COMPARED_KEYS if stored.get(k) != mine[k]}
+
+
+_UNSET: Any = object()
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """How a search runs. Query-time only: an index holds defaults, each call may override them.
+
+    * ``k``: hits per part (per group), not in total.
+    * ``score_threshold``: the cosine floor per hit; ``"auto"`` = the embedder's default
+      (``Embedder.default_score_threshold``), ``None`` = no floor.
+    * ``max_parts`` (≤ parts a message is split into) and ``split`` (``False``: one
+      whole-message vector, the baseline).
+    * ``query_weight``: blend weight of a part against its whole message; ``None`` = the
+      collection's ``weight``.
+    * ``lexical``: hybrid search on (``True``), off (``False``) or on when the index has a lexical
+      index (``None``); ``hybrid``: its fusion settings (:class:`FusionSettings`).
+    * ``parents``: attach each hit's whole turn or section and keep one hit per parent in a group.
+
+    :meth:`with_options` takes the flat names every entry point uses (``fusion``,
+    ``lexical_weight``, ``rrf_k``, ``candidates``, ``lexical_floor`` for the hybrid settings).
+    """
+
+    k: int = 5
+    score_threshold: float | None | Literal["auto"] = "auto"
+    max_parts: int = MAX_PARTS
+    split: bool = True
+    query_weight: float | None = None
+    lexical: bool | None = None
+    hybrid: FusionSettings = field(default_factory=FusionSettings)
+    parents: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "k", _positive_int(self.k, "k (results per part)"))
+        object.__setattr__(self, "max_parts", _positive_int(self.max_parts, "max_parts"))
+        object.__setattr__(self, "score_threshold", _threshold(self.score_threshold))
+        for name in ("split", "parents"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.lexical is not None and not isinstance(self.lexical, bool):
+            raise InputError(f"lexical must be True, False or None, got {self.lexical!r}")
+        qw = self.query_weight
+        if qw is not None:
+            if isinstance(qw, bool) or not isinstance(qw, (int, float)) or not 0.0 <= float(qw) <= 1.0:
+                raise InputError(f"query_weight must be between 0 and 1 (or None: the collection's weight), got {qw!r}")
+            object.__setattr__(self, "query_weight", float(qw))
+        if not isinstance(self.hybrid, FusionSettings):
+            raise InputError(f"hybrid must be a FusionSettings, got {type(self.hybrid).__name__}")
+
+    #: Flat option names that set a field of :attr:`hybrid`.
+    HYBRID_OPTIONS = {"fusion": "method", "lexical_weight": "lexical_weight", "rrf_k": "rrf_k",
+                      "candidates": "candidates", "lexical_floor": "lexical_floor"}  # fmt: skip
+
+    @classmethod
+    def option_names(cls) -> list[str]:
+        """Every keyword :meth:`with_options` accepts."""
+        return [f.name for f in fields(cls) if f.name != "hybrid"] + list(cls.HYBRID_OPTIONS) + ["hybrid"]
+
+    def with_options(self, **options: Any) -> SearchSettings:
+        """A copy with ``options`` applied; an unknown option is an error naming the valid ones."""
+        if not options:
+            return self
+        unknown = sorted(set(options) - set(self.option_names()))
+        if unknown:
+            raise InputError(f"unknown search option(s) {unknown}; valid options: {', '.join(self.option_names())}")
+        hybrid_changes = {self.HYBRID_OPTIONS[k]: v for k, v in options.items() if k in self.HYBRID_OPTIONS}
+        direct = {k: v for k, v in options.items() if k not in self.HYBRID_OPTIONS}
+        hybrid = direct.pop("hybrid", self.hybrid)
+        # None keeps the current value, except for lexical_floor where None means "no lexical rescue"
+        hybrid_changes = {k: v for k, v in hybrid_changes.items() if v is not None or k == "lexical_floor"}
+        if hybrid_changes:
+            if not isinstance(hybrid, FusionSettings):
+                raise InputError(f"hybrid must be a FusionSettings, got {type(hybrid).__name__}")
+            hybrid = replace(hybrid, **hybrid_changes)
+        return replace(self, hybrid=hybrid, **direct)
+
+
+def _positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise InputError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _threshold(value: Any) -> float | None | Literal["auto"]:
+    if value is None or value == "auto":
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not math.isfinite(float(value)):
+        raise InputError(f"score_threshold must be a cosine between -1 and 1, 'auto' or None, got {value!r}")
+    if not -1.0 <= float(value) <= 1.0:
+        raise InputError(f"score_threshold is a cosine floor between -1 and 1, got {value!r}")
+    return float(value)
+
+
+__all__ += ["FusionMethod"]

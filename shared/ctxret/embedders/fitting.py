@@ -1,0 +1,135 @@
+"""Fitting text to an embedder's input limit: pieces re-packed until they fit, long texts embedded in windows.
+
+Nothing is ever truncated inside a model: a piece over the model's token limit is re-packed at a
+smaller byte budget (:func:`fit_pieces`); any other text over the limit (a whole turn, a long
+query) is embedded as the unit mean of windows that fit (:func:`embed_fitting`).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from ..blend import mean_vector
+from ..errors import InputError
+from ..ingest.turns import Piece, Turn, label_pieces, piece_id
+from ..text import MIN_PIECE_BYTES, clean_text, pack_text_pieces
+from .base import Embedder
+
+__all__ = ["fit_pieces", "embed_fitting", "aembed_fitting", "embed_in_batches", "EMBED_CHUNK"]
+
+#: Texts per embed call while indexing with a progress bar (progress granularity).
+EMBED_CHUNK = 512
+
+
+def fit_pieces(turn: Turn, embedder: Embedder, max_bytes: int) -> list[Piece]:
+    """Label ``turn``'s pieces at ``max_bytes`` and re-pack any piece over the embedder's token limit.
+
+    An over-limit piece is re-packed at a smaller budget until every part fits, so nothing is
+    ever truncated inside the model. Ordinals and ids are assigned after fitting.
+    """
+    pieces = label_pieces(turn, max_bytes)
+    if not pieces:
+        return pieces
+    limit = int(embedder.max_tokens)
+    counts = embedder.count_tokens([p.text for p in pieces])
+    if max(counts) <= limit:
+        return pieces
+    out: list[Piece] = []
+    for piece, count in zip(pieces, counts):
+        out.extend([piece] if count <= limit else _split_to_fit(embedder, piece, count, limit))
+    seen: dict[int, int] = defaultdict(int)
+    fitted = []
+    for p in out:
+        ordinal = seen[p.source_ordinal]
+        seen[p.source_ordinal] += 1
+        pid = piece_id(turn.thread_id, turn.index, p.source_ordinal, ordinal, p.text, turn.doc_id)
+        fitted.append(replace(p, ordinal=ordinal, id=pid))
+    return fitted
+
+
+def _split_to_fit(embedder: Embedder, piece: Piece, count: int, limit: int) -> list[Piece]:
+    body_bytes = len(piece.body.encode("utf-8"))
+    budget = max(MIN_PIECE_BYTES, int(body_bytes * limit / count * 0.9))
+    while True:
+        bodies = pack_text_pieces(piece.body, budget)
+        texts = [f"{piece.header}\n{b}" for b in bodies]
+        if max(embedder.count_tokens(texts)) <= limit:
+            return [replace(piece, text=t, body=b) for t, b in zip(texts, bodies)]
+        if budget <= MIN_PIECE_BYTES:
+            raise InputError(
+                f"cannot fit a piece of turn {piece.turn_id!r} into {limit} tokens even at {budget} bytes; "
+                "shorten the header (title, source names) or use an embedder with a larger input limit"
+            )
+        budget = max(MIN_PIECE_BYTES, budget * 2 // 3)
+
+
+def _fitting_plan(embedder: Embedder, texts: Sequence[str]) -> tuple[list[str], list[int]]:
+    """Texts to send, and which input each belongs to: an over-limit text becomes windows that fit."""
+    limit = int(embedder.max_tokens)
+    counts = embedder.count_tokens(texts)
+    flat: list[str] = []
+    owner: list[int] = []
+    for i, (text, count) in enumerate(zip(texts, counts)):
+        if count <= limit:
+            flat.append(text)
+            owner.append(i)
+            continue
+        size = len(text.encode("utf-8"))
+        budget = max(MIN_PIECE_BYTES, int(size * limit / count * 0.9))
+        while True:
+            windows = pack_text_pieces(text, budget)
+            if max(embedder.count_tokens(windows)) <= limit or budget <= MIN_PIECE_BYTES:
+                break
+            budget = max(MIN_PIECE_BYTES, budget * 2 // 3)
+        flat.extend(windows)
+        owner.extend([i] * len(windows))
+    return flat, owner
+
+
+def _combine_windows(vecs: np.ndarray, owner: Sequence[int], n: int) -> np.ndarray:
+    vecs = np.asarray(vecs, dtype=np.float32)
+    out = np.zeros((n, vecs.shape[1]), np.float32)
+    owner_arr = np.asarray(owner)
+    for i in range(n):
+        rows = vecs[owner_arr == i]
+        out[i] = rows[0] if len(rows) == 1 else mean_vector(rows)
+    return out
+
+
+def embed_fitting(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """Embed texts in one pass; a text over the model's token limit is embedded as the unit mean of windows that fit."""
+    texts = [clean_text(t) for t in texts]
+    if not texts:
+        return np.zeros((0, int(embedder.dims)), np.float32)
+    flat, owner = _fitting_plan(embedder, texts)
+    return _combine_windows(embedder.embed(flat), owner, len(texts))
+
+
+async def aembed_fitting(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """Async :func:`embed_fitting`: awaits the embedder's async path."""
+    texts = [clean_text(t) for t in texts]
+    if not texts:
+        return np.zeros((0, int(embedder.dims)), np.float32)
+    flat, owner = _fitting_plan(embedder, texts)
+    return _combine_windows(await embedder.aembed(flat), owner, len(texts))
+
+
+def embed_in_batches(embedder: Embedder, texts: Sequence[str], *, progress: bool | None, desc: str) -> np.ndarray:
+    """Embed texts that already fit, with a progress bar when asked (``None``: on a terminal for big jobs)."""
+    show = progress if progress is not None else (len(texts) > EMBED_CHUNK and sys.stderr.isatty())
+    if len(texts) <= EMBED_CHUNK or not show:
+        return np.asarray(embedder.embed(list(texts)), dtype=np.float32)
+    from tqdm.auto import tqdm
+
+    parts = []
+    with tqdm(total=len(texts), desc=desc, unit="piece", disable=not show) as bar:
+        for start in range(0, len(texts), EMBED_CHUNK):
+            batch = list(texts[start : start + EMBED_CHUNK])
+            parts.append(np.asarray(embedder.embed(batch), dtype=np.float32))
+            bar.update(len(batch))
+    return np.vstack(parts)

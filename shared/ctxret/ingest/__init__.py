@@ -1,0 +1,43 @@
+"""Ingest: messages and documents → turns and sections → labelled pieces → context → the write path.
+
+* :mod:`.turns` — the turn model (``Turn``, ``Source``, ``Piece``), chat messages → turns,
+  labelled pieces (``label_pieces``), deterministic piece ids;
+* :mod:`.documents` — text and markdown → sections, the document-id policy;
+* :mod:`.context` — context strategies (``mean``, ``turn``, ``late``, ``llm``);
+* :mod:`.writer` — the one write path (fit, diff, embed, context, blend, store).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_getattr
+
+if TYPE_CHECKING:
+    from .context import context_vectors, late_context_vectors
+    from .documents import document_id, document_turns, split_sections
+    from .turns import Piece, Source, Turn, label_pieces, piece_id, turns_from_messages
+    from .writer import plan_turns, write_turns
+
+_NAMES = {
+    "Piece": ".turns", "Source": ".turns", "Turn": ".turns", "label_pieces": ".turns", "piece_id": ".turns",
+    "turns_from_messages": ".turns", "document_id": ".documents", "document_turns": ".documents",
+    "split_sections": ".documents", "context_vectors": ".context", "late_context_vectors": ".context",
+    "plan_turns": ".writer", "write_turns": ".writer",
+}  # fmt: skip
+__getattr__ = lazy_getattr(__name__, _NAMES)
+__all__ = [
+    "Piece",
+    "Source",
+    "Turn",
+    "context_vectors",
+    "document_id",
+    "document_turns",
+    "label_pieces",
+    "late_context_vectors",
+    "piece_id",
+    "plan_turns",
+    "split_sections",
+    "turns_from_messages",
+    "write_turns",
+]

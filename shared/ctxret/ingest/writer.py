@@ -1,0 +1,180 @@
+"""The one write path: turns → fitted, labelled pieces → what changed → context → one embedding pass → blend → store.
+
+Everything is packed and validated before anything is written; re-adding unchanged turns embeds
+nothing; a changed turn replaces its pieces (the new ones are written, then the stale ones
+removed, in the store's Chroma-then-lexical order).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..blend import chunk_search_vector
+from ..config import IndexConfig
+from ..embedders.base import Embedder
+from ..embedders.fitting import embed_in_batches, fit_pieces
+from ..errors import InputError
+from ..results import IndexResult
+from ..storage.schema import piece_metadata
+from ..text import clean_text
+from .context import Contextualizer, context_vectors, contextualize
+from .turns import Piece, Source, Turn, parse_time
+
+__all__ = ["PieceSink", "PlannedTurn", "plan_turns", "turns_from_records", "write_turns"]
+
+
+class PieceSink(Protocol):
+    """Where the writer puts pieces (``PieceStore`` implements it)."""
+
+    def existing(self, turn_ids: Sequence[str], name: str | None = None) -> Mapping[tuple[str, str], set[str]]: ...
+
+    def write(
+        self,
+        ids: Sequence[str],
+        vectors: np.ndarray,
+        documents: Sequence[str],
+        metadatas: Sequence[Mapping[str, Any]],
+        *,
+        stale: Sequence[str] = (),
+        name: str | None = None,
+    ) -> None: ...
+
+
+@dataclass
+class PlannedTurn:
+    """A turn with its fitted pieces and their metadata, validated and ready to embed."""
+
+    turn: Turn
+    pieces: list[Piece]
+    metadatas: list[dict[str, Any]]
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.turn.thread_id, self.turn.turn_id)
+
+
+def plan_turns(
+    turns: Sequence[Turn], embedder: Embedder, config: IndexConfig, metadata: Mapping[str, Any] | None = None
+) -> list[PlannedTurn]:
+    """Fit and label every turn's pieces and build their metadata; raises before anything is written."""
+    keys = [(t.thread_id, t.turn_id) for t in turns]
+    if len(set(keys)) != len(keys):
+        raise InputError("the same turn appears twice in one call; pass each turn (thread, number) once")
+    planned = []
+    for turn in turns:
+        if metadata:
+            turn = replace(turn, metadata={**dict(metadata), **dict(turn.metadata)})
+        pieces = fit_pieces(turn, embedder, config.piece_bytes)
+        planned.append(PlannedTurn(turn, pieces, [piece_metadata(turn, p) for p in pieces]))
+    return planned
+
+
+def write_turns(
+    sink: PieceSink,
+    embedder: Embedder,
+    config: IndexConfig,
+    turns: Sequence[Turn],
+    *,
+    metadata: Mapping[str, Any] | None = None,
+    contextualizer: Contextualizer | None = None,
+    progress: bool | None = None,
+    name: str | None = None,
+) -> IndexResult:
+    """Index ``turns`` into ``sink`` under ``config`` (``name``: another collection, for a rebuild)."""
+    if not turns:
+        return IndexResult()
+    planned = plan_turns(turns, embedder, config, metadata)
+    # Which turns changed? One filtered read per 256 turns.
+    existing = sink.existing(sorted({p.turn.turn_id for p in planned}), name=name)
+    changed = [p for p in planned if {x.id for x in p.pieces} != existing.get(p.key, set())]
+    changed_keys = {p.key for p in changed}
+    unchanged = sum(len(p.pieces) for p in planned if p.key not in changed_keys)
+    if not changed:
+        return IndexResult(unchanged=unchanged, turns=len(turns))
+    # LLM-written context lines (context="llm"), then one batched embedding pass.
+    lines: list[list[str]] | None = None
+    if config.context == "llm":
+        lines = [contextualize(contextualizer, clean_text(p.turn.text), p.pieces, f"turn {p.turn.turn_id!r}") for p in changed]
+        for p, turn_lines in zip(changed, lines):
+            for meta, line in zip(p.metadatas, turn_lines):
+                if line:
+                    meta["context_text"] = line
+    texts = [x.text for p in changed for x in p.pieces]
+    vectors = embed_in_batches(embedder, texts, progress=progress, desc="embedding pieces")
+    contexts = context_vectors(
+        config.context, embedder, [p.pieces for p in changed], vectors, [clean_text(p.turn.text) for p in changed], lines
+    )
+    # Blend, then write; stale pieces are removed after the new ones are in.
+    ids: list[str] = []
+    docs: list[str] = []
+    metas: list[dict[str, Any]] = []
+    blended: list[np.ndarray] = []
+    stale: list[str] = []
+    row = added = kept = 0
+    for p, ctx in zip(changed, contexts):
+        n = len(p.pieces)
+        if n:
+            blended.append(chunk_search_vector(vectors[row : row + n], ctx, config.weight))
+        row += n
+        old = existing.get(p.key, set())
+        new_ids = {x.id for x in p.pieces}
+        added += len(new_ids - old)
+        kept += len(new_ids & old)
+        stale.extend(sorted(old - new_ids))
+        ids.extend(x.id for x in p.pieces)
+        docs.extend(x.text for x in p.pieces)
+        metas.extend(p.metadatas)
+    sink.write(ids, np.vstack(blended) if blended else np.zeros((0, config.dims), np.float32), docs, metas, stale=stale, name=name)
+    return IndexResult(added=added, unchanged=unchanged + kept, replaced=len(stale), turns=len(turns), turns_changed=len(changed))
+
+
+def turns_from_records(records: Iterable[Mapping[str, Any]]) -> list[Turn]:
+    """Turns re-assembled from stored pieces' metadata (sources from their bodies), caller metadata included.
+
+    What a rebuild re-indexes: every piece of a collection back into its turn, in thread,
+    document and turn order.
+    """
+    by_turn: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
+    for meta in records:
+        by_turn[(str(meta["thread_id"]), str(meta["turn_id"]))].append(meta)
+    turns: list[Turn] = []
+    for key, metas in by_turn.items():
+        metas = sorted(metas, key=lambda m: (int(m["source_ordinal"]), int(m["ordinal"])))
+        first = metas[0]
+        sources: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
+        for m in metas:
+            sources[int(m["source_ordinal"])].append(m)
+        srcs = []
+        for new_ord, (_, ms) in enumerate(sorted(sources.items())):
+            m0 = ms[0]
+            srcs.append(
+                Source(
+                    kind=str(m0["source_kind"]),
+                    label=str(m0.get("source_label", "")),
+                    text="\n".join(str(m["body"]) for m in ms),
+                    ordinal=new_ord,
+                    timestamp=parse_time(m0.get("timestamp")),
+                    name=m0.get("source_name"),
+                )
+            )
+        caller_keys = [k for k in str(first.get("caller_keys", "")).split(",") if k]
+        index = int(first["turn_index"])
+        turns.append(
+            Turn(
+                thread_id=key[0],
+                index=index,
+                sources=tuple(srcs),
+                label=str(first.get("turn_label", f"Turn {index}")),
+                kind=str(first.get("kind", "turn")),
+                timestamp=parse_time(first.get("timestamp")),
+                doc_id=first.get("doc_id"),
+                metadata={k: first[k] for k in caller_keys if k in first},
+            )
+        )
+    turns.sort(key=lambda t: (t.thread_id, t.doc_id or "", t.index))
+    return turns

@@ -1,0 +1,43 @@
+"""Query: a message → parts and their vectors → dense and lexical candidates → fused, floored groups → parents.
+
+* :mod:`.vectors` — parts and blended query vectors from one embedding request;
+* :mod:`.fusion` — fusion methods (convex, RRF, weighted RRF) and the floor rule;
+* :mod:`.search` — the planning function and the sync/async executors;
+* :mod:`.parents` — small-to-big parent expansion.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_getattr
+
+if TYPE_CHECKING:
+    from .fusion import FusionMethod, FusionSettings, convex, fuse, passes_floor, rrf
+    from .parents import expand_parents
+    from .search import SearchPlan, arun_search, plan_search, run_search, search_vectors
+    from .vectors import aquery_vectors, query_vectors
+
+_NAMES = {
+    "FusionMethod": ".fusion", "FusionSettings": ".fusion", "convex": ".fusion", "fuse": ".fusion",
+    "passes_floor": ".fusion", "rrf": ".fusion", "expand_parents": ".parents", "SearchPlan": ".search",
+    "arun_search": ".search", "plan_search": ".search", "run_search": ".search", "search_vectors": ".search",
+    "aquery_vectors": ".vectors", "query_vectors": ".vectors",
+}  # fmt: skip
+__getattr__ = lazy_getattr(__name__, _NAMES)
+__all__ = [
+    "FusionMethod",
+    "FusionSettings",
+    "SearchPlan",
+    "aquery_vectors",
+    "arun_search",
+    "convex",
+    "expand_parents",
+    "fuse",
+    "passes_floor",
+    "plan_search",
+    "query_vectors",
+    "rrf",
+    "run_search",
+    "search_vectors",
+]

@@ -1,0 +1,264 @@
+"""The search pipeline: plan → query vectors → candidates per part → fused, floored groups → parents.
+
+One planning function (:func:`plan_search`) turns :class:`~ctxret.config.SearchSettings` into a
+:class:`SearchPlan`; one synchronous and one asynchronous executor run it against the storage
+protocols of :mod:`ctxret.storage.base` (the product's ``PieceStore``, or the harness's exact
+``ExactStore``), so the runtime and the evaluation harness run the same code.
+
+Stages, per query part (parts never mix: each keeps its own group):
+
+1. **dense**: top ``n`` pieces by cosine inside the scope (one batched query for all parts);
+   ``n = k`` for dense search, ``max(k, candidates)`` with hybrid search;
+2. **lexical** (hybrid): top ``n`` BM25 pieces for the part's text, scoped by thread inside the
+   lexical query (with a caller ``where`` filter, ``4 × n`` before the filter); lexical-only hits
+   are fetched from the store in ONE read for all parts, which fills in their text, metadata
+   and vector (for their exact cosine) and enforces the scope, so a stale lexical row never
+   surfaces; the exact BM25 of dense-only hits comes from the lexical index;
+3. **fuse** (hybrid): :func:`ctxret.query.fusion.fuse` on the part's two lists;
+4. **floor and cut**: hits under the cosine floor are dropped (with hybrid search a hit under it
+   is kept on strong lexical evidence: :func:`~ctxret.query.fusion.passes_floor`), the rest cut
+   to ``k``; groups are never padded;
+5. **parents** (``parents=True``): each hit's whole turn or section, one hit per parent in a group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from ..config import SearchSettings
+from ..embedders.base import Embedder
+from ..errors import InputError
+from ..results import Group, Hit
+from ..storage.base import DenseBackend, LexicalBackend, Row
+from ..storage.schema import Scope
+from .fusion import WHERE_OVERFETCH, FusionSettings, fuse, passes_floor
+from .parents import expand_parents
+from .vectors import aquery_vectors, query_vectors
+
+__all__ = [
+    "SearchPlan",
+    "PartCandidates",
+    "assemble",
+    "candidates",
+    "fuse_candidates",
+    "plan_search",
+    "run_search",
+    "arun_search",
+    "search_vectors",
+]
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """A search's settings resolved against an index: the numbers every stage reads."""
+
+    k: int
+    floor: float | None  # a raw cosine, or None (no floor)
+    weight: float  # blend weight of a part against its whole message
+    max_parts: int
+    split: bool
+    hybrid: FusionSettings | None  # None: dense search only
+    parents: bool
+
+    @property
+    def n_candidates(self) -> int:
+        return max(self.k, self.hybrid.candidates) if self.hybrid is not None else self.k
+
+
+def plan_search(settings: SearchSettings, *, default_floor: float | None, stored_weight: float, has_lexical: bool) -> SearchPlan:
+    """Resolve ``settings`` against an index: its default floor, its blend weight, whether it has a lexical index."""
+    if settings.lexical is True and not has_lexical:
+        raise InputError(
+            "lexical=True but this index has no lexical index (a Chroma server or custom client gets none by "
+            "default); open it with lexical_path='<local file>.sqlite3' to add one"
+        )
+    hybrid = settings.hybrid if (settings.lexical is not False and has_lexical) else None
+    floor = default_floor if settings.score_threshold == "auto" else settings.score_threshold
+    weight = stored_weight if settings.query_weight is None else settings.query_weight
+    return SearchPlan(settings.k, floor, float(weight), settings.max_parts, settings.split, hybrid, settings.parents)
+
+
+@dataclass
+class PartCandidates:
+    """One part's candidates with every score exact, and their ranking, before the floor and the cut to ``k``."""
+
+    part: str
+    ranked: list[tuple[str, float]]  # (id, ranking score) best first: fused, or the cosine (dense)
+    info: dict[str, tuple[str, dict[str, Any]]]  # id -> (document, metadata)
+    cosine: dict[str, float]
+    bm25: dict[str, float] | None = None  # hybrid only
+    coverage: dict[str, float] = field(default_factory=dict)  # hybrid: share of the part's term weight
+    dense: list[tuple[str, float]] = field(default_factory=list)  # (id, cosine) best first
+    lexical: list[tuple[str, float]] = field(default_factory=list)  # hybrid: (id, bm25) best first, in scope
+
+
+def fuse_candidates(c: PartCandidates, fusion: FusionSettings) -> PartCandidates:
+    """``c`` ranked by ``fusion`` (the candidates and their scores do not depend on the fusion settings)."""
+    ranked = fuse(c.dense, c.lexical, fusion.method, lexical_weight=fusion.lexical_weight, rrf_k=fusion.rrf_k, cosine=c.cosine, bm25=c.bm25)
+    return replace(c, ranked=ranked)
+
+
+# -- the stages after embedding (shared by both executors) ---------------------------------------
+def _dense_candidates(parts: Sequence[str], rows: Sequence[Sequence[Row]]) -> list[PartCandidates]:
+    out = []
+    for part, row in zip(parts, rows):
+        dense = [(r[0], float(r[2])) for r in row]
+        out.append(PartCandidates(part, dense, {r[0]: (r[1] or "", r[3]) for r in row}, dict(dense), dense=dense))
+    return out
+
+
+def _lexical_lists(lexical: LexicalBackend, plan: SearchPlan, parts: Sequence[str], scope: Scope) -> list[list[tuple[str, float]]]:
+    n = plan.n_candidates * WHERE_OVERFETCH if scope.where else plan.n_candidates
+    thread_ids = list(scope.thread_ids) if scope.thread_ids is not None else None
+    return [lexical.search(part, n, thread_ids) for part in parts]
+
+
+def _hybrid_candidates(
+    backend: DenseBackend,
+    lexical: LexicalBackend,
+    plan: SearchPlan,
+    parts: Sequence[str],
+    qvecs: np.ndarray,
+    scope: Scope,
+    dense_rows: Sequence[Sequence[Row]],
+    lexical_rows: Sequence[Sequence[tuple[str, float]]],
+    *,
+    coverage_for: str = "below_floor",
+) -> list[PartCandidates]:
+    """Complete every part's candidates and fuse them: one fetch for all lexical-only hits (which
+    enforces the scope and gives their exact cosine), the exact BM25 of dense-only hits, and the
+    lexical coverage of candidates under the floor (``coverage_for="all"``: of every candidate)."""
+    assert plan.hybrid is not None
+    s = plan.hybrid
+    wanted: dict[str, None] = {}
+    for rows, lex in zip(dense_rows, lexical_rows):
+        dense_ids = {r[0] for r in rows}
+        wanted.update((i, None) for i, _ in lex if i not in dense_ids)
+    fetched = backend.fetch(list(wanted), scope)
+    thread_ids = list(scope.thread_ids) if scope.thread_ids is not None else None
+    out: list[PartCandidates] = []
+    for i, (part, rows, lex) in enumerate(zip(parts, dense_rows, lexical_rows)):
+        q = np.asarray(qvecs[i], dtype=np.float32)
+        info = {r[0]: (r[1] or "", r[3]) for r in rows}
+        cosine = {r[0]: float(r[2]) for r in rows}
+        # lexical hits the store does not return inside the scope (or at all) are dropped here
+        kept = [(rid, sc) for rid, sc in lex if rid in info or rid in fetched][: plan.n_candidates]
+        for rid, _ in kept:
+            if rid not in info:
+                doc, meta, vec = fetched[rid]
+                info[rid] = (doc, meta)
+                cosine[rid] = _cosine(vec, q)
+        listed = dict(kept)
+        only_dense = [r[0] for r in rows if r[0] not in listed]
+        bm25 = {rid: 0.0 for rid in cosine}
+        if only_dense:
+            bm25.update(lexical.scores(part, only_dense, thread_ids))
+        bm25.update(listed)
+        if coverage_for == "all":
+            asked = list(cosine)
+        elif plan.floor is not None and s.lexical_floor is not None:
+            asked = [rid for rid, c in cosine.items() if not c >= plan.floor]
+        else:
+            asked = []
+        coverage = lexical.coverage(part, asked) if asked else {}
+        dense_list = [(r[0], float(r[2])) for r in rows]
+        pool = PartCandidates(part, [], info, cosine, bm25, coverage, dense_list, kept)
+        out.append(fuse_candidates(pool, s))
+    return out
+
+
+def _cosine(vec: np.ndarray, q: np.ndarray) -> float:
+    if vec.size != q.size or vec.size == 0:  # unreachable with one collection; never let NaN into a sort
+        return -1.0
+    denom = float(np.linalg.norm(vec) * np.linalg.norm(q))
+    return float(np.clip(float(vec @ q) / denom, -1.0, 1.0)) if denom > 0 else 0.0
+
+
+def assemble(plan: SearchPlan, candidates: Sequence[PartCandidates]) -> list[Group]:
+    """The floor and the cut to ``k``: one group per part, never padded."""
+    lexical_floor = plan.hybrid.lexical_floor if plan.hybrid is not None else None
+    groups: list[Group] = []
+    for i, c in enumerate(candidates):
+        hits: list[Hit] = []
+        for rid, score in c.ranked:
+            cos = c.cosine[rid]
+            if c.bm25 is None:
+                if plan.floor is not None and not cos >= plan.floor:
+                    continue
+                scores = {"cosine": cos}
+            else:
+                if not passes_floor(cos, c.coverage.get(rid, 0.0), plan.floor, lexical_floor):
+                    continue  # under the cosine floor and not rescued by the part's words
+                scores = {"cosine": cos, "bm25": float(c.bm25[rid]), "fused": float(score)}
+            doc, meta = c.info[rid]
+            hits.append(Hit(rid, doc, float(score), meta, scores))
+            if len(hits) == plan.k:
+                break
+        groups.append(Group(i, c.part, tuple(hits)))
+    return groups
+
+
+# -- executors ---------------------------------------------------------------------------------
+def candidates(
+    plan: SearchPlan,
+    parts: Sequence[str],
+    qvecs: np.ndarray,
+    scope: Scope,
+    backend: DenseBackend,
+    lexical: LexicalBackend | None,
+    *,
+    coverage_for: str = "below_floor",
+) -> list[PartCandidates]:
+    """Every part's ranked candidates (stages 1–3), from query vectors already made."""
+    dense_rows = backend.dense(np.asarray(qvecs, dtype=np.float32), plan.n_candidates, scope)
+    if plan.hybrid is None or lexical is None:
+        return _dense_candidates(parts, dense_rows)
+    lexical_rows = _lexical_lists(lexical, plan, parts, scope)
+    return _hybrid_candidates(backend, lexical, plan, parts, qvecs, scope, dense_rows, lexical_rows, coverage_for=coverage_for)
+
+
+def search_vectors(
+    plan: SearchPlan, parts: Sequence[str], qvecs: np.ndarray, scope: Scope, backend: DenseBackend, lexical: LexicalBackend | None
+) -> list[Group]:
+    """Stages 1–5 for query vectors already made (the harness calls this with its own vectors)."""
+    groups = assemble(plan, candidates(plan, parts, qvecs, scope, backend, lexical))
+    return expand_parents(backend, groups) if plan.parents and groups else groups
+
+
+def run_search(
+    plan: SearchPlan, message: str, scope: Scope, embedder: Embedder, backend: DenseBackend, lexical: LexicalBackend | None
+) -> list[Group]:
+    """The whole search, synchronously: one embedding request, then :func:`search_vectors`."""
+    parts, qvecs = query_vectors(embedder, message, weight=plan.weight, max_parts=plan.max_parts, split=plan.split)
+    if not parts:
+        return []
+    return search_vectors(plan, parts, qvecs, scope, backend, lexical)
+
+
+async def arun_search(
+    plan: SearchPlan, message: str, scope: Scope, embedder: Embedder, backend: DenseBackend, lexical: LexicalBackend | None
+) -> list[Group]:
+    """The whole search, asynchronously: the embedding awaits the embedder's async path; the dense
+    and lexical queries run together off the event loop."""
+    parts, qvecs = await aquery_vectors(embedder, message, weight=plan.weight, max_parts=plan.max_parts, split=plan.split)
+    if not parts:
+        return []
+    qvecs = np.asarray(qvecs, dtype=np.float32)
+    if plan.hybrid is None or lexical is None:
+        rows = await asyncio.to_thread(backend.dense, qvecs, plan.n_candidates, scope)
+        cands = _dense_candidates(parts, rows)
+    else:
+        rows, lex = await asyncio.gather(
+            asyncio.to_thread(backend.dense, qvecs, plan.n_candidates, scope),
+            asyncio.to_thread(_lexical_lists, lexical, plan, parts, scope),
+        )
+        cands = await asyncio.to_thread(_hybrid_candidates, backend, lexical, plan, parts, qvecs, scope, rows, lex)
+    groups = assemble(plan, cands)
+    if plan.parents and groups:
+        return await asyncio.to_thread(expand_parents, backend, groups)
+    return groups

@@ -1,0 +1,311 @@
+"""``PieceStore``: the Chroma collection and its lexical index, written and read as one.
+
+Every write goes Chroma first, then the lexical index in one SQLite transaction, with the
+lexical file's *pending* marker set in between (a crash between the two is repaired from
+Chroma's stored texts on the next open, without re-embedding). Deletes and clears follow the
+same order. A rebuild writes a new collection beside the old one and swaps it in only when
+complete, in steps that a crash at any point leaves recoverable (:meth:`PieceStore.recover`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+
+from ..errors import InputError
+from .base import Fetched, Row, group_parents
+from .chroma import DEFAULT_COLLECTION, ChromaStore
+from .lexical import LexicalIndex, SyncReport, default_lexical_path, fts5_available, lexical_text, sync_from_store
+from .schema import ParentKey, Scope
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["PieceStore", "REBUILD_SUFFIX", "PREVIOUS_SUFFIX", "open_piece_store"]
+
+#: A rebuild writes ``<collection>-rebuild`` and keeps the old one as ``<collection>-previous``
+#: while the two are swapped.
+REBUILD_SUFFIX = "-rebuild"
+PREVIOUS_SUFFIX = "-previous"
+_T = TypeVar("_T")
+
+
+class PieceStore:
+    """Chroma + the optional lexical index of one collection (see the module docstring)."""
+
+    def __init__(self, chroma: ChromaStore, lexical: LexicalIndex | None = None) -> None:
+        self.chroma = chroma
+        self.lexical = lexical
+
+    # -- identity ---------------------------------------------------------------------------------
+    @property
+    def location(self) -> str:
+        return self.chroma.location
+
+    @property
+    def collection_name(self) -> str:
+        return self.chroma.collection_name
+
+    @property
+    def has_lexical(self) -> bool:
+        return self.lexical is not None
+
+    def close(self) -> None:
+        if self.lexical is not None:
+            self.lexical.close()
+
+    # -- config -----------------------------------------------------------------------------------
+    def stored_config(self) -> dict[str, Any] | None:
+        return self.chroma.stored_config()
+
+    def open(self, config: Mapping[str, Any]) -> None:
+        """Open (or create) the collection recording ``config``, after finishing any interrupted rebuild."""
+        self.recover()
+        self.chroma.open(config)
+
+    # -- writes -----------------------------------------------------------------------------------
+    def existing(self, turn_ids: Iterable[str], name: str | None = None) -> dict[tuple[str, str], set[str]]:
+        """Stored piece ids of the given turns, by ``(thread_id, turn_id)``."""
+        out: dict[tuple[str, str], set[str]] = defaultdict(set)
+        if name is not None and name != self.collection_name:
+            return out  # a rebuild target starts empty
+        for rec in self.chroma.records_of("turn_id", list(turn_ids)):
+            meta = rec["metadata"] or {}
+            out[(str(meta.get("thread_id")), str(meta.get("turn_id")))].add(rec["id"])
+        return out
+
+    def write(
+        self,
+        ids: Sequence[str],
+        vectors: np.ndarray,
+        documents: Sequence[str],
+        metadatas: Sequence[Mapping[str, Any]],
+        *,
+        stale: Sequence[str] = (),
+        name: str | None = None,
+    ) -> None:
+        """Upsert pieces and delete ``stale`` ids: Chroma, then the lexical index in one transaction.
+
+        ``name`` writes another collection of the store (a rebuild target), Chroma only: the
+        lexical index is refilled after the swap.
+        """
+        lexical = self.lexical if name is None or name == self.collection_name else None
+        if lexical is not None:
+            lexical.mark_pending()
+        if len(ids):
+            self.chroma.upsert(ids, vectors, documents, metadatas, name=name)
+        if stale:
+            self.chroma.delete_ids(stale, name=name)
+        if lexical is not None:  # after Chroma, in one transaction; clears the pending marker
+            lexical.write(
+                list(ids),
+                [lexical_text(d, m) for d, m in zip(documents, metadatas)],
+                [str(m["thread_id"]) for m in metadatas],
+                [str(m["turn_id"]) for m in metadatas],
+                delete=list(stale),
+                settle=True,
+            )
+
+    def delete(self, scope: Scope) -> int:
+        """Delete every piece inside ``scope``; returns how many."""
+        ids = [r["id"] for r in self.chroma.iter_records(scope.chroma_where(), include=())]
+        self._delete_ids(ids)
+        return len(ids)
+
+    def clear(self) -> None:
+        """Delete every piece (the collection and its config stay)."""
+        ids = [r["id"] for r in self.chroma.iter_records(None, include=())]
+        if self.lexical is not None:
+            self.lexical.mark_pending()
+        self.chroma.delete_ids(ids)
+        if self.lexical is not None:
+            self.lexical.clear(settle=True)
+
+    def _delete_ids(self, ids: Sequence[str]) -> None:
+        if self.lexical is not None:
+            self.lexical.mark_pending()
+        self.chroma.delete_ids(ids)
+        if self.lexical is not None:
+            self.lexical.delete(ids, settle=True)
+
+    # -- reads (the DenseBackend protocol) ---------------------------------------------------------
+    def dense(self, vectors: np.ndarray, n: int, scope: Scope) -> list[list[Row]]:
+        return self.chroma.query(vectors, n, scope.chroma_where())
+
+    def fetch(self, ids: Sequence[str], scope: Scope) -> dict[str, Fetched]:
+        """ONE read for the given ids: text, metadata and vector. A caller filter is checked by Chroma
+        inside the read; the thread scope alone is checked here on the returned metadata (same
+        result; Chroma's filtered read costs ~3x more)."""
+        if not ids:
+            return {}
+        recs = self.chroma.get(ids, include=("documents", "metadatas", "embeddings"), where=scope.where)
+        out: dict[str, Fetched] = {}
+        for rec in recs:
+            meta = dict(rec.get("metadata") or {})
+            if not scope.holds(meta):
+                continue  # a stale lexical row, or another thread's piece: never surfaces
+            emb = rec.get("embedding")
+            vec = np.asarray(emb, dtype=np.float32) if emb is not None else np.zeros(0, np.float32)
+            out[rec["id"]] = (rec.get("document") or "", meta, vec)
+        return out
+
+    def parents(self, keys: Iterable[ParentKey]) -> dict[ParentKey, list[dict[str, Any]]]:
+        by_thread: dict[str, set[str]] = defaultdict(set)
+        for thread_id, parent_id in keys:
+            by_thread[str(thread_id)].add(str(parent_id))
+        metas: list[dict[str, Any]] = []
+        for thread_id, pids in sorted(by_thread.items()):
+            wanted = sorted(pids)
+            for start in range(0, len(wanted), 256):
+                chunk = wanted[start : start + 256]
+                clause = {"parent_id": chunk[0]} if len(chunk) == 1 else {"parent_id": {"$in": chunk}}
+                for rec in self.chroma.iter_records({"$and": [{"thread_id": thread_id}, clause]}):
+                    meta = rec["metadata"] or {}
+                    if str(meta.get("thread_id")) == thread_id:
+                        metas.append(meta)
+        return group_parents(metas)
+
+    def records(self, include: Sequence[str] = ("metadatas",), scope: Scope | None = None) -> Iterator[dict[str, Any]]:
+        """Every stored record (inside ``scope``), page by page."""
+        return self.chroma.iter_records(scope.chroma_where() if scope is not None else None, include)
+
+    def count(self) -> int:
+        return self.chroma.count()
+
+    def stats(self) -> dict[str, Any]:
+        """Counts (pieces, turns, threads, pieces per thread) and where the store and its lexical file are."""
+        per_thread: dict[str, int] = {}
+        turns: set[tuple[str, str]] = set()
+        n = 0
+        for rec in self.records():
+            meta = rec["metadata"] or {}
+            thread = str(meta.get("thread_id"))
+            per_thread[thread] = per_thread.get(thread, 0) + 1
+            turns.add((thread, str(meta.get("turn_id"))))
+            n += 1
+        return {
+            "pieces": n,
+            "turns": len(turns),
+            "threads": len(per_thread),
+            "pieces_per_thread": dict(sorted(per_thread.items())),
+            "collection": self.collection_name,
+            "store": self.location,
+            "lexical": self.lexical.path if self.lexical is not None else None,
+        }
+
+    # -- maintenance ------------------------------------------------------------------------------
+    def sync_lexical(self, *, full: bool | None = None) -> SyncReport:
+        """Repair the lexical index from Chroma's stored texts (``full=None``: only if cheap signals disagree)."""
+        if self.lexical is None:
+            return SyncReport()
+        return sync_from_store(self.lexical, self.chroma, full=full)
+
+    def rebuild(self, config: Mapping[str, Any], refill: Callable[[str], _T]) -> _T:
+        """Build a new collection under ``config`` with ``refill(target_name)`` and swap it in when complete.
+
+        A failure or a crash while refilling leaves the old collection untouched; a crash during
+        the swap is finished by :meth:`recover` on the next open.
+        """
+        name = self.collection_name
+        temp = name + REBUILD_SUFFIX
+        self.chroma.drop(temp)
+        self.chroma.open(config, name=temp)
+        try:
+            result = refill(temp)
+        except BaseException:
+            self.chroma.drop(temp)
+            raise
+        self.swap_in(temp)
+        return result
+
+    def swap_in(self, temp: str) -> None:
+        """Replace the collection with the complete ``temp``: old → previous, temp → name, drop previous."""
+        name = self.collection_name
+        previous = name + PREVIOUS_SUFFIX
+        if self.lexical is not None:
+            self.lexical.mark_pending()  # a crash from here on is repaired on open
+        self.chroma.drop(previous)
+        if self.chroma.exists(name):
+            self.chroma.rename(name, previous)
+        self.chroma.rename(temp, name)
+        self.chroma.drop(previous)
+        if self.lexical is not None:  # the new pieces' stored texts, in one transaction
+            sync_from_store(self.lexical, self.chroma, full=True, rebuild=True)
+
+    def recover(self) -> bool:
+        """Finish or undo a rebuild that a crash interrupted; ``True`` when something was done.
+
+        * the collection exists: a leftover ``-rebuild`` was never swapped in (dropped); a leftover
+          ``-previous`` is the old collection after a finished swap (dropped);
+        * it does not, but ``-previous`` does: the crash came between the two renames; the
+          ``-rebuild`` collection is complete (it is renamed only once complete) and takes the name
+          (without it, ``-previous`` gets its name back).
+        """
+        name = self.collection_name
+        temp, previous = name + REBUILD_SUFFIX, name + PREVIOUS_SUFFIX
+        names = set(self.chroma.names())
+        if not ({temp, previous} & names):
+            return False
+        if name in names:
+            for leftover in (temp, previous):
+                if leftover in names:
+                    logger.warning("dropping %r left by an interrupted rebuild of %r", leftover, name)
+                    self.chroma.drop(leftover)
+        elif previous in names:
+            source = temp if temp in names else previous
+            logger.warning("finishing an interrupted rebuild of %r: %r takes its name", name, source)
+            self.chroma.rename(source, name)
+            self.chroma.drop(previous)
+        else:
+            logger.warning("dropping %r left by an interrupted rebuild (no collection %r)", temp, name)
+            self.chroma.drop(temp)
+        if self.lexical is not None:
+            self.lexical.mark_pending()
+        return True
+
+
+def open_piece_store(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    collection: str = DEFAULT_COLLECTION,
+    host: str | None = None,
+    port: int | None = None,
+    ssl: bool = False,
+    headers: Mapping[str, str] | None = None,
+    client: Any | None = None,
+    in_memory: bool = False,
+    lexical: bool | None = None,
+    lexical_path: str | os.PathLike[str] | None = None,
+) -> PieceStore:
+    """The store an index opens: a Chroma collection, plus a lexical index by default for an
+    embedded or in-memory store.
+
+    A Chroma server or custom client gets no lexical index unless ``lexical_path`` names a local
+    file: the SQLite file lives on one machine, while a server's clients may be anywhere.
+    """
+    if lexical is not None and not isinstance(lexical, bool):
+        raise InputError(f"lexical must be True, False or None, got {lexical!r}")
+    chroma = ChromaStore(
+        path, collection=collection, host=host, port=port, ssl=ssl, headers=headers, client=client, in_memory=in_memory
+    )
+    index: LexicalIndex | None = None
+    if lexical is False:
+        pass
+    elif lexical is None and lexical_path is None and not fts5_available():
+        logger.warning("this Python's SQLite has no FTS5: hybrid search is off (dense search only)")
+    elif lexical_path is not None:
+        index = LexicalIndex(lexical_path)
+    elif in_memory:
+        index = LexicalIndex(":memory:")
+    elif not chroma.server and chroma.path is not None:
+        index = LexicalIndex(default_lexical_path(chroma.path, collection))
+    elif lexical:
+        raise InputError(
+            "lexical=True with a Chroma server or custom client needs lexical_path='<local file>.sqlite3' "
+            "(the BM25 index is a local SQLite file; processes on one machine can share it)"
+        )
+    return PieceStore(chroma, index)

@@ -1,0 +1,236 @@
+"""The one metadata schema: what ctxret stores with a piece, which keys are its own, what a hit carries.
+
+Every write path (the core, both adapters, the CLI readers) builds piece metadata with
+:func:`piece_metadata`, and every adapter builds a result's metadata with :func:`hit_metadata`,
+so the policies below hold everywhere:
+
+* **Reserved keys.** ctxret writes :data:`RESERVED_KEYS` on every piece and the adapters add
+  :data:`RETRIEVAL_KEYS` (and ``score_<name>``) to every result. A caller metadata key with one of
+  those names is stored under the :data:`METADATA_PREFIX` (``meta_``) instead — never dropped,
+  never an error (framework loaders routinely send ``source``, ``title`` or ``timestamp``).
+* **Flat values.** Caller metadata is flattened to Chroma's scalar values
+  (:func:`flatten_metadata`): nested dicts become dotted keys, lists and other values JSON strings.
+* **Parents** are keyed by ``(thread_id, parent_id)``: a parent id alone (``"<doc or thread>#<n>"``)
+  is not unique across threads, and one thread must never see another's text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import InputError
+
+if TYPE_CHECKING:
+    from ..ingest.turns import Piece, Turn
+    from ..results import Group, Hit
+
+__all__ = [
+    "RESERVED_KEYS",
+    "Scope",
+    "RETRIEVAL_KEYS",
+    "METADATA_PREFIX",
+    "ParentKey",
+    "caller_metadata",
+    "flatten_metadata",
+    "hit_metadata",
+    "parent_key",
+    "piece_metadata",
+]
+
+#: Metadata keys ctxret writes on every piece.
+RESERVED_KEYS = frozenset(
+    {
+        "thread_id", "turn_id", "turn_index", "turn_label", "parent_id", "kind", "source_kind", "source_label",
+        "source_name", "source_ordinal", "ordinal", "timestamp", "ts_epoch", "header", "body", "doc_id",
+        "caller_keys", "context_text",
+    }
+)  # fmt: skip
+#: Keys the adapters add to every retrieved Document / node (plus ``score_<name>`` per named score).
+RETRIEVAL_KEYS = frozenset(
+    {"group", "group_query", "group_rank", "group_count", "group_parts", "score", "score_scale", "parent_text", "relevance"}
+)
+#: Prefix given to a caller metadata key that ctxret or the adapters use themselves.
+METADATA_PREFIX = "meta_"
+_SCORE_PREFIX = "score_"
+
+ParentKey = tuple[str, str]  # (thread_id, parent_id)
+
+
+def _taken(name: str) -> bool:
+    return name in RESERVED_KEYS or name in RETRIEVAL_KEYS or name.startswith(_SCORE_PREFIX)
+
+
+def caller_metadata(meta: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Caller metadata, flattened, with keys ctxret uses itself moved under ``meta_`` (see the module docstring)."""
+    flat = flatten_metadata(meta or {})
+    out: dict[str, Any] = {}
+    for key, value in flat.items():
+        name = key
+        while _taken(name) or (name != key and name in flat):
+            name = METADATA_PREFIX + name
+        out[name] = value
+    return out
+
+
+def flatten_metadata(meta: Mapping[str, Any], prefix: str = "") -> dict[str, str | int | float | bool]:
+    """Flatten caller metadata to Chroma's scalar values.
+
+    Nested dicts become dotted keys (``{"a": {"b": 1}}`` → ``{"a.b": 1}``); lists, tuples and other
+    values become JSON strings; ``None`` values are left out (Chroma cannot filter on them).
+    """
+    if not isinstance(meta, Mapping):
+        raise InputError(f"metadata must be a dict of str keys, got {type(meta).__name__}")
+    out: dict[str, str | int | float | bool] = {}
+    stack: list[tuple[str, Mapping[str, Any], int]] = [(prefix, meta, 0)]
+    while stack:  # iterative: deeply nested metadata is an error, never a RecursionError
+        pre, current, depth = stack.pop()
+        if depth > 32:
+            raise InputError(f"metadata {pre.rstrip('.')!r} is nested more than 32 levels deep; flatten it")
+        for key, value in current.items():
+            if not isinstance(key, str) or not key:
+                raise InputError(f"metadata keys must be non-empty strings, got {key!r}")
+            name = f"{pre}{key}"
+            if value is None:
+                continue
+            if isinstance(value, (bool, int, str)):
+                out[name] = value
+            elif isinstance(value, float):
+                if value != value or value in (float("inf"), float("-inf")):
+                    raise InputError(f"metadata {name!r} is {value}; Chroma stores finite numbers only")
+                out[name] = value
+            elif isinstance(value, np.generic):
+                out[name] = value.item()
+            elif isinstance(value, Mapping):
+                stack.append((f"{name}.", value, depth + 1))
+            else:
+                try:
+                    out[name] = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+                except (TypeError, ValueError, RecursionError) as e:
+                    raise InputError(f"metadata {name!r} of type {type(value).__name__} cannot be stored") from e
+    return dict(sorted(out.items()))
+
+
+def piece_metadata(turn: Turn, p: Piece) -> dict[str, Any]:
+    """The flat Chroma metadata ctxret stores with a piece."""
+    caller = caller_metadata(p.metadata) if p.metadata else {}
+    meta: dict[str, Any] = {
+        **caller,
+        "thread_id": p.thread_id,
+        "turn_id": p.turn_id,
+        "parent_id": p.turn_id,
+        "turn_index": p.turn_index,
+        "turn_label": turn.label,
+        "kind": p.kind,
+        "source_kind": p.source_kind,
+        "source_label": p.source_label,
+        "source_ordinal": p.source_ordinal,
+        "ordinal": p.ordinal,
+        "header": p.header,
+        "body": p.body,
+    }
+    if caller:
+        meta["caller_keys"] = ",".join(sorted(caller))
+    if p.source_name:
+        meta["source_name"] = p.source_name
+    if p.doc_id is not None:
+        meta["doc_id"] = p.doc_id
+    if p.timestamp is not None:
+        meta["timestamp"] = p.timestamp.isoformat()
+        meta["ts_epoch"] = _epoch(p.timestamp)
+    return meta
+
+
+def parent_key(meta: Mapping[str, Any]) -> ParentKey | None:
+    """The ``(thread_id, parent_id)`` a piece's parent is known by, or ``None``."""
+    pid, thread = meta.get("parent_id"), meta.get("thread_id")
+    return None if pid is None or thread is None else (str(thread), str(pid))
+
+
+def hit_metadata(hit: Hit, group: Group, rank: int, parts: Sequence[str]) -> dict[str, Any]:
+    """What an adapter puts in a result's metadata: the stored metadata plus group and score keys.
+
+    ``group`` (0-based part index), ``group_query`` (the part), ``group_rank`` (0 = best),
+    ``group_count`` and ``group_parts`` (every part's text), ``score`` (the ranking score) and
+    ``score_scale`` (its name), one ``score_<name>`` per named score, and ``parent_text`` when the search asked for parents.
+    """
+    meta: dict[str, Any] = dict(hit.metadata)
+    meta.update(
+        group=int(group.part_index),
+        group_query=group.part,
+        group_rank=int(rank),
+        group_count=len(parts),
+        group_parts=list(parts),
+        score=float(hit.score),
+        score_scale=hit.score_scale,
+    )
+    for name, value in hit.scores.items():
+        meta[f"{_SCORE_PREFIX}{name}"] = float(value)
+    if hit.parent_text is not None:
+        meta["parent_text"] = hit.parent_text
+    return meta
+
+
+def _epoch(ts: datetime) -> float:
+    if ts.tzinfo is None:
+        return (ts - datetime(1970, 1, 1)).total_seconds()
+    return ts.timestamp()
+
+
+class Scope:
+    """Where a search or delete looks: some threads (or all), and a caller's Chroma ``where`` filter.
+
+    Both are applied inside the stores' queries (never after ranking). Thread ids must be
+    non-empty strings; an empty list of threads is an error (it would match nothing).
+    """
+
+    __slots__ = ("thread_ids", "where")
+
+    def __init__(self, thread_ids: str | Sequence[str] | None = None, where: Mapping[str, Any] | None = None) -> None:
+        self.thread_ids: tuple[str, ...] | None = _thread_tuple(thread_ids)
+        if where is not None and not isinstance(where, Mapping):
+            raise InputError(f"where must be a Chroma filter dict, got {type(where).__name__}")
+        self.where: dict[str, Any] | None = dict(where) if where else None
+
+    def __repr__(self) -> str:
+        return f"Scope(thread_ids={self.thread_ids!r}, where={self.where!r})"
+
+    @property
+    def everything(self) -> bool:
+        return self.thread_ids is None and self.where is None
+
+    def chroma_where(self) -> dict[str, Any] | None:
+        """The thread scope and the caller filter as one Chroma ``where``."""
+        clauses: list[dict[str, Any]] = []
+        if self.thread_ids is not None:
+            ids = list(self.thread_ids)
+            clauses.append({"thread_id": ids[0]} if len(ids) == 1 else {"thread_id": {"$in": ids}})
+        if self.where:
+            clauses.append(dict(self.where))
+        if not clauses:
+            return None
+        return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+    def holds(self, meta: Mapping[str, Any]) -> bool:
+        """Whether a record's metadata is inside the thread scope (the ``where`` filter is Chroma's to check)."""
+        return self.thread_ids is None or str(meta.get("thread_id")) in self.thread_ids
+
+
+def _thread_tuple(thread_id: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    if thread_id is None:
+        return None
+    ids = [thread_id] if isinstance(thread_id, str) else thread_id
+    if not isinstance(ids, (list, tuple, set, frozenset)):
+        raise InputError(f"thread_id must be a string, a list of strings or None, got {type(thread_id).__name__}")
+    out = []
+    for t in ids:
+        if not isinstance(t, str) or not t:
+            raise InputError(f"thread ids must be non-empty strings, got {t!r}; pass thread_id='user-42' or a list of such ids")
+        out.append(t)
+    if not out:
+        raise InputError("thread_id is an empty list; pass at least one thread id or None")
+    return tuple(dict.fromkeys(out))
