@@ -19,6 +19,7 @@ class ChromaServer:
     host: str
     port: int
     path: Path
+    proc: subprocess.Popen | None = None  # the `chroma run` process (a test may kill it)
 
 
 def _free_port() -> int:
@@ -61,7 +62,7 @@ def run_chroma(path: Path, timeout: float = 60.0) -> Iterator[ChromaServer]:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"chroma server did not answer on {url} within {timeout:.0f}s")
             time.sleep(0.2)
-        yield ChromaServer("127.0.0.1", port, path)
+        yield ChromaServer("127.0.0.1", port, path, proc)
     finally:
         proc.terminate()
         try:

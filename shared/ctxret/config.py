@@ -117,6 +117,9 @@ class SearchSettings:
     * ``lexical``: hybrid search on (``True``), off (``False``) or on when the index has a lexical
       index (``None``); ``hybrid``: its fusion settings (:class:`FusionSettings`).
     * ``parents``: attach each hit's whole turn or section and keep one hit per parent in a group.
+    * ``max_message_bytes``: a longer message is refused (64 KiB by default: a message is split into
+      at most 8 parts, and each part over the model's limit is embedded window by window, so a
+      1 MB message costs tens of seconds); ``None`` for no limit.
 
     :meth:`with_options` takes the flat names every entry point uses (``fusion``,
     ``lexical_weight``, ``rrf_k``, ``candidates``, ``lexical_floor`` for the hybrid settings).
@@ -130,6 +133,7 @@ class SearchSettings:
     lexical: bool | None = None
     hybrid: FusionSettings = field(default_factory=FusionSettings)
     parents: bool = False
+    max_message_bytes: int | None = 65_536
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "k", _positive_int(self.k, "k (results per part)"))
@@ -145,6 +149,9 @@ class SearchSettings:
             if isinstance(qw, bool) or not isinstance(qw, (int, float)) or not 0.0 <= float(qw) <= 1.0:
                 raise InputError(f"query_weight must be between 0 and 1 (or None: the collection's weight), got {qw!r}")
             object.__setattr__(self, "query_weight", float(qw))
+        mb = self.max_message_bytes
+        if mb is not None:
+            object.__setattr__(self, "max_message_bytes", _positive_int(mb, "max_message_bytes") if mb else None)
         if not isinstance(self.hybrid, FusionSettings):
             raise InputError(f"hybrid must be a FusionSettings, got {type(self.hybrid).__name__}")
 

@@ -22,7 +22,7 @@ from .errors import ConfigMismatchError, InputError
 from .ingest.context import Contextualizer
 from .ingest.documents import documents_to_turns
 from .ingest.turns import Piece, Turn, turns_from_messages
-from .ingest.writer import turns_from_records, write_turns
+from .ingest.writer import DEFAULT_MAX_TURN_BYTES, turns_from_records, write_turns
 from .query.search import SearchPlan, arun_search, plan_search, run_search
 from .query.vectors import query_vectors
 from .results import Group, IndexResult
@@ -76,6 +76,7 @@ class ContextualIndex:
         # how pieces become vectors (an IndexConfig, recorded on the collection)
         embedder: Embedder | None = None, weight: float | None = None, context: ContextStrategy | None = None,
         piece_bytes: int | None = None, contextualizer: Contextualizer | None = None, progress: bool | None = None,
+        max_turn_bytes: int | None = DEFAULT_MAX_TURN_BYTES,
         # how searches run unless a call says otherwise (SearchSettings)
         settings: SearchSettings | None = None, **search_options: Any,
     ) -> None:  # fmt: skip
@@ -89,6 +90,7 @@ class ContextualIndex:
         #: ``context="llm"``: writes one context line per piece (see :mod:`ctxret.ingest.context`).
         self.contextualizer = contextualizer
         self.progress = progress
+        self.max_turn_bytes = max_turn_bytes or None
         self.store: PieceStore = open_piece_store(
             path, collection=collection, host=host, port=port, ssl=ssl, headers=headers, client=client,
             in_memory=in_memory, lexical=lexical, lexical_path=lexical_path,
@@ -117,7 +119,6 @@ class ContextualIndex:
         self.reindex()
         return self
 
-    # -- settings ---------------------------------------------------------------------------------
     @property
     def weight(self) -> float:
         return self.config.weight
@@ -147,7 +148,6 @@ class ContextualIndex:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- ingest -------------------------------------------------------------------------------------
     def add_messages(
         self,
         messages: Iterable[Mapping[str, Any]],
@@ -184,7 +184,7 @@ class ContextualIndex:
         """Index prepared turns (or sections): the one write path every ingest goes through."""
         return write_turns(
             self.store, self.embedder, self.config, list(turns),
-            metadata=metadata, contextualizer=self.contextualizer, progress=self.progress,
+            metadata=metadata, contextualizer=self.contextualizer, progress=self.progress, max_turn_bytes=self.max_turn_bytes,
         )  # fmt: skip
 
     def fit_pieces(self, turn: Turn, max_bytes: int | None = None) -> list[Piece]:
@@ -289,7 +289,7 @@ class ContextualIndex:
             for start in range(0, len(turns), 256):
                 result += write_turns(
                     self.store, self.embedder, self.config, turns[start : start + 256],
-                    contextualizer=self.contextualizer, progress=self.progress, name=target,
+                    contextualizer=self.contextualizer, progress=self.progress, name=target, max_turn_bytes=None,
                 )  # fmt: skip
             return result
 

@@ -18,9 +18,9 @@ from ..blend import chunk_search_vector
 from ..config import IndexConfig
 from ..embedders.base import Embedder
 from ..embedders.fitting import embed_in_batches, fit_pieces
-from ..errors import InputError
+from ..errors import EmbeddingError, InputError
 from ..results import IndexResult
-from ..storage.schema import piece_metadata
+from ..storage.schema import check_id, piece_metadata
 from ..text import clean_text
 from .context import Contextualizer, context_vectors, contextualize
 from .turns import Piece, Source, Turn, parse_time
@@ -58,10 +58,33 @@ class PlannedTurn:
         return (self.turn.thread_id, self.turn.turn_id)
 
 
+#: A turn or section over this many UTF-8 bytes is refused (``max_turn_bytes``; ``None``: no limit).
+#: 2 MB is about 3,800 pieces of the local model: a minute of embedding on a laptop.
+DEFAULT_MAX_TURN_BYTES = 2_000_000
+
+
 def plan_turns(
-    turns: Sequence[Turn], embedder: Embedder, config: IndexConfig, metadata: Mapping[str, Any] | None = None
+    turns: Sequence[Turn],
+    embedder: Embedder,
+    config: IndexConfig,
+    metadata: Mapping[str, Any] | None = None,
+    *,
+    max_turn_bytes: int | None = DEFAULT_MAX_TURN_BYTES,
 ) -> list[PlannedTurn]:
     """Fit and label every turn's pieces and build their metadata; raises before anything is written."""
+    for turn in turns:
+        if not isinstance(turn, Turn):
+            raise InputError(f"add_turns takes ctxret Turns (from turns_from_messages or document_turns), got {type(turn).__name__}")
+        check_id(turn.thread_id)
+        if turn.doc_id is not None:
+            check_id(turn.doc_id, "document id")
+        size = sum(len(s.text.encode("utf-8", "surrogatepass")) for s in turn.sources)
+        if max_turn_bytes is not None and size > max_turn_bytes:
+            raise InputError(
+                f"{turn.label} of thread {turn.thread_id!r} is {size:,} bytes, over the {max_turn_bytes:,}-byte limit "
+                f"for one turn or section ({size // 1_200:,}+ pieces to embed); split it, or raise the limit with "
+                "ContextualIndex(..., max_turn_bytes=N) (CLI: --max-bytes N; None / 0 for no limit)"
+            )
     keys = [(t.thread_id, t.turn_id) for t in turns]
     if len(set(keys)) != len(keys):
         raise InputError("the same turn appears twice in one call; pass each turn (thread, number) once")
@@ -84,11 +107,12 @@ def write_turns(
     contextualizer: Contextualizer | None = None,
     progress: bool | None = None,
     name: str | None = None,
+    max_turn_bytes: int | None = DEFAULT_MAX_TURN_BYTES,
 ) -> IndexResult:
     """Index ``turns`` into ``sink`` under ``config`` (``name``: another collection, for a rebuild)."""
     if not turns:
         return IndexResult()
-    planned = plan_turns(turns, embedder, config, metadata)
+    planned = plan_turns(turns, embedder, config, metadata, max_turn_bytes=max_turn_bytes)
     # Which turns changed? One filtered read per 256 turns.
     existing = sink.existing(sorted({p.turn.turn_id for p in planned}), name=name)
     changed = [p for p in planned if {x.id for x in p.pieces} != existing.get(p.key, set())]
@@ -106,6 +130,7 @@ def write_turns(
                     meta["context_text"] = line
     texts = [x.text for p in changed for x in p.pieces]
     vectors = embed_in_batches(embedder, texts, progress=progress, desc="embedding pieces")
+    check_vectors(vectors, len(texts), config.dims, str(config.model_id))
     contexts = context_vectors(
         config.context, embedder, [p.pieces for p in changed], vectors, [clean_text(p.turn.text) for p in changed], lines
     )
@@ -131,6 +156,20 @@ def write_turns(
         metas.extend(p.metadatas)
     sink.write(ids, np.vstack(blended) if blended else np.zeros((0, config.dims), np.float32), docs, metas, stale=stale, name=name)
     return IndexResult(added=added, unchanged=unchanged + kept, replaced=len(stale), turns=len(turns), turns_changed=len(changed))
+
+
+def check_vectors(vectors: np.ndarray, n: int, dims: int, model: str) -> None:
+    """Refuse an embedder's answer that cannot be stored as is (nothing is truncated or padded)."""
+    shape = getattr(vectors, "shape", None)
+    if shape is None or len(shape) != 2 or shape[0] != n:
+        raise EmbeddingError(f"the embedder returned {shape} for {n} texts; it must return one vector per text, in order")
+    if shape[1] != dims:
+        raise EmbeddingError(
+            f"the embedder returned {shape[1]}-dimensional vectors but this index holds {dims}-dimensional ones "
+            f"from {model}; use the embedder (and dimensions) the index was built with, or rebuild it"
+        )
+    if not np.all(np.isfinite(vectors)):
+        raise EmbeddingError("the embedder returned vectors with NaN or infinite values; nothing was written")
 
 
 def turns_from_records(records: Iterable[Mapping[str, Any]]) -> list[Turn]:

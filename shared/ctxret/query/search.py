@@ -64,6 +64,7 @@ class SearchPlan:
     split: bool
     hybrid: FusionSettings | None  # None: dense search only
     parents: bool
+    max_message_bytes: int | None = None
 
     @property
     def n_candidates(self) -> int:
@@ -80,7 +81,9 @@ def plan_search(settings: SearchSettings, *, default_floor: float | None, stored
     hybrid = settings.hybrid if (settings.lexical is not False and has_lexical) else None
     floor = default_floor if settings.score_threshold == "auto" else settings.score_threshold
     weight = stored_weight if settings.query_weight is None else settings.query_weight
-    return SearchPlan(settings.k, floor, float(weight), settings.max_parts, settings.split, hybrid, settings.parents)
+    return SearchPlan(
+        settings.k, floor, float(weight), settings.max_parts, settings.split, hybrid, settings.parents, settings.max_message_bytes
+    )
 
 
 @dataclass
@@ -230,10 +233,25 @@ def search_vectors(
     return expand_parents(backend, groups) if plan.parents and groups else groups
 
 
+def check_message(plan: SearchPlan, message: Any) -> None:
+    """Refuse a message that is not text, or longer than the plan allows."""
+    if not isinstance(message, str):
+        raise InputError(f"message must be a string, got {type(message).__name__}")
+    if plan.max_message_bytes is not None:
+        size = len(message.encode("utf-8", "surrogatepass"))
+        if size > plan.max_message_bytes:
+            raise InputError(
+                f"the message is {size:,} bytes, over the {plan.max_message_bytes:,}-byte search limit; search a "
+                "shorter message (its parts are what is searched), or raise the limit with max_message_bytes=N "
+                "(None for no limit)"
+            )
+
+
 def run_search(
     plan: SearchPlan, message: str, scope: Scope, embedder: Embedder, backend: DenseBackend, lexical: LexicalBackend | None
 ) -> list[Group]:
     """The whole search, synchronously: one embedding request, then :func:`search_vectors`."""
+    check_message(plan, message)
     parts, qvecs = query_vectors(embedder, message, weight=plan.weight, max_parts=plan.max_parts, split=plan.split)
     if not parts:
         return []
@@ -245,6 +263,7 @@ async def arun_search(
 ) -> list[Group]:
     """The whole search, asynchronously: the embedding awaits the embedder's async path; the dense
     and lexical queries run together off the event loop."""
+    check_message(plan, message)
     parts, qvecs = await aquery_vectors(embedder, message, weight=plan.weight, max_parts=plan.max_parts, split=plan.split)
     if not parts:
         return []

@@ -8,16 +8,18 @@ takes an optional ``name`` (default: the store's collection) so a rebuild can wr
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
-from ..errors import CtxretError, InputError
+from ..errors import CtxretError, InputError, StoreError
+from .lock import FolderLock
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +32,44 @@ _GET_PAGE = 1000
 _IN_CHUNK = 256  # values per $in filter
 
 Row = tuple[str, str, float, dict[str, Any]]  # (id, document, cosine, metadata), best first
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _store_error(store: ChromaStore, what: str, e: BaseException) -> CtxretError:
+    """A Chroma or transport failure as a ctxret error that names the problem and the fix."""
+    from chromadb.errors import InvalidArgumentError
+
+    if isinstance(e, InvalidArgumentError):
+        return InputError(
+            f"Chroma refused to {what}: {e}. Check the where filter (Chroma's filter syntax, one top-level key, "
+            "$and/$or with at least two clauses) and that ids and metadata values are valid UTF-8 text"
+        )
+    if store.server:
+        fix = (
+            "check that the Chroma server is running and reachable (`chroma run --path DIR --host HOST --port PORT`), "
+            "then retry: pieces already stored are safe, and a write that did not finish is redone by running it again"
+        )
+    else:
+        fix = "check that the store folder is on a writable disk with free space and that no other program changes it"
+    return StoreError(f"Chroma failed to {what} at {store.location} ({type(e).__name__}: {e}); {fix}")
+
+
+def _calls_chroma(what: str) -> Callable[[_F], _F]:
+    """Wrap a method's Chroma failures into :class:`StoreError` / :class:`InputError` (see :func:`_store_error`)."""
+
+    def deco(fn: _F) -> _F:
+        @functools.wraps(fn)
+        def wrapper(self: ChromaStore, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(self, *args, **kwargs)
+            except CtxretError:
+                raise
+            except Exception as e:
+                raise _store_error(self, what, e) from e
+
+        return wrapper  # type: ignore[return-value]
+
+    return deco
 
 
 class ChromaStore:
@@ -60,15 +100,19 @@ class ChromaStore:
         _check_collection_name(collection)
         settings = Settings(anonymized_telemetry=False)
         self.path: Path | None = None
+        self._lock: FolderLock | None = None
         self.server = host is not None or client is not None
         if client is not None:
             self.client = client
             self.location = f"client {type(client).__name__}"
         elif host is not None:
-            self.client = chromadb.HttpClient(
-                host=host, port=int(port or 8000), ssl=ssl, headers=dict(headers or {}), settings=settings
-            )
             self.location = f"{'https' if ssl else 'http'}://{host}:{port or 8000}"
+            try:
+                self.client = chromadb.HttpClient(
+                    host=host, port=int(port or 8000), ssl=ssl, headers=dict(headers or {}), settings=settings
+                )
+            except Exception as e:
+                raise _store_error(self, "connect", e) from e
         elif in_memory:
             self.client = chromadb.EphemeralClient(settings=settings)
             self.location = "memory"
@@ -77,7 +121,12 @@ class ChromaStore:
             if self.path.exists() and not self.path.is_dir():
                 raise InputError(f"store path {str(self.path)!r} exists and is not a folder; pass a folder path")
             self.path.mkdir(parents=True, exist_ok=True)
-            self.client = chromadb.PersistentClient(path=str(self.path), settings=settings)
+            self._lock = FolderLock(self.path).acquire()  # before Chroma touches the folder
+            try:
+                self.client = chromadb.PersistentClient(path=str(self.path), settings=settings)
+            except BaseException:
+                self._lock.release()
+                raise
             self.location = str(self.path)
         self.collection_name = collection
         self._collections: dict[str, Any] = {}
@@ -85,6 +134,12 @@ class ChromaStore:
             self.max_batch = int(self.client.get_max_batch_size())
         except Exception:  # older servers: Chroma's documented local limit
             self.max_batch = 5461
+
+    def close(self) -> None:
+        """Give the folder lock back (embedded stores); the store cannot be used afterwards."""
+        self._collections.clear()
+        if self._lock is not None:
+            self._lock.release()
 
     # -- collections and config ------------------------------------------------------------
     def _col(self, name: str | None = None) -> Any:
@@ -96,6 +151,7 @@ class ChromaStore:
             col = self._collections[name] = self.client.get_collection(name, embedding_function=None)
         return col
 
+    @_calls_chroma("list its collections")
     def names(self) -> list[str]:
         """The names of every collection in the store."""
         return sorted(_name_of(c) for c in self.client.list_collections())
@@ -103,6 +159,7 @@ class ChromaStore:
     def exists(self, name: str | None = None) -> bool:
         return (name or self.collection_name) in self.names()
 
+    @_calls_chroma("read a collection's config")
     def stored_config(self, name: str | None = None) -> dict[str, Any] | None:
         """The index config recorded on the collection, or ``None`` when it does not exist."""
         name = name or self.collection_name
@@ -112,6 +169,7 @@ class ChromaStore:
         meta = col.metadata or {}
         return {k[len(CONFIG_PREFIX) :]: v for k, v in meta.items() if k.startswith(CONFIG_PREFIX)}
 
+    @_calls_chroma("open or create the collection")
     def open(self, config: Mapping[str, Any], name: str | None = None) -> None:
         """Open (or create) the collection with ``config`` recorded in its metadata."""
         name = name or self.collection_name
@@ -120,17 +178,20 @@ class ChromaStore:
             name, configuration={"hnsw": {"space": "cosine"}}, metadata=meta, embedding_function=None
         )
 
+    @_calls_chroma("record the collection's config")
     def set_config(self, config: Mapping[str, Any], name: str | None = None) -> None:
         """Replace the config recorded on an existing collection (e.g. a rebuild marked complete)."""
         col = self._col(name)
         meta = {f"{CONFIG_PREFIX}{k}": v for k, v in config.items()}
         col.modify(metadata=meta)
 
+    @_calls_chroma("drop a collection")
     def drop(self, name: str) -> None:
         self._collections.pop(name, None)
         if self.exists(name):
             self.client.delete_collection(name)
 
+    @_calls_chroma("rename a collection")
     def rename(self, old: str, new: str) -> None:
         col = self.client.get_collection(old, embedding_function=None)
         col.modify(name=new)
@@ -138,6 +199,7 @@ class ChromaStore:
         self._collections.pop(new, None)
 
     # -- writes ------------------------------------------------------------------------------
+    @_calls_chroma("write pieces")
     def upsert(
         self,
         ids: Sequence[str],
@@ -159,6 +221,7 @@ class ChromaStore:
                 metadatas=[dict(m) for m in metadatas[start:end]],
             )
 
+    @_calls_chroma("delete pieces")
     def delete_ids(self, ids: Sequence[str], name: str | None = None) -> None:
         ids = list(ids)
         if not ids:
@@ -176,7 +239,12 @@ class ChromaStore:
         col = self._col(name)
         offset = 0
         while True:
-            page = col.get(where=dict(where) if where else None, include=list(include), limit=_GET_PAGE, offset=offset)
+            try:
+                page = col.get(where=dict(where) if where else None, include=list(include), limit=_GET_PAGE, offset=offset)
+            except CtxretError:
+                raise
+            except Exception as e:
+                raise _store_error(self, "read pieces", e) from e
             ids = page["ids"]
             if not ids:
                 return
@@ -185,6 +253,7 @@ class ChromaStore:
                 return
             offset += len(ids)
 
+    @_calls_chroma("read pieces by id")
     def get(
         self, ids: Sequence[str], include: Sequence[str] = ("documents", "metadatas"), where: Mapping[str, Any] | None = None
     ) -> list[dict[str, Any]]:
@@ -206,6 +275,7 @@ class ChromaStore:
             where = {key: chunk[0]} if len(chunk) == 1 else {key: {"$in": chunk}}
             yield from self.iter_records(where, include)
 
+    @_calls_chroma("search the collection")
     def query(self, vectors: np.ndarray, n_results: int, where: Mapping[str, Any] | None = None) -> list[list[Row]]:
         """One batched query: per row, ``(id, document, cosine, metadata)`` best first."""
         if len(vectors) == 0 or n_results < 1:
@@ -225,6 +295,7 @@ class ChromaStore:
             )
         return out
 
+    @_calls_chroma("count pieces")
     def count(self, name: str | None = None) -> int:
         return int(self._col(name).count())
 

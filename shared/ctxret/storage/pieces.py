@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from .._faults import fault_point
 from ..errors import InputError
 from .base import Fetched, Row, group_parents
 from .chroma import DEFAULT_COLLECTION, ChromaStore
@@ -55,8 +56,10 @@ class PieceStore:
         return self.lexical is not None
 
     def close(self) -> None:
+        """Close the lexical file and give the folder lock back."""
         if self.lexical is not None:
             self.lexical.close()
+        self.chroma.close()
 
     # -- config -----------------------------------------------------------------------------------
     def stored_config(self) -> dict[str, Any] | None:
@@ -96,10 +99,13 @@ class PieceStore:
         lexical = self.lexical if name is None or name == self.collection_name else None
         if lexical is not None:
             lexical.mark_pending()
+        fault_point("write:before-chroma")
         if len(ids):
             self.chroma.upsert(ids, vectors, documents, metadatas, name=name)
+        fault_point("write:after-upsert")
         if stale:
             self.chroma.delete_ids(stale, name=name)
+        fault_point("write:after-stale-delete")
         if lexical is not None:  # after Chroma, in one transaction; clears the pending marker
             lexical.write(
                 list(ids),
@@ -109,6 +115,7 @@ class PieceStore:
                 delete=list(stale),
                 settle=True,
             )
+        fault_point("write:after-lexical")
 
     def delete(self, scope: Scope) -> int:
         """Delete every piece inside ``scope``; returns how many."""
@@ -129,6 +136,7 @@ class PieceStore:
         if self.lexical is not None:
             self.lexical.mark_pending()
         self.chroma.delete_ids(ids)
+        fault_point("delete:after-chroma")
         if self.lexical is not None:
             self.lexical.delete(ids, settle=True)
 
@@ -219,6 +227,7 @@ class PieceStore:
         except BaseException:
             self.chroma.drop(temp)
             raise
+        fault_point("rebuild:before-swap")
         self.swap_in(temp)
         return result
 
@@ -231,8 +240,11 @@ class PieceStore:
         self.chroma.drop(previous)
         if self.chroma.exists(name):
             self.chroma.rename(name, previous)
+        fault_point("swap:after-rename-old")
         self.chroma.rename(temp, name)
+        fault_point("swap:after-rename-new")
         self.chroma.drop(previous)
+        fault_point("swap:before-lexical")
         if self.lexical is not None:  # the new pieces' stored texts, in one transaction
             sync_from_store(self.lexical, self.chroma, full=True, rebuild=True)
 

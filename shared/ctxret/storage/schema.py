@@ -220,17 +220,27 @@ class Scope:
         return self.thread_ids is None or str(meta.get("thread_id")) in self.thread_ids
 
 
+def check_id(value: Any, what: str = "thread id") -> str:
+    """``value`` if it is a usable id (a non-empty string of valid Unicode), else an :class:`InputError`."""
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(f"a {what} must be a non-empty string, got {value!r}; pass e.g. 'user-42'")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError(
+            f"the {what} {value!r} holds a lone surrogate (invalid Unicode, often a mis-decoded file or a bad "
+            "JSON escape); pass valid UTF-8 text"
+        ) from None
+    return value
+
+
 def _thread_tuple(thread_id: str | Sequence[str] | None) -> tuple[str, ...] | None:
     if thread_id is None:
         return None
     ids = [thread_id] if isinstance(thread_id, str) else thread_id
     if not isinstance(ids, (list, tuple, set, frozenset)):
         raise InputError(f"thread_id must be a string, a list of strings or None, got {type(thread_id).__name__}")
-    out = []
-    for t in ids:
-        if not isinstance(t, str) or not t:
-            raise InputError(f"thread ids must be non-empty strings, got {t!r}; pass thread_id='user-42' or a list of such ids")
-        out.append(t)
+    out = [check_id(t) for t in ids]
     if not out:
         raise InputError("thread_id is an empty list; pass at least one thread id or None")
     return tuple(dict.fromkeys(out))

@@ -1,0 +1,76 @@
+"""A subprocess for the fault-injection tests: one operation on an embedded store, then exit.
+
+    python faults_worker.py STORE setup|write|delete|rebuild|check
+
+``CTXRET_FAULT_AT`` (see ``ctxret._faults``) kills the process at a named step of the operation.
+``check`` opens the store (which repairs or finishes what a kill cut off) and prints its state as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from ctxret import ContextualIndex
+
+
+def thread(name: str, version: int) -> list[dict[str, str]]:
+    turns = [
+        (f"{name}: what is the plan for sprint {i}?", f"{name} sprint {i}: ship the importer, then the exporter, review on day {i}.")
+        for i in range(1, 5)
+    ]
+    if version == 2:  # turn 2 changed, a fifth turn added
+        turns[1] = (f"{name}: sprint 2 moved.", f"{name} sprint 2 now starts on Wednesday with the billing fix.")
+        turns.append((f"{name}: and sprint 5?", f"{name} sprint 5 is the migration to the new cluster."))
+    out: list[dict[str, str]] = []
+    for user, assistant in turns:
+        out += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
+    return out
+
+
+def main(store: str, op: str) -> None:
+    if op == "rebuild":
+        ContextualIndex.rebuild(store, weight=0.7)
+        return
+    index = ContextualIndex(store)
+    if op == "setup":
+        index.add_messages(thread("alpha", 1), thread_id="alpha")
+        index.add_messages(thread("bravo", 1), thread_id="bravo")
+    elif op == "write":
+        index.add_turns(
+            [
+                *index_turns("alpha", 2),
+                *index_turns("charlie", 1),
+            ]
+        )
+    elif op == "delete":
+        index.delete(thread_id="bravo")
+    elif op == "check":
+        store_ = index.store
+        chroma = sorted(r["id"] for r in store_.records(include=()))
+        lexical = sorted(store_.lexical.ids()) if store_.lexical is not None else None
+        print(
+            json.dumps(
+                {
+                    "chroma": chroma,
+                    "lexical": lexical,
+                    "pending": store_.lexical.pending if store_.lexical is not None else None,
+                    "collections": store_.chroma.names(),
+                    "weight": index.config.weight,
+                    "threads": sorted({str(r["metadata"]["thread_id"]) for r in store_.records()}),
+                }
+            )
+        )
+    else:
+        raise SystemExit(f"unknown operation {op!r}")
+    index.close()
+
+
+def index_turns(name: str, version: int):
+    from ctxret.ingest import turns_from_messages
+
+    return turns_from_messages(thread(name, version), name)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
