@@ -32,7 +32,9 @@ import logging
 import math
 import os
 import sqlite3
+import socket
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,9 +107,8 @@ class LexicalIndex:
         #: Whether the file was created, or emptied because another version wrote it: a fresh
         #: index needs a full fill from the vector store.
         self.fresh = False
-        # Writes announced by mark_pending() and not settled yet (in this process). A write that
-        # failed half-way stays counted, so a later write cannot clear the marker it left.
-        self._inflight = 0
+        # This object's writes announced by mark_pending() and not settled yet, per thread (LIFO).
+        self._outstanding = threading.local()
         with self._lock:
             if self.path != ":memory:":
                 self._db.execute("PRAGMA journal_mode=WAL")
@@ -128,13 +129,16 @@ class LexicalIndex:
                 db.execute("DROP TABLE IF EXISTS pieces")
                 db.execute("DELETE FROM ctxret_meta")
                 db.execute("INSERT INTO ctxret_meta VALUES ('version', ?)", (LEXICAL_VERSION,))
-                db.execute("INSERT INTO ctxret_meta VALUES ('pending', '0')")
                 self.fresh = True
             db.execute(
                 "CREATE TABLE IF NOT EXISTS pieces (rowid INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL, "
                 "thread_id TEXT NOT NULL, turn_id TEXT NOT NULL)"
             )
             db.execute("CREATE INDEX IF NOT EXISTS pieces_thread ON pieces(thread_id)")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS pending_writes (token TEXT PRIMARY KEY, pid INTEGER NOT NULL, "
+                "host TEXT NOT NULL, since REAL NOT NULL)"
+            )
             db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS pieces_fts USING fts5(scope, tokens, tokenize='ascii')")
             db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS pieces_vocab USING fts5vocab(pieces_fts, 'row')")
             db.execute("COMMIT")
@@ -157,34 +161,53 @@ class LexicalIndex:
         self.close()
 
     # -- the write-ahead marker ----------------------------------------------------------------
+    # Every write to the vector store is announced by a row of its own in ``pending_writes``
+    # (token, pid, host), deleted in the same transaction as the lexical write that follows it. Any
+    # number of writers (threads, processes sharing the file) can be in flight: none can clear
+    # another's row, so a crash between the two stores always leaves a row, and the next open repairs.
     @property
     def pending(self) -> bool:
         """True while a write to the vector store may not have reached this index yet (or crashed)."""
         with self._lock:
-            row = self._db.execute("SELECT value FROM ctxret_meta WHERE key = 'pending'").fetchone()
-        return bool(row and row[0] != "0")
+            return self._db.execute("SELECT 1 FROM pending_writes LIMIT 1").fetchone() is not None
 
-    def mark_pending(self) -> None:
-        """Record that the vector store is about to change; cleared by the write that follows (``settle=True``).
+    def mark_pending(self) -> str:
+        """Announce a write to the vector store; the write that follows (``settle=True``) clears it.
 
-        If that write never comes (a crash, an error between the two stores), the marker stays
-        set — in the file, and for this process even across later writes — until a repair
-        (:func:`sync_from_store`) clears it.
+        If that write never comes (a crash, an error between the two stores), the announcement stays
+        in the file until a repair (:func:`sync_from_store`) finds its writer gone.
         """
+        token = os.urandom(8).hex()
         with self._tx():
-            self._inflight += 1
-            self._db.execute("UPDATE ctxret_meta SET value = '1' WHERE key = 'pending'")
+            self._db.execute(
+                "INSERT INTO pending_writes(token, pid, host, since) VALUES (?, ?, ?, ?)",
+                (token, os.getpid(), _HOST, time.time()),
+            )
+        stack = getattr(self._outstanding, "tokens", None)
+        if stack is None:
+            stack = self._outstanding.tokens = []
+        stack.append(token)
+        return token
 
     def _settle(self) -> None:
-        self._inflight = max(0, self._inflight - 1)
-        if self._inflight == 0:
-            self._db.execute("UPDATE ctxret_meta SET value = '0' WHERE key = 'pending'")
+        """Inside a transaction: clear this thread's latest announcement."""
+        stack = getattr(self._outstanding, "tokens", None)
+        if stack:
+            self._db.execute("DELETE FROM pending_writes WHERE token = ?", (stack.pop(),))
 
     def settle_all(self) -> None:
-        """Clear the pending marker: the index now matches the vector store (after a repair)."""
+        """After a full repair: clear the announcements whose writers are gone (or are this object's).
+
+        A live writer's announcement (another process sharing the file) stays: its own write clears it.
+        """
+        mine = set(getattr(self._outstanding, "tokens", None) or [])
         with self._tx():
-            self._inflight = 0
-            self._db.execute("UPDATE ctxret_meta SET value = '0' WHERE key = 'pending'")
+            rows = self._db.execute("SELECT token, pid, host, since FROM pending_writes").fetchall()
+            for token, pid, host, since in rows:
+                if token in mine or pid == os.getpid() or not _alive(pid, host, since):
+                    self._db.execute("DELETE FROM pending_writes WHERE token = ?", (token,))
+        if getattr(self._outstanding, "tokens", None):
+            self._outstanding.tokens = []
 
     # -- writes --------------------------------------------------------------------------------
     def write(
@@ -243,8 +266,7 @@ class LexicalIndex:
                     (cur.lastrowid, scope_token(_safe(str(thread))), " ".join(tokenize(text))),
                 )
                 n += 1
-            self._inflight = 0
-            self._db.execute("UPDATE ctxret_meta SET value = '0' WHERE key = 'pending'")
+        self.settle_all()
         return n
 
     def _delete(self, ids: Sequence[str]) -> None:
@@ -383,6 +405,24 @@ class _Transaction:
             self.index._db.execute("ROLLBACK" if exc_type is not None else "COMMIT")
         finally:
             self.index._lock.release()
+
+
+_HOST = socket.gethostname()
+#: An announcement from another machine (a lexical file on a shared disk) counts as abandoned after this long.
+_FOREIGN_PENDING_SECONDS = 3600.0
+
+
+def _alive(pid: int, host: str, since: float) -> bool:
+    """Whether the writer of an announcement may still be running."""
+    if host != _HOST:
+        return time.time() - since < _FOREIGN_PENDING_SECONDS
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
 
 
 def _thread_list(thread_ids: str | Sequence[str] | None) -> list[str] | None:
