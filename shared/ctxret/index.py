@@ -22,7 +22,7 @@ from .errors import ConfigMismatchError, InputError
 from .ingest.context import Contextualizer
 from .ingest.documents import documents_to_turns
 from .ingest.turns import Piece, Turn, turns_from_messages
-from .ingest.writer import DEFAULT_MAX_TURN_BYTES, turns_from_records, write_turns
+from .ingest.writer import DEFAULT_MAX_TURN_BYTES, plan_turns, turns_from_records, write_turns
 from .query.search import SearchPlan, arun_search, plan_search, run_search
 from .query.vectors import query_vectors
 from .results import Group, IndexResult
@@ -149,14 +149,9 @@ class ContextualIndex:
         self.close()
 
     def add_messages(
-        self,
-        messages: Iterable[Mapping[str, Any]],
-        thread_id: str = "default",
-        *,
-        first_turn: int = 1,
-        metadata: Mapping[str, Any] | None = None,
-        include_system: bool = False,
-    ) -> IndexResult:
+        self, messages: Iterable[Mapping[str, Any]], thread_id: str = "default", *, first_turn: int = 1,
+        metadata: Mapping[str, Any] | None = None, include_system: bool = False,
+    ) -> IndexResult:  # fmt: skip
         """Index chat messages (OpenAI format) as turns of ``thread_id``.
 
         Pass the whole thread each time (unchanged turns cost nothing; a changed turn replaces its
@@ -186,6 +181,10 @@ class ContextualIndex:
             self.store, self.embedder, self.config, list(turns),
             metadata=metadata, contextualizer=self.contextualizer, progress=self.progress, max_turn_bytes=self.max_turn_bytes,
         )  # fmt: skip
+
+    def check_turns(self, turns: Sequence[Turn]) -> None:
+        """Raise the :class:`InputError` that :meth:`add_turns` would raise for ``turns``, writing nothing."""
+        plan_turns(list(turns), self.embedder, self.config, max_turn_bytes=self.max_turn_bytes)
 
     def fit_pieces(self, turn: Turn, max_bytes: int | None = None) -> list[Piece]:
         """The pieces of ``turn`` as this index stores them (labelled, re-packed to the model's limit)."""

@@ -10,66 +10,78 @@ import time
 from typing import Any
 
 from ..errors import CtxretError, InputError
-from .readers import FileProblem, check_paths, read_input_file
+from ..results import IndexResult
+from .readers import DEFAULT_INCLUDE, FileProblem, collect_paths, document_root, read_input_file
 from .render import clip, error, floor_text, hit_line, one_line, search_json, terminal_width, warn
 from .settings import EXIT_ERROR, EXIT_OK, UsageError, make_embedder, open_index, resolve_settings
+
+
+#: Turns per write while indexing many files: turns of several files share embedding batches
+#: (length-sorted batches pad far less across threads than within one).
+INDEX_BATCH_TURNS = 2_000
 
 
 def cmd_index(args: argparse.Namespace) -> int:
     settings = resolve_settings(args)
     if args.thread is not None and not args.thread.strip():
         raise UsageError("--thread needs a non-empty id")
-    paths = check_paths(args.paths)
+    paths, _ = collect_paths(args.paths, args.include or DEFAULT_INCLUDE, args.exclude or ())
+    root = document_root(paths, args.root)
     files, problems = [], []
     for path in paths:  # read and check everything before anything is written
         try:
-            files.append(read_input_file(path, args.thread))
+            files.append(read_input_file(path, args.thread, root))
         except FileProblem as e:
             problems.append(e)
     if problems:
-        for problem in problems:
-            error(str(problem))
-        error(f"nothing was written ({len(problems)} of {len(paths)} file(s) had problems)")
-        return EXIT_ERROR
-    index = open_index(settings)
-    for f in files:  # pieces are sized to the model before anything is written, too
-        for turn in f.turns:
-            try:
-                index.fit_pieces(turn)
-            except InputError as e:
-                problems.append(FileProblem(f.path, None, f"{turn.label}: {e}"))
-                break
+        return _refuse(problems, len(paths))
+    index = open_index(settings, max_turn_bytes=args.max_bytes)
+    for f in files:  # pieces are sized to the model, and limits checked, before anything is written
+        try:
+            index.check_turns(f.turns)
+        except InputError as e:
+            problems.append(FileProblem(f.path, None, str(e)))
     if problems:
-        for problem in problems:
-            error(str(problem))
-        error(f"nothing was written ({len(problems)} of {len(paths)} file(s) had problems)")
-        return EXIT_ERROR
-    done: list[str] = []
+        return _refuse(problems, len(paths))
     for f in files:
+        unit = "section" if f.kind == "document" else "turn"
         if not f.turns:
             warn(f"{f.path}: nothing to index (no text)")
-            continue
-        started = time.perf_counter()
+        else:
+            print(f"{f.path}: {len(f.turns)} {unit}(s) in {_threads(f.threads)}")
+    turns = [t for f in files for t in f.turns]
+    started = time.perf_counter()
+    total = IndexResult()
+    for start in range(0, len(turns), INDEX_BATCH_TURNS):
+        batch = turns[start : start + INDEX_BATCH_TURNS]
         try:
-            result = index.add_turns(f.turns)
-        except CtxretError as e:  # e.g. the embedding service failed: this file was not written
-            error(f"{f.path}: {e}")
-            written = ", ".join(done) if done else "none"
-            error(f"{f.path} and the files after it were not written (already indexed: {written})")
+            total += index.add_turns(batch)
+        except CtxretError as e:  # e.g. the embedding service failed: this batch was not written
+            error(str(e))
+            error(
+                f"stopped after {start:,} of {len(turns):,} turns (those are stored; run the same command again "
+                "to finish: unchanged turns cost nothing)"
+            )
             return EXIT_ERROR
-        done.append(str(f.path))
-        threads = ", ".join(f.threads[:5])
-        if len(f.threads) > 5:
-            threads += f" and {len(f.threads) - 5} more"
-        unit = "section" if f.kind == "document" else "turn"
-        print(
-            f"{f.path}: {result.turns} {unit}(s) in thread {threads}: "
-            f"{result.added} piece(s) added, {result.unchanged} unchanged, "
-            f"{result.replaced} replaced ({time.perf_counter() - started:.1f}s)"
-        )
     store = index.store
-    print(f"store {store.location} (collection {store.collection_name}): {store.count()} pieces")
+    print(
+        f"indexed {total.turns:,} turn(s) from {len(files)} file(s): {total.added:,} piece(s) added, "
+        f"{total.unchanged:,} unchanged, {total.replaced:,} replaced ({time.perf_counter() - started:.1f}s); "
+        f"store {store.location} (collection {store.collection_name}): {store.count():,} pieces"
+    )
     return EXIT_OK
+
+
+def _refuse(problems: list[FileProblem], n_paths: int) -> int:
+    for problem in problems:
+        error(str(problem))
+    error(f"nothing was written ({len(problems)} of {n_paths} file(s) had problems)")
+    return EXIT_ERROR
+
+
+def _threads(threads: list[str]) -> str:
+    shown = ", ".join(threads[:5]) + (f" and {len(threads) - 5} more" if len(threads) > 5 else "")
+    return f"thread {shown}" if len(threads) == 1 else f"threads {shown}"
 
 
 def search_options(args: argparse.Namespace) -> dict[str, Any]:

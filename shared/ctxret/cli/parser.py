@@ -60,7 +60,21 @@ def _add_index_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         ),
     )
     p.add_argument(
-        "paths", nargs="+", metavar="PATH", help="files to index (.jsonl, .md, .markdown, .txt)"
+        "paths", nargs="+", metavar="PATH", help="files or folders to index (.jsonl, .md, .markdown, .txt)"
+    )
+    p.add_argument(
+        "--include", action="append", metavar="GLOB",
+        help="in folders, index files matching GLOB (repeatable; default *.jsonl *.md *.markdown *.txt)",
+    )
+    p.add_argument("--exclude", action="append", metavar="GLOB", help="in folders, skip files matching GLOB (repeatable)")
+    p.add_argument(
+        "--root", metavar="DIR",
+        help="document ids are paths relative to DIR (default: the common folder of the documents given); "
+        "pass the same root every time you index parts of one tree",
+    )
+    p.add_argument(
+        "--max-bytes", type=_byte_limit, default=None, metavar="N",
+        help="refuse a turn or section over N bytes (default 2000000; 0 for no limit)",
     )
     p.add_argument(
         "--thread", metavar="ID", help="thread id (search scope) for everything in these files"
@@ -172,6 +186,16 @@ def _add_demo_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "-k", type=_positive_int, default=2, metavar="K", help="hits per part (default 2)"
     )
     p.set_defaults(func=cmd_demo)
+
+
+def _byte_limit(text: str) -> int:
+    try:
+        value = int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of bytes, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 (no limit) or a positive number of bytes, got {text!r}")
+    return value
 
 
 def _positive_int(text: str) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import re
@@ -47,30 +48,78 @@ class InputFile:
     kind: str  # "messages", "threads" or "document"
 
 
-def check_paths(paths: Sequence[str]) -> list[Path]:
-    """Existing files of a supported type; an unknown type raises :class:`UsageError`."""
-    out = []
-    for name in paths:
+#: Files a folder walk picks up by default (``--include``).
+DEFAULT_INCLUDE = tuple(f"*{suffix}" for suffix in JSONL_SUFFIXES + DOCUMENT_SUFFIXES)
+
+
+def collect_paths(
+    names: Sequence[str], include: Sequence[str] = DEFAULT_INCLUDE, exclude: Sequence[str] = ()
+) -> tuple[list[Path], list[Path]]:
+    """The files to index and the folders they came from.
+
+    A file named on the command line must exist and be of a supported type (else a clear error);
+    a folder is walked recursively (sorted, hidden entries skipped), keeping files that match one of
+    ``include`` and none of ``exclude`` (globs on the path relative to the folder, or on the name).
+    """
+    files: list[Path] = []
+    roots: list[Path] = []
+    supported = ", ".join(JSONL_SUFFIXES + DOCUMENT_SUFFIXES)
+    for name in names:
         path = Path(name)
-        suffix = path.suffix.lower()
-        if suffix not in JSONL_SUFFIXES + DOCUMENT_SUFFIXES:
-            supported = ", ".join(JSONL_SUFFIXES + DOCUMENT_SUFFIXES)
-            raise UsageError(
-                f"{name}: unsupported file type {suffix or '(none)'!r}; ctxret indexes {supported}"
-            )
         if path.is_dir():
-            raise UsageError(f"{name}: is a folder; pass its files (e.g. {name}/*.jsonl)")
+            roots.append(path)
+            found = 0
+            for child in sorted(path.rglob("*")):
+                rel = child.relative_to(path)
+                if any(part.startswith(".") for part in rel.parts) or not child.is_file():
+                    continue
+                if not _matches(rel, include) or _matches(rel, exclude):
+                    continue
+                if child.suffix.lower() not in JSONL_SUFFIXES + DOCUMENT_SUFFIXES:
+                    raise UsageError(f"{child}: --include picked a file of type {child.suffix or '(none)'!r}; ctxret indexes {supported}")
+                files.append(child)
+                found += 1
+            if not found:
+                raise UsageError(f"{name}: the folder holds no file matching {', '.join(include)} (see --include/--exclude)")
+            continue
+        suffix = path.suffix.lower()
         if not path.exists():
-            raise FileProblem(name, None, "no such file")
-        out.append(path)
-    return out
+            raise FileProblem(name, None, "no such file or folder")
+        if suffix not in JSONL_SUFFIXES + DOCUMENT_SUFFIXES:
+            raise UsageError(f"{name}: unsupported file type {suffix or '(none)'!r}; ctxret indexes {supported} (and folders of them)")
+        files.append(path)
+    unique = list(dict.fromkeys(p.resolve() for p in files))
+    return [Path(p) for p in unique], roots
 
 
-def read_input_file(path: Path, thread: str | None = None) -> InputFile:
-    """Read and check one file completely; any problem raises :class:`FileProblem` with its line."""
+def _matches(rel: Path, globs: Sequence[str]) -> bool:
+    return any(rel.match(g) or fnmatch.fnmatch(rel.as_posix(), g) for g in globs)
+
+
+def document_root(files: Sequence[Path], root: str | None = None) -> Path:
+    """The folder document ids are relative to: ``--root``, else the common parent of the documents."""
+    if root is not None:
+        base = Path(root).resolve()
+        if not base.is_dir():
+            raise UsageError(f"--root {root}: not a folder")
+        outside = [str(f) for f in files if f.suffix.lower() in DOCUMENT_SUFFIXES and not f.resolve().is_relative_to(base)]
+        if outside:
+            raise UsageError(f"--root {root}: {outside[0]} is not inside it; document ids are paths relative to the root")
+        return base
+    docs = [f.resolve().parent for f in files if f.suffix.lower() in DOCUMENT_SUFFIXES]
+    if not docs:
+        return Path.cwd().resolve()
+    return Path(os.path.commonpath([str(d) for d in docs]))
+
+
+def read_input_file(path: Path, thread: str | None = None, root: Path | None = None) -> InputFile:
+    """Read and check one file completely; any problem raises :class:`FileProblem` with its line.
+
+    A document's id is its path relative to ``root`` (default: its own folder), with ``/``.
+    """
     if path.suffix.lower() in JSONL_SUFFIXES:
         return _read_jsonl(path, thread)
-    return _read_document(path, thread)
+    return _read_document(path, thread, root if root is not None else path.resolve().parent)
 
 
 def _decode_lines(path: Path) -> list[tuple[int, str]]:
@@ -181,25 +230,25 @@ def _read_jsonl(path: Path, thread: str | None) -> InputFile:
     return InputFile(path, turns, threads, kind or "messages")
 
 
-def document_key(path: Path) -> str:
-    """A document file's id: its path relative to the working directory (else absolute), with ``/``.
+def document_key(path: Path, root: Path) -> str:
+    """A document file's id: its path relative to ``root``, with ``/`` (never relative to the working directory).
 
     Indexing the same file again replaces its changed sections; the id is also the default thread.
     """
     resolved = path.resolve()
     try:
-        return resolved.relative_to(Path.cwd().resolve()).as_posix()
+        return resolved.relative_to(root.resolve()).as_posix()
     except ValueError:
         return resolved.as_posix()
 
 
-def _read_document(path: Path, thread: str | None) -> InputFile:
+def _read_document(path: Path, thread: str | None, root: Path) -> InputFile:
     from ..ingest.documents import document_turns
 
     lines = _decode_lines(path)  # checks the encoding line by line
     text = "\n".join(line for _, line in lines)
     try:
-        turns = document_turns(text, title=path.name, doc_id=document_key(path), thread_id=thread)
+        turns = document_turns(text, title=path.name, doc_id=document_key(path, root), thread_id=thread)
     except InputError as e:
         raise FileProblem(path, None, str(e)) from None
     return InputFile(path, turns, sorted({t.thread_id for t in turns}), "document")

@@ -261,6 +261,7 @@ def open_index(
     progress: bool | None = None,
     store: str | None = None,
     collection: str | None = None,
+    max_turn_bytes: int | None = None,
 ) -> ContextualIndex:
     """Open the index the settings describe (``store`` overrides them with an embedded folder).
 
@@ -315,6 +316,7 @@ def open_index(
             weight=settings.weight,
             progress=progress,
             lexical_path=settings.lexical_path,
+            **({"max_turn_bytes": max_turn_bytes} if max_turn_bytes is not None else {}),
         )
     )
 
