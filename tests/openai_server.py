@@ -6,8 +6,8 @@ and ``base64`` (the client asks for base64 unless told otherwise), ``usage``, an
 demand (N x 429 with ``Retry-After``, 500, slow answers past the client's timeout), and malformed
 answers on demand (:meth:`FakeOpenAI.inject`: HTTP 200 with truncated JSON, HTML, an empty body,
 no ``data``, the wrong number of vectors, missing or duplicate ``index``, vectors of another size,
-NaN/inf/zero vectors, base64 garbage; a connection reset in the middle of the body; a hang).
-Faults are a queue -- "the next N answers are X" -- then it answers normally again, or
+NaN/inf/zero vectors, base64 garbage; a connection reset or closed in the middle of the body; a
+hang). Faults are a queue -- "the next N answers are X" -- then it answers normally again, or
 :meth:`FakeOpenAI.inject_always` for a server that never recovers. Like OpenAI it rejects with
 400 a request of more than ``max_inputs`` inputs or ``max_bytes`` bytes, an empty string input,
 and an input over the model's token limit. Every request is recorded.
@@ -64,6 +64,7 @@ FAULT_KINDS = (
     "bad_base64",  # an "embedding" string that is not base64
     "base64_bytes",  # base64 of a byte count that is not a whole number of float32s
     "reset",  # headers and half the body, then a TCP reset
+    "cut",  # headers and half the body, then a clean close (the client sees a short body)
     "hang",  # no answer for ``seconds`` (default 30), then a normal one
     "floats",  # not a fault: lists of numbers although base64 was asked for (as some servers do)
 )
@@ -86,6 +87,8 @@ class Raw:
     content_type: str = "application/json"
     #: Announce the whole body but send only this many bytes, then reset the connection.
     reset_after: int | None = None
+    #: With ``reset_after``: close cleanly (FIN) instead of resetting (RST).
+    clean_close: bool = False
 
 
 @dataclass
@@ -245,10 +248,12 @@ def _corrupt(payload: dict, fault: _Fault, vectors: np.ndarray, fmt: str) -> dic
         return base64.b64encode(vec.tobytes()).decode() if fmt == "base64" else vec.tolist()
 
     kind = fault.kind
-    if kind in ("truncated", "reset"):
+    if kind in ("truncated", "reset", "cut"):
         whole = json.dumps(payload).encode()
         half = len(whole) // 2
-        return Raw(whole[:half]) if kind == "truncated" else Raw(whole, reset_after=half)
+        if kind == "truncated":
+            return Raw(whole[:half])
+        return Raw(whole, reset_after=half, clean_close=kind == "cut")
     if kind == "wrong_count":
         del data[0]
     elif kind == "missing_index":
@@ -306,10 +311,12 @@ def _handler(state: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                     return
                 self.wfile.write(data[: raw.reset_after])
                 self.wfile.flush()
-                # SO_LINGER 0: closing sends a TCP RST, not a FIN (a reset, not a clean end)
-                self.connection.setsockopt(
-                    socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
-                )
+                if raw.clean_close:
+                    self.connection.shutdown(socket.SHUT_WR)
+                else:  # SO_LINGER 0: closing sends a TCP RST, not a FIN
+                    self.connection.setsockopt(
+                        socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                    )
                 self.close_connection = True
                 self.connection.close()
             except (BrokenPipeError, ConnectionResetError):

@@ -48,6 +48,7 @@ PERSISTENT_MESSAGE = {
     "bad_base64": r"HTTP 200 with an 'embedding' for input 0 that is not valid base64",
     "base64_bytes": r"HTTP 200 with a base64 'embedding' for input 0 of 1,001 bytes, not a whole",
     "reset": r"connection error: ReadError",
+    "cut": r"connection error: RemoteProtocolError: peer closed connection without sending",
     "hang": rf"timed out after {TIMEOUT:g} s",
 }
 #: The fix each error names.
@@ -68,7 +69,9 @@ FIX = {
         "check that base_url (or OPENAI_BASE_URL) points at an OpenAI-compatible /v1 endpoint",
     ),
     **dict.fromkeys(["nan", "inf", "zero"], "check the server and its model"),
-    "reset": "is up and reachable and that base_url (or OPENAI_BASE_URL) is right",
+    **dict.fromkeys(
+        ["reset", "cut"], "is up and reachable and that base_url (or OPENAI_BASE_URL) is right"
+    ),
     "hang": "raise timeout= (seconds per attempt), max_retries= or total_timeout=",
 }
 FAULTS = list(PERSISTENT_MESSAGE)
