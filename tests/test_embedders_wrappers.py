@@ -126,6 +126,106 @@ def test_nan_and_wrong_shapes_are_errors():
         LangChainEmbedder(RecordingEmbeddings(), dims=0)
 
 
+class BadEmbeddings(Embeddings):
+    """A LangChain Embeddings that answers the way it is told (sync and async alike)."""
+
+    def __init__(self, answer) -> None:
+        self.answer = answer  # texts -> rows
+        self.calls: list[list[str]] = []
+
+    def embed_documents(self, texts: list[str]):
+        self.calls.append(list(texts))
+        return self.answer(texts)
+
+    async def aembed_documents(self, texts: list[str]):
+        return self.embed_documents(texts)
+
+    def embed_query(self, text: str):
+        return self.embed_documents([text])[0]
+
+
+def _rows(texts, dims=3):
+    return [[float(len(t) + k + 1) for k in range(dims)] for t in texts]
+
+
+#: A bad answer of the wrapped model (for the texts of rows 0 and 2) and what the error says.
+BAD_ANSWERS = {
+    "one too few": (lambda t: _rows(t)[:-1], r"returned 1 vectors of shape \(3,\) for 2 texts"),
+    "ragged": (
+        lambda t: [[1.0, 2.0, 3.0], [1.0, 2.0]],
+        r"returned vectors of different lengths \(2, 3 numbers\) for 2 texts",
+    ),
+    "strings": (lambda t: [["1", "2", "3"]] * len(t), r"returned <U1 values, not numbers"),
+    "None": (lambda t: None, r"returned NoneType that is not a list of vectors of numbers"),
+    "flat": (lambda t: [1.0, 2.0, 3.0], r"returned one flat list of 3 numbers for 2 texts"),
+    "wrong dims": (
+        lambda t: _rows(t, dims=4),
+        r"returned 4-dimensional vectors, expected 3 \(dims=3 was given\); nothing was "
+        r"returned\. Pass dims=4 if this is the model you meant",
+    ),
+    "inf": (
+        lambda t: [[1.0, 2.0, 3.0], [1.0, float("inf"), 3.0]],
+        r"returned NaN or infinite numbers in row 2 \(1 bad row\(s\)\)",
+    ),
+    "zero": (
+        lambda t: [[0.0, 0.0, 0.0], [1.0, 2.0, 3.0]],
+        r"returned an all-zero vector in row 0 for a non-empty text \(1 such row\(s\)\)",
+    ),
+}
+
+
+@pytest.mark.parametrize("mode", ["embed", "aembed"])
+@pytest.mark.parametrize("case", list(BAD_ANSWERS))
+async def test_bad_answers_are_embedding_errors(case, mode):
+    answer, message = BAD_ANSWERS[case]
+    emb = LangChainEmbedder(BadEmbeddings(answer), dims=3)
+    texts = ["first", " ", "third"]  # the blank text is not sent: rows 0 and 2 are
+    with pytest.raises(EmbeddingError, match=message):
+        if mode == "embed":
+            emb.embed(texts)
+        else:
+            await emb.aembed(texts)
+
+
+@pytest.mark.parametrize("mode", ["embed", "aembed"])
+async def test_dims_are_learnt_from_the_first_real_vectors(mode):
+    answers = iter([_rows(["a", "bb"], dims=5), _rows(["c"], dims=4)])
+    model = BadEmbeddings(lambda texts: next(answers))
+    emb = LangChainEmbedder(model)
+
+    async def call(texts):
+        return emb.embed(texts) if mode == "embed" else await emb.aembed(texts)
+
+    check_rows(await call(["a", "bb"]), 2, 5)
+    assert model.calls == [["a", "bb"]]  # no separate probe: the real vectors set dims
+    assert emb.dims == 5
+    with pytest.raises(
+        EmbeddingError,
+        match=r"returned 4-dimensional vectors, expected 5 \(the first vectors it returned had "
+        r"that size\)",
+    ):
+        await call(["c"])
+
+
+async def test_llamaindex_wrapper_checks_answers_too():
+    class NaNEmbedding(MockEmbedding):
+        def _get_text_embeddings(self, texts):
+            dims = self.embed_dim
+            return [[float("nan")] * dims if "nan" in t else [1.0] * dims for t in texts]
+
+        async def _aget_text_embeddings(self, texts):
+            return self._get_text_embeddings(texts)
+
+    emb = LlamaIndexEmbedder(NaNEmbedding(embed_dim=8), dims=8)
+    check_rows(emb.embed(["fine"]), 1, 8)
+    with pytest.raises(EmbeddingError, match="get_text_embedding_batch returned NaN .* row 1"):
+        emb.embed(["fine", "a nan here"])
+    with pytest.raises(EmbeddingError, match="get_text_embedding_batch returned NaN .* row 1"):
+        await emb.aembed(["fine", "a nan here"])
+    with pytest.raises(EmbeddingError, match="returned 8-dimensional vectors, expected 16"):
+        LlamaIndexEmbedder(NaNEmbedding(embed_dim=8), dims=16).embed(["fine"])
+
+
 # -- LlamaIndexEmbedder ----------------------------------------------------------------------
 
 

@@ -3,9 +3,14 @@
 Requests are sized before sending (:func:`ctxret.batching.plan_batches`: at most ``max_inputs``
 inputs and ``max_bytes`` UTF-8 bytes each); an input over the model's token limit is refused
 before anything is sent. Retries are ours, not the client's (the clients are built with
-``max_retries=0``): 429, 408, 5xx, timeouts and connection errors are retried with exponential
-backoff and jitter, honouring ``Retry-After`` (capped); any other 4xx fails at once. The API key
-is never logged, never put in an error message and never shown by ``repr``.
+``max_retries=0``): 429, 408, 5xx, timeouts, connection errors (refused, reset mid-body) and
+malformed HTTP 200 answers (not JSON, cut short, no ``data``, wrong count or ``index``, bad
+base64, NaN/infinite/all-zero vectors) are retried with exponential backoff and jitter,
+honouring ``Retry-After`` (capped), at most ``max_retries`` times and within ``total_timeout``
+seconds per request; any other 4xx, and vectors of an unexpected size, fail at once. Every
+failure is raised as :class:`~ctxret.errors.EmbeddingError` naming the problem, the endpoint
+(never with credentials) and the fix. The API key is never logged, never put in an error
+message and never shown by ``repr``.
 
 Token counting: exact with ``tiktoken`` when the model's encoding loads *offline* (from
 tiktoken's cache, or the copy of ``cl100k_base`` that llama-index-core ships); otherwise the
@@ -15,11 +20,14 @@ UTF-8 byte length, an upper bound (every BPE token is at least one byte).
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import email.utils
 import functools
 import hashlib
 import importlib.util
 import itertools
+import json
 import logging
 import math
 import os
@@ -27,15 +35,15 @@ import random
 import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import openai
 
-from ..blend import truncate_dims
 from ..errors import EmbeddingError, InputError, InputTooLongError
 from ..text import clean_text
 from .batching import MAX_BYTES_PER_REQUEST, MAX_INPUTS_PER_REQUEST, plan_batches, utf8_len
@@ -69,7 +77,6 @@ _NO_KEY = (
     "(or inject client= / async_client=)"
 )
 
-_T = TypeVar("_T")
 _tiktoken_lock = threading.Lock()
 
 
@@ -163,6 +170,54 @@ class _Plan:
     batches: list[list[int]]
 
 
+class _BadAnswer(Exception):
+    """An HTTP 200 answer that holds no usable vectors; retried like a 5xx.
+
+    ``problem`` completes "HTTP 200 with ..."; ``fix`` is what to check if it keeps happening.
+    """
+
+    def __init__(self, problem: str, fix: str = "") -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.fix = fix
+        self.status = 200
+
+
+#: What to check when answers keep coming back malformed.
+_FIX_ENDPOINT = (
+    "check that base_url (or OPENAI_BASE_URL) points at an OpenAI-compatible /v1 endpoint"
+)
+#: What to check when vectors keep coming back NaN, infinite or all zero.
+_FIX_VECTORS = (
+    "the server's model produced unusable vectors (NaN, infinite or all-zero vectors are never "
+    "stored); check the server and its model"
+)
+
+
+def _endpoint_name(url: Any) -> str:
+    """``scheme://host[:port]/path`` of a base URL: no user, password, query or fragment."""
+    parts = urlsplit(str(url))
+    host = parts.hostname or ""
+    if ":" in host:  # IPv6
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc = f"{host}:{port}" if port is not None else host
+    if not netloc:
+        return "(an unparsable base_url)"
+    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+
+
+def _describe_body(content: bytes, content_type: str) -> str:
+    """``text/html, 1,234 bytes: '<html>...'``: what an unusable body looked like (short)."""
+    kind = content_type.split(";")[0].strip() or "no content type"
+    head = " ".join(content[:120].decode("utf-8", "replace").split())
+    snippet = f": {head[:80]!r}" if head else ""
+    return f"{kind}, {len(content):,} bytes{snippet}"
+
+
 class OpenAIEmbedder:
     """OpenAI (or an OpenAI-compatible server) as an :class:`~ctxret.embedders.base.Embedder`.
 
@@ -173,9 +228,14 @@ class OpenAIEmbedder:
             ``text-embedding-3-small`` and ``-ada-002``, 3072 for ``-3-large``; for another
             model it is learnt from the first response, probing once if needed).
         api_key: falls back to ``OPENAI_API_KEY``. Never logged or shown.
-        base_url: an OpenAI-compatible server (``None``: OpenAI).
-        timeout: seconds per request.
-        max_retries: retries after the first attempt for 429/408/5xx/timeouts/connection errors.
+        base_url: an OpenAI-compatible server (``None``: ``OPENAI_BASE_URL``, else OpenAI).
+        timeout: seconds one attempt may take (connect, send, wait and read).
+        max_retries: retries after the first attempt for 429/408/5xx, timeouts, connection
+            errors and malformed HTTP 200 answers.
+        total_timeout: seconds one request may take in all, its attempts and the waits between
+            them included (``None``: no cap beyond ``timeout`` and ``max_retries``). An attempt
+            never runs past it, and no retry is started that could not finish before it.
+        max_concurrency: requests :meth:`aembed` keeps in flight at once.
         max_inputs, max_bytes: per-request limits (inputs, UTF-8 bytes), enforced before sending.
         max_tokens: per-input token limit; a longer input is refused before sending.
         client, async_client: inject ``openai.OpenAI`` / ``openai.AsyncOpenAI`` instances (their
@@ -185,6 +245,15 @@ class OpenAIEmbedder:
         max_retry_after: cap on a server's ``Retry-After``.
 
     Empty or whitespace-only texts are not sent (the API rejects ``""``): their rows are zero.
+
+    Every answer is checked before any vector is used: an HTTP 200 whose body is not JSON, is
+    cut short, has no ``data``, the wrong number of vectors, a missing or repeated ``index``,
+    base64 that does not decode to float32 numbers, vectors of different lengths, or a vector
+    that is NaN, infinite or all zero is retried like a 5xx, then raised as
+    :class:`EmbeddingError` naming what was wrong. Vectors of another size than expected (the
+    ``dimensions`` asked for, the model's native size, or what the first answer had) are refused
+    at once, without retrying: that is a configuration mismatch, and the error names both sizes
+    and the fix. So a failed call returns nothing and a caller (the index) writes nothing.
 
     Token limit: with an offline tiktoken encoding an input is refused when it has more than
     ``max_tokens`` tokens. Without one, counts are UTF-8 byte lengths (an upper bound), and an
@@ -209,6 +278,8 @@ class OpenAIEmbedder:
         base_url: str | None = None,
         timeout: float = 60.0,
         max_retries: int = 5,
+        total_timeout: float | None = 300.0,
+        max_concurrency: int = 4,
         max_inputs: int = MAX_INPUTS_PER_REQUEST,
         max_bytes: int = MAX_BYTES_PER_REQUEST,
         max_tokens: int = 8191,
@@ -239,13 +310,25 @@ class OpenAIEmbedder:
             ("max_inputs", max_inputs),
             ("max_bytes", max_bytes),
             ("max_tokens", max_tokens),
+            ("max_concurrency", max_concurrency),
         ):
-            if not isinstance(value, int) or value < 1:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"{name} must be a positive integer, got {value!r}")
-        if not isinstance(max_retries, int) or max_retries < 0:
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise InputError(f"max_retries must be a non-negative integer, got {max_retries!r}")
-        if not timeout or timeout <= 0:
-            raise InputError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        for name, seconds in (("timeout", timeout), ("total_timeout", total_timeout)):
+            if name == "total_timeout" and seconds is None:
+                continue
+            if (
+                isinstance(seconds, bool)
+                or not isinstance(seconds, (int, float))
+                or not math.isfinite(seconds)
+                or seconds <= 0
+            ):
+                raise InputError(
+                    f"{name} must be a positive number of seconds, got {seconds!r}"
+                    + ("; pass None for no overall cap" if name == "total_timeout" else "")
+                )
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         if not key and client is None and async_client is None:
             raise InputError(_NO_KEY)
@@ -254,6 +337,8 @@ class OpenAIEmbedder:
         self.base_url = base_url
         self.timeout = float(timeout)
         self.max_retries = max_retries
+        self.total_timeout = None if total_timeout is None else float(total_timeout)
+        self.max_concurrency = max_concurrency
         self.max_inputs = max_inputs
         self.max_bytes = max_bytes
         self.max_tokens = max_tokens
@@ -262,12 +347,20 @@ class OpenAIEmbedder:
         self.max_retry_after = float(max_retry_after)
         self._api_key = key or None
         self._dims: int | None = dimensions if dimensions is not None else native
+        #: Why ``_dims`` is what it is (for the dimension-mismatch error).
+        self._dims_source = (
+            f"dimensions={dimensions} was asked for"
+            if dimensions is not None
+            else f"{model}'s native size"
+            if native is not None
+            else ""
+        )
         self._client = self._without_retries(client)
         self._async_client = self._without_retries(async_client)
         self._client_lock = threading.Lock()
 
     def __repr__(self) -> str:
-        base = f", base_url={self.base_url!r}" if self.base_url else ""
+        base = f", base_url={_endpoint_name(self.base_url)!r}" if self.base_url else ""
         return f"OpenAIEmbedder(model={self.model!r}, dims={self._dims}{base})"
 
     # -- identity ------------------------------------------------------------------------------
@@ -276,14 +369,24 @@ class OpenAIEmbedder:
     def dims(self) -> int:
         """Numbers per vector (for an unknown model without ``dimensions``: probed once)."""
         if self._dims is None:
-            self._learn_dims(self._call_sync(lambda: self._create_sync(["dimension probe"])))
-        assert self._dims is not None  # set by _learn_dims
+            self._call_sync(["dimension probe"], [0])
+        assert self._dims is not None  # set by the first answer
         return self._dims
 
     @property
     def model_id(self) -> str:
         """``openai:{model}@{dims}``, recorded in the index config."""
         return f"openai:{self.model}@{self.dims}"
+
+    @property
+    def endpoint(self) -> str:
+        """The embeddings server's base URL as errors name it (never with a user or password)."""
+        for client in (self._client, self._async_client):
+            url = getattr(client, "base_url", None)
+            if url is not None:
+                return _endpoint_name(url)
+        url = self.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        return _endpoint_name(url)
 
     # -- clients -------------------------------------------------------------------------------
 
@@ -320,17 +423,32 @@ class OpenAIEmbedder:
                 )
             return self._async_client
 
-    def _request(self, inputs: list[str]) -> dict[str, Any]:
-        request: dict[str, Any] = {"model": self.model, "input": inputs}
+    def _request(self, inputs: list[str], timeout: float) -> dict[str, Any]:
+        # base64 is what the client asks for by default; asked for explicitly, the client hands
+        # the body over as it came, and _read checks and decodes it.
+        request: dict[str, Any] = {
+            "model": self.model,
+            "input": inputs,
+            "encoding_format": "base64",
+            "timeout": timeout,
+        }
         if self.dimensions is not None:
             request["dimensions"] = self.dimensions
         return request
 
-    def _create_sync(self, inputs: list[str]) -> Any:
-        return self._sync_client().embeddings.create(**self._request(inputs))
+    def _attempt_sync(self, inputs: list[str], where: list[int], timeout: float) -> np.ndarray:
+        raw = self._sync_client().embeddings.with_raw_response.create(
+            **self._request(inputs, timeout)
+        )
+        return self._read(raw, where)
 
-    async def _create_async(self, inputs: list[str]) -> Any:
-        return await self._async_client_().embeddings.create(**self._request(inputs))
+    async def _attempt_async(
+        self, inputs: list[str], where: list[int], timeout: float
+    ) -> np.ndarray:
+        raw = await self._async_client_().embeddings.with_raw_response.create(
+            **self._request(inputs, timeout)
+        )
+        return self._read(raw, where)
 
     # -- tokens --------------------------------------------------------------------------------
 
@@ -403,62 +521,148 @@ class OpenAIEmbedder:
         local = plan_batches(sent_texts, self.max_inputs, self.max_bytes)
         return _Plan(n=len(cleaned), texts=cleaned, batches=[[sent[j] for j in b] for b in local])
 
-    def _vectors(self, response: Any, expected: int) -> np.ndarray:
-        """One response's vectors, put in input order by their ``index`` field (raw, float32)."""
-        data = list(getattr(response, "data", None) or [])
-        if len(data) != expected:
-            raise EmbeddingError(
-                f"the embeddings server returned {len(data)} vectors for {expected} inputs; "
-                "check that base_url points at an OpenAI-compatible embeddings endpoint"
-            )
-        rows: list[Any] = [None] * expected
-        for item in data:
-            index = getattr(item, "index", None)
-            if not isinstance(index, int) or not 0 <= index < expected or rows[index] is not None:
-                raise EmbeddingError(
-                    f"the embeddings server returned a vector with index {index!r} for a request "
-                    f"of {expected} inputs (indices must be 0..{expected - 1}, each once)"
-                )
-            rows[index] = item.embedding
-        try:
-            return np.asarray(rows, dtype=np.float32)
-        except (TypeError, ValueError) as exc:
-            raise EmbeddingError(
-                "the embeddings server returned vectors of different lengths or non-numbers"
-            ) from exc
+    def _read(self, raw: Any, where: list[int]) -> np.ndarray:
+        """One HTTP 200 answer as ``(len(where), dims)`` float32 unit rows in request order.
 
-    def _learn_dims(self, response: Any) -> None:
-        if self._dims is None:
-            data = list(getattr(response, "data", None) or [])
-            if not data:
-                raise EmbeddingError(
-                    "the embeddings server returned no vectors to learn the dimension from"
+        ``where`` holds the caller's input numbers (for messages). A malformed answer raises
+        :class:`_BadAnswer` (retried); vectors of the wrong size raise :class:`EmbeddingError`.
+        """
+        try:
+            return self._read_body(raw.content, str(raw.headers.get("content-type") or ""), where)
+        except _BadAnswer as exc:
+            status = getattr(raw, "status_code", 200)
+            exc.status = status if isinstance(status, int) else 200
+            raise
+
+    def _read_body(self, content: bytes, content_type: str, where: list[int]) -> np.ndarray:
+        """:meth:`_read` on the body's bytes and content type."""
+        if not content.strip():
+            raise _BadAnswer(f"an empty body ({_describe_body(content, content_type)})")
+        try:
+            body = json.loads(content)
+        except (ValueError, UnicodeDecodeError) as exc:
+            if content.lstrip()[:1] in (b"{", b"["):
+                raise _BadAnswer(
+                    "JSON that does not parse, probably cut short "
+                    f"({_describe_body(content, content_type)}; {self._redact(str(exc))[:80]})"
+                ) from exc
+            raise _BadAnswer(
+                f"a body that is not JSON ({_describe_body(content, content_type)})"
+            ) from exc
+        expected = len(where)
+        if not isinstance(body, dict):
+            raise _BadAnswer(f"a JSON {type(body).__name__} instead of an object with 'data'")
+        data = body.get("data")
+        if not isinstance(data, list):
+            error = body.get("error")
+            if isinstance(error, dict) and error.get("message"):
+                detail = f" but an error: {self._redact(str(error['message']))[:200]!r}"
+            else:
+                keys = ", ".join(sorted(map(str, body))[:8]) or "none"
+                detail = f" (keys: {keys})"
+            raise _BadAnswer(f"a JSON object without a 'data' list of vectors{detail}")
+        if len(data) != expected:
+            raise _BadAnswer(
+                f"{len(data)} vector{'' if len(data) == 1 else 's'} for {expected} inputs"
+            )
+        rows: list[np.ndarray | None] = [None] * expected
+        for position, item in enumerate(data):
+            index = item.get("index") if isinstance(item, dict) else None
+            if isinstance(index, bool) or not isinstance(index, int):
+                raise _BadAnswer(
+                    f"a vector without an integer 'index' (data[{position}] has index {index!r})"
                 )
-            self._dims = len(data[0].embedding)
-            logger.info("%s returns %d-dimensional vectors", self.model, self._dims)
+            if not 0 <= index < expected:
+                raise _BadAnswer(
+                    f"a vector with index {index} for a request of {expected} inputs "
+                    f"(indices must be 0..{expected - 1})"
+                )
+            if rows[index] is not None:
+                raise _BadAnswer(f"two vectors with index {index} (each index must come once)")
+            rows[index] = self._decode(item.get("embedding"), where[index])
+        sizes = sorted({row.size for row in rows if row is not None})
+        if len(sizes) > 1:
+            raise _BadAnswer(
+                f"vectors of different lengths in one answer ({', '.join(map(str, sizes))} numbers)"
+            )
+        vectors = np.stack([row for row in rows if row is not None])
+        self._check_dims(vectors.shape[1])
+        bad = np.flatnonzero(~np.isfinite(vectors).all(axis=1))
+        if bad.size:
+            raise _BadAnswer(
+                f"NaN or infinite numbers in the vector of input {where[int(bad[0])]} "
+                f"({bad.size} such vector{'s' if bad.size > 1 else ''})",
+                _FIX_VECTORS,
+            )
+        norms = np.linalg.norm(vectors.astype(np.float64), axis=1, keepdims=True)
+        zero = np.flatnonzero(norms[:, 0] == 0)
+        if zero.size:
+            raise _BadAnswer(
+                f"an all-zero vector for input {where[int(zero[0])]} "
+                f"({zero.size} such vector{'s' if zero.size > 1 else ''})",
+                _FIX_VECTORS,
+            )
+        return (vectors / norms).astype(np.float32)
+
+    @staticmethod
+    def _decode(embedding: Any, number: int) -> np.ndarray:
+        """One ``embedding`` field (base64 of little-endian float32, or a list of numbers)."""
+        if isinstance(embedding, str):
+            try:
+                packed = base64.b64decode(embedding, validate=True)
+            except (binascii.Error, ValueError) as exc:
+                raise _BadAnswer(
+                    f"an 'embedding' for input {number} that is not valid base64 "
+                    f"({len(embedding):,} characters)"
+                ) from exc
+            if not packed or len(packed) % 4:
+                raise _BadAnswer(
+                    f"a base64 'embedding' for input {number} of {len(packed):,} bytes, not a "
+                    "whole number of float32 values (4 bytes each)"
+                )
+            return np.frombuffer(packed, dtype="<f4").astype(np.float32)
+        if isinstance(embedding, list) and embedding:
+            vector = np.asarray(embedding)
+            if vector.ndim == 1 and vector.dtype.kind in "iuf":
+                return vector.astype(np.float32)  # a number past float32's range becomes inf
+        raise _BadAnswer(
+            f"an 'embedding' for input {number} that is neither base64 nor a list of numbers "
+            f"({type(embedding).__name__})"
+        )
+
+    def _check_dims(self, got: int) -> None:
+        """Learn the vector size from the first answer, or refuse another one (no retry)."""
+        with self._client_lock:
+            if self._dims is None:
+                self._dims = got
+                self._dims_source = "the first answer had that size"
+                logger.info("%s returns %d-dimensional vectors", self.model, got)
+                return
+            expected, source = self._dims, self._dims_source
+        if got == expected:
+            return
+        if self.dimensions is not None:
+            fix = (
+                f"The server may not honour dimensions: pass dimensions={got} to use its vectors "
+                f"(an index built with {expected}-dimensional vectors must then be rebuilt), or "
+                f"use a server and model that honour dimensions={expected}"
+            )
+        else:
+            fix = (
+                f"Pass dimensions={got} if this is the model you meant (an index built with "
+                f"{expected}-dimensional vectors must then be rebuilt), or point base_url at "
+                "the model the index was built with"
+            )
+        raise EmbeddingError(
+            f"{self.model} at {self.endpoint} returned {got}-dimensional vectors but this "
+            f"embedder expects {expected} ({source}); nothing was returned. {fix}"
+        )
 
     def _finish(self, plan: _Plan, parts: list[np.ndarray]) -> np.ndarray:
-        dims = self._dims
-        assert dims is not None  # known, or learnt from the first response before this
-        out = np.zeros((plan.n, dims), dtype=np.float32)
+        """The caller's ``(n, dims)`` array: each request's checked rows in their places."""
+        out = np.zeros((plan.n, self.dims), dtype=np.float32)
         for batch, vectors in zip(plan.batches, parts, strict=True):
-            got = vectors.shape[1] if vectors.ndim == 2 else 0
-            if got < dims:
-                raise EmbeddingError(
-                    f"the embeddings server returned {got}-dimensional vectors, expected {dims}; "
-                    "set dimensions= to what the model returns (or None for an unknown model)"
-                )
-            bad = np.flatnonzero(~np.isfinite(vectors).all(axis=1))
-            if bad.size:
-                raise EmbeddingError(
-                    f"the embeddings server returned NaN or infinite numbers for input "
-                    f"{batch[bad[0]]}; "
-                    "retry, or check the server"
-                )
-            if got > dims:
-                vectors = truncate_dims(vectors, dims)
-            norms = np.linalg.norm(vectors.astype(np.float64), axis=1, keepdims=True)
-            out[batch] = (vectors / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+            out[batch] = vectors
         return out
 
     # -- retries (shared) ----------------------------------------------------------------------
@@ -469,27 +673,63 @@ class OpenAIEmbedder:
         return message[:500]
 
     def _describe(self, exc: BaseException) -> str:
+        if isinstance(exc, _BadAnswer):
+            return self._redact(f"HTTP {exc.status} with {exc.problem}")
         if isinstance(exc, openai.APITimeoutError):
             what = f"timed out after {self.timeout:g} s"
         elif isinstance(exc, openai.APIConnectionError):
             what = "connection error"
+            cause = exc.__cause__
+            if cause is not None:  # e.g. ConnectError (refused), ReadError (reset mid-body)
+                what += f": {type(cause).__name__}" + (f": {cause}" if str(cause) else "")
+        elif isinstance(exc, openai.APIResponseValidationError):
+            what = "HTTP 200 with a body the openai client could not read"
         elif isinstance(exc, openai.APIStatusError):
             what = f"HTTP {exc.status_code}"
         else:
             what = type(exc).__name__
         detail = self._redact(str(getattr(exc, "message", None) or exc))
-        return f"{what} ({detail})" if detail else what
+        return self._redact(f"{what} ({detail})" if detail else what)
 
-    def _retry_delay(self, exc: BaseException, attempt: int) -> float:
+    def _fix(self, exc: BaseException) -> str:
+        """What to do when ``exc`` keeps happening."""
+        if isinstance(exc, _BadAnswer):
+            return exc.fix or _FIX_ENDPOINT
+        if isinstance(exc, openai.APITimeoutError):
+            return (
+                f"check that the server at {self.endpoint} is up and not overloaded, or raise "
+                "timeout= (seconds per attempt), max_retries= or total_timeout="
+            )
+        if isinstance(exc, openai.APIConnectionError):
+            return (
+                f"check that the server at {self.endpoint} is up and reachable and that "
+                "base_url (or OPENAI_BASE_URL) is right; or raise max_retries="
+            )
+        if isinstance(exc, openai.APIResponseValidationError):
+            return _FIX_ENDPOINT
+        return "try again later or raise max_retries/timeout"
+
+    def _deadline(self) -> float | None:
+        return None if self.total_timeout is None else time.monotonic() + self.total_timeout
+
+    def _attempt_timeout(self, deadline: float | None) -> float:
+        if deadline is None:
+            return self.timeout
+        return max(0.001, min(self.timeout, deadline - time.monotonic()))
+
+    def _retry_delay(self, exc: BaseException, attempt: int, deadline: float | None) -> float:
         """Seconds to wait before retrying after ``exc`` on attempt ``attempt`` (0-based).
 
-        Raises :class:`EmbeddingError` (from ``exc``) when it is permanent or retries are spent.
+        Raises :class:`EmbeddingError` (from ``exc``) when it is permanent, retries are spent,
+        or the wait would run past ``deadline`` (``total_timeout``).
         """
         status = getattr(exc, "status_code", None)
-        transient = isinstance(exc, openai.APIConnectionError) or (
-            isinstance(status, int) and (status in _RETRY_STATUSES or status >= 500)
+        transient = (
+            isinstance(exc, (_BadAnswer, openai.APIConnectionError))
+            or isinstance(exc, openai.APIResponseValidationError)
+            or (isinstance(status, int) and (status in _RETRY_STATUSES or status >= 500))
         )
-        where = f" at {self.base_url}" if self.base_url else ""
+        where = f" at {self.endpoint}"
         if not transient:
             hint = {
                 401: "; check the API key (OPENAI_API_KEY or api_key=)",
@@ -500,12 +740,12 @@ class OpenAIEmbedder:
                 f"embedding request to {self.model}{where} failed permanently: "
                 f"{self._describe(exc)}{hint}"
             ) from exc
+        attempts = f"{attempt + 1} attempt{'s' if attempt else ''}"
         if attempt >= self.max_retries:
             raise EmbeddingError(
-                f"embedding request to {self.model}{where} failed after {attempt + 1} "
-                f"attempt{'s' if attempt else ''} ({self.max_retries} retries): last error "
-                f"{self._describe(exc)}; try again later "
-                "or raise max_retries/timeout"
+                f"embedding request to {self.model}{where} failed after {attempts} "
+                f"({self.max_retries} retries): last error {self._describe(exc)}; "
+                f"{self._fix(exc)}"
             ) from exc
         retry_after = _retry_after_seconds(exc)
         if retry_after is not None:
@@ -513,9 +753,16 @@ class OpenAIEmbedder:
         else:
             backoff = min(self.retry_max_delay, self.retry_base_delay * (2.0**attempt))
             delay = backoff * (0.5 + 0.5 * random.random())
+        if deadline is not None and time.monotonic() + delay >= deadline:
+            raise EmbeddingError(
+                f"embedding request to {self.model}{where} failed after {attempts} in "
+                f"total_timeout={self.total_timeout:g} s: last error {self._describe(exc)}; "
+                f"{self._fix(exc)}"
+            ) from exc
         logger.warning(
-            "embedding request to %s failed (%s); retry %d of %d in %.2f s",
+            "embedding request to %s%s failed (%s); retry %d of %d in %.2f s",
             self.model,
+            where,
             self._describe(exc),
             attempt + 1,
             self.max_retries,
@@ -523,51 +770,58 @@ class OpenAIEmbedder:
         )
         return delay
 
-    def _call_sync(self, send: Callable[[], _T]) -> _T:
+    def _call_sync(self, inputs: list[str], where: list[int]) -> np.ndarray:
+        deadline = self._deadline()
         for attempt in itertools.count():
             try:
-                return send()
-            except openai.OpenAIError as exc:
-                delay = self._retry_delay(exc, attempt)
+                return self._attempt_sync(inputs, where, self._attempt_timeout(deadline))
+            except (openai.OpenAIError, _BadAnswer) as exc:
+                delay = self._retry_delay(exc, attempt, deadline)
             time.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _call_async(self, send: Callable[[], Awaitable[_T]]) -> _T:
+    async def _call_async(self, inputs: list[str], where: list[int]) -> np.ndarray:
+        deadline = self._deadline()
         for attempt in itertools.count():
             try:
-                return await send()
-            except openai.OpenAIError as exc:
-                delay = self._retry_delay(exc, attempt)
+                return await self._attempt_async(inputs, where, self._attempt_timeout(deadline))
+            except (openai.OpenAIError, _BadAnswer) as exc:
+                delay = self._retry_delay(exc, attempt, deadline)
             await asyncio.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- the Embedder protocol -----------------------------------------------------------------
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """``(n, dims)`` float32 unit rows in input order; empty/whitespace texts give zero rows."""
+        """``(n, dims)`` float32 unit rows in input order; empty/whitespace texts give zero rows.
+
+        Raises :class:`EmbeddingError` when a request fails for good (nothing is returned).
+        """
         plan = self._plan(texts)
-        parts = []
-        for batch in plan.batches:
-            inputs = [plan.texts[i] for i in batch]
-            response = self._call_sync(functools.partial(self._create_sync, inputs))
-            self._learn_dims(response)
-            parts.append(self._vectors(response, len(inputs)))
-        if not parts and self._dims is None:
-            return np.zeros((plan.n, self.dims), dtype=np.float32)
+        parts = [self._call_sync([plan.texts[i] for i in batch], batch) for batch in plan.batches]
         return self._finish(plan, parts)
 
     async def aembed(self, texts: Sequence[str]) -> np.ndarray:
-        """:meth:`embed` on the async client (requests are sent one after another)."""
+        """:meth:`embed` on the async client, up to ``max_concurrency`` requests at once.
+
+        Rows come back in input order whatever order the answers arrive in; the first request
+        that fails for good cancels the others and its :class:`EmbeddingError` is raised.
+        """
         plan = self._plan(texts)
-        parts = []
-        for batch in plan.batches:
-            inputs = [plan.texts[i] for i in batch]
-            response = await self._call_async(functools.partial(self._create_async, inputs))
-            self._learn_dims(response)
-            parts.append(self._vectors(response, len(inputs)))
-        if not parts and self._dims is None:
-            probe = await self._call_async(
-                functools.partial(self._create_async, ["dimension probe"])
-            )
-            self._learn_dims(probe)
+        gate = asyncio.Semaphore(self.max_concurrency)
+
+        async def send(batch: list[int]) -> np.ndarray:
+            async with gate:
+                return await self._call_async([plan.texts[i] for i in batch], batch)
+
+        tasks = [asyncio.ensure_future(send(batch)) for batch in plan.batches]
+        try:
+            parts = list(await asyncio.gather(*tasks))
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        if self._dims is None:
+            await self._call_async(["dimension probe"], [0])
         return self._finish(plan, parts)

@@ -2,9 +2,13 @@
 
 Duck-typed: no framework is imported here. A LangChain object needs ``embed_documents`` (and
 optionally ``aembed_documents``); a LlamaIndex object needs ``get_text_embedding_batch`` (and
-optionally ``aget_text_embedding_batch``). Output rows are float32 and unit-normalised (a zero
-row stays zero); a row with NaN or infinite numbers raises :class:`EmbeddingError` naming it.
-Empty and whitespace-only texts are not sent (many APIs reject ``""``): their rows are zero.
+optionally ``aget_text_embedding_batch``). Output rows are float32 and unit-normalised.
+Every answer of the wrapped model is checked before it is used, and refused with
+:class:`EmbeddingError` naming the problem and the fix: the wrong number of vectors, vectors of
+different lengths, non-numbers, vectors of another size than ``dims`` (given, or learnt from
+the first vector the model returned), NaN or infinite numbers, and all-zero vectors (a zero
+vector matches nothing, so it is never handed to the index). Empty and whitespace-only texts
+are not sent (many APIs reject ``""``): their rows are zero.
 
 The wrapped model's tokenizer is unknown, so ``count_tokens`` returns UTF-8 byte lengths, an
 upper bound for BPE/WordPiece tokenizers (every token is at least one byte).
@@ -65,19 +69,21 @@ class _WrappedEmbedder:
         self.default_piece_bytes = default_piece_bytes
         self.default_score_threshold = default_score_threshold
         self._dims = dims
-        self._lock = threading.Lock()
+        self._dims_source = f"dims={dims} was given" if dims is not None else ""
+        self._lock = threading.RLock()  # held by the probe in ``dims`` while _check sets it
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model_id={self.model_id!r}, dims={self._dims})"
 
     @property
     def dims(self) -> int:
-        """Numbers per vector: given, or learnt by embedding :data:`DIMENSION_PROBE` once."""
+        """Numbers per vector: given, learnt from the first vectors returned, or (read before any
+        embedding) learnt by embedding :data:`DIMENSION_PROBE` once."""
         if self._dims is None:
             with self._lock:
                 if self._dims is None:
-                    rows = self._call_sync([DIMENSION_PROBE])
-                    self._dims = self._check(rows, 1, learn=True).shape[1]
+                    self._check(self._call_sync([DIMENSION_PROBE]), [0])
+        assert self._dims is not None  # learnt by _check
         return self._dims
 
     @staticmethod
@@ -95,41 +101,81 @@ class _WrappedEmbedder:
             return await asyncio.to_thread(self._call_sync, texts)
         return await method(texts)
 
-    def _check(self, rows: Any, expected: int, *, learn: bool = False) -> np.ndarray:
-        """``rows`` as an ``(expected, dims)`` float32 array of unit rows, or EmbeddingError."""
+    def _check(self, rows: Any, where: list[int]) -> np.ndarray:
+        """``rows`` as ``(len(where), dims)`` float32 unit rows, or :class:`EmbeddingError`.
+
+        ``where`` holds the caller's row numbers of the texts sent (for messages). The first
+        vectors checked set ``dims`` when it was not given.
+        """
         who = f"{type(self.model).__name__}.{self._sync_method}"
+        expected = len(where)
+        fix = "check the embedding model"
         try:
-            arr = np.asarray(rows, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise EmbeddingError(
-                f"{who} returned vectors of different lengths or non-numbers"
-            ) from exc
-        if arr.ndim != 2 or arr.shape[0] != expected:
-            raise EmbeddingError(
-                f"{who} returned {arr.shape[0] if arr.ndim else 0} vectors of shape "
-                f"{arr.shape[1:]} "
-                f"for {expected} texts; expected one vector per text"
-            )
-        if not learn:
-            dims = self._dims
-            if dims is not None and arr.shape[1] != dims:
+            arr = np.asarray(rows)
+        except (TypeError, ValueError):  # ragged nested lists (numpy refuses them)
+            arr = np.asarray(None)
+        if arr.dtype == object:
+            sizes = _row_sizes(rows)
+            if sizes is not None and len(sizes) > 1:
                 raise EmbeddingError(
-                    f"{who} returned {arr.shape[1]}-dimensional vectors, expected {dims}; "
-                    "pass the right dims= (or leave it None to probe)"
+                    f"{who} returned vectors of different lengths ({_join(sizes)} numbers) for "
+                    f"{expected} texts; every vector must have the same length: {fix}"
                 )
+            raise EmbeddingError(
+                f"{who} returned {type(rows).__name__} that is not a list of vectors of numbers; "
+                f"expected {expected} vectors (one per text): {fix}"
+            )
+        if arr.dtype.kind not in "iuf":
+            raise EmbeddingError(
+                f"{who} returned {arr.dtype} values, not numbers; expected {expected} vectors of "
+                f"numbers (one per text): {fix}"
+            )
+        if arr.ndim != 2 or arr.shape[0] != expected:
+            got = (
+                f"one flat list of {arr.size} numbers"
+                if arr.ndim == 1 and arr.size
+                else f"{arr.shape[0] if arr.ndim else 0} vectors of shape {arr.shape[1:]}"
+            )
+            raise EmbeddingError(
+                f"{who} returned {got} for {expected} texts; expected one vector per text, "
+                f"in order: {fix}"
+            )
+        got_dims = arr.shape[1]
+        if got_dims == 0:
+            raise EmbeddingError(f"{who} returned empty vectors for {expected} texts: {fix}")
+        with self._lock:
+            if self._dims is None:
+                self._dims = got_dims
+                self._dims_source = "the first vectors it returned had that size"
+        if got_dims != self._dims:
+            raise EmbeddingError(
+                f"{who} returned {got_dims}-dimensional vectors, expected {self._dims} "
+                f"({self._dims_source}); nothing was returned. Pass dims={got_dims} if this is "
+                f"the model you meant (an index built with {self._dims}-dimensional vectors "
+                "must then be rebuilt), or wrap the model the index was built with"
+            )
+        arr = arr.astype(np.float64)
         bad = np.flatnonzero(~np.isfinite(arr).all(axis=1))
         if bad.size:
             raise EmbeddingError(
-                f"{who} returned NaN or infinite numbers in row {int(bad[0])} "
-                f"({bad.size} bad row(s)); check the embedding model"
+                f"{who} returned NaN or infinite numbers in row {where[int(bad[0])]} "
+                f"({bad.size} bad row(s)); nothing was returned: {fix}"
             )
         norms = np.linalg.norm(arr, axis=1, keepdims=True)
-        return (arr / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+        zero = np.flatnonzero(norms[:, 0] == 0)
+        if zero.size:
+            raise EmbeddingError(
+                f"{who} returned an all-zero vector in row {where[int(zero[0])]} for a non-empty "
+                f"text ({zero.size} such row(s)); a zero vector matches nothing and is never "
+                f"stored, so nothing was returned: {fix}"
+            )
+        return (arr / norms).astype(np.float32)
 
     def _assemble(self, cleaned: list[str], sent: list[int], rows: Any) -> np.ndarray:
+        checked = self._check(rows, sent) if sent else None
         out = np.zeros((len(cleaned), self.dims), dtype=np.float32)
-        if sent:
-            out[sent] = self._check(rows, len(sent))
+        if checked is not None:
+            out[sent] = checked
         return out
 
     @staticmethod
@@ -140,19 +186,15 @@ class _WrappedEmbedder:
         """``(n, dims)`` float32 unit rows in input order; empty/whitespace texts give zero rows."""
         cleaned = self._clean_all(texts)
         sent = self._to_send(cleaned)
-        self.dims  # noqa: B018 - learns the dimension once (a probe) when it was not given
         rows = self._call_sync([cleaned[i] for i in sent]) if sent else None
         return self._assemble(cleaned, sent, rows)
 
     async def aembed(self, texts: Sequence[str]) -> np.ndarray:
         """Like :meth:`embed`, through the model's async method (or a worker thread without one)."""
         cleaned = self._clean_all(texts)
-        if self._dims is None:
-            rows = await self._call_async([DIMENSION_PROBE])
-            with self._lock:
-                if self._dims is None:
-                    self._dims = self._check(rows, 1, learn=True).shape[1]
         sent = self._to_send(cleaned)
+        if not sent and self._dims is None:
+            self._check(await self._call_async([DIMENSION_PROBE]), [0])
         rows = await self._call_async([cleaned[i] for i in sent]) if sent else None
         return self._assemble(cleaned, sent, rows)
 
@@ -161,12 +203,25 @@ class _WrappedEmbedder:
         return [utf8_len(t) for t in self._clean_all(texts)]
 
 
+def _row_sizes(rows: Any) -> list[int] | None:
+    """The distinct lengths of ``rows``' items, or None when they have no length."""
+    try:
+        return sorted({len(row) for row in rows})
+    except TypeError:
+        return None
+
+
+def _join(sizes: list[int]) -> str:
+    return ", ".join(map(str, sizes[:5])) + (", ..." if len(sizes) > 5 else "")
+
+
 class LangChainEmbedder(_WrappedEmbedder):
     """A LangChain ``Embeddings`` (``embed_documents`` / ``aembed_documents``) as a ctxret Embedder.
 
     ``model_id`` defaults to ``langchain:<class name>:<model or model_name attribute>``;
-    ``dims`` is probed once (by embedding ``"dimension probe"``) when not given; ``max_tokens``
-    defaults to 8191.
+    ``dims``, when not given, is learnt from the first vectors the model returns (or, read before
+    any embedding, by embedding ``"dimension probe"`` once), and every later vector is checked
+    against it; ``max_tokens`` defaults to 8191.
     """
 
     _framework = "langchain"
