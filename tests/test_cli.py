@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import os
 import subprocess
 import sys
@@ -549,12 +550,15 @@ def test_demo_names_where_the_expected_facts_are(local_embedder, capsys):
     )
 
 
-def test_a_failure_while_writing_names_what_was_indexed(tmp_path, files, monkeypatch, capsys):
-    """An embedding failure on the second file: the first stays indexed, the rest is not written."""
+def test_a_failure_while_writing_says_what_is_stored_and_how_to_finish(tmp_path, files, monkeypatch, capsys):
+    """An embedding failure in the second batch: the first batch stays stored, the message says how far
+    it got, and running the same command again finishes the job."""
+    from ctxret.cli import commands
     from ctxret.errors import EmbeddingError
     from ctxret.index import ContextualIndex
 
     real = ContextualIndex.add_turns
+    monkeypatch.setattr(commands, "INDEX_BATCH_TURNS", 1)  # one turn per write, so the failure comes mid-way
 
     def flaky(self, turns, **kwargs):
         if any(t.doc_id for t in turns):
@@ -569,9 +573,12 @@ def test_a_failure_while_writing_names_what_was_indexed(tmp_path, files, monkeyp
     code = cli.main(["index", str(files["messages"]), str(files["doc"]), "--store", store])
     err = capsys.readouterr().err
     assert code == 1
-    assert "HTTP 503" in err
-    assert f"{files['doc']} and the files after it were not written" in err
-    assert f"already indexed: {files['messages']}" in err
+    assert "HTTP 503" in err and "run the same command again" in err
+    assert re.search(r"stopped after \d+ of \d+ turns", err)
     monkeypatch.setattr(ContextualIndex, "add_turns", real)
     assert cli.main(["stats", "--json", "--store", store]) == 0
     assert json.loads(capsys.readouterr().out)["pieces_per_thread"].keys() == {"travel-log"}
+    assert cli.main(["index", str(files["messages"]), str(files["doc"]), "--store", store]) == 0
+    capsys.readouterr()
+    assert cli.main(["stats", "--json", "--store", store]) == 0
+    assert len(json.loads(capsys.readouterr().out)["pieces_per_thread"]) == 2

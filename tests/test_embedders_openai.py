@@ -224,7 +224,7 @@ def test_over_long_input_refused_before_sending(make, fake_openai):
 
 
 def test_without_tokenizer_bytes_rule(make, fake_openai, monkeypatch, caplog):
-    monkeypatch.setattr(openai_mod, "_offline_tiktoken", lambda name: None)  # patch the loader
+    monkeypatch.setattr(openai_mod, "offline_tiktoken", lambda name: None)  # patch the loader
     emb = make(max_tokens=100)
     assert emb.count_tokens(["héllo", ""]) == [6, 0]  # UTF-8 bytes: an upper bound
     with pytest.raises(InputTooLongError, match=r"input 0 is 401 UTF-8 bytes, over 400 bytes"):

@@ -15,7 +15,6 @@ from .readers import DEFAULT_INCLUDE, FileProblem, collect_paths, document_root,
 from .render import clip, error, floor_text, hit_line, one_line, search_json, terminal_width, warn
 from .settings import EXIT_ERROR, EXIT_OK, UsageError, make_embedder, open_index, resolve_settings
 
-
 #: Turns per write while indexing many files: turns of several files share embedding batches
 #: (length-sorted batches pad far less across threads than within one).
 INDEX_BATCH_TURNS = 2_000
@@ -108,6 +107,17 @@ def cmd_search(args: argparse.Namespace) -> int:
     settings = resolve_settings(args)
     message = sys.stdin.read() if args.message == "-" else args.message
     index = open_index(settings, must_exist=True)
+    if args.thread:
+        missing = [t for t in args.thread if not index.store.has_thread(t)]
+        if len(missing) == len(args.thread):
+            known = index.store.thread_ids(limit=10)
+            listing = ", ".join(repr(t) for t in known) + (" …" if len(known) == 10 else "") if known else "none"
+            raise CtxretError(
+                f"no thread {', '.join(repr(t) for t in missing)} in collection {index.store.collection_name!r} at "
+                f"{index.store.location} (threads there: {listing}; `ctxret stats` lists them all)"
+            )
+        for t in missing:
+            warn(f"thread {t!r} is not in the collection; searching the others")
     groups = index.search(message, **search_options(args))
     floor = index.score_threshold if args.threshold == "auto" else args.threshold
     if args.json:
@@ -129,15 +139,29 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
+    """Counts and the collection's config; opens any collection (nothing is written, no model needed to read it)."""
+    from ..config import IndexConfig
+    from ..storage.pieces import PieceStore
+
     settings = resolve_settings(args)
-    index = open_index(settings, must_exist=True)
-    stats = index.stats()
+    chroma = open_index(settings, must_exist=True, inspect_only=True)
+    store = PieceStore(chroma)
+    stats = store.stats()
+    cfg = stats["config"] = chroma.stored_config() or {}
+    floor: float | None = None
+    try:  # would this environment's options open it? (builds the embedder: no network call)
+        embedder = make_embedder(settings)
+        diff = IndexConfig.resolve(embedder, cfg, weight=settings.weight).differences(cfg)
+        floor = None if "model_id" in diff else float(embedder.default_score_threshold)
+    except CtxretError as e:
+        diff, stats["open_check_error"] = {}, str(e)
+    stats["mismatch"] = {k: {"stored": old, "asked": new} for k, (old, new) in diff.items()}
+    stats["score_threshold"] = floor
+    chroma.close()
     per_thread: dict[str, int] = stats["pieces_per_thread"]
     if args.json:
         print(json.dumps(stats, ensure_ascii=False, indent=2, default=str))
         return EXIT_OK
-    cfg = stats["config"]
-    floor = stats["score_threshold"]
     rows = [
         ("store", f"{stats['store']} (collection {stats['collection']})"),
         ("pieces", stats["pieces"]),
@@ -149,11 +173,15 @@ def cmd_stats(args: argparse.Namespace) -> int:
         ("piece bytes", cfg.get("piece_bytes")),
         (
             "floor",
-            "none"
+            "(the embedder's default)"
             if floor is None
             else f"cosine {floor:.2f} (the default for search --threshold auto)",
         ),
     ]
+    if diff:
+        what = ", ".join(f"{k}: stored {old!r}, these options {new!r}" for k, (old, new) in diff.items())
+        rows.append(("note", f"these options differ from the collection's ({what}); search with the stored ones, "
+                             "or `ctxret reindex` with these to rebuild"))  # fmt: skip
     for name, value in rows:
         print(f"{name:<12} {value}")
     shown = list(per_thread.items())[:20]

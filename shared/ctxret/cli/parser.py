@@ -50,13 +50,15 @@ def _add_index_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="index JSONL threads and .md/.txt documents",
         description=(
-            "Index files. JSONL: one OpenAI-format message per line (the file is one thread, named "
-            "by --thread or the file name), or one thread object per line "
-            '{"thread_id": ..., "messages": [...]}. Documents (.md, .markdown, .txt): split into '
+            "Index files and folders (walked recursively). JSONL: one OpenAI-format message per line "
+            "(the file is one thread, named by --thread or the file name), or one thread object per "
+            'line {"thread_id": ..., "messages": [...]}. Documents (.md, .markdown, .txt): split into '
             "sections by headings; the document id, and its thread (search scope) unless --thread "
-            "is given, is its path relative to the working directory. Every file is read and "
-            "checked before anything is written: if one is bad, nothing is written. A file is a "
-            "whole thread: index it again when it changes (unchanged turns cost nothing)."
+            "is given, is its path relative to --root (default: the common folder of the documents "
+            "given), never to the working directory. Every file is read and checked before anything "
+            "is written: if one is bad, nothing is written. Turns of all files are embedded "
+            "together. A file is a whole thread: index it again when it changes (unchanged turns "
+            "cost nothing)."
         ),
     )
     p.add_argument(
@@ -89,8 +91,9 @@ def _add_search_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         help="search: one group of hits per part of the message",
         description=(
             "Split MESSAGE into at most 8 parts; each part (blended with the whole message) keeps "
-            "its own group of at most k hits. The text output shows each hit's raw cosine; --json "
-            "has every named score (with hybrid search a group is ranked by its fused score)."
+            "its own group of at most k hits. Each hit line shows the score its group is ranked by: "
+            "with hybrid search (the default for an embedded store) `fused F cos C`, the fused score "
+            "and the raw cosine; with dense search the raw cosine. --json has every named score."
         ),
     )
     p.add_argument(

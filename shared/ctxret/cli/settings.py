@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CtxretError, StoreError
+from ..ingest.writer import DEFAULT_MAX_TURN_BYTES
 
 if TYPE_CHECKING:
     from ..embedders.base import Embedder
-    from ..index import ContextualIndex
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -41,7 +41,11 @@ ENV = {
     "dims": "CTXRET_DIMS",
     "weight": "CTXRET_WEIGHT",
     "lexical_path": "CTXRET_LEXICAL_PATH",
+    "openai_timeout": "CTXRET_OPENAI_TIMEOUT",
+    "openai_retries": "CTXRET_OPENAI_RETRIES",
 }
+DEFAULT_OPENAI_TIMEOUT = 60.0
+DEFAULT_OPENAI_RETRIES = 5
 
 
 def add_common_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
@@ -111,6 +115,19 @@ def add_common_options(parser: argparse.ArgumentParser, *, suppress: bool) -> No
         help=f"share of a piece's own vector in its stored vector, 0..1 [env {ENV['weight']}; "
         "default 0.8, or the collection's]",
     )
+    emb.add_argument(
+        "--openai-timeout",
+        metavar="SECONDS",
+        default=default(None),
+        help=f"seconds one OpenAI request attempt may take [env {ENV['openai_timeout']}; default {DEFAULT_OPENAI_TIMEOUT:g}]",
+    )
+    emb.add_argument(
+        "--openai-retries",
+        metavar="N",
+        default=default(None),
+        help="retries of a failed OpenAI request (429, 5xx, timeouts, malformed answers) "
+        f"[env {ENV['openai_retries']}; default {DEFAULT_OPENAI_RETRIES}]",
+    )
 
     out = parser.add_argument_group("output")
     out.add_argument(
@@ -135,6 +152,8 @@ class Settings:
     dims: int | None
     weight: float | None
     lexical_path: str | None = None
+    openai_timeout: float = DEFAULT_OPENAI_TIMEOUT
+    openai_retries: int = DEFAULT_OPENAI_RETRIES
 
 
 def resolve_settings(
@@ -234,7 +253,22 @@ def resolve_settings(
         dims=dims,
         weight=weight,
         lexical_path=pick("lexical_path")[0] or None,
+        openai_timeout=_number(pick("openai_timeout"), float, DEFAULT_OPENAI_TIMEOUT, "a number of seconds > 0"),
+        openai_retries=_number(pick("openai_retries"), int, DEFAULT_OPENAI_RETRIES, "a whole number >= 0"),
     )
+
+
+def _number(picked: tuple[str | None, str], kind: type, default: Any, what: str) -> Any:
+    text, source = picked
+    if text is None:
+        return default
+    try:
+        value = kind(text)
+    except ValueError:
+        raise UsageError(f"{source}={text!r} is not {what}") from None
+    if value < 0 or (kind is float and value == 0):
+        raise UsageError(f"{source}={text!r} is not {what}")
+    return value
 
 
 def make_embedder(settings: Settings) -> Embedder:
@@ -246,6 +280,8 @@ def make_embedder(settings: Settings) -> Embedder:
             model=settings.model,
             dimensions=settings.dims,
             base_url=os.environ.get("OPENAI_BASE_URL") or None,
+            timeout=settings.openai_timeout,
+            max_retries=settings.openai_retries,
         )
     from ..embedders.local import LocalEmbedder
 
@@ -262,11 +298,14 @@ def open_index(
     store: str | None = None,
     collection: str | None = None,
     max_turn_bytes: int | None = None,
-) -> ContextualIndex:
+    inspect_only: bool = False,
+) -> Any:
     """Open the index the settings describe (``store`` overrides them with an embedded folder).
 
     ``must_exist``: refuse to create a store folder or a collection (for search, stats, reindex,
-    delete); the error names the collections that do exist.
+    delete); the error names the collections that do exist. ``inspect_only`` (with ``must_exist``):
+    the bare :class:`~ctxret.storage.chroma.ChromaStore`, opened whatever config it was built with
+    and without loading a model (for ``stats``).
     """
     from ..index import ContextualIndex
     from ..storage.chroma import ChromaStore
@@ -300,13 +339,18 @@ def open_index(
 
     if must_exist:
         probe = connect(lambda: ChromaStore(collection=collection, **where))
-        if not probe.exists():
-            names = probe.names()
-            there = ", ".join(names) if names else "none"
-            raise CtxretError(
-                f"no collection {collection!r} at {probe.location} (collections there: {there}); "
-                "create it with `ctxret index FILE...` or choose one with --collection"
-            )
+        try:
+            if not probe.exists():
+                names = probe.names()
+                there = ", ".join(names) if names else "none"
+                raise CtxretError(
+                    f"no collection {collection!r} at {probe.location} (collections there: {there}); "
+                    "create it with `ctxret index FILE...` or choose one with --collection"
+                )
+        finally:
+            probe.close()
+        if inspect_only:
+            return connect(lambda: ChromaStore(collection=collection, **where))
     opener = ContextualIndex.rebuild if rebuild else ContextualIndex
     return connect(
         lambda: opener(
@@ -316,7 +360,7 @@ def open_index(
             weight=settings.weight,
             progress=progress,
             lexical_path=settings.lexical_path,
-            **({"max_turn_bytes": max_turn_bytes} if max_turn_bytes is not None else {}),
+            max_turn_bytes=DEFAULT_MAX_TURN_BYTES if max_turn_bytes is None else max_turn_bytes,
         )
     )
 

@@ -20,33 +20,25 @@ UTF-8 byte length, an upper bound (every BPE token is at least one byte).
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import email.utils
-import functools
-import hashlib
-import importlib.util
 import itertools
-import json
 import logging
 import math
 import os
 import random
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import openai
 
-from ..errors import EmbeddingError, InputError, InputTooLongError
+from ..errors import EmbeddingError, InputError
 from ..text import clean_text
 from .batching import MAX_BYTES_PER_REQUEST, MAX_INPUTS_PER_REQUEST, plan_batches, utf8_len
+from .openai_answers import BadAnswer, describe_failure, endpoint_name, failure_fix, read_body, retry_after_seconds
+from .openai_tokens import MODEL_ENCODINGS, check_input_sizes, offline_tiktoken
 
 logger = logging.getLogger(__name__)
 
@@ -60,15 +52,6 @@ NATIVE_DIMS = {
 }
 #: Models trained for Matryoshka truncation (they accept ``dimensions``).
 MATRYOSHKA_MODELS = frozenset({"text-embedding-3-small", "text-embedding-3-large"})
-#: tiktoken encoding of each known model (an unknown model is counted in bytes).
-MODEL_ENCODINGS = {model: "cl100k_base" for model in NATIVE_DIMS}
-#: Where tiktoken fetches each encoding from (its cache file is named by the URL's sha1).
-_ENCODING_URLS = {
-    "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
-    "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
-}
-#: Without a tokenizer, an input of more than this many UTF-8 bytes per allowed token is refused.
-BYTES_PER_TOKEN_REFUSAL = 4
 #: Statuses worth retrying: rate limit, request timeout, and server errors (5xx).
 _RETRY_STATUSES = frozenset({408, 429})
 
@@ -76,89 +59,6 @@ _NO_KEY = (
     "OpenAIEmbedder needs an API key: set OPENAI_API_KEY or pass api_key=... "
     "(or inject client= / async_client=)"
 )
-
-_tiktoken_lock = threading.Lock()
-
-
-def _tiktoken_dirs() -> list[Path]:
-    """Directories that may hold tiktoken's cached encoding files, without touching the network."""
-    dirs: list[Path] = []
-    if "TIKTOKEN_CACHE_DIR" in os.environ:
-        if os.environ["TIKTOKEN_CACHE_DIR"]:
-            dirs.append(Path(os.environ["TIKTOKEN_CACHE_DIR"]))
-    elif os.environ.get("DATA_GYM_CACHE_DIR"):
-        dirs.append(Path(os.environ["DATA_GYM_CACHE_DIR"]))
-    else:
-        dirs.append(Path(tempfile.gettempdir()) / "data-gym-cache")
-    try:  # llama-index-core (a dependency) ships cl100k_base for offline use
-        spec = importlib.util.find_spec("llama_index.core")
-    except (ImportError, ValueError):
-        spec = None
-    if spec is not None and spec.origin:
-        dirs.append(Path(spec.origin).parent / "_static" / "tiktoken_cache")
-    return dirs
-
-
-@functools.lru_cache(maxsize=8)
-def _offline_tiktoken(encoding_name: str) -> Any | None:
-    """The tiktoken encoding if it loads without the network, else None (tried once, cached).
-
-    tiktoken downloads a missing encoding file with no timeout, so it is only asked for an
-    encoding whose file is already on disk.
-    """
-    url = _ENCODING_URLS.get(encoding_name)
-    if url is None:
-        return None
-    key = hashlib.sha1(url.encode()).hexdigest()
-    try:
-        import tiktoken
-    except ImportError:
-        logger.debug("tiktoken is not installed; counting UTF-8 bytes instead of tokens")
-        return None
-    for directory in _tiktoken_dirs():
-        if not (directory / key).is_file():
-            continue
-        with _tiktoken_lock:
-            saved = os.environ.get("TIKTOKEN_CACHE_DIR")
-            os.environ["TIKTOKEN_CACHE_DIR"] = str(directory)
-            try:
-                return tiktoken.get_encoding(encoding_name)
-            except Exception as exc:  # noqa: BLE001 - any failure means "no offline tokenizer"
-                logger.debug("tiktoken %s did not load from %s: %r", encoding_name, directory, exc)
-            finally:
-                if saved is None:
-                    os.environ.pop("TIKTOKEN_CACHE_DIR", None)
-                else:
-                    os.environ["TIKTOKEN_CACHE_DIR"] = saved
-    logger.debug("no offline copy of tiktoken %s; counting UTF-8 bytes instead", encoding_name)
-    return None
-
-
-def _retry_after_seconds(exc: BaseException) -> float | None:
-    """The server's ``Retry-After`` (or ``retry-after-ms``) in seconds, if it sent one."""
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    if headers is None:
-        return None
-    try:
-        value = headers.get("retry-after-ms")
-        if value is not None:
-            seconds = float(value) / 1000.0
-        else:
-            value = headers.get("retry-after")
-            if value is None:
-                return None
-            try:
-                seconds = float(value)
-            except ValueError:
-                when = email.utils.parsedate_to_datetime(value)
-                seconds = when.timestamp() - time.time()
-    except (TypeError, ValueError, OverflowError):
-        return None
-    if not math.isfinite(seconds):
-        return None
-    return max(0.0, seconds)
-
 
 @dataclass
 class _Plan:
@@ -168,54 +68,6 @@ class _Plan:
     texts: list[str]
     #: Requests, each a list of indices into the caller's input list.
     batches: list[list[int]]
-
-
-class _BadAnswer(Exception):
-    """An HTTP 200 answer that holds no usable vectors; retried like a 5xx.
-
-    ``problem`` completes "HTTP 200 with ..."; ``fix`` is what to check if it keeps happening.
-    """
-
-    def __init__(self, problem: str, fix: str = "") -> None:
-        super().__init__(problem)
-        self.problem = problem
-        self.fix = fix
-        self.status = 200
-
-
-#: What to check when answers keep coming back malformed.
-_FIX_ENDPOINT = (
-    "check that base_url (or OPENAI_BASE_URL) points at an OpenAI-compatible /v1 endpoint"
-)
-#: What to check when vectors keep coming back NaN, infinite or all zero.
-_FIX_VECTORS = (
-    "the server's model produced unusable vectors (NaN, infinite or all-zero vectors are never "
-    "stored); check the server and its model"
-)
-
-
-def _endpoint_name(url: Any) -> str:
-    """``scheme://host[:port]/path`` of a base URL: no user, password, query or fragment."""
-    parts = urlsplit(str(url))
-    host = parts.hostname or ""
-    if ":" in host:  # IPv6
-        host = f"[{host}]"
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    netloc = f"{host}:{port}" if port is not None else host
-    if not netloc:
-        return "(an unparsable base_url)"
-    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
-
-
-def _describe_body(content: bytes, content_type: str) -> str:
-    """``text/html, 1,234 bytes: '<html>...'``: what an unusable body looked like (short)."""
-    kind = content_type.split(";")[0].strip() or "no content type"
-    head = " ".join(content[:120].decode("utf-8", "replace").split())
-    snippet = f": {head[:80]!r}" if head else ""
-    return f"{kind}, {len(content):,} bytes{snippet}"
 
 
 class OpenAIEmbedder:
@@ -246,22 +98,13 @@ class OpenAIEmbedder:
 
     Empty or whitespace-only texts are not sent (the API rejects ``""``): their rows are zero.
 
-    Every answer is checked before any vector is used: an HTTP 200 whose body is not JSON, is
-    cut short, has no ``data``, the wrong number of vectors, a missing or repeated ``index``,
-    base64 that does not decode to float32 numbers, vectors of different lengths, or a vector
-    that is NaN, infinite or all zero is retried like a 5xx, then raised as
-    :class:`EmbeddingError` naming what was wrong. Vectors of another size than expected (the
-    ``dimensions`` asked for, the model's native size, or what the first answer had) are refused
-    at once, without retrying: that is a configuration mismatch, and the error names both sizes
-    and the fix. So a failed call returns nothing and a caller (the index) writes nothing.
+    Every answer is checked before any vector is used (:mod:`.openai_answers`): a malformed
+    HTTP 200 is retried like a 5xx, then raised as :class:`EmbeddingError` naming what was wrong;
+    vectors of another size than expected are refused at once (a configuration mismatch: the
+    error names both sizes and the fix). A failed call returns nothing, so the index writes nothing.
 
-    Token limit: with an offline tiktoken encoding an input is refused when it has more than
-    ``max_tokens`` tokens. Without one, counts are UTF-8 byte lengths (an upper bound), and an
-    input is refused only when its byte length is over ``4 * max_tokens`` -- English runs ~4
-    bytes per token, so such an input is nearly always over the limit (text with long
-    repeated-character tokens can be an exception) -- and a warning is logged for one between
-    ``max_tokens`` and ``4 * max_tokens`` bytes (the server may still reject it: that is a 400,
-    raised as :class:`EmbeddingError`).
+    Token limit: see :func:`ctxret.embedders.openai_tokens.check_input_sizes` (exact with an
+    offline tiktoken encoding, else a byte bound); a longer input is refused before sending.
     """
 
     #: The piece byte budget that fits this model.
@@ -360,10 +203,8 @@ class OpenAIEmbedder:
         self._client_lock = threading.Lock()
 
     def __repr__(self) -> str:
-        base = f", base_url={_endpoint_name(self.base_url)!r}" if self.base_url else ""
+        base = f", base_url={endpoint_name(self.base_url)!r}" if self.base_url else ""
         return f"OpenAIEmbedder(model={self.model!r}, dims={self._dims}{base})"
-
-    # -- identity ------------------------------------------------------------------------------
 
     @property
     def dims(self) -> int:
@@ -384,11 +225,9 @@ class OpenAIEmbedder:
         for client in (self._client, self._async_client):
             url = getattr(client, "base_url", None)
             if url is not None:
-                return _endpoint_name(url)
+                return endpoint_name(url)
         url = self.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
-        return _endpoint_name(url)
-
-    # -- clients -------------------------------------------------------------------------------
+        return endpoint_name(url)
 
     @staticmethod
     def _without_retries(client: Any | None) -> Any | None:
@@ -450,12 +289,10 @@ class OpenAIEmbedder:
         )
         return self._read(raw, where)
 
-    # -- tokens --------------------------------------------------------------------------------
-
     @property
     def _encoding(self) -> Any | None:
         name = MODEL_ENCODINGS.get(self.model)
-        return _offline_tiktoken(name) if name else None
+        return offline_tiktoken(name) if name else None
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Tokens per text: exact with an offline tiktoken encoding, else UTF-8 bytes (a bound)."""
@@ -464,8 +301,6 @@ class OpenAIEmbedder:
         if encoding is None:
             return [utf8_len(t) for t in cleaned]
         return [len(ids) for ids in encoding.encode_ordinary_batch(cleaned)]
-
-    # -- planning and assembling (shared by embed and aembed) ----------------------------------
 
     @staticmethod
     def _clean_all(texts: Sequence[str]) -> list[str]:
@@ -477,47 +312,7 @@ class OpenAIEmbedder:
         cleaned = self._clean_all(texts)
         sent = [i for i, t in enumerate(cleaned) if t.strip()]
         sent_texts = [cleaned[i] for i in sent]
-        encoding = self._encoding
-        if encoding is not None:
-            counts = [len(ids) for ids in encoding.encode_ordinary_batch(sent_texts)]
-            for i, count in zip(sent, counts, strict=True):
-                if count > self.max_tokens:
-                    raise InputTooLongError(
-                        f"input {i} is {count:,} tokens, over {self.model}'s limit of "
-                        f"{self.max_tokens:,}; nothing was sent. Split it into smaller pieces "
-                        "(pack_text_pieces) before embedding"
-                    )
-        else:
-            hard = BYTES_PER_TOKEN_REFUSAL * self.max_tokens
-            doubtful = []
-            for i, text in zip(sent, sent_texts, strict=True):
-                size = utf8_len(text)
-                if size > hard:
-                    raise InputTooLongError(
-                        f"input {i} is {size:,} UTF-8 bytes, over {hard:,} bytes "
-                        f"({BYTES_PER_TOKEN_REFUSAL} x {self.model}'s limit of {self.max_tokens:,} "
-                        "tokens; no offline tokenizer to count exactly), so it is almost surely "
-                        "too long; nothing was sent. Split it into pieces (pack_text_pieces)"
-                    )
-                if size > self.max_tokens:
-                    doubtful.append(i)
-            if doubtful:
-                logger.warning(
-                    "%d input(s) (first: input %d) are over %d UTF-8 bytes and may be over "
-                    "%s's %d-token limit; no offline tokenizer to check (the server may refuse it)",
-                    len(doubtful),
-                    doubtful[0],
-                    self.max_tokens,
-                    self.model,
-                    self.max_tokens,
-                )
-        for i, text in zip(sent, sent_texts, strict=True):
-            size = utf8_len(text)
-            if size > self.max_bytes:
-                raise InputTooLongError(
-                    f"input {i} is {size:,} UTF-8 bytes, over the {self.max_bytes:,}-byte request "
-                    "limit; nothing was sent. Split it into pieces (pack_text_pieces)"
-                )
+        check_input_sizes(sent, sent_texts, self._encoding, self.model, self.max_tokens, self.max_bytes)
         local = plan_batches(sent_texts, self.max_inputs, self.max_bytes)
         return _Plan(n=len(cleaned), texts=cleaned, batches=[[sent[j] for j in b] for b in local])
 
@@ -525,110 +320,16 @@ class OpenAIEmbedder:
         """One HTTP 200 answer as ``(len(where), dims)`` float32 unit rows in request order.
 
         ``where`` holds the caller's input numbers (for messages). A malformed answer raises
-        :class:`_BadAnswer` (retried); vectors of the wrong size raise :class:`EmbeddingError`.
+        :class:`BadAnswer` (retried); vectors of the wrong size raise :class:`EmbeddingError`.
         """
         try:
-            return self._read_body(raw.content, str(raw.headers.get("content-type") or ""), where)
-        except _BadAnswer as exc:
+            return read_body(
+                raw.content, str(raw.headers.get("content-type") or ""), where, redact=self._redact, check_dims=self._check_dims
+            )
+        except BadAnswer as exc:
             status = getattr(raw, "status_code", 200)
             exc.status = status if isinstance(status, int) else 200
             raise
-
-    def _read_body(self, content: bytes, content_type: str, where: list[int]) -> np.ndarray:
-        """:meth:`_read` on the body's bytes and content type."""
-        if not content.strip():
-            raise _BadAnswer(f"an empty body ({_describe_body(content, content_type)})")
-        try:
-            body = json.loads(content)
-        except (ValueError, UnicodeDecodeError) as exc:
-            if content.lstrip()[:1] in (b"{", b"["):
-                raise _BadAnswer(
-                    "JSON that does not parse, probably cut short "
-                    f"({_describe_body(content, content_type)}; {self._redact(str(exc))[:80]})"
-                ) from exc
-            raise _BadAnswer(
-                f"a body that is not JSON ({_describe_body(content, content_type)})"
-            ) from exc
-        expected = len(where)
-        if not isinstance(body, dict):
-            raise _BadAnswer(f"a JSON {type(body).__name__} instead of an object with 'data'")
-        data = body.get("data")
-        if not isinstance(data, list):
-            error = body.get("error")
-            if isinstance(error, dict) and error.get("message"):
-                detail = f" but an error: {self._redact(str(error['message']))[:200]!r}"
-            else:
-                keys = ", ".join(sorted(map(str, body))[:8]) or "none"
-                detail = f" (keys: {keys})"
-            raise _BadAnswer(f"a JSON object without a 'data' list of vectors{detail}")
-        if len(data) != expected:
-            raise _BadAnswer(
-                f"{len(data)} vector{'' if len(data) == 1 else 's'} for {expected} inputs"
-            )
-        rows: list[np.ndarray | None] = [None] * expected
-        for position, item in enumerate(data):
-            index = item.get("index") if isinstance(item, dict) else None
-            if isinstance(index, bool) or not isinstance(index, int):
-                raise _BadAnswer(
-                    f"a vector without an integer 'index' (data[{position}] has index {index!r})"
-                )
-            if not 0 <= index < expected:
-                raise _BadAnswer(
-                    f"a vector with index {index} for a request of {expected} inputs "
-                    f"(indices must be 0..{expected - 1})"
-                )
-            if rows[index] is not None:
-                raise _BadAnswer(f"two vectors with index {index} (each index must come once)")
-            rows[index] = self._decode(item.get("embedding"), where[index])
-        sizes = sorted({row.size for row in rows if row is not None})
-        if len(sizes) > 1:
-            raise _BadAnswer(
-                f"vectors of different lengths in one answer ({', '.join(map(str, sizes))} numbers)"
-            )
-        vectors = np.stack([row for row in rows if row is not None])
-        self._check_dims(vectors.shape[1])
-        bad = np.flatnonzero(~np.isfinite(vectors).all(axis=1))
-        if bad.size:
-            raise _BadAnswer(
-                f"NaN or infinite numbers in the vector of input {where[int(bad[0])]} "
-                f"({bad.size} such vector{'s' if bad.size > 1 else ''})",
-                _FIX_VECTORS,
-            )
-        norms = np.linalg.norm(vectors.astype(np.float64), axis=1, keepdims=True)
-        zero = np.flatnonzero(norms[:, 0] == 0)
-        if zero.size:
-            raise _BadAnswer(
-                f"an all-zero vector for input {where[int(zero[0])]} "
-                f"({zero.size} such vector{'s' if zero.size > 1 else ''})",
-                _FIX_VECTORS,
-            )
-        return (vectors / norms).astype(np.float32)
-
-    @staticmethod
-    def _decode(embedding: Any, number: int) -> np.ndarray:
-        """One ``embedding`` field (base64 of little-endian float32, or a list of numbers)."""
-        if isinstance(embedding, str):
-            try:
-                packed = base64.b64decode(embedding, validate=True)
-            except (binascii.Error, ValueError) as exc:
-                raise _BadAnswer(
-                    f"an 'embedding' for input {number} that is not valid base64 "
-                    f"({len(embedding):,} characters)"
-                ) from exc
-            if not packed or len(packed) % 4:
-                raise _BadAnswer(
-                    f"a base64 'embedding' for input {number} of {len(packed):,} bytes, not a "
-                    "whole number of float32 values (4 bytes each)"
-                )
-            return np.frombuffer(packed, dtype="<f4").astype(np.float32)
-        if isinstance(embedding, list) and embedding:
-            vector = np.asarray(embedding)
-            if vector.ndim == 1 and vector.dtype.kind in "iuf":
-                return vector.astype(np.float32)  # a number past float32's range becomes inf
-        raise _BadAnswer(
-            f"an 'embedding' for input {number} that is neither base64 nor a list of numbers "
-            f"({type(embedding).__name__})"
-        )
 
     def _check_dims(self, got: int) -> None:
         """Learn the vector size from the first answer, or refuse another one (no retry)."""
@@ -665,49 +366,17 @@ class OpenAIEmbedder:
             out[batch] = vectors
         return out
 
-    # -- retries (shared) ----------------------------------------------------------------------
-
     def _redact(self, message: str) -> str:
         if self._api_key:
             message = message.replace(self._api_key, "***")
         return message[:500]
 
     def _describe(self, exc: BaseException) -> str:
-        if isinstance(exc, _BadAnswer):
-            return self._redact(f"HTTP {exc.status} with {exc.problem}")
-        if isinstance(exc, openai.APITimeoutError):
-            what = f"timed out after {self.timeout:g} s"
-        elif isinstance(exc, openai.APIConnectionError):
-            what = "connection error"
-            cause = exc.__cause__
-            if cause is not None:  # e.g. ConnectError (refused), ReadError (reset mid-body)
-                what += f": {type(cause).__name__}" + (f": {cause}" if str(cause) else "")
-        elif isinstance(exc, openai.APIResponseValidationError):
-            what = "HTTP 200 with a body the openai client could not read"
-        elif isinstance(exc, openai.APIStatusError):
-            what = f"HTTP {exc.status_code}"
-        else:
-            what = type(exc).__name__
-        detail = self._redact(str(getattr(exc, "message", None) or exc))
-        return self._redact(f"{what} ({detail})" if detail else what)
+        return describe_failure(exc, self.timeout, self._redact)
 
     def _fix(self, exc: BaseException) -> str:
         """What to do when ``exc`` keeps happening."""
-        if isinstance(exc, _BadAnswer):
-            return exc.fix or _FIX_ENDPOINT
-        if isinstance(exc, openai.APITimeoutError):
-            return (
-                f"check that the server at {self.endpoint} is up and not overloaded, or raise "
-                "timeout= (seconds per attempt), max_retries= or total_timeout="
-            )
-        if isinstance(exc, openai.APIConnectionError):
-            return (
-                f"check that the server at {self.endpoint} is up and reachable and that "
-                "base_url (or OPENAI_BASE_URL) is right; or raise max_retries="
-            )
-        if isinstance(exc, openai.APIResponseValidationError):
-            return _FIX_ENDPOINT
-        return "try again later or raise max_retries/timeout"
+        return failure_fix(exc, self.endpoint)
 
     def _deadline(self) -> float | None:
         return None if self.total_timeout is None else time.monotonic() + self.total_timeout
@@ -725,7 +394,7 @@ class OpenAIEmbedder:
         """
         status = getattr(exc, "status_code", None)
         transient = (
-            isinstance(exc, (_BadAnswer, openai.APIConnectionError))
+            isinstance(exc, (BadAnswer, openai.APIConnectionError))
             or isinstance(exc, openai.APIResponseValidationError)
             or (isinstance(status, int) and (status in _RETRY_STATUSES or status >= 500))
         )
@@ -747,7 +416,7 @@ class OpenAIEmbedder:
                 f"({self.max_retries} retries): last error {self._describe(exc)}; "
                 f"{self._fix(exc)}"
             ) from exc
-        retry_after = _retry_after_seconds(exc)
+        retry_after = retry_after_seconds(exc)
         if retry_after is not None:
             delay = min(retry_after, self.max_retry_after)
         else:
@@ -775,7 +444,7 @@ class OpenAIEmbedder:
         for attempt in itertools.count():
             try:
                 return self._attempt_sync(inputs, where, self._attempt_timeout(deadline))
-            except (openai.OpenAIError, _BadAnswer) as exc:
+            except (openai.OpenAIError, BadAnswer) as exc:
                 delay = self._retry_delay(exc, attempt, deadline)
             time.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -785,12 +454,10 @@ class OpenAIEmbedder:
         for attempt in itertools.count():
             try:
                 return await self._attempt_async(inputs, where, self._attempt_timeout(deadline))
-            except (openai.OpenAIError, _BadAnswer) as exc:
+            except (openai.OpenAIError, BadAnswer) as exc:
                 delay = self._retry_delay(exc, attempt, deadline)
             await asyncio.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
-
-    # -- the Embedder protocol -----------------------------------------------------------------
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """``(n, dims)`` float32 unit rows in input order; empty/whitespace texts give zero rows.

@@ -232,15 +232,20 @@ class ChromaStore:
 
     # -- reads -------------------------------------------------------------------------------
     def iter_records(
-        self, where: Mapping[str, Any] | None = None, include: Sequence[str] = ("metadatas",), name: str | None = None
+        self,
+        where: Mapping[str, Any] | None = None,
+        include: Sequence[str] = ("metadatas",),
+        name: str | None = None,
+        limit: int | None = None,
     ) -> Iterator[dict[str, Any]]:
-        """All records matching ``where``, page by page: dicts with ``id`` and the included fields
-        (``metadata``, ``document``, ``embedding``)."""
+        """All records matching ``where`` (at most ``limit``), page by page: dicts with ``id`` and the
+        included fields (``metadata``, ``document``, ``embedding``)."""
         col = self._col(name)
         offset = 0
+        page_size = _GET_PAGE if limit is None else max(1, min(_GET_PAGE, limit))
         while True:
             try:
-                page = col.get(where=dict(where) if where else None, include=list(include), limit=_GET_PAGE, offset=offset)
+                page = col.get(where=dict(where) if where else None, include=list(include), limit=page_size, offset=offset)
             except CtxretError:
                 raise
             except Exception as e:
@@ -249,9 +254,9 @@ class ChromaStore:
             if not ids:
                 return
             yield from _records(page, include)
-            if len(ids) < _GET_PAGE:
-                return
             offset += len(ids)
+            if len(ids) < page_size or (limit is not None and offset >= limit):
+                return
 
     @_calls_chroma("read pieces by id")
     def get(

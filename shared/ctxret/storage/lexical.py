@@ -31,8 +31,8 @@ import hashlib
 import logging
 import math
 import os
-import sqlite3
 import socket
+import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence

@@ -184,6 +184,19 @@ class PieceStore:
     def count(self) -> int:
         return self.chroma.count()
 
+    def has_thread(self, thread_id: str) -> bool:
+        """Whether any piece belongs to ``thread_id``."""
+        return any(True for _ in self.chroma.iter_records({"thread_id": thread_id}, include=(), limit=1))
+
+    def thread_ids(self, limit: int | None = None) -> list[str]:
+        """Thread ids in the store (the first ``limit`` found, sorted)."""
+        found: set[str] = set()
+        for rec in self.records():
+            found.add(str((rec["metadata"] or {}).get("thread_id")))
+            if limit is not None and len(found) >= limit:
+                break
+        return sorted(found)
+
     def stats(self) -> dict[str, Any]:
         """Counts (pieces, turns, threads, pieces per thread) and where the store and its lexical file are."""
         per_thread: dict[str, int] = {}
