@@ -42,8 +42,11 @@ def messages_to_openai(messages: Iterable[BaseMessage | Mapping[str, Any]]) -> l
       arguments (so a thread that came from OpenAI keeps its exact text), else
       ``json.dumps(args, ensure_ascii=False)`` in the arguments' own key order.
       ``invalid_tool_calls`` are kept too (their argument string as received).
-    - Content blocks are passed on as they are (the core reads text blocks); Anthropic-style
-      ``tool_use`` blocks are dropped when the message has ``tool_calls`` (the same call, twice).
+    - Content blocks are passed on as they are: the core reads text, media, Anthropic ``tool_use``
+      and ``tool_result`` blocks (see :func:`ctxret.turns.turns_from_messages`). ``tool_use`` blocks
+      are dropped when the message has ``tool_calls`` (the same call, twice; the ``tool_calls``
+      are the parsed form). A ``ToolMessage`` with ``status="error"`` gets ``"is_error": True``,
+      like an Anthropic ``tool_result`` with ``is_error``.
     - ``name`` is kept (the core shows it as the speaker label). A ``timestamp`` (or
       ``created_at``) in ``additional_kwargs``, else in ``response_metadata``, becomes the dict's
       ``"timestamp"``.
@@ -71,6 +74,8 @@ def message_to_openai(
     out: dict[str, Any]
     if isinstance(message, ToolMessage):
         out = {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+        if getattr(message, "status", None) == "error":
+            out["is_error"] = True
     elif isinstance(message, AIMessage):
         out = _ai_message(message)
     elif isinstance(message, HumanMessage):

@@ -545,3 +545,120 @@ def test_parents_through_search_kwargs(tmp_path, local_embedder):
     docs = retriever.invoke("restart the ingest worker and check queue depth")
     assert len(docs) == 1  # one hit per parent inside the group
     assert "Step 0:" in docs[0].metadata["parent_text"] and "Step 11:" in docs[0].metadata["parent_text"]
+
+
+# --------------------------------------------------------------------------- every message format, one set of pieces
+
+_ASK = "Find me a flight from Berlin to Lisbon on October 20."
+_FLIGHTS = "TP 541 dep 07:05 arr 09:10, 189 EUR."
+_PNG = "data:image/png;base64,iVBORw0KGgo="
+_MAP = "https://static.example.com/seatmaps/tp541.png"
+_ARGS = {"origin": "BER", "destination": "LIS", "note": "fenêtre"}
+
+
+def _langchain_thread() -> list:
+    return [
+        HumanMessage([{"type": "text", "text": _ASK}, {"type": "image_url", "image_url": {"url": _PNG}}]),
+        AIMessage(  # the shape ChatAnthropic returns: text + tool_use blocks, and parsed tool_calls
+            [
+                {"type": "text", "text": "Let me search."},
+                {"type": "tool_use", "id": "toolu_1", "name": "search_flights", "input": _ARGS},
+                {"type": "tool_use", "id": "toolu_2", "name": "get_weather", "input": {"city": "Lisbon"}},
+            ],
+            tool_calls=[
+                {"name": "search_flights", "args": _ARGS, "id": "toolu_1"},
+                {"name": "get_weather", "args": {"city": "Lisbon"}, "id": "toolu_2"},
+            ],
+        ),
+        ToolMessage(_FLIGHTS, tool_call_id="toolu_1"),
+        ToolMessage([{"type": "text", "text": "weather service down"}], tool_call_id="toolu_2", status="error"),
+        AIMessage("TP 541 leaves at 07:05."),
+        HumanMessage([{"type": "text", "text": "Book it."}, {"type": "image_url", "image_url": {"url": _MAP}}]),
+        AIMessage("", tool_calls=[{"name": "book_flight", "args": {"flight": "TP 541"}, "id": "toolu_3"}]),
+        ToolMessage("PNR X7K2QP", tool_call_id="toolu_3"),
+    ]
+
+
+def _openai_dicts() -> list[dict]:
+    def call(cid, name, args):
+        return {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}}
+
+    return [
+        {"role": "user", "content": [{"type": "text", "text": _ASK}, {"type": "image_url", "image_url": {"url": _PNG}}]},
+        {"role": "assistant", "content": "Let me search.",
+         "tool_calls": [call("toolu_1", "search_flights", _ARGS), call("toolu_2", "get_weather", {"city": "Lisbon"})]},
+        {"role": "tool", "tool_call_id": "toolu_1", "content": _FLIGHTS},
+        {"role": "tool", "tool_call_id": "toolu_2", "content": "weather service down", "is_error": True},
+        {"role": "assistant", "content": "TP 541 leaves at 07:05."},
+        {"role": "user", "content": [{"type": "text", "text": "Book it."}, {"type": "image_url", "image_url": {"url": _MAP}}]},
+        {"role": "assistant", "content": None, "tool_calls": [call("toolu_3", "book_flight", {"flight": "TP 541"})]},
+        {"role": "tool", "tool_call_id": "toolu_3", "content": "PNR X7K2QP"},
+    ]
+
+
+def _anthropic_dicts() -> list[dict]:
+    return [
+        {"role": "user", "content": [
+            {"type": "text", "text": _ASK},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
+        ]},
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "Let me search."},
+            {"type": "tool_use", "id": "toolu_1", "name": "search_flights", "input": _ARGS},
+            {"type": "tool_use", "id": "toolu_2", "name": "get_weather", "input": {"city": "Lisbon"}},
+        ]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": _FLIGHTS},
+            {"type": "tool_result", "tool_use_id": "toolu_2", "is_error": True,
+             "content": [{"type": "text", "text": "weather service down"}]},
+        ]},
+        {"role": "assistant", "content": [{"type": "text", "text": "TP 541 leaves at 07:05."}]},
+        {"role": "user", "content": [
+            {"type": "text", "text": "Book it."},
+            {"type": "image", "source": {"type": "url", "url": _MAP}},
+        ]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_3", "name": "book_flight", "input": {"flight": "TP 541"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_3", "content": "PNR X7K2QP"}]},
+    ]
+
+
+def _pieces(messages: list) -> list[tuple[str, str]]:
+    return [(p.id, p.text) for t in turns_from_messages(messages, "trip") for p in label_pieces(t)]
+
+
+def test_langchain_openai_and_anthropic_forms_make_identical_pieces():
+    lc = _pieces(messages_to_openai(_langchain_thread()))
+    assert lc == _pieces(_openai_dicts())
+    assert lc == _pieces(_anthropic_dicts())
+    texts = [text for _, text in lc]
+    assert texts == [
+        f"[Turn 1 · User]\n{_ASK}\n[image: image/png]",
+        "[Turn 1 · Assistant]\nLet me search.",
+        f'[Turn 1 · Tool search_flights]\nsearch_flights arguments: {json.dumps(_ARGS, ensure_ascii=False)}\nResult: {_FLIGHTS}',
+        '[Turn 1 · Tool get_weather]\nget_weather arguments: {"city": "Lisbon"}\nResult (error): weather service down',
+        "[Turn 1 · Assistant]\nTP 541 leaves at 07:05.",
+        f"[Turn 2 · User]\nBook it.\n[image: {_MAP}]",
+        '[Turn 2 · Tool book_flight]\nbook_flight arguments: {"flight": "TP 541"}\nResult: PNR X7K2QP',
+    ]
+    assert not any("[tool_use]" in t or "[tool_result]" in t or "iVBORw0" in t for t in texts)
+
+
+def test_langchain_ai_message_with_only_tool_use_blocks():
+    # A hand-made Anthropic-style AIMessage without parsed tool_calls: the blocks are the calls.
+    msgs = [
+        HumanMessage("Find flights."),
+        AIMessage([{"type": "tool_use", "id": "toolu_9", "name": "search_flights", "input": _ARGS}]),
+        ToolMessage(_FLIGHTS, tool_call_id="toolu_9"),
+    ]
+    out = messages_to_openai(msgs)
+    assert out[2] == {"role": "tool", "tool_call_id": "toolu_9", "content": _FLIGHTS}
+    (turn,) = turns_from_messages(out, "x")
+    assert turn.sources[1].text == (
+        f"search_flights arguments: {json.dumps(_ARGS, ensure_ascii=False)}\nResult: {_FLIGHTS}"
+    )
+
+
+def test_tool_message_with_error_status_is_marked():
+    out = messages_to_openai([ToolMessage("boom", tool_call_id="c", status="error"), ToolMessage("ok", tool_call_id="d")])
+    assert out[0] == {"role": "tool", "tool_call_id": "c", "content": "boom", "is_error": True}
+    assert "is_error" not in out[1]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -28,6 +30,26 @@ def nonws(text: str) -> str:
 
 def nbytes(text: str) -> int:
     return len(text.encode("utf-8"))
+
+
+_CJK_END = re.compile("[\u3002\uff01\uff1f\uff61][\u3002\uff01\uff1f\uff61!?\"'\u201d\u2019\u00bb\u300d\u300f\uff09)\\]}\u203a]*$")
+
+
+def words_kept(parts: list[str], text: str) -> bool:
+    """Every whitespace-separated word of ``text``, in order; a word may be cut only right after a
+    CJK sentence end (``。！？``), which needs no space after it."""
+    got = " ".join(parts).split()
+    i = 0
+    for word in text.split():
+        acc = ""
+        while acc != word:
+            if i >= len(got) or not word.startswith(acc + got[i]):
+                return False
+            if acc and not _CJK_END.search(acc):
+                return False
+            acc += got[i]
+            i += 1
+    return i == len(got)
 
 
 def words(n: int, prefix: str = "w") -> list[str]:
@@ -197,7 +219,7 @@ def test_splitter_cjk_and_emoji():
     msg = "我的狗叫什么名字？它们喜欢在公园里玩耍。\nWhat are my dogs called again? 🐶🐶 They love the park!"
     parts = split_prompt_chunks(msg)
     assert 1 <= len(parts) <= 8
-    assert " ".join(parts).split() == msg.split()
+    assert words_kept(parts, msg)
 
 
 def test_splitter_control_characters_and_surrogates():
@@ -421,8 +443,17 @@ def test_splitter_property(text, max_parts):
     for p in parts:
         assert p and p == p.strip()
         assert "\n" not in p
-    # every word of the message, in order
-    assert " ".join(parts).split() == cleaned.split()
+    # every word of the message, in order; a word is only cut after a CJK sentence end
+    assert words_kept(parts, cleaned)
+
+
+def test_splitter_cuts_after_a_cjk_sentence_end_without_a_space():
+    # Changed from the seed's rule, which only cut after ".!?" + whitespace: CJK text has no spaces.
+    msg = "VPNは落ちていますか？ランブックはどこですか？"
+    parts = split_prompt_chunks(msg)
+    assert parts == ["VPNは落ちていますか？", "ランブックはどこですか？"]
+    assert words_kept(parts, msg)
+    assert not words_kept(["VPNは落ち", "ていますか？ランブックはどこですか？"], msg)
 
 
 @PROPS

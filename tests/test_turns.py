@@ -203,7 +203,8 @@ def test_content_as_a_list_of_parts():
         {"role": "assistant", "content": [{"type": "output_text", "text": "A beagle."}, {"type": "refusal", "refusal": "No more."}]},
     ]
     (turn,) = turns_from_messages(msgs)
-    assert turn.sources[0].text == "Look at this photo\n[image_url]\nand tell me the breed."
+    # media is described, never dropped to a bare "[image_url]"
+    assert turn.sources[0].text == "Look at this photo\n[image: https://example.com/a.png]\nand tell me the breed."
     assert turn.sources[1].text == "A beagle.\nNo more."
 
 
@@ -682,3 +683,275 @@ def test_property_label_pieces_within_budget_and_nothing_dropped(texts, tool_nam
             assert nonws("".join(bodies)) == nonws(clean_text(src.text))
         ids = [p.id for p in pieces]
         assert len(set(ids)) == len(ids)
+
+
+# --------------------------------------------------------------------------- message formats: OpenAI and Anthropic
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "messages")
+
+
+def load_fixture(name: str) -> dict:
+    with open(os.path.join(FIXTURES, name), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def source_rows(turns: list[Turn]) -> list[list[tuple[str, str, str]]]:
+    return [[(s.kind, s.label, s.text) for s in t.sources] for t in turns]
+
+
+FLIGHTS = "TP 541 dep 07:05 arr 09:10, 189 EUR. FR 1234 dep 11:40 arr 13:50, 74 EUR."
+WEATHER = "Lisbon, 2026-10-20: 24°C, sunny."
+SUMMARY = (
+    "TAP flight TP 541 leaves at 07:05 and lands at 09:10 for 189 EUR; Ryanair FR 1234 is cheaper at 74 EUR. "
+    "Lisbon will be sunny, 24°C."
+)
+ASK_1 = "Find me a flight from Berlin to Lisbon on October 20. Here is my seat preference sheet."
+ASK_2 = "Book TP 541, window seat please. This is the seat map they sent me."
+SEATMAP = "[image: https://static.example.com/seatmaps/tp541.png]"
+
+
+def test_openai_fixture_thread_exact_sources():
+    turns = turns_from_messages(load_fixture("openai_chat_thread.json")["messages"], "oa")
+    assert source_rows(turns) == [
+        [
+            ("user", "User", f"{ASK_1}\n[image: image/png]"),
+            ("tool", "Tool search_flights",
+             'search_flights arguments: {"origin":"BER","destination":"LIS","date":"2026-10-20"}\n'
+             f"Result: {FLIGHTS}"),
+            ("tool", "Tool get_weather", f'get_weather arguments: {{"city":"Lisbon","date":"2026-10-20"}}\nResult: {WEATHER}'),
+            ("assistant", "Assistant", SUMMARY),
+        ],
+        [
+            ("user", "User", f"{ASK_2}\n{SEATMAP}"),
+            ("assistant", "Assistant", "I can't pick a seat from an image, so I'll ask the airline for any window seat."),
+            ("tool", "Tool book_flight",
+             'book_flight arguments: {"flight":"TP 541","seat":"window"}\nResult: Booked. PNR X7K2QP, seat 14A.'),
+            ("assistant", "Assistant", "Done: PNR X7K2QP, seat 14A."),
+        ],
+        [
+            ("user", "User", "What's the baggage allowance?"),
+            ("assistant", "Assistant", "One 23 kg checked bag is included."),
+        ],
+    ]
+    texts = " ".join(p.text for t in turns for p in label_pieces(t))
+    assert "base64" not in texts and "iVBORw0" not in texts and "[image_url]" not in texts
+
+
+def test_anthropic_fixture_thread_exact_sources():
+    turns = turns_from_messages(load_fixture("anthropic_messages_thread.json")["messages"], "an")
+    # tool_result blocks arrive in user messages but continue the turn: 3 turns, not 6
+    assert [t.index for t in turns] == [1, 2, 3]
+    assert source_rows(turns) == [
+        [
+            ("user", "User", f"{ASK_1}\n[image: image/png]"),
+            ("assistant", "Assistant", "Let me search flights and check the weather."),
+            ("tool", "Tool search_flights",
+             f'search_flights arguments: {{"origin": "BER", "destination": "LIS", "date": "2026-10-20"}}\nResult: {FLIGHTS}'),
+            ("tool", "Tool get_weather", f'get_weather arguments: {{"city": "Lisbon", "date": "2026-10-20"}}\nResult: {WEATHER}'),
+            ("assistant", "Assistant", SUMMARY),
+        ],
+        [
+            ("user", "User", f"{ASK_2}\n{SEATMAP}"),
+            ("tool", "Tool book_flight",
+             'book_flight arguments: {"flight": "TP 541", "seat": "14A"}\nResult (error): Seat 14A is no longer available.'),
+            ("tool", "Tool book_flight",
+             'book_flight arguments: {"flight": "TP 541", "seat": "window"}\n'
+             "Result: Booked. PNR X7K2QP, seat 15A.\n[image: image/jpeg]"),
+        ],
+        [
+            ("user", "User", "Great, thanks! What's the baggage allowance?"),
+            ("assistant", "Assistant", "One 23 kg checked bag is included."),
+        ],
+    ]
+    texts = " ".join(p.text for t in turns for p in label_pieces(t))
+    for absent in ("[tool_use]", "[tool_result]", "[thinking]", "thinking", "signature", "iVBORw0", "/9j/4AAQ", "EmwKAhgB"):
+        assert absent not in texts
+
+
+def _same_thread_openai() -> list[dict]:
+    return [
+        {"role": "user", "content": [{"type": "text", "text": ASK_1},
+                                     {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]},
+        {"role": "assistant", "content": "Let me search.", "tool_calls": [
+            {"id": "c1", "type": "function",
+             "function": {"name": "search_flights", "arguments": json.dumps({"origin": "BER", "destination": "LIS"}, ensure_ascii=False)}},
+            {"id": "c2", "type": "function", "function": {"name": "get_weather", "arguments": json.dumps({"city": "Lisboa ☀"}, ensure_ascii=False)}},
+        ]},
+        {"role": "tool", "tool_call_id": "c1", "content": FLIGHTS},
+        {"role": "tool", "tool_call_id": "c2", "content": "timeout", "is_error": True},
+        {"role": "assistant", "content": SUMMARY},
+        {"role": "user", "content": [{"type": "text", "text": ASK_2},
+                                     {"type": "image_url", "image_url": {"url": "https://static.example.com/seatmaps/tp541.png"}}]},
+    ]
+
+
+def _same_thread_anthropic() -> list[dict]:
+    return [
+        {"role": "user", "content": [{"type": "text", "text": ASK_1},
+                                     {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}]},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "search, then weather", "signature": "x"},
+            {"type": "text", "text": "Let me search."},
+            {"type": "tool_use", "id": "c1", "name": "search_flights", "input": {"origin": "BER", "destination": "LIS"}},
+            {"type": "tool_use", "id": "c2", "name": "get_weather", "input": {"city": "Lisboa ☀"}},
+        ]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "c1", "content": [{"type": "text", "text": FLIGHTS}]},
+            {"type": "tool_result", "tool_use_id": "c2", "content": "timeout", "is_error": True},
+        ]},
+        {"role": "assistant", "content": [{"type": "text", "text": SUMMARY}]},
+        {"role": "user", "content": [{"type": "text", "text": ASK_2},
+                                     {"type": "image", "source": {"type": "url", "url": "https://static.example.com/seatmaps/tp541.png"}}]},
+    ]
+
+
+def test_openai_and_anthropic_forms_of_one_thread_make_the_same_pieces():
+    oa = [(p.id, p.text) for t in turns_from_messages(_same_thread_openai(), "t") for p in label_pieces(t)]
+    an = [(p.id, p.text) for t in turns_from_messages(_same_thread_anthropic(), "t") for p in label_pieces(t)]
+    assert oa == an
+    assert any('get_weather arguments: {"city": "Lisboa ☀"}\nResult (error): timeout' in text for _, text in oa)
+
+
+def test_user_message_with_tool_results_and_text_attaches_results_then_starts_a_turn():
+    msgs = [
+        {"role": "user", "content": "Look it up."},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "lookup", "input": {"q": "Miso"}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "Miso is a cat."},
+            {"type": "text", "text": "And what about Pepper?"},
+        ]},
+    ]
+    turns = turns_from_messages(msgs)
+    assert source_rows(turns) == [
+        [("user", "User", "Look it up."),
+         ("tool", "Tool lookup", 'lookup arguments: {"q": "Miso"}\nResult: Miso is a cat.')],
+        [("user", "User", "And what about Pepper?")],
+    ]
+
+
+def test_a_tool_use_block_and_tool_calls_with_the_same_id_are_one_call():
+    msgs = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant",
+         "content": [{"type": "tool_use", "id": "c1", "name": "act", "input": {"a": 1}}],
+         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "act", "arguments": '{"a": 1}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "done"},
+    ]
+    (turn,) = turns_from_messages(msgs)
+    assert [(s.kind, s.text) for s in turn.sources] == [("user", "go"), ("tool", 'act arguments: {"a": 1}\nResult: done')]
+
+
+def test_anthropic_tool_result_without_a_matching_call_is_kept_with_a_warning(caplog):
+    msgs = [
+        {"role": "user", "content": "What happened?"},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "ghost", "content": "3 rows deleted"}]},
+    ]
+    with caplog.at_level(logging.WARNING, logger="ctxret.turns"):
+        (turn,) = turns_from_messages(msgs)
+    assert [(s.label, s.text) for s in turn.sources] == [("User", "What happened?"), ("Tool result", "Result: 3 rows deleted")]
+    assert "no matching tool call" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "block, note",
+    [
+        ({"type": "image_url", "image_url": {"url": "https://x.example/a.png"}}, "[image: https://x.example/a.png]"),
+        ({"type": "image_url", "image_url": {"url": "data:image/webp;base64," + "A" * 100_000}}, "[image: image/webp]"),
+        ({"type": "image_url", "image_url": {"url": "data:;base64,AAAA"}}, "[image: inline data]"),
+        ({"type": "image", "source": {"type": "base64", "media_type": "image/gif", "data": "R0lGOD"}}, "[image: image/gif]"),
+        ({"type": "image", "source": {"type": "file", "file_id": "file_011"}}, "[image: file_011]"),
+        ({"type": "input_audio", "input_audio": {"data": "UklGR" * 1000, "format": "wav"}}, "[audio: wav]"),
+        ({"type": "file", "file": {"filename": "invoice.pdf", "file_data": "data:application/pdf;base64,JVBER"}}, "[file: invoice.pdf]"),
+        ({"type": "file", "file": {"file_id": "file-abc"}}, "[file: file-abc]"),
+        ({"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBER"}}, "[document: application/pdf]"),
+        ({"type": "document", "title": "Q3 report", "source": {"type": "text", "data": "..."}}, "[document: Q3 report]"),
+        ({"type": "refusal", "refusal": "I can't help with that."}, "I can't help with that."),
+        ({"type": "mystery_block"}, "[mystery_block]"),
+    ],
+)
+def test_media_blocks_are_described_never_embedded(block, note):
+    (turn,) = turns_from_messages([{"role": "user", "content": [{"type": "text", "text": "see"}, block]}])
+    assert turn.sources[0].text == f"see\n{note}"
+
+
+def test_messages_with_no_content_are_skipped_with_a_warning(caplog):
+    msgs = [
+        {"role": "user", "content": "hello there"},
+        {"role": "assistant", "content": None},
+        {"role": "assistant", "content": [{"type": "thinking", "thinking": "hm", "signature": "s"}]},
+        {"role": "user", "content": "   "},
+        {"role": "assistant", "content": "Hi!"},
+    ]
+    with caplog.at_level(logging.WARNING, logger="ctxret.turns"):
+        turns = turns_from_messages(msgs)
+    assert source_rows(turns) == [[("user", "User", "hello there")], [("assistant", "Assistant", "Hi!")]]
+    warnings = [r.getMessage() for r in caplog.records if "no content" in r.getMessage()]
+    assert len(warnings) == 3
+    assert warnings[0].startswith("message 1 (assistant): no content and no tool calls; skipped")
+    assert "thinking block" in warnings[1]
+    assert warnings[2].startswith("message 3 (user)")
+
+
+def test_a_skipped_system_message_is_not_warned_about(caplog):
+    with caplog.at_level(logging.WARNING, logger="ctxret.turns"):
+        turns_from_messages([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}])
+    assert "no content" not in caplog.text
+
+
+@pytest.mark.parametrize("bad", [5, "call_1", {"id": "c1"}])
+def test_tool_calls_that_are_not_a_list_are_refused(bad):
+    msgs = [{"role": "user", "content": "go"}, {"role": "assistant", "tool_calls": bad}]
+    with pytest.raises(InputError) as err:
+        turns_from_messages(msgs)
+    msg = str(err.value)
+    assert "message 1: tool_calls must be a list of call dicts" in msg and type(bad).__name__ in msg
+
+
+@pytest.mark.parametrize(
+    "content, fragment",
+    [
+        ([{"text": "no type"}], r"message 0.content\[0\]: content block has no 'type'"),
+        ([{"type": "text"}], r"needs 'text' as a string"),
+        ([{"type": "tool_use", "id": "x", "input": {}}], r"needs the tool's 'name'"),
+        ([{"type": "tool_result", "tool_use_id": "x", "content": 5}], r"must be a string or a list of blocks, got int"),
+        ([{"type": "tool_result", "tool_use_id": "x", "content": [{"no": "type"}]}], r"content\[0\].content\[0\]: content block has no 'type'"),
+    ],
+)
+def test_malformed_blocks_are_refused_with_the_fix(content, fragment):
+    msgs = [{"role": "assistant", "content": content}]
+    with pytest.raises(InputError, match=fragment):
+        turns_from_messages(msgs)
+
+
+def test_tool_use_in_a_user_message_is_refused():
+    with pytest.raises(InputError, match="tool calls belong in 'assistant' messages"):
+        turns_from_messages([{"role": "user", "content": [{"type": "tool_use", "id": "1", "name": "x", "input": {}}]}])
+
+
+def test_tool_result_content_nested_3000_deep_is_read_without_recursion():
+    inner: object = "the bottom"
+    for _ in range(3000):
+        inner = [{"type": "tool_result", "tool_use_id": "c", "content": inner}]
+    msgs = [
+        {"role": "user", "content": "dig"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "c", "name": "dig", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c", "content": inner}]},
+    ]
+    (turn,) = turns_from_messages(msgs)
+    assert turn.sources[1].text == "dig arguments: {}\nResult: the bottom"
+
+
+@pytest.mark.parametrize("where", ["input", "arguments", "content"])
+def test_json_nested_3000_deep_is_refused_clearly(where):
+    deep: object = 1
+    for _ in range(3000):
+        deep = {"a": deep}
+    if where == "input":
+        msg = {"role": "assistant", "content": [{"type": "tool_use", "id": "1", "name": "x", "input": deep}]}
+    elif where == "arguments":
+        msg = {"role": "assistant", "tool_calls": [{"id": "1", "function": {"name": "x", "arguments": deep}}]}
+    else:
+        msg = {"role": "assistant", "content": deep}
+    with pytest.raises(InputError) as err:
+        turns_from_messages([msg])
+    assert "nested deeper than 256 levels" in str(err.value) and "JSON string" in str(err.value)
