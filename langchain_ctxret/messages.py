@@ -122,8 +122,9 @@ def _ai_message(message: AIMessage) -> dict[str, Any]:
             else json.dumps(args, ensure_ascii=False)
         )
         calls.append(_call(tc.get("id"), tc.get("name"), arguments))
-    for tc in message.invalid_tool_calls:
-        calls.append(_call(tc.get("id"), tc.get("name"), tc.get("args") or ""))
+    for bad in message.invalid_tool_calls:
+        bad_args = bad.get("args")
+        calls.append(_call(bad.get("id"), bad.get("name"), bad_args if isinstance(bad_args, str) else json.dumps(bad_args or "")))
     if not calls and raw_calls:  # hand-made messages that only carry the OpenAI form
         calls = [dict(c) for c in raw_calls.values()]
     content: Any = message.content

@@ -35,7 +35,8 @@ from typing import Any
 from ctxret.errors import InputError
 from ctxret.index import ContextualIndex
 from ctxret.ingest.documents import document_turns
-from ctxret.ingest.turns import MIN_BODY_BYTES, Piece, Turn, label_pieces, turns_from_messages
+from ctxret.ingest.messages import turns_from_messages
+from ctxret.ingest.turns import MIN_BODY_BYTES, Piece, Turn, label_pieces
 from ctxret.results import IndexResult
 from ctxret.storage.schema import RETRIEVAL_KEYS, piece_metadata
 from llama_index.core.bridge.pydantic import Field, PrivateAttr

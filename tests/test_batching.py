@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from ctxret import InputError, InputTooLongError
+from ctxret.embedders.batching import MAX_BYTES_PER_REQUEST, MAX_INPUTS_PER_REQUEST, plan_batches, utf8_len
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from ctxret import InputError, InputTooLongError
-from ctxret.embedders.batching import MAX_BYTES_PER_REQUEST, MAX_INPUTS_PER_REQUEST, plan_batches
-from ctxret.embedders.batching import utf8_len
 
 PROPS = settings(max_examples=200, deadline=None)
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ctxret import InputError
+from ctxret.blend import CHUNK_FOCUS_WEIGHT, chunk_search_vector, mean_vector, truncate_dims, unit
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
-
-from ctxret import InputError
-from ctxret.blend import CHUNK_FOCUS_WEIGHT, chunk_search_vector, mean_vector, truncate_dims, unit
 
 PROPS = settings(max_examples=200, deadline=None)
 RNG = np.random.default_rng(20261016)

@@ -6,10 +6,10 @@ import asyncio
 
 import numpy as np
 import pytest
-
 from ctxret import ContextualIndex, InputError
-from ctxret.ingest.turns import label_pieces, turns_from_messages
 from ctxret.ingest.context import context_vectors, late_context_vectors
+from ctxret.ingest.messages import turns_from_messages
+from ctxret.ingest.turns import label_pieces
 from ctxret.query.parents import expand_parents, parent_texts
 
 MESSAGES = [
@@ -123,6 +123,7 @@ def test_late_context_with_zero_weight_is_pure_late_chunking(tmp_path, local_emb
 
 def test_late_context_refused_for_an_embedder_without_tokens(tmp_path, local_embedder):
     from ctxret.embedders.wrappers import LangChainEmbedder
+
     from langchain_ctxret import CtxretEmbeddings
 
     emb = LangChainEmbedder(CtxretEmbeddings(), model_id="lc-local", dims=384)

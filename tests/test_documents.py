@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
 from ctxret import InputError
-from ctxret.ingest.documents import document_turns, split_sections
+from ctxret.ingest.documents import SECTION_MAX_BYTES, document_id, document_turns, split_sections
 from ctxret.ingest.turns import label_pieces
-from ctxret.ingest.documents import SECTION_MAX_BYTES, document_id
 
 RUNBOOK = """\
 This runbook is for the on-call engineer.

@@ -7,9 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-
 from ctxret.cli.settings import UsageError
-
 from ctxret.evaluation import cli
 from ctxret.evaluation.report import markdown_table, pct, threads_table
 from test_eval_threads import write_synthetic

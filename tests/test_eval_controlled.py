@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from ctxret.evaluation.controlled import (
     CONDITIONS,
     NOISE_SENTENCES,

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from ctxret.errors import InputError
 from ctxret.evaluation.calibrate import fusion_grid, run_calibrate
 from ctxret.evaluation.metrics import covered, evidence_recall, first_appearance, mean, reciprocal_rank

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from ctxret.errors import InputError
 from ctxret.query.fusion import (
     DEFAULT_CANDIDATES,
@@ -141,7 +140,6 @@ def test_bad_settings_are_refused_with_the_fix():
 
 def test_passes_floor_rule_on_scalars_and_arrays():
     import numpy as np
-
     from ctxret.query.fusion import RESCUE_COSINE_SHARE, passes_floor
 
     assert RESCUE_COSINE_SHARE == 0.5

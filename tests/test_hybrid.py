@@ -13,12 +13,10 @@ import uuid
 
 import numpy as np
 import pytest
-
 from ctxret import ContextualIndex, InputError
 from ctxret.query.fusion import FusionMethod
 from ctxret.storage.lexical import default_lexical_path
 from sample_threads import GARDEN, thread
-
 
 TRAVEL = thread(
     [

@@ -7,10 +7,10 @@ import json
 import uuid
 from pathlib import Path
 
+import ctxret
+import ctxret.ingest.messages
 import numpy as np
 import pytest
-
-import ctxret
 from ctxret import ConfigMismatchError, ContextualIndex, InputError
 from ctxret.results import cosine_to_distance, cosine_to_relevance, distance_to_cosine, relevance_to_cosine
 from sample_threads import GARDEN, thread
@@ -136,7 +136,7 @@ def test_changed_turn_replaces_its_pieces_without_orphans(make_index):
     assert not any("dentist appointment moved to Thursday" in b for b in bodies)
     assert set(before) - set(after)  # the old user piece is gone
     # no orphans: exactly the pieces the core makes for the edited thread are stored
-    expected = {p.id for t in ctxret.ingest.turns.turns_from_messages(edited, "home") for p in index.fit_pieces(t)}
+    expected = {p.id for t in ctxret.ingest.messages.turns_from_messages(edited, "home") for p in index.fit_pieces(t)}
     assert all_ids(index) == expected
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 from ctxret.index import ContextualIndex
-from ctxret.text import split_prompt_chunks
+from ctxret.query.split import split_prompt_chunks
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage

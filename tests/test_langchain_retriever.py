@@ -7,9 +7,10 @@ import json
 import pytest
 from ctxret.errors import InputError
 from ctxret.index import ContextualIndex
+from ctxret.ingest.messages import turns_from_messages
+from ctxret.ingest.turns import label_pieces
+from ctxret.query.split import split_prompt_chunks
 from ctxret.results import Group, Hit
-from ctxret.text import split_prompt_chunks
-from ctxret.ingest.turns import label_pieces, turns_from_messages
 from langchain_core.callbacks import AsyncCallbackHandler, BaseCallbackHandler
 from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage

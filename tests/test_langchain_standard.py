@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from ctxret.index import ContextualIndex
-from ctxret.text import split_prompt_chunks
+from ctxret.query.split import split_prompt_chunks
 from langchain_core.documents import Document
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 

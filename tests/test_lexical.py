@@ -6,12 +6,11 @@ import math
 import sqlite3
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from ctxret.errors import InputError
 from ctxret.storage.lexical import LEXICAL_VERSION, LexicalIndex, default_lexical_path, scope_token
 from ctxret.storage.tokenize import MAX_QUERY_TOKENS, MAX_TOKEN_CHARS, query_tokens, tokenize
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 
 # -- tokenizer ------------------------------------------------------------------------------------

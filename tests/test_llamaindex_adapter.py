@@ -6,9 +6,9 @@ import pytest
 
 pytest.importorskip("llama_index.core")
 
-from ctxret.ingest.documents import document_turns  # noqa: E402
 from ctxret.errors import InputError  # noqa: E402
 from ctxret.index import ContextualIndex  # noqa: E402
+from ctxret.ingest.documents import document_turns  # noqa: E402
 from ctxret.ingest.turns import label_pieces  # noqa: E402
 from llama_index.core import Document  # noqa: E402
 from llama_index.core.ingestion import IngestionCache, IngestionPipeline  # noqa: E402

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ctxret import ContextualIndex, InputError
+from ctxret.blend import chunk_search_vector
+from ctxret.ingest.messages import turns_from_messages
+from ctxret.storage.lexical import LexicalIndex
 from langchain_core.language_models.fake import FakeListLLM
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
-from ctxret import ContextualIndex, InputError
-from ctxret.blend import chunk_search_vector
-from ctxret.ingest.turns import turns_from_messages
-from ctxret.storage.lexical import LexicalIndex
 from langchain_ctxret import llm_contextualizer
 from langchain_ctxret.contextual import parse_numbered_lines
 

@@ -47,6 +47,7 @@ STAGE_NAMES = {
     "ctxret.query": [
         "FusionMethod", "FusionSettings", "SearchPlan", "aquery_vectors", "arun_search", "convex", "expand_parents",
         "fuse", "passes_floor", "plan_search", "query_vectors", "rrf", "run_search", "search_vectors",
+        "split_prompt_chunks",
     ],
 }  # fmt: skip
 

@@ -6,10 +6,7 @@ import json
 import re
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from ctxret import InputError, split_prompt_chunks
+from ctxret import InputError
 from ctxret.evaluation.splitting import (
     SplitRecord,
     load_split_fixture,
@@ -17,7 +14,10 @@ from ctxret.evaluation.splitting import (
     part_boundaries,
     seed_split_prompt_chunks,
 )
+from ctxret.query.split import split_prompt_chunks
 from ctxret.text import clean_text
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 PROPS = settings(max_examples=120, deadline=None)
 

@@ -5,21 +5,20 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from ctxret import InputError
-from ctxret.text import clean_text, pack_text_pieces, split_prompt_chunks, tail_utf8
+from ctxret.query.split import LONG_PART_WORDS, MIN_PART_CHARS, WINDOW_WORDS, split_prompt_chunks
 from ctxret.text import (
-    LONG_PART_WORDS,
     MAX_PARTS,
-    MIN_PART_CHARS,
     MIN_PIECE_BYTES,
     PIECE_MAX_BYTES,
     WHOLE_MESSAGE_MAX_BYTES,
-    WINDOW_WORDS,
+    clean_text,
     cut_within_bytes,
+    pack_text_pieces,
+    tail_utf8,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 PROPS = settings(max_examples=150, deadline=None)
 

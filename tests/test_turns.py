@@ -10,13 +10,22 @@ import sys
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from ctxret import InputError
+from ctxret.ingest.messages import turns_from_messages
+from ctxret.ingest.turns import (
+    MIN_BODY_BYTES,
+    Piece,
+    Source,
+    Turn,
+    format_time,
+    label_pieces,
+    make_header,
+    parse_time,
+    piece_id,
+)
+from ctxret.text import clean_text
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from ctxret import InputError
-from ctxret.ingest.turns import Piece, Source, Turn, label_pieces, piece_id, turns_from_messages
-from ctxret.text import clean_text
-from ctxret.ingest.turns import MIN_BODY_BYTES, format_time, make_header, parse_time
 
 PROPS = settings(max_examples=100, deadline=None)
 

@@ -21,7 +21,8 @@ from .embedders.fitting import fit_pieces
 from .errors import ConfigMismatchError, InputError
 from .ingest.context import Contextualizer
 from .ingest.documents import documents_to_turns
-from .ingest.turns import Piece, Turn, turns_from_messages
+from .ingest.messages import turns_from_messages
+from .ingest.turns import Piece, Turn
 from .ingest.writer import DEFAULT_MAX_TURN_BYTES, plan_turns, turns_from_records, write_turns
 from .query.search import SearchPlan, arun_search, plan_search, run_search
 from .query.vectors import query_vectors

@@ -13,10 +13,9 @@ import subprocess
 import sys
 
 import pytest
+from ctxret import ContextualIndex, CtxretError, InputError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from ctxret import ContextualIndex, CtxretError, InputError
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from ctxret._faults import POINTS
 
 pytestmark = pytest.mark.slow

@@ -7,7 +7,6 @@ import sys
 import textwrap
 
 import pytest
-
 from ctxret import ContextualIndex, StoreError
 
 pytestmark = pytest.mark.slow

@@ -14,10 +14,10 @@ import random
 import re
 
 import pytest
-from langchain_core.documents import Document as LCDocument
-
 from ctxret import ContextualIndex
 from ctxret.evaluation.embedding import CachedEmbedder
+from langchain_core.documents import Document as LCDocument
+
 from langchain_ctxret import ContextualRetriever as LCRetriever
 from llamaindex_ctxret import ContextualRetriever as LIRetriever
 

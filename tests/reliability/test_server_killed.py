@@ -6,7 +6,6 @@ import threading
 import time
 
 import pytest
-
 from ctxret import ContextualIndex, StoreError
 
 pytestmark = pytest.mark.slow

@@ -144,7 +144,7 @@ def _decode_lines(path: Path) -> list[tuple[int, str]]:
 
 
 def _read_jsonl(path: Path, thread: str | None) -> InputFile:
-    from ..ingest.turns import turns_from_messages
+    from ..ingest.messages import turns_from_messages
 
     records: list[tuple[int, dict[str, Any]]] = []
     kind: str | None = None

@@ -22,8 +22,8 @@ from .base import Embedder
 
 __all__ = ["fit_pieces", "embed_fitting", "aembed_fitting", "embed_in_batches", "EMBED_CHUNK"]
 
-#: Texts per embed call while indexing with a progress bar (progress granularity).
-EMBED_CHUNK = 512
+#: Texts per embed call while a progress bar is shown (its granularity: the bar moves from the first batch).
+EMBED_CHUNK = 64
 
 
 def fit_pieces(turn: Turn, embedder: Embedder, max_bytes: int) -> list[Piece]:
@@ -120,16 +120,21 @@ async def aembed_fitting(embedder: Embedder, texts: Sequence[str]) -> np.ndarray
 
 
 def embed_in_batches(embedder: Embedder, texts: Sequence[str], *, progress: bool | None, desc: str) -> np.ndarray:
-    """Embed texts that already fit, with a progress bar when asked (``None``: on a terminal for big jobs)."""
+    """Embed texts that already fit, with a progress bar when asked (``None``: on a terminal, for more than one batch).
+
+    With a bar, texts go to the model :data:`EMBED_CHUNK` at a time, so it moves from the first batch;
+    the texts are sorted by length first, so the batches pad as little as one call would.
+    """
     show = progress if progress is not None else (len(texts) > EMBED_CHUNK and sys.stderr.isatty())
-    if len(texts) <= EMBED_CHUNK or not show:
+    if not show or not texts:
         return np.asarray(embedder.embed(list(texts)), dtype=np.float32)
     from tqdm.auto import tqdm
 
-    parts = []
-    with tqdm(total=len(texts), desc=desc, unit="piece", disable=not show) as bar:
-        for start in range(0, len(texts), EMBED_CHUNK):
-            batch = list(texts[start : start + EMBED_CHUNK])
-            parts.append(np.asarray(embedder.embed(batch), dtype=np.float32))
-            bar.update(len(batch))
-    return np.vstack(parts)
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    out = np.zeros((len(texts), int(embedder.dims)), np.float32)
+    with tqdm(total=len(texts), desc=desc, unit="piece", file=sys.stderr, mininterval=0, miniters=1) as bar:
+        for start in range(0, len(order), EMBED_CHUNK):
+            rows = order[start : start + EMBED_CHUNK]
+            out[rows] = np.asarray(embedder.embed([texts[i] for i in rows]), dtype=np.float32)
+            bar.update(len(rows))
+    return out

@@ -46,6 +46,7 @@ import numpy as np
 
 from ..blend import CHUNK_FOCUS_WEIGHT
 from ..embedders.base import Embedder
+from ..errors import InputError
 from ..ingest.turns import MIN_BODY_BYTES
 from ..query.fusion import DEFAULT_CANDIDATES, DEFAULT_LEXICAL_FLOOR, FusionMethod, FusionSettings
 from ..query.search import fuse_candidates
@@ -214,6 +215,14 @@ def run_calibrate(
     """Run the sweeps (see the module docstring) and return the curves and recommended values."""
     emb = cached_embedder(embedder)
     convs = list(conversations[:limit_conversations] if limit_conversations else conversations)
+    if not any(c.facts or c.questions for c in convs):
+        sources = ", ".join(sorted({c.source for c in convs})) or "the input"
+        raise InputError(
+            f"{sources} holds no labelled facts or questions, so there is nothing to calibrate against (every "
+            "number would be 0/0). Add them to the threads: one JSON object per line with \"thread_id\", "
+            "\"messages\", and \"facts\" ([{\"text\": ..., \"turn\": N}]) and/or \"questions\" "
+            "([{\"question\": ..., \"turns\": [N]}]) — see `ctxret eval threads --help`"
+        )
     base_bytes = int(piece_bytes or emb.default_piece_bytes)
     floor = emb.default_score_threshold if threshold is None else float(threshold)
     common: dict[str, Any] = dict(k=k, limit_queries=limit_queries, seed=seed, candidates=candidates)

@@ -81,9 +81,10 @@ from ..embedders.base import Embedder
 from ..embedders.fitting import embed_fitting
 from ..errors import InputError
 from ..query.fusion import DEFAULT_CANDIDATES, DEFAULT_LEXICAL_WEIGHT, DEFAULT_RRF_K
+from ..query.split import split_prompt_chunks
 from ..storage.lexical import LexicalIndex
 from ..storage.memory import ExactStore
-from ..text import WHOLE_MESSAGE_MAX_BYTES, clean_text, split_prompt_chunks, tail_utf8
+from ..text import WHOLE_MESSAGE_MAX_BYTES, clean_text, tail_utf8
 from .embedding import cached_embedder
 from .hybrid import HYBRID_REPRESENTATIONS, fusion_for, hybrid_candidates, with_candidates
 from .metrics import best_part as intent_part

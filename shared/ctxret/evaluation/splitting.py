@@ -34,14 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..text import (
-    LONG_PART_WORDS,
-    MAX_PARTS,
-    MIN_PART_CHARS,
-    WINDOW_WORDS,
-    clean_text,
-    split_prompt_chunks,
-)
+from ..query.split import LONG_PART_WORDS, MIN_PART_CHARS, WINDOW_WORDS, split_prompt_chunks
+from ..text import MAX_PARTS, clean_text
 
 __all__ = [
     "SplitRecord",

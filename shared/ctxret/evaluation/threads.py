@@ -104,7 +104,8 @@ from ..embedders.base import Embedder
 from ..embedders.fitting import embed_fitting, fit_pieces
 from ..errors import InputError
 from ..ingest.context import context_vectors
-from ..ingest.turns import Piece, Source, Turn, turns_from_messages
+from ..ingest.messages import turns_from_messages
+from ..ingest.turns import Piece, Source, Turn
 from ..query.fusion import (
     DEFAULT_CANDIDATES,
     DEFAULT_LEXICAL_FLOOR,
@@ -113,11 +114,12 @@ from ..query.fusion import (
     FusionSettings,
 )
 from ..query.search import PartCandidates
+from ..query.split import split_prompt_chunks
 from ..query.vectors import query_vectors
 from ..storage.lexical import LexicalIndex
 from ..storage.memory import ExactStore
 from ..storage.schema import piece_metadata
-from ..text import WHOLE_MESSAGE_MAX_BYTES, clean_text, split_prompt_chunks, tail_utf8
+from ..text import WHOLE_MESSAGE_MAX_BYTES, clean_text, tail_utf8
 from .embedding import CachedEmbedder, cached_embedder
 from .hybrid import HYBRID_REPRESENTATIONS, RUNTIME_DEFAULT, floor_mask, fusion_for, hybrid_candidates, with_candidates
 from .metrics import best_part, covered, evidence_recall, mean, reciprocal_rank
@@ -279,10 +281,26 @@ def load_locomo(path: str | os.PathLike[str]) -> Conversation:
 
 
 def load_jsonl(path: str | os.PathLike[str]) -> list[Conversation]:
-    """Threads in our JSONL format (one per line; see the module docstring)."""
+    """Threads in our JSONL format (one per line; see the module docstring).
+
+    The form ``ctxret index`` also reads — one OpenAI message per line, the file being one thread
+    named by the file — is read too, as one thread without facts or questions.
+    """
     path = Path(path)
     out: list[Conversation] = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    lines = path.read_text(encoding="utf-8").splitlines()
+    first = next((line for line in lines if line.strip()), "")
+    try:
+        head = json.loads(first) if first else None
+    except json.JSONDecodeError:
+        head = None
+    if isinstance(head, dict) and "role" in head and "messages" not in head:
+        try:
+            messages = [json.loads(line) for line in lines if line.strip()]
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}: not valid JSON ({exc})") from None
+        return [Conversation(path.stem, str(path), turns_from_messages(messages, path.stem), [], [])]
+    for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         where = f"{path}:{lineno}"

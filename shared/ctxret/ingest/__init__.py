@@ -16,12 +16,13 @@ from .._lazy import lazy_getattr
 if TYPE_CHECKING:
     from .context import context_vectors, late_context_vectors
     from .documents import document_id, document_turns, split_sections
-    from .turns import Piece, Source, Turn, label_pieces, piece_id, turns_from_messages
+    from .messages import turns_from_messages
+    from .turns import Piece, Source, Turn, label_pieces, piece_id
     from .writer import plan_turns, write_turns
 
 _NAMES = {
     "Piece": ".turns", "Source": ".turns", "Turn": ".turns", "label_pieces": ".turns", "piece_id": ".turns",
-    "turns_from_messages": ".turns", "document_id": ".documents", "document_turns": ".documents",
+    "turns_from_messages": ".messages", "document_id": ".documents", "document_turns": ".documents",
     "split_sections": ".documents", "context_vectors": ".context", "late_context_vectors": ".context",
     "plan_turns": ".writer", "write_turns": ".writer",
 }  # fmt: skip

@@ -1,4 +1,4 @@
-"""Query: a message → parts and their vectors → dense and lexical candidates → fused, floored groups → parents.
+"""Query: a message → parts (:mod:`.split`) and their vectors → dense and lexical candidates → fused, floored groups → parents.
 
 * :mod:`.vectors` — parts and blended query vectors from one embedding request;
 * :mod:`.fusion` — fusion methods (convex, RRF, weighted RRF) and the floor rule;
@@ -16,13 +16,14 @@ if TYPE_CHECKING:
     from .fusion import FusionMethod, FusionSettings, convex, fuse, passes_floor, rrf
     from .parents import expand_parents
     from .search import SearchPlan, arun_search, plan_search, run_search, search_vectors
+    from .split import split_prompt_chunks
     from .vectors import aquery_vectors, query_vectors
 
 _NAMES = {
     "FusionMethod": ".fusion", "FusionSettings": ".fusion", "convex": ".fusion", "fuse": ".fusion",
     "passes_floor": ".fusion", "rrf": ".fusion", "expand_parents": ".parents", "SearchPlan": ".search",
     "arun_search": ".search", "plan_search": ".search", "run_search": ".search", "search_vectors": ".search",
-    "aquery_vectors": ".vectors", "query_vectors": ".vectors",
+    "aquery_vectors": ".vectors", "query_vectors": ".vectors", "split_prompt_chunks": ".split",
 }  # fmt: skip
 __getattr__ = lazy_getattr(__name__, _NAMES)
 __all__ = [
@@ -40,4 +41,5 @@ __all__ = [
     "rrf",
     "run_search",
     "search_vectors",
+    "split_prompt_chunks",
 ]

@@ -14,7 +14,8 @@ from ..blend import CHUNK_FOCUS_WEIGHT, chunk_search_vector
 from ..embedders.base import Embedder
 from ..embedders.fitting import aembed_fitting, embed_fitting
 from ..errors import InputError
-from ..text import MAX_PARTS, WHOLE_MESSAGE_MAX_BYTES, clean_text, split_prompt_chunks, tail_utf8
+from ..text import MAX_PARTS, WHOLE_MESSAGE_MAX_BYTES, clean_text, tail_utf8
+from .split import split_prompt_chunks
 
 __all__ = ["query_texts", "query_vectors", "aquery_vectors"]
 

@@ -1,0 +1,455 @@
+"""Chat messages → turns: OpenAI chat completions, the Anthropic Messages API, and what LangChain sends.
+
+A *turn* is a user message and everything up to the next user message; its *sources* are the user
+message, each assistant step, and each tool call (name, JSON arguments and the full result, nothing
+truncated). Content blocks are read as what they mean: ``text`` as text; ``tool_use`` as a tool call
+with its name and JSON input (like an OpenAI ``tool_calls`` entry); ``tool_result`` attached to the
+call with that id (a user message made only of tool results continues the turn); images, audio,
+files and documents as a short note (``[image: image/png]``, never their data); thinking blocks
+skipped. A message with no content and no tool calls is skipped with a warning. Content is walked
+without recursion; JSON nested deeper than :data:`MAX_JSON_DEPTH` is refused with a clear error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ..errors import InputError
+from ..text import clean_text
+from .turns import Source, Turn, parse_time
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["KNOWN_ROLES", "MAX_JSON_DEPTH", "turns_from_messages"]
+
+_TIME_KEYS = ("timestamp", "created_at", "time", "date")
+#: Roles of OpenAI chat messages that ``turns_from_messages`` understands.
+KNOWN_ROLES = ("user", "assistant", "tool", "function", "system", "developer")
+#: Tool inputs and JSON content nested deeper than this are refused (they would overflow the JSON encoder).
+MAX_JSON_DEPTH = 256
+_TEXT_TYPES = ("text", "input_text", "output_text")
+_TOOL_USE_TYPES = ("tool_use", "server_tool_use")
+_SKIPPED_TYPES = ("thinking", "redacted_thinking")
+_DATA_URL = re.compile(r"^data:([\w.+-]+/[\w.+-]+)?[;,]", re.IGNORECASE)
+
+
+@dataclass
+class _Call:
+    id: str | None
+    name: str
+    args: str
+
+
+@dataclass
+class _Result:
+    call_id: str | None
+    text: str
+    is_error: bool = False
+    name: str | None = None  # the tool name a result carries itself (OpenAI ``name``)
+
+
+@dataclass
+class _Content:
+    """What one message's ``content`` holds: its text (notes included), tool calls and tool results."""
+
+    text: list[str] = field(default_factory=list)
+    calls: list[_Call] = field(default_factory=list)
+    results: list[_Result] = field(default_factory=list)
+    skipped: int = 0  # thinking blocks left out
+
+
+def _json_text(value: Any, where: str, *, sort_keys: bool = False) -> str:
+    """``json.dumps`` (in the value's own key order unless ``sort_keys``) after an iterative depth check.
+
+    Nesting deeper than :data:`MAX_JSON_DEPTH` raises :class:`InputError` instead of a RecursionError.
+    """
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (Mapping, list, tuple)):
+            if depth > MAX_JSON_DEPTH:
+                raise InputError(
+                    f"{where}: JSON nested deeper than {MAX_JSON_DEPTH} levels; flatten it or pass it "
+                    "as a JSON string (strings are stored as they are)"
+                )
+            children = item.values() if isinstance(item, Mapping) else item
+            stack.extend((child, depth + 1) for child in children)
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=sort_keys, default=str)
+    except (TypeError, ValueError) as e:
+        raise InputError(f"{where}: cannot serialise as JSON ({e}); pass plain dicts, lists, strings and numbers") from None
+
+
+def _media_note(kind: str, url: Any, media_type: Any = None) -> str:
+    """``[image: https://…]`` or ``[image: image/png]`` for inline data: never the data itself."""
+    if isinstance(url, str) and url:
+        m = _DATA_URL.match(url)
+        if m:
+            return f"[{kind}: {m.group(1) or 'inline data'}]"
+        if len(url) > 2000:  # a very long "URL" is inline data in disguise
+            return f"[{kind}: inline data]"
+        return f"[{kind}: {url}]"
+    if isinstance(media_type, str) and media_type:
+        return f"[{kind}: {media_type}]"
+    return f"[{kind}: inline data]"
+
+
+def _source_note(kind: str, source: Any, title: Any = None) -> str:
+    """An Anthropic ``image``/``document`` block's ``source`` as a note."""
+    if isinstance(title, str) and title.strip():
+        return f"[{kind}: {title.strip()}]"
+    if isinstance(source, Mapping):
+        if source.get("type") == "url":
+            return _media_note(kind, source.get("url"))
+        if source.get("type") == "file":
+            return f"[{kind}: {source.get('file_id', 'file')}]"
+        if source.get("type") == "text":
+            return f"[{kind}: text]"
+        return _media_note(kind, None, source.get("media_type"))
+    return f"[{kind}: inline data]"
+
+
+def _block_note(kind: str | None, block: Mapping[str, Any]) -> str | None:
+    """A short description of a media block, or ``None`` when ``kind`` is not a media type."""
+    if kind == "image_url":
+        image = block.get("image_url")
+        return _media_note("image", image.get("url") if isinstance(image, Mapping) else image)
+    if kind == "input_image":
+        return _media_note("image", block.get("image_url") or block.get("file_id"))
+    if kind == "image":
+        if "source" in block:
+            return _source_note("image", block.get("source"))
+        return _media_note("image", block.get("url"), block.get("mime_type"))  # LangChain standard block
+    if kind == "input_audio":
+        audio = block.get("input_audio")
+        fmt = audio.get("format") if isinstance(audio, Mapping) else None
+        return f"[audio: {fmt}]" if isinstance(fmt, str) and fmt else "[audio: inline data]"
+    if kind in ("audio", "video"):
+        return _media_note(kind, block.get("url"), block.get("mime_type"))
+    if kind in ("file", "input_file"):
+        file_info = block.get("file")
+        info: Mapping[str, Any] = file_info if isinstance(file_info, Mapping) else block
+        name = info.get("filename") or info.get("file_id") or info.get("file_url")
+        return f"[file: {name}]" if isinstance(name, str) and name else "[file: inline data]"
+    if kind == "document":
+        return _source_note("document", block.get("source"), block.get("title"))
+    return None
+
+
+def _read_content(content: Any, where: str) -> _Content:
+    """Read an OpenAI or Anthropic ``content`` (a string, None, or a list of blocks), iteratively.
+
+    Text blocks give text; ``refusal`` parts their refusal text; media blocks a short note
+    (``[image: …]``, never inline data); ``tool_use`` blocks tool calls; ``tool_result`` blocks tool
+    results, whose own content (a string or blocks, nested to any depth) becomes the result text;
+    ``thinking`` and ``redacted_thinking`` blocks are left out. An unknown block type is kept as
+    ``[type]`` (its text when it has one).
+    """
+    out = _Content()
+    if content is None:
+        return out
+    if isinstance(content, str):
+        out.text.append(content)
+        return out
+    if isinstance(content, Mapping):
+        out.text.append(_json_text(content, f"{where}: content", sort_keys=True))
+        return out
+    if not isinstance(content, (list, tuple)):
+        raise InputError(f"{where}: content must be a string, a list of parts or None, got {type(content).__name__}")
+    # Frames: ("block", path, block, sink, inside_a_result) or ("join", result, parts).
+    stack: list[tuple[Any, ...]] = [
+        ("block", f"{where}.content[{i}]", block, out.text, False) for i, block in reversed(list(enumerate(content)))
+    ]
+    while stack:
+        frame = stack.pop()
+        if frame[0] == "join":
+            frame[1].text = "\n".join(frame[2])
+            continue
+        _, path, block, sink, inside = frame
+        if isinstance(block, str):
+            sink.append(block)
+            continue
+        if not isinstance(block, Mapping):
+            raise InputError(
+                f"{where}: unsupported content part {type(block).__name__} at {path}; "
+                "use a string or a block dict such as {'type': 'text', 'text': '...'}"
+            )
+        kind = block.get("type")
+        if kind is None:
+            raise InputError(
+                f"{path}: content block has no 'type'; give every block a type, e.g. "
+                "{'type': 'text', 'text': '...'} or {'type': 'tool_result', 'tool_use_id': '...', 'content': '...'}"
+            )
+        if kind in _TEXT_TYPES:
+            text = block.get("text")
+            if not isinstance(text, str):
+                raise InputError(f"{path}: a {kind!r} block needs 'text' as a string, got {type(text).__name__}")
+            sink.append(text)
+        elif kind == "refusal":
+            sink.append(str(block.get("refusal", "")))
+        elif kind in _SKIPPED_TYPES:
+            out.skipped += 1
+        elif kind in _TOOL_USE_TYPES and not inside:
+            name = block.get("name")
+            if not isinstance(name, str) or not name.strip():
+                raise InputError(f"{path}: a {kind!r} block needs the tool's 'name' as a string, got {name!r}")
+            call_id = block.get("id")
+            args = block.get("input", {})
+            text = args if isinstance(args, str) else _json_text(args, f"{path}.input")
+            out.calls.append(_Call(None if call_id is None else str(call_id), name, text))
+        elif isinstance(kind, str) and kind.endswith("tool_result"):
+            inner = block.get("content")
+            if inside:  # a result inside a result: its content is part of the outer result's text
+                parts = sink
+            else:
+                call_id = block.get("tool_use_id")
+                result = _Result(None if call_id is None else str(call_id), "", bool(block.get("is_error")))
+                out.results.append(result)
+                parts = []
+                stack.append(("join", result, parts))
+            if inner is None:
+                continue
+            if isinstance(inner, str):
+                parts.append(inner)
+            elif isinstance(inner, (list, tuple)):
+                stack.extend(
+                    ("block", f"{path}.content[{j}]", b, parts, True) for j, b in reversed(list(enumerate(inner)))
+                )
+            elif isinstance(inner, Mapping):
+                stack.append(("block", f"{path}.content", inner, parts, True))
+            else:
+                raise InputError(
+                    f"{path}: a tool_result's 'content' must be a string or a list of blocks, got {type(inner).__name__}"
+                )
+        else:
+            note = _block_note(kind, block)
+            if note is None:
+                text = block.get("text")
+                note = text if isinstance(text, str) else f"[{kind}]"
+            sink.append(note)
+    return out
+
+
+def _message_time(msg: Mapping[str, Any], where: str) -> datetime | None:
+    for key in _TIME_KEYS:
+        if key in msg and msg[key] not in (None, ""):
+            return parse_time(msg[key], f"{where}.{key}")
+    return None
+
+
+def _args_text(arguments: Any, where: str) -> str:
+    """OpenAI ``arguments``: a JSON string is kept as it is; a dict is serialised with sorted keys."""
+    if arguments is None:
+        return "{}"
+    if isinstance(arguments, str):
+        return arguments
+    return _json_text(arguments, where, sort_keys=True)
+
+
+def _openai_calls(msg: Mapping[str, Any], where: str) -> list[_Call]:
+    raw = msg.get("tool_calls")
+    if raw is None:
+        raw = []
+    if isinstance(raw, (str, bytes, Mapping)) or not isinstance(raw, (list, tuple)):
+        raise InputError(
+            f"{where}: tool_calls must be a list of call dicts "
+            f"({{'id', 'type': 'function', 'function': {{'name', 'arguments'}}}}), got {type(raw).__name__}: {raw!r:.60}"
+        )
+    calls = []
+    for j, call in enumerate(raw):
+        if not isinstance(call, Mapping):
+            raise InputError(f"{where}.tool_calls[{j}]: expected a dict, got {type(call).__name__}")
+        fn = call.get("function") or {}
+        if not isinstance(fn, Mapping):
+            raise InputError(
+                f"{where}.tool_calls[{j}].function: expected a dict with 'name' and "
+                f"'arguments', got {type(fn).__name__}"
+            )
+        tool = str(fn.get("name") or call.get("name") or "tool")
+        args = _args_text(fn.get("arguments", call.get("arguments")), f"{where}.tool_calls[{j}].arguments")
+        calls.append(_Call(None if call.get("id") is None else str(call["id"]), tool, args))
+    fc = msg.get("function_call")
+    if isinstance(fc, Mapping):
+        tool = str(fc.get("name") or "function")
+        calls.append(_Call(f"__function__{tool}", tool, _args_text(fc.get("arguments"), f"{where}.function_call.arguments")))
+    return calls
+
+
+@dataclass
+class _Message:
+    """One message, read: its role, text, tool calls and tool results."""
+
+    index: int
+    role: str
+    text: str
+    calls: list[_Call]
+    results: list[_Result]
+    timestamp: datetime | None
+    name: str | None
+
+
+def _read_message(i: int, msg: Any, include_system: bool) -> _Message:
+    where = f"message {i}"
+    if not isinstance(msg, Mapping):
+        raise InputError(f"{where}: expected a dict with 'role' and 'content', got {type(msg).__name__}")
+    role = msg.get("role")
+    if role not in KNOWN_ROLES:
+        raise InputError(
+            f"{where}: unknown role {role!r}; use one of 'user', 'assistant', 'tool' "
+            "(or 'system'), e.g. map your speaker names to 'user'/'assistant' and keep the name in 'name'"
+        )
+    ts = _message_time(msg, where)
+    name = msg.get("name") if isinstance(msg.get("name"), str) else None
+    content = _read_content(msg.get("content"), where)
+    text = "\n".join(content.text)
+    calls = list(content.calls)
+    results = list(content.results)
+    if role == "assistant":
+        # OpenAI tool_calls first; an Anthropic tool_use block with the same id is the same call.
+        openai = _openai_calls(msg, where)
+        ids = {c.id for c in openai if c.id is not None}
+        calls = openai + [c for c in calls if c.id is None or c.id not in ids]
+    elif role in ("tool", "function"):
+        call_id = msg.get("tool_call_id")
+        key = str(call_id) if call_id is not None else (f"__function__{name}" if role == "function" or name else None)
+        results = [_Result(key, text, bool(msg.get("is_error")), name)] + results
+        text = ""
+    elif calls:
+        raise InputError(
+            f"{where}: a {role!r} message holds tool_use blocks; tool calls belong in 'assistant' messages"
+        )
+    has_text = bool(clean_text(text).strip())
+    if not has_text and not calls and not results and (role not in ("system", "developer") or include_system):
+        why = f" ({content.skipped} thinking block(s) are not indexed)" if content.skipped else ""
+        logger.warning("%s (%s): no content and no tool calls; skipped%s", where, role, why)
+    return _Message(i, role, text if has_text else "", calls, results, ts, name)
+
+
+def turns_from_messages(
+    messages: Iterable[Mapping[str, Any]],
+    thread_id: str = "default",
+    *,
+    first_turn: int = 1,
+    include_system: bool = False,
+) -> list[Turn]:
+    """Group chat messages (OpenAI chat completions or Anthropic Messages API) into turns of sources.
+
+    A turn starts at each user message (messages before the first user message form a turn of
+    their own). Assistant text is one source per message; each tool call is one source holding its
+    name, JSON arguments and full result, matched by id. A tool result with no matching call is kept
+    as a source of its own (with a warning), never dropped. System/developer messages are skipped
+    unless ``include_system=True``. An unknown role raises :class:`InputError`.
+
+    Content is a string, None, or a list of blocks, in either API's form:
+
+    * ``text`` blocks (and ``input_text``/``output_text``) are text; ``refusal`` parts keep their text.
+    * OpenAI ``tool_calls`` and Anthropic ``tool_use`` blocks (``{"type": "tool_use", "id", "name",
+      "input"}``) are tool calls. ``input`` is written as ``json.dumps(input, ensure_ascii=False)``
+      in its own key order: the same text LangChain's conversion and OpenAI argument strings carry.
+    * OpenAI ``role: "tool"`` messages and Anthropic ``tool_result`` blocks (``{"type":
+      "tool_result", "tool_use_id", "content": str | [blocks], "is_error"?}``) attach their result to
+      the call with that id. A user message made only of ``tool_result`` blocks continues the current
+      turn; one that also holds text starts a new turn with that text after its results are attached.
+      ``is_error`` (also read on ``role: "tool"`` messages) shows as ``Result (error): …``.
+    * Media is noted, never embedded: ``[image: <url>]``, ``[image: image/png]`` for inline data (an
+      OpenAI ``data:`` URL or an Anthropic base64 source), ``[audio: wav]``, ``[file: name]``,
+      ``[document: title]``.
+    * ``thinking`` and ``redacted_thinking`` blocks are left out: they are the model's scratch work
+      (or encrypted), not something said in the conversation.
+    * A message with no content and no tool calls is skipped with a logged warning.
+
+    Timestamps are read from ``timestamp``/``created_at``/``time``/``date`` when present; a turn's
+    time is its first timed message's. ``first_turn`` numbers the first turn (pass it when you index
+    a thread in slices so turn ids stay stable).
+    """
+    if not isinstance(thread_id, str) or not thread_id.strip():
+        raise InputError(f"thread_id must be a non-empty string, got {thread_id!r}")
+    if isinstance(messages, (str, bytes)) or isinstance(messages, Mapping):
+        raise InputError("messages must be a list of message dicts, not a single string or dict")
+    if not isinstance(messages, Iterable):
+        raise InputError(f"messages must be a list of message dicts, got {type(messages).__name__}")
+
+    groups: list[list[_Message]] = []
+    for i, raw in enumerate(messages):
+        msg = _read_message(i, raw, include_system)
+        if msg.role == "user" and msg.results:
+            # Anthropic: tool results travel in a user message; they belong to the current turn.
+            results = _Message(i, "tool", "", [], msg.results, msg.timestamp, None)
+            if not groups:
+                groups.append([])
+            groups[-1].append(results)
+            if msg.text:
+                groups.append([_Message(i, "user", msg.text, [], [], msg.timestamp, msg.name)])
+            continue
+        if msg.role == "user" or not groups:
+            groups.append([])
+        groups[-1].append(msg)
+
+    turns: list[Turn] = []
+    index = first_turn  # consecutive over the turns returned: the first turn is ``first_turn``
+    for group in groups:
+        sources = _group_sources(group, include_system)
+        if not sources:
+            continue
+        turn_ts = next((s.timestamp for s in sources if s.timestamp is not None), None)
+        turns.append(Turn(thread_id, index, tuple(sources), f"Turn {index}", "turn", turn_ts))
+        index += 1
+    return turns
+
+
+def _group_sources(group: list[_Message], include_system: bool) -> list[Source]:
+    sources: list[Source] = []
+    calls: dict[str, int] = {}  # call id -> index into sources
+    call_text: dict[int, tuple[str, str, _Result | None]] = {}  # source index -> (name, args, result)
+    for msg in group:
+        ts, name = msg.timestamp, msg.name
+        if msg.role in ("system", "developer"):
+            if include_system and msg.text:
+                sources.append(Source("system", "System", msg.text, len(sources), ts, name))
+            continue
+        if msg.role == "user":
+            if msg.text:
+                sources.append(Source("user", name or "User", msg.text, len(sources), ts, name))
+            continue
+        if msg.role == "assistant":
+            if msg.text:
+                sources.append(Source("assistant", name or "Assistant", msg.text, len(sources), ts, name))
+            for call in msg.calls:
+                sources.append(Source("tool", f"Tool {call.name}", "", len(sources), ts, call.name))
+                call_text[len(sources) - 1] = (call.name, call.args, None)
+                if call.id is not None:
+                    calls[call.id] = len(sources) - 1
+            continue
+        for result in msg.results:  # tool / function results, and Anthropic tool_result blocks
+            idx = calls.get(result.call_id) if result.call_id is not None else None
+            if idx is not None and call_text[idx][2] is None:
+                tool, args, _ = call_text[idx]
+                call_text[idx] = (tool, args, result)
+                if ts is not None and sources[idx].timestamp is None:
+                    sources[idx] = Source("tool", sources[idx].label, "", idx, ts, tool)
+            else:
+                tool = result.name or "result"
+                logger.warning(
+                    "message %d: tool result %r has no matching tool call; kept as its own source",
+                    msg.index,
+                    result.call_id,
+                )
+                sources.append(Source("tool", f"Tool {tool}", "", len(sources), ts, tool))
+                call_text[len(sources) - 1] = (tool, "", result)
+    for idx, (tool, args, outcome) in call_text.items():
+        body = []
+        if args:
+            body.append(f"{tool} arguments: {args}")
+        label = "Result (error)" if outcome is not None and outcome.is_error else "Result"
+        body.append(f"{label}: {outcome.text}" if outcome is not None and outcome.text else f"{label}: (none)")
+        src = sources[idx]
+        sources[idx] = Source("tool", src.label, "\n".join(body), idx, src.timestamp, tool)
+    return sources
+
+
