@@ -7,7 +7,6 @@ import json
 import os
 
 import pytest
-
 from ctxret import cli
 from ctxret.cli import commands as cli_commands
 from ctxret.cli import settings as cli_settings

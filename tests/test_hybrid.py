@@ -103,9 +103,12 @@ def test_lexical_defaults_per_store(tmp_path, local_embedder, make):
 
     client = chromadb.EphemeralClient(settings=Settings(anonymized_telemetry=False))
     name = f"c-{uuid.uuid4().hex[:8]}"
-    assert ContextualIndex(client=client, collection=name, embedder=local_embedder).lexical_index is None
-    with pytest.raises(InputError, match="lexical_path"):
-        ContextualIndex(client=client, collection=name, embedder=local_embedder, lexical=True)
+    plain = ContextualIndex(client=client, collection=name, embedder=local_embedder)
+    assert plain.lexical_index is None  # no file: unscoped searches are dense
+    plain.add_messages(GARDEN[:2], thread_id="g")
+    scoped = plain.search("tomatoes", thread_id="g", score_threshold=None)[0].hits
+    assert scoped and "bm25" in scoped[0].scores  # a thread scope gets BM25 from the thread's pieces
+    assert "bm25" not in plain.search("tomatoes", score_threshold=None)[0].hits[0].scores
     custom = ContextualIndex(client=client, collection=name, embedder=local_embedder, lexical_path=tmp_path / "c.sqlite3")
     assert custom.lexical_index is not None
 

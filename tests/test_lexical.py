@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 from ctxret.errors import InputError
 from ctxret.storage.lexical import LEXICAL_VERSION, LexicalIndex, default_lexical_path, scope_token
-from ctxret.storage.tokenize import MAX_QUERY_TOKENS, MAX_TOKEN_CHARS, query_tokens, tokenize
+from ctxret.storage.tokenize import MAX_QUERY_TOKENS, MAX_TOKEN_CHARS, analysis, query_tokens, tokenize
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -78,7 +78,7 @@ def test_any_indexed_text_is_found_by_itself(text):
         lex.upsert(["p"], [text], ["t"], ["t#1"])
         lex.upsert(["other"], ["unrelated filler words"], ["t"], ["t#2"])
         hits = lex.search(text, 5, ["t"])
-        if tokenize(text):
+        if lex.analysis.query_terms(text):
             assert "p" in [i for i, _ in hits]
         else:
             assert hits == []
@@ -102,13 +102,14 @@ def _reference_bm25(query: str, k1: float = 1.2, b: float = 0.75) -> dict[str, f
 
     A document's length counts its scope token too (FTS5 sums every column): one more token.
     """
-    docs = {d: tokenize(t) + ["<scope>"] for d, t in CORPUS.items()}
+    a = analysis()
+    docs = {d: a.index_tokens(t) + ["<scope>"] for d, t in CORPUS.items()}
     n = len(docs)
     avgdl = sum(len(t) for t in docs.values()) / n
     out: dict[str, float] = {}
     for d, toks in docs.items():
         score, hit = 0.0, False
-        for term in query_tokens(query):
+        for term in a.query_terms(query):
             df = sum(term in t for t in docs.values())
             tf = toks.count(term)
             if not tf:
@@ -146,9 +147,10 @@ def test_bm25_agrees_with_bm25s(corpus_index):
     bm25s = pytest.importorskip("bm25s")
     ids = list(CORPUS)
     retriever = bm25s.BM25(method="robertson", k1=1.2, b=0.75)
-    retriever.index([tokenize(CORPUS[i]) + [scope_token("t")] for i in ids], show_progress=False)
+    a = analysis()
+    retriever.index([a.index_tokens(CORPUS[i]) + [scope_token("t")] for i in ids], show_progress=False)
     for query in ["quick fox", "sun garden", "lazy dog"]:
-        theirs = retriever.get_scores(query_tokens(query))
+        theirs = retriever.get_scores(a.query_terms(query))
         ours = corpus_index.scores(query, ids, ["t"])
         for i, d in enumerate(ids):
             # bm25s' Robertson variant leaves out the constant (k1 + 1) factor and floors a
@@ -261,7 +263,7 @@ def test_persistence_and_version_reset(tmp_path):
     with LexicalIndex(path) as lex:
         assert lex.fresh and lex.count() == 0
         row = lex._db.execute("SELECT value FROM ctxret_meta WHERE key = 'version'").fetchone()
-        assert row[0] == LEXICAL_VERSION
+        assert row[0] == lex.version and lex.version.startswith(LEXICAL_VERSION)
 
 
 def test_pending_marker():

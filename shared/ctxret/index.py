@@ -136,7 +136,7 @@ class ContextualIndex:
 
     @property
     def lexical_index(self) -> Any:
-        """The BM25 index kept in step with the collection, or ``None`` (dense search only)."""
+        """The BM25 file kept in step with the collection (unscoped searches), or ``None``."""
         return self.store.lexical
 
     def close(self) -> None:
@@ -198,14 +198,14 @@ class ContextualIndex:
         weight = self.weight if s.query_weight is None else s.query_weight
         return query_vectors(self.embedder, message, weight=weight, max_parts=max_parts or s.max_parts, split=split)
 
-    def plan(self, settings: SearchSettings | None = None, **options: Any) -> SearchPlan:
+    def plan(self, settings: SearchSettings | None = None, *, has_lexical: bool | None = None, **options: Any) -> SearchPlan:
         """This index's search plan for ``settings`` (default: its own) with ``options`` applied."""
         resolved = (settings or self.settings).with_options(**options)
         return plan_search(
             resolved,
             default_floor=float(self.embedder.default_score_threshold),
             stored_weight=self.weight,
-            has_lexical=self.store.has_lexical,
+            has_lexical=self.store.has_lexical if has_lexical is None else has_lexical,
         )
 
     def search(
@@ -228,27 +228,29 @@ class ContextualIndex:
         (small-to-big) attaches each hit's whole turn or section as ``Hit.parent_text`` and keeps
         one hit per parent inside a group.
         """
-        plan, scope = self._resolve(k, score_threshold, thread_id, where, settings, options)
-        return run_search(plan, message, scope, self.embedder, self.store, self.store.lexical)
+        plan, scope, dense, lexical = self._resolve(k, score_threshold, thread_id, where, settings, options)
+        return run_search(plan, message, scope, self.embedder, dense, lexical)
 
     async def asearch(
         self, message: str, k: int | None = None, score_threshold: Any = ..., thread_id: Any = None,
         where: Mapping[str, Any] | None = None, *, settings: SearchSettings | None = None, **options: Any,
     ) -> list[Group]:  # fmt: skip
         """Async :meth:`search`: the embedding runs on the embedder's async path, the store queries off the event loop."""
-        plan, scope = self._resolve(k, score_threshold, thread_id, where, settings, options)
-        return await arun_search(plan, message, scope, self.embedder, self.store, self.store.lexical)
+        plan, scope, dense, lexical = self._resolve(k, score_threshold, thread_id, where, settings, options)
+        return await arun_search(plan, message, scope, self.embedder, dense, lexical)
 
     def _resolve(
         self, k: Any, score_threshold: Any, thread_id: Any, where: Any, settings: Any, options: dict[str, Any]
-    ) -> tuple[SearchPlan, Scope]:
+    ) -> tuple[SearchPlan, Scope, Any, Any]:
         if k is not None:
             options["k"] = k
         if score_threshold is not ...:
             options["score_threshold"] = score_threshold
         if settings is not None and not isinstance(settings, SearchSettings):
             raise InputError(f"settings must be a SearchSettings, got {type(settings).__name__}")
-        return self.plan(settings, **options), Scope(thread_id, where)
+        scope = Scope(thread_id, where)
+        dense, lexical = self.store.resolve(scope)
+        return self.plan(settings, has_lexical=lexical is not None, **options), scope, dense, lexical
 
     # -- maintenance --------------------------------------------------------------------------------
     def sync_lexical(self) -> SyncReport:

@@ -449,7 +449,7 @@ def fusion_sweep(
                 parts, qv = ix.query(q.text, split=True)
                 # the runtime's candidates once (they do not depend on the fusion rule), re-ranked per config
                 pool = hybrid_candidates(
-                    ix.exact_store(), ix.lexical, conv.id, parts, qv, k=k,
+                    ix.exact_store(), conv.id, parts, qv, k=k,
                     fusion=with_candidates(RUNTIME_DEFAULT, candidates, lexical_floor),
                 ) if parts else []  # fmt: skip
                 for cfg in configs:

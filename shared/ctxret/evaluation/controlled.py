@@ -379,7 +379,7 @@ def run_controlled(
             fusion = with_candidates(fusion_for(rep, lexical_weight, rrf_k), candidates, None)
             qvec = chunk_search_vector(p, vec(whole), weight)[None, :]
             assert lexical is not None
-            (cand,) = hybrid_candidates(exact(side), lexical, block, [part], qvec, k=1, fusion=fusion)
+            (cand,) = hybrid_candidates(exact(side), block, [part], qvec, k=1, fusion=fusion)
             out = np.full(n, -np.inf)
             for rid, score in cand.ranked:
                 out[index_of[rid]] = score

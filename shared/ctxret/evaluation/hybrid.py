@@ -2,16 +2,15 @@
 
 Every hybrid number the harness reports comes from :func:`ctxret.query.search.candidates` (the
 runtime's stages: dense and lexical candidates per part, one fetch for lexical-only hits, exact
-BM25 and cosine for every candidate, fusion) run on an :class:`~ctxret.storage.memory.ExactStore`
-(exact numpy search over the conversation's stored vectors) and a
-:class:`~ctxret.storage.lexical.LexicalIndex` (``":memory:"``). Only the floor is applied
+BM25 and cosine for every candidate, fusion) run on an :class:`~ctxret.storage.memory.ExactStore` (the
+conversation's thread view: exact cosine over its stored vectors, BM25 with its own statistics —
+the code a thread-scoped product search runs). Only the floor is applied
 afterwards (:func:`floor_mask`, the runtime's :func:`~ctxret.query.fusion.passes_floor`), so
 one search serves every floor of a sweep; and :func:`~ctxret.query.search.fuse_candidates` re-ranks
 one search's candidates under each fusion setting of a sweep.
 
-One difference by construction: the harness keeps one lexical index per conversation, so BM25
-and IDF statistics are per conversation; a runtime file holding many threads computes them over
-all of them.
+A conversation is a thread, so the statistics are the conversation's, exactly as in a
+thread-scoped search of the product.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ import numpy as np
 
 from ..query.fusion import DEFAULT_LEXICAL_WEIGHT, DEFAULT_RRF_K, FusionMethod, FusionSettings, passes_floor
 from ..query.search import PartCandidates, SearchPlan, candidates
-from ..storage.base import DenseBackend, LexicalBackend
+from ..storage.memory import ExactStore
 from ..storage.schema import Scope
 from ..text import MAX_PARTS
 
@@ -48,18 +47,14 @@ def fusion_for(representation: str, lexical_weight: float = DEFAULT_LEXICAL_WEIG
 
 
 def hybrid_candidates(
-    store: DenseBackend,
-    lexical: LexicalBackend,
-    thread_id: str,
-    parts: Sequence[str],
-    qvecs: np.ndarray,
-    *,
-    k: int,
-    fusion: FusionSettings,
+    store: ExactStore, thread_id: str, parts: Sequence[str], qvecs: np.ndarray, *, k: int, fusion: FusionSettings
 ) -> list[PartCandidates]:
-    """The runtime's hybrid candidates of each part (every candidate's lexical coverage included, for any floor)."""
+    """The runtime's hybrid candidates of each part in one thread (every candidate's lexical coverage
+    included, for any floor): the store's thread view, as the product serves a thread-scoped search."""
     plan = SearchPlan(k=k, floor=None, weight=1.0, max_parts=MAX_PARTS, split=True, hybrid=fusion, parents=False)
-    return candidates(plan, parts, qvecs, Scope(thread_id), store, lexical, coverage_for="all")
+    scope = Scope(thread_id)
+    dense, lexical = store.resolve(scope)
+    return candidates(plan, parts, qvecs, scope, dense, lexical, coverage_for="all")
 
 
 def with_candidates(fusion: FusionSettings, candidates: int, lexical_floor: float | None) -> FusionSettings:

@@ -116,9 +116,8 @@ from ..query.fusion import (
 from ..query.search import PartCandidates
 from ..query.split import split_prompt_chunks
 from ..query.vectors import query_vectors
-from ..storage.lexical import LexicalIndex
 from ..storage.memory import ExactStore
-from ..storage.schema import piece_metadata
+from ..storage.schema import Scope, piece_metadata
 from ..text import WHOLE_MESSAGE_MAX_BYTES, clean_text, tail_utf8
 from .embedding import CachedEmbedder, cached_embedder
 from .hybrid import HYBRID_REPRESENTATIONS, RUNTIME_DEFAULT, floor_mask, fusion_for, hybrid_candidates, with_candidates
@@ -465,7 +464,7 @@ class ConversationIndex:
             frozenset(conv.unit_of(t.index, s.ordinal) for s in t.sources) for t in conv.turns
         ]
         self._section_vecs: np.ndarray | None = None
-        self._lexical: LexicalIndex | None = None
+        self._lexical: Any = None
         self._exact: dict[int, ExactStore] = {}
         self._qcache: dict[tuple[str, bool, float], tuple[list[str], np.ndarray]] = {}
 
@@ -526,21 +525,15 @@ class ConversationIndex:
         return self._section_vecs
 
     @property
-    def lexical(self) -> LexicalIndex:
+    def lexical(self) -> Any:
+        """BM25 over the conversation's pieces: the thread view a scoped product search ranks with."""
         if self._lexical is None:
-            self._lexical = LexicalIndex(":memory:")
-            self._lexical.upsert(
-                self.piece_ids,
-                [p.text for p in self.pieces],
-                [self.conv.id] * len(self.pieces),
-                [p.turn_id for p in self.pieces],
-            )
+            self._lexical = self.exact_store().resolve(Scope(self.conv.id))[1]
         return self._lexical
 
     def close(self) -> None:
-        if self._lexical is not None:
-            self._lexical.close()
-            self._lexical = None
+        self._lexical = None
+        self._exact.clear()
 
     def sections(self, level: str) -> np.ndarray:
         return self.piece_section if level == "pieces" else self.section_ids
@@ -637,7 +630,7 @@ def hybrid_groups(
     if not parts:
         return []
     cands = hybrid_candidates(
-        ix.exact_store(), ix.lexical, ix.conv.id, parts, q, k=ix.k, fusion=with_candidates(fusion, n, lex_floor)
+        ix.exact_store(), ix.conv.id, parts, q, k=ix.k, fusion=with_candidates(fusion, n, lex_floor)
     )
     return ix.ranked(cands, lex_floor)
 

@@ -41,14 +41,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CtxretError, InputError
-from .tokenize import query_tokens, tokenize
+from .tokenize import Analysis, analysis
 
 logger = logging.getLogger(__name__)
 
 #: Version of the tokenizer and table layout. A file written by another version is emptied on
 #: open and refilled from Chroma's stored documents (no re-embedding): the Chroma collection's
 #: config does not depend on it.
-LEXICAL_VERSION = "fts5-ascii-2"
+LEXICAL_VERSION = "fts5-ascii-3"
 _SQL_CHUNK = 500  # values per SQL ``IN (...)``
 
 def scope_token(thread_id: str) -> str:
@@ -91,13 +91,16 @@ class LexicalIndex:
     local to that machine, which is why a Chroma server gets no lexical index by default.
     """
 
-    def __init__(self, path: str | os.PathLike[str] = ":memory:") -> None:
+    def __init__(self, path: str | os.PathLike[str] = ":memory:", *, analysis: Analysis | None = None) -> None:
         if not fts5_available():
             raise CtxretError(
                 f"the SQLite library of this Python ({sqlite3.sqlite_version}) has no FTS5 extension, which the "
                 "lexical (BM25) index needs; use a Python whose sqlite3 has FTS5 (python.org, Debian/Ubuntu and "
                 "conda builds do) or open the index with lexical=False for dense search only"
             )
+        #: How texts become tokens (stopwords, stemming); recorded in the file with :data:`LEXICAL_VERSION`.
+        self.analysis = analysis if analysis is not None else _default_analysis()
+        self.version = f"{LEXICAL_VERSION}/{self.analysis.version}"
         self.path = str(path)
         if self.path != ":memory:":
             Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
@@ -121,14 +124,17 @@ class LexicalIndex:
         try:
             db.execute("CREATE TABLE IF NOT EXISTS ctxret_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             row = db.execute("SELECT value FROM ctxret_meta WHERE key = 'version'").fetchone()
-            if row is None or row[0] != LEXICAL_VERSION:
+            if row is None or row[0] != self.version:
                 if row is not None:
-                    logger.warning("lexical index %s was written by %s; rebuilding it as %s", self.path, row[0], LEXICAL_VERSION)
+                    logger.warning(
+                        "lexical index %s was written with another tokenizer (%s); refilling it as %s from the stored "
+                        "texts (no re-embedding)", self.path, row[0], self.version,
+                    )  # fmt: skip
                 db.execute("DROP TABLE IF EXISTS pieces_vocab")
                 db.execute("DROP TABLE IF EXISTS pieces_fts")
                 db.execute("DROP TABLE IF EXISTS pieces")
                 db.execute("DELETE FROM ctxret_meta")
-                db.execute("INSERT INTO ctxret_meta VALUES ('version', ?)", (LEXICAL_VERSION,))
+                db.execute("INSERT INTO ctxret_meta VALUES ('version', ?)", (self.version,))
                 self.fresh = True
             db.execute(
                 "CREATE TABLE IF NOT EXISTS pieces (rowid INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL, "
@@ -224,7 +230,7 @@ class LexicalIndex:
         if not (len(ids) == len(texts) == len(thread_ids) == len(turn_ids)):
             raise InputError("ids, texts, thread_ids and turn_ids must have the same length")
         rows = [(str(i), _safe(str(th)), _safe(str(tu))) for i, th, tu in zip(ids, thread_ids, turn_ids)]
-        toks = [" ".join(tokenize(t)) for t in texts]  # before the transaction: nothing half-written on bad input
+        toks = [" ".join(self.analysis.index_tokens(t)) for t in texts]  # before the transaction: nothing half-written
         with self._tx():
             self._delete(list(ids) + list(delete))
             for (pid, thread, turn), tokens in zip(rows, toks):
@@ -263,7 +269,7 @@ class LexicalIndex:
                 )
                 self._db.execute(
                     "INSERT INTO pieces_fts(rowid, scope, tokens) VALUES (?, ?, ?)",
-                    (cur.lastrowid, scope_token(_safe(str(thread))), " ".join(tokenize(text))),
+                    (cur.lastrowid, scope_token(_safe(str(thread))), " ".join(self.analysis.index_tokens(text))),
                 )
                 n += 1
         self.settle_all()
@@ -297,7 +303,7 @@ class LexicalIndex:
         ``bm25`` is Okapi BM25 (FTS5's ``bm25()`` with the sign flipped: higher is better, > 0).
         ``thread_ids`` scopes the search inside the FTS5 query; ``None`` searches every thread.
         """
-        tokens = query_tokens(query)
+        tokens = self.analysis.query_terms(query)
         if not tokens or k < 1:
             return []
         thread_ids = _thread_list(thread_ids)
@@ -328,7 +334,7 @@ class LexicalIndex:
             return {}
         thread_ids = _thread_list(thread_ids)
         out: dict[str, float] = {}
-        tokens = query_tokens(query)
+        tokens = self.analysis.query_terms(query)
         with self._lock:
             for start in range(0, len(ids), _SQL_CHUNK):
                 chunk = ids[start : start + _SQL_CHUNK]
@@ -360,7 +366,7 @@ class LexicalIndex:
         token; 0.0: none (or the query has no weighted token). Unknown ids are left out.
         """
         ids = list(dict.fromkeys(str(i) for i in ids))
-        tokens = query_tokens(query)
+        tokens = self.analysis.coverage_terms(query)
         if not ids:
             return {}
         with self._lock:
@@ -423,6 +429,10 @@ def _alive(pid: int, host: str, since: float) -> bool:
     except (PermissionError, OSError):
         return True
     return True
+
+
+def _default_analysis() -> Analysis:
+    return analysis("english")
 
 
 def _thread_list(thread_ids: str | Sequence[str] | None) -> list[str] | None:
@@ -516,8 +526,6 @@ __all__ = [
     "SyncReport",
     "default_lexical_path",
     "fts5_available",
-    "query_tokens",
     "scope_token",
     "sync_from_store",
-    "tokenize",
 ]

@@ -1,12 +1,14 @@
-"""``ExactStore``: pieces held in memory, searched exactly with numpy (the :class:`~ctxret.storage.base.DenseBackend` protocol).
+"""``ExactStore``: pieces held in memory, searched exactly with numpy (the storage protocols of :mod:`.base`).
 
-The evaluation harness runs the runtime's own search (:mod:`ctxret.query.search`) on it, so a
-number it measures is what the product's pipeline does, minus the approximate nearest-neighbour
-index: exact cosine, ties broken by insertion order.
+The evaluation harness runs the runtime's own search (:mod:`ctxret.query.search`) on it. A thread
+scope is served by the same :class:`~.cache.ScopeView` the product uses for thread-scoped searches
+(exact cosine, BM25 with the scope's statistics), so a number the harness measures is what the
+product computes; an unscoped search is exact cosine over everything, without a lexical side.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -14,7 +16,9 @@ import numpy as np
 
 from ..errors import InputError
 from .base import Fetched, Row, group_parents
+from .cache import Block, ScopeView
 from .schema import ParentKey, Scope
+from .tokenize import Analysis, analysis
 
 __all__ = ["ExactStore"]
 
@@ -23,38 +27,54 @@ class ExactStore:
     """Exact search over ``(ids, vectors, documents, metadatas)``; scopes by ``thread_id`` metadata."""
 
     def __init__(
-        self, ids: Sequence[str], vectors: np.ndarray, documents: Sequence[str], metadatas: Sequence[Mapping[str, Any]]
+        self,
+        ids: Sequence[str],
+        vectors: np.ndarray,
+        documents: Sequence[str],
+        metadatas: Sequence[Mapping[str, Any]],
+        *,
+        analysis: Analysis | None = None,
     ) -> None:
         if not (len(ids) == len(vectors) == len(documents) == len(metadatas)):
             raise InputError("ids, vectors, documents and metadatas must have the same length")
+        self.analysis = analysis if analysis is not None else _default()
         self.ids = list(ids)
         self.vectors = np.asarray(vectors, dtype=np.float32).reshape(len(self.ids), -1)
         self.documents = list(documents)
         self.metadatas = [dict(m) for m in metadatas]
+        rows: dict[str, list[int]] = defaultdict(list)
+        for i, m in enumerate(self.metadatas):
+            rows[str(m.get("thread_id"))].append(i)
+        self._blocks = {
+            t: Block([self.ids[i] for i in r], self.vectors[r], [self.documents[i] for i in r], [self.metadatas[i] for i in r])
+            for t, r in rows.items()
+        }
         self._row = {rid: i for i, rid in enumerate(self.ids)}
-        self._threads = np.array([str(m.get("thread_id")) for m in self.metadatas], dtype=object)
 
-    def _rows(self, scope: Scope) -> np.ndarray:
-        if scope.where:
-            raise InputError("ExactStore scopes by thread only; it does not evaluate Chroma where filters")
+    def resolve(self, scope: Scope) -> tuple[Any, Any]:
+        """``(dense, lexical or None)`` backends for one search of ``scope`` (see ``PieceStore.resolve``)."""
         if scope.thread_ids is None:
-            return np.arange(len(self.ids))
-        return np.flatnonzero(np.isin(self._threads, list(scope.thread_ids)))
+            if scope.where:
+                raise InputError("ExactStore evaluates where filters inside a thread scope only")
+            return self, None
+        empty = Block([], np.zeros((0, self.vectors.shape[1]), np.float32), [], [])
+        view = ScopeView([self._blocks.get(t, empty) for t in scope.thread_ids], scope.where, self.analysis)
+        return view, view
 
+    # the DenseBackend protocol, unscoped: exact cosine over everything
     def dense(self, vectors: np.ndarray, n: int, scope: Scope) -> list[list[Row]]:
-        rows = self._rows(scope)
+        dense, _ = self.resolve(scope)
+        if dense is not self:
+            return dense.dense(vectors, n, scope)
         q = np.asarray(vectors, dtype=np.float32).reshape(len(vectors), -1)
-        if not len(rows) or n < 1:
+        if not self.ids or n < 1:
             return [[] for _ in range(len(q))]
-        scores = self.vectors[rows] @ q.T  # (pieces in scope, parts)
+        scores = self.vectors @ q.T
         out: list[list[Row]] = []
         for j in range(q.shape[0]):
-            order = np.argsort(-scores[:, j], kind="stable")[:n]
+            top = np.argsort(-scores[:, j], kind="stable")[:n]
             out.append(
-                [
-                    (self.ids[r], self.documents[r], float(np.clip(scores[i, j], -1.0, 1.0)), dict(self.metadatas[r]))
-                    for i, r in ((int(i), int(rows[i])) for i in order)
-                ]
+                [(self.ids[r], self.documents[r], float(np.clip(scores[r, j], -1.0, 1.0)), dict(self.metadatas[r])) for r in map(int, top)]
             )
         return out
 
@@ -69,5 +89,8 @@ class ExactStore:
 
     def parents(self, keys: Iterable[ParentKey]) -> dict[ParentKey, list[dict[str, Any]]]:
         wanted = set(keys)
-        grouped = group_parents(self.metadatas)
-        return {k: v for k, v in grouped.items() if k in wanted}
+        return {k: v for k, v in group_parents(self.metadatas).items() if k in wanted}
+
+
+def _default() -> Analysis:
+    return analysis("english")

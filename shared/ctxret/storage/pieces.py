@@ -20,9 +20,13 @@ import numpy as np
 from .._faults import fault_point
 from ..errors import InputError
 from .base import Fetched, Row, group_parents
+from .cache import DEFAULT_CACHE_PIECES, Block, ScopeView, ThreadCache
 from .chroma import DEFAULT_COLLECTION, ChromaStore
 from .lexical import LexicalIndex, SyncReport, default_lexical_path, fts5_available, lexical_text, sync_from_store
 from .schema import ParentKey, Scope
+from .tokenize import Analysis
+from .tokenize import analysis as default_analysis
+from .where import Unsupported
 
 logger = logging.getLogger(__name__)
 
@@ -38,9 +42,44 @@ _T = TypeVar("_T")
 class PieceStore:
     """Chroma + the optional lexical index of one collection (see the module docstring)."""
 
-    def __init__(self, chroma: ChromaStore, lexical: LexicalIndex | None = None) -> None:
+    def __init__(
+        self,
+        chroma: ChromaStore,
+        lexical: LexicalIndex | None = None,
+        *,
+        analysis: Analysis | None = None,
+        cache_pieces: int = DEFAULT_CACHE_PIECES,
+        scoped_lexical: bool = True,
+    ) -> None:
         self.chroma = chroma
         self.lexical = lexical
+        #: Whether a thread-scoped search gets a BM25 side (from the threads' pieces, in memory).
+        self.scoped_lexical = scoped_lexical
+        #: The lexical analysis of thread-scoped BM25 (the lexical file's own, when there is one).
+        self.analysis = lexical.analysis if lexical is not None else (analysis or default_analysis())
+        #: Recently searched threads, read once and searched from memory (see :mod:`.cache`).
+        self.cache = ThreadCache(self._load_thread, cache_pieces)
+
+    def _load_thread(self, thread_id: str) -> Block:
+        recs = list(self.chroma.iter_records({"thread_id": thread_id}, include=("embeddings", "documents", "metadatas")))
+        vectors = np.asarray([r["embedding"] for r in recs], dtype=np.float32) if recs else np.zeros((0, 0), np.float32)
+        return Block([r["id"] for r in recs], vectors, [r.get("document") or "" for r in recs], [r.get("metadata") or {} for r in recs])
+
+    def resolve(self, scope: Scope) -> tuple[Any, Any]:
+        """The backends one search of ``scope`` runs on: ``(dense, lexical or None)``.
+
+        A thread scope is served from memory (:class:`~.cache.ScopeView`: exact cosine over the
+        threads' stored vectors, BM25 with the scope's own statistics, the caller's ``where``
+        evaluated on the metadata); anything else goes to Chroma's index and the lexical file.
+        """
+        if scope.thread_ids is not None:
+            try:
+                view = ScopeView([self.cache.get(t) for t in scope.thread_ids], scope.where, self.analysis)
+            except Unsupported:
+                pass  # a filter the evaluator does not handle: Chroma applies it
+            else:
+                return view, (view if self.scoped_lexical else None)
+        return self, self.lexical
 
     # -- identity ---------------------------------------------------------------------------------
     @property
@@ -53,7 +92,8 @@ class PieceStore:
 
     @property
     def has_lexical(self) -> bool:
-        return self.lexical is not None
+        """Whether some searches get a BM25 side: thread-scoped ones (in memory) or any (the lexical file)."""
+        return self.lexical is not None or self.scoped_lexical
 
     def close(self) -> None:
         """Close the lexical file and give the folder lock back."""
@@ -96,39 +136,56 @@ class PieceStore:
         ``name`` writes another collection of the store (a rebuild target), Chroma only: the
         lexical index is refilled after the swap.
         """
-        lexical = self.lexical if name is None or name == self.collection_name else None
+        main = name is None or name == self.collection_name
+        lexical = self.lexical if main else None
+        if main:
+            self.cache.invalidate({str(m.get("thread_id")) for m in metadatas})  # stale ids are of the same turns
         if lexical is not None:
             lexical.mark_pending()
         fault_point("write:before-chroma")
-        if len(ids):
-            self.chroma.upsert(ids, vectors, documents, metadatas, name=name)
-        fault_point("write:after-upsert")
-        if stale:
-            self.chroma.delete_ids(stale, name=name)
-        fault_point("write:after-stale-delete")
-        if lexical is not None:  # after Chroma, in one transaction; clears the pending marker
-            lexical.write(
-                list(ids),
-                [lexical_text(d, m) for d, m in zip(documents, metadatas)],
-                [str(m["thread_id"]) for m in metadatas],
-                [str(m["turn_id"]) for m in metadatas],
-                delete=list(stale),
-                settle=True,
-            )
+        try:
+            if len(ids):
+                self.chroma.upsert(ids, vectors, documents, metadatas, name=name)
+            fault_point("write:after-upsert")
+            if stale:
+                self.chroma.delete_ids(stale, name=name)
+            fault_point("write:after-stale-delete")
+            if lexical is not None:  # after Chroma, in one transaction; clears the pending marker
+                lexical.write(
+                    list(ids),
+                    [lexical_text(d, m) for d, m in zip(documents, metadatas)],
+                    [str(m["thread_id"]) for m in metadatas],
+                    [str(m["turn_id"]) for m in metadatas],
+                    delete=list(stale),
+                    settle=True,
+                )
+        finally:
+            if main:  # a read between the two writes may have cached the half-written thread
+                self.cache.invalidate({str(m.get("thread_id")) for m in metadatas})
         fault_point("write:after-lexical")
 
     def delete(self, scope: Scope) -> int:
         """Delete every piece inside ``scope``; returns how many."""
-        ids = [r["id"] for r in self.chroma.iter_records(scope.chroma_where(), include=())]
-        self._delete_ids(ids)
+        recs = list(self.chroma.iter_records(scope.chroma_where()))
+        ids = [r["id"] for r in recs]
+        threads = {str((r["metadata"] or {}).get("thread_id")) for r in recs}
+        self.cache.invalidate(threads)
+        try:
+            self._delete_ids(ids)
+        finally:
+            self.cache.invalidate(threads)
         return len(ids)
 
     def clear(self) -> None:
         """Delete every piece (the collection and its config stay)."""
         ids = [r["id"] for r in self.chroma.iter_records(None, include=())]
+        self.cache.invalidate()
         if self.lexical is not None:
             self.lexical.mark_pending()
-        self.chroma.delete_ids(ids)
+        try:
+            self.chroma.delete_ids(ids)
+        finally:
+            self.cache.invalidate()
         if self.lexical is not None:
             self.lexical.clear(settle=True)
 
@@ -246,6 +303,7 @@ class PieceStore:
 
     def swap_in(self, temp: str) -> None:
         """Replace the collection with the complete ``temp``: old → previous, temp → name, drop previous."""
+        self.cache.invalidate()
         name = self.collection_name
         previous = name + PREVIOUS_SUFFIX
         if self.lexical is not None:
@@ -305,15 +363,20 @@ def open_piece_store(
     in_memory: bool = False,
     lexical: bool | None = None,
     lexical_path: str | os.PathLike[str] | None = None,
+    lexical_language: str | None = "english",
+    cache_pieces: int | None = None,
 ) -> PieceStore:
-    """The store an index opens: a Chroma collection, plus a lexical index by default for an
+    """The store an index opens: a Chroma collection, plus a lexical (BM25) file by default for an
     embedded or in-memory store.
 
-    A Chroma server or custom client gets no lexical index unless ``lexical_path`` names a local
-    file: the SQLite file lives on one machine, while a server's clients may be anywhere.
+    Thread-scoped searches get their BM25 side in memory from the threads' pieces, on any store;
+    the file serves unscoped searches. A Chroma server or custom client gets no file unless
+    ``lexical_path`` names a local one (the SQLite file lives on one machine, while a server's
+    clients may be anywhere): its unscoped searches are dense. ``lexical=False`` turns BM25 off.
     """
     if lexical is not None and not isinstance(lexical, bool):
         raise InputError(f"lexical must be True, False or None, got {lexical!r}")
+    analysis = default_analysis(lexical_language)
     chroma = ChromaStore(
         path, collection=collection, host=host, port=port, ssl=ssl, headers=headers, client=client, in_memory=in_memory
     )
@@ -323,14 +386,11 @@ def open_piece_store(
     elif lexical is None and lexical_path is None and not fts5_available():
         logger.warning("this Python's SQLite has no FTS5: hybrid search is off (dense search only)")
     elif lexical_path is not None:
-        index = LexicalIndex(lexical_path)
+        index = LexicalIndex(lexical_path, analysis=analysis)
     elif in_memory:
-        index = LexicalIndex(":memory:")
+        index = LexicalIndex(":memory:", analysis=analysis)
     elif not chroma.server and chroma.path is not None:
-        index = LexicalIndex(default_lexical_path(chroma.path, collection))
-    elif lexical:
-        raise InputError(
-            "lexical=True with a Chroma server or custom client needs lexical_path='<local file>.sqlite3' "
-            "(the BM25 index is a local SQLite file; processes on one machine can share it)"
-        )
-    return PieceStore(chroma, index)
+        index = LexicalIndex(default_lexical_path(chroma.path, collection), analysis=analysis)
+    if cache_pieces is None:  # a store other processes may write to is read afresh for every search
+        cache_pieces = 0 if chroma.server else DEFAULT_CACHE_PIECES
+    return PieceStore(chroma, index, analysis=analysis, cache_pieces=cache_pieces, scoped_lexical=lexical is not False)

@@ -15,12 +15,24 @@ Rules:
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 import unicodedata
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import InputError
 
-__all__ = ["MAX_QUERY_TOKENS", "MAX_TOKEN_CHARS", "normalize", "query_tokens", "tokenize"]
+__all__ = [
+    "MAX_QUERY_TOKENS",
+    "MAX_TOKEN_CHARS",
+    "Analysis",
+    "analysis",
+    "is_question",
+    "normalize",
+    "query_tokens",
+    "tokenize",
+]
 
 #: Longest token, in characters; longer words (hashes, base64) are cut to this many.
 MAX_TOKEN_CHARS = 64
@@ -117,3 +129,137 @@ def query_tokens(text: str) -> list[str]:
     return list(dict.fromkeys(tokenize(text)))[:MAX_QUERY_TOKENS]
 
 
+
+
+# -- the analysis: stopwords and Snowball stemming on top of tokenize() ----------------------------
+#: Lucene's English stop set (bm25s ``stopwords="en"``, what LlamaIndex's BM25Retriever uses): removed at index time.
+LUCENE_EN = (
+    "a an and are as at be but by for if in into is it no not of on or such that the their then "
+    "there these they this to was will with"
+).split()
+#: NLTK's English stopwords (bm25s ``"en_plus"``): removed from a query part that is a question. Question
+#: scaffolding and pronouns ("when", "did", "she", "have") sit in fewer than half the pieces, so BM25's
+#: idf gives them weight; dropping them from questions is measured to lift QA recall (BENCHMARKS.md).
+NLTK_EN = (
+    "a about above after again against ain all am an and any are aren as at be because been before "
+    "being below between both but by can couldn d did didn do does doesn doing don down during each "
+    "few for from further had hadn has hasn have haven having he her here hers herself him himself his "
+    "how i if in into is isn it its itself just ll m ma me mightn more most mustn my myself needn no nor "
+    "not now o of off on once only or other our ours ourselves out over own re s same shan she should "
+    "shouldn so some such t than that the their theirs them themselves then there these they this those "
+    "through to too under until up ve very was wasn we were weren what when where which while who whom "
+    "why will with won wouldn y you your yours yourself yourselves"
+).split()
+_LATIN = "a-z\u00df-\u00f6\u00f8-\u00ff\u0100-\u024f"
+#: Letters each Snowball language's stemmer handles (after normalize()); other tokens are never stemmed.
+SCRIPTS: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "english", "porter", "danish", "dutch", "dutch_porter", "finnish", "french", "german", "hungarian",
+            "indonesian", "irish", "italian", "norwegian", "portuguese", "romanian", "spanish", "swedish", "turkish",
+            "catalan", "basque", "czech", "estonian", "lithuanian", "polish", "esperanto",
+        ),
+        _LATIN,
+    ),
+    "russian": "\u0430-\u044f\u0451",
+    "serbian": "\u0430-\u044f\u0452-\u045f" + _LATIN,
+    "greek": "\u03b1-\u03c9\u03c2",
+    "arabic": "\u0621-\u064a\u0660-\u0669\u0671-\u06d3",
+    "armenian": "\u0561-\u0587",
+    "hindi": "\u0900-\u097f",
+    "nepali": "\u0900-\u097f",
+    "tamil": "\u0b80-\u0bff",
+    "yiddish": "\u05d0-\u05ea\u05f0-\u05f4\u05b0-\u05c7",
+}  # fmt: skip
+_QUESTION_END = re.compile(r"[?\uff1f\u061f\u037e][\"'\u201d\u2019\u00bb)\]\s]*$")
+
+
+def is_question(part: str) -> bool:
+    """Whether a query part is a question: it ends with a question mark (closing quotes/brackets aside)."""
+    return bool(_QUESTION_END.search(part))
+
+
+class Analysis:
+    """What BM25 indexes and searches: :func:`tokenize`, minus stopwords, Snowball-stemmed where the script fits.
+
+    * index time (:meth:`index_tokens`): ``index_stopwords`` removed (Lucene's 33 by default), then
+      every token made only of the language's letters is replaced by its stem (PyStemmer); digits,
+      codes (``b12``), CJK unigrams and bigrams, other scripts and symbols pass unchanged;
+    * query time (:meth:`query_terms`): the same, and for a question part also ``question_stopwords``
+      (NLTK's 179 by default), distinct, in first-seen order, at most :data:`MAX_QUERY_TOKENS`.
+
+    No text is lost: every base token that is not a stopword gives exactly one token (its stem, or
+    itself), in order; the analysis is context-free, so indexing and querying agree. ``language=None``
+    turns stemming off. :attr:`version` names the settings; an index written under another version is
+    refilled from the stored texts.
+    """
+
+    def __init__(
+        self,
+        language: str | None = "english",
+        index_stopwords: Sequence[str] | None = None,
+        question_stopwords: Sequence[str] | None = None,
+    ) -> None:
+        self.language = language
+        self.index_stopwords = frozenset(_single_tokens(LUCENE_EN if index_stopwords is None else index_stopwords))
+        self.question_stopwords = self.index_stopwords | frozenset(
+            _single_tokens(NLTK_EN if question_stopwords is None else question_stopwords)
+        )
+        self._stem: Any = None
+        self._stemmable: Any = None
+        if language is not None:
+            try:
+                import Stemmer  # PyStemmer
+            except ImportError as e:  # pragma: no cover - a dependency of ctxret
+                raise InputError("stemming needs the PyStemmer package: pip install PyStemmer (or language=None)") from e
+            if language not in Stemmer.algorithms():
+                raise InputError(f"no Snowball stemmer for language {language!r}; choose one of {sorted(Stemmer.algorithms())} or None")
+            self._stem = Stemmer.Stemmer(language).stemWords
+            self._stemmable = re.compile(f"[{SCRIPTS.get(language, _LATIN)}]+").fullmatch
+        digest = hashlib.sha256(
+            "|".join([",".join(sorted(self.index_stopwords)), ",".join(sorted(self.question_stopwords))]).encode()
+        ).hexdigest()[:8]
+        self.version = f"snowball-{language or 'none'}-{digest}"
+
+    def __repr__(self) -> str:
+        return f"Analysis({self.version})"
+
+    def _analyse(self, text: str, stop: frozenset[str]) -> list[str]:
+        toks = [t for t in tokenize(text) if t not in stop]
+        if self._stem is None or not toks:
+            return toks
+        idx = [i for i, t in enumerate(toks) if self._stemmable(t)]
+        if idx:
+            for i, stem in zip(idx, self._stem([toks[i] for i in idx])):
+                if stem:
+                    toks[i] = stem
+        return toks
+
+    def index_tokens(self, text: str) -> list[str]:
+        """The tokens a piece is indexed under, in order, repeats kept."""
+        return self._analyse(text, self.index_stopwords)
+
+    def query_terms(self, part: str) -> list[str]:
+        """The distinct terms a query part searches for (questions also drop ``question_stopwords``)."""
+        stop = self.question_stopwords if is_question(part) else self.index_stopwords
+        return list(dict.fromkeys(self._analyse(part, stop)))[:MAX_QUERY_TOKENS]
+
+    def coverage_terms(self, part: str) -> list[str]:
+        """The distinct terms of a part under the index analysis (the floor rule's lexical evidence)."""
+        return list(dict.fromkeys(self.index_tokens(part)))[:MAX_QUERY_TOKENS]
+
+
+def _single_tokens(words: Sequence[str]) -> list[str]:
+    """Stopwords as :func:`tokenize` sees them (a word it splits, like "don't", cannot match one token)."""
+    out = []
+    for w in words:
+        toks = tokenize(str(w))
+        if len(toks) == 1:
+            out.append(toks[0])
+    return out
+
+
+@functools.lru_cache(maxsize=16)
+def analysis(language: str | None = "english") -> Analysis:
+    """The shared :class:`Analysis` of a language (default stopword lists)."""
+    return Analysis(language)
