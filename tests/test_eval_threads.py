@@ -422,7 +422,8 @@ def test_floor_sweep_reports_off_topic_questions(synthetic, local_embedder):
     assert [r["threshold"] for r in curve] == [0.0, 0.3, 0.6]
     dense = [r["offtopic_any_pieces_blend"] for r in curve]
     hybrid = [r["offtopic_any_hybrid_default"] for r in curve]
-    assert dense[0] == hybrid[0] == 1.0  # no floor to speak of: every question gets an answer
+    assert dense[0] == 1.0  # no floor to speak of: every question gets a dense answer
+    assert hybrid[0] > hybrid[2]  # (late-chunked vectors can have negative cosines: not every one at 0)
     assert dense == sorted(dense, reverse=True) and hybrid == sorted(hybrid, reverse=True)
     assert dense[2] == 0.0  # nothing off-topic clears a 0.6 cosine here
     assert {"correct_kept", "wrong_rejected", "qa_correct_kept", "qa_wrong_rejected"} <= set(curve[0])

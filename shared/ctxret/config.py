@@ -69,9 +69,21 @@ class IndexConfig:
     ) -> IndexConfig:
         """The config an index opens with: what you asked, else the collection's, else the defaults."""
         stored = stored or {}
-        asked = {"weight": weight, "context": context, "piece_bytes": piece_bytes}
-        defaults = {"weight": CHUNK_FOCUS_WEIGHT, "context": "mean", "piece_bytes": int(embedder.default_piece_bytes)}
-        chosen: dict[str, Any] = {k: v if v is not None else stored.get(k, defaults[k]) for k, v in asked.items()}
+        # an embedder may name its best stored side (the local model: late chunking at weight 0);
+        # the weight default goes with the context default, else it is the seed's 0.8
+        default_context = str(getattr(embedder, "default_context", "mean"))
+        chosen: dict[str, Any] = {
+            "context": context if context is not None else stored.get("context", default_context),
+            "piece_bytes": piece_bytes if piece_bytes is not None else stored.get("piece_bytes", int(embedder.default_piece_bytes)),
+        }
+        if weight is not None:
+            chosen["weight"] = weight
+        elif "weight" in stored:
+            chosen["weight"] = stored["weight"]
+        elif chosen["context"] == default_context:
+            chosen["weight"] = float(getattr(embedder, "default_weight", CHUNK_FOCUS_WEIGHT))
+        else:
+            chosen["weight"] = CHUNK_FOCUS_WEIGHT
         return cls(
             model_id=str(embedder.model_id),
             dims=int(embedder.dims),
@@ -112,8 +124,9 @@ class SearchSettings:
       (``Embedder.default_score_threshold``), ``None`` = no floor.
     * ``max_parts`` (≤ parts a message is split into) and ``split`` (``False``: one
       whole-message vector, the baseline).
-    * ``query_weight``: blend weight of a part against its whole message; ``None`` = the
-      collection's ``weight``.
+    * ``query_weight``: blend weight of a part against its whole message (0.8); ``None`` = the
+      collection's ``weight``. It is separate from the stored weight: a collection of pure
+      late-chunked vectors (weight 0) is searched with parts that keep 80% of their own vector.
     * ``lexical``: hybrid search on (``True``), off (``False``) or on when the index has a lexical
       index (``None``); ``hybrid``: its fusion settings (:class:`FusionSettings`).
     * ``parents``: attach each hit's whole turn or section and keep one hit per parent in a group.
@@ -129,7 +142,7 @@ class SearchSettings:
     score_threshold: float | None | Literal["auto"] = "auto"
     max_parts: int = MAX_PARTS
     split: bool = True
-    query_weight: float | None = None
+    query_weight: float | None = CHUNK_FOCUS_WEIGHT
     lexical: bool | None = None
     hybrid: FusionSettings = field(default_factory=FusionSettings)
     parents: bool = False

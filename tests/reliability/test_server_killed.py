@@ -33,14 +33,14 @@ def test_server_killed_mid_index_then_restarted(tmp_path, local_embedder):
 
         def write() -> None:
             try:
-                for i in range(40):  # many small writes: the kill lands in the middle of one
+                for i in range(2000):  # many small writes: the kill lands in the middle of one
                     index.add_messages(_thread(2 + i % 3), thread_id=f"during-{i}")
             except BaseException as e:  # noqa: BLE001  # what the caller sees is the point
                 errors.append(e)
 
         writer = threading.Thread(target=write)
         writer.start()
-        time.sleep(2.0)
+        time.sleep(1.5)
         server.proc.kill()
         writer.join(timeout=300)
     assert errors and isinstance(errors[0], StoreError), errors

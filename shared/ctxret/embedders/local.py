@@ -268,6 +268,10 @@ class LocalEmbedder:
     default_piece_bytes: int = 600
     #: Placeholder cosine floor for this model's vectors; calibrate on your data.
     default_score_threshold: float = 0.3
+    #: The stored side new collections get with this model: pure late chunking (each piece's span
+    #: pooled from the token pass over its turn, weight 0), measured best on LoCoMo (BENCHMARKS.md).
+    default_context: str = "late"
+    default_weight: float = 0.0
 
     def __init__(
         self,
@@ -392,60 +396,81 @@ class LocalEmbedder:
         most central (furthest from both window edges), so every token gets a vector with context
         on both sides where there is any. Memory: about 1.5 KB per token.
         """
+        return self.embed_tokens_many([text])[0]
+
+    def embed_tokens_many(self, texts: Sequence[str]) -> list[TokenEmbeddings]:
+        """:meth:`embed_tokens` of many texts, their windows sharing length-sorted model runs
+        (many short turns cost what one call over all their tokens costs, not one run each)."""
+        plans = [_TokenPlan(self, t) for t in texts]
+        jobs = sorted(((p, w) for p in plans for w in range(len(p.windows))), key=lambda job: job[0].width(job[1]))
+        for b0 in range(0, len(jobs), self.batch_size):
+            group = jobs[b0 : b0 + self.batch_size]
+            width = max(p.width(w) for p, w in group)
+            batch_ids = np.full((len(group), width), self._pad_id, dtype=np.int64)
+            mask = np.zeros((len(group), width), dtype=np.int64)
+            for row, (p, w) in enumerate(group):
+                a, b = p.windows[w]
+                batch_ids[row, : b - a + 2] = [self._cls_id, *p.ids[a:b], self._sep_id]
+                mask[row, : b - a + 2] = 1
+            hidden = self._run(batch_ids, mask)
+            for row, (p, w) in enumerate(group):
+                p.take(w, hidden[row])
+        return [p.finish() for p in plans]
+
+
+class _TokenPlan:
+    """One text's windows and the vectors its tokens take from them (see ``embed_tokens``)."""
+
+    def __init__(self, embedder: LocalEmbedder, text: str) -> None:
+        self.text = text
         cleaned = clean_text(text)  # same length: it replaces characters one for one
-        encoding = self._tokenizer.encode(cleaned, add_special_tokens=False)
-        ids = list(encoding.ids)
-        n = len(ids)
-        content = self.max_tokens - 2
+        self.encoding = embedder._tokenizer.encode(cleaned, add_special_tokens=False)
+        self.ids = list(self.encoding.ids)
+        n = len(self.ids)
+        content = embedder.max_tokens - 2
         if n <= content:
-            windows = [(0, n)]
+            self.windows = [(0, n)]
         else:
             overlap = min(WINDOW_OVERLAP, content // 2)
             stride = content - overlap
             starts = list(range(0, n - content, stride)) + [n - content]
-            windows = [(a, a + content) for a in starts]
-
+            self.windows = [(a, a + content) for a in starts]
         # Which window each token takes its vector from: the one where it is most central.
         best = np.full(n, -1, dtype=np.int64)
-        owner = np.zeros(n, dtype=np.int64)
-        for w, (a, b) in enumerate(windows):
+        self.owner = np.zeros(n, dtype=np.int64)
+        for w, (a, b) in enumerate(self.windows):
             pos = np.arange(a, b)
             centrality = np.minimum(pos - a, b - 1 - pos)
             better = centrality > best[a:b]
             best[a:b] = np.where(better, centrality, best[a:b])
-            owner[a:b] = np.where(better, w, owner[a:b])
+            self.owner[a:b] = np.where(better, w, self.owner[a:b])
+        self.vectors = np.zeros((n, embedder.dims), dtype=np.float32)
+        self.special = np.zeros((2 * len(self.windows), embedder.dims), dtype=np.float32)
 
-        vectors = np.zeros((n, self.dims), dtype=np.float32)
-        special = np.zeros((2 * len(windows), self.dims), dtype=np.float32)
-        for b0 in range(0, len(windows), self.batch_size):
-            group = windows[b0 : b0 + self.batch_size]
-            width = max(b - a for a, b in group) + 2
-            batch_ids = np.full((len(group), width), self._pad_id, dtype=np.int64)
-            mask = np.zeros((len(group), width), dtype=np.int64)
-            for row, (a, b) in enumerate(group):
-                batch_ids[row, : b - a + 2] = [self._cls_id, *ids[a:b], self._sep_id]
-                mask[row, : b - a + 2] = 1
-            hidden = self._run(batch_ids, mask)
-            for row, (a, b) in enumerate(group):
-                w = b0 + row
-                mine = owner[a:b] == w
-                vectors[a:b][mine] = hidden[row, 1 : 1 + b - a][mine]
-                special[2 * w] = hidden[row, 0]
-                special[2 * w + 1] = hidden[row, 1 + b - a]
+    def width(self, w: int) -> int:
+        a, b = self.windows[w]
+        return b - a + 2
 
-        spans = [(int(s), int(e)) for s, e in encoding.offsets]
+    def take(self, w: int, hidden: np.ndarray) -> None:
+        a, b = self.windows[w]
+        mine = self.owner[a:b] == w
+        self.vectors[a:b][mine] = hidden[1 : 1 + b - a][mine]
+        self.special[2 * w] = hidden[0]
+        self.special[2 * w + 1] = hidden[1 + b - a]
+
+    def finish(self) -> TokenEmbeddings:
+        text, vectors = self.text, self.vectors
+        spans = [(int(s), int(e)) for s, e in self.encoding.offsets]
         # Coverage is judged on the caller's text: clean_text turns control characters into
         # spaces, but the caller sees them as characters that must belong to a token.
-        if n == 0:
+        if not self.ids:
             nonspace = [i for i, ch in enumerate(text) if not ch.isspace()]
             if nonspace:
-                vectors = special[0:2].mean(axis=0, keepdims=True).astype(np.float32)
+                vectors = self.special[0:2].mean(axis=0, keepdims=True).astype(np.float32)
                 spans = [(nonspace[0], nonspace[-1] + 1)]
         else:
             spans = _cover_gaps(text, spans)
-        return TokenEmbeddings(
-            vectors=vectors, spans=spans, special_vectors=special, text_length=len(text)
-        )
+        return TokenEmbeddings(vectors=vectors, spans=spans, special_vectors=self.special, text_length=len(text))
 
 
 @functools.lru_cache(maxsize=1)

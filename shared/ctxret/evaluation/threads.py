@@ -457,7 +457,7 @@ class ConversationIndex:
         self.raw = self.emb.embed([p.text for p in self.pieces]) if self.pieces else np.zeros((0, dims), np.float32)
         self._contexts: dict[str, list[np.ndarray]] = {}
         self._stored: dict[tuple[str, float], np.ndarray] = {}
-        #: The default stored side: each piece blended with the unit mean of its section's pieces.
+        #: The seed's stored side: each piece blended with the unit mean of its section's pieces.
         self.blended = self.stored("mean")
         self.section_ids = np.array([t.index for t in conv.turns], dtype=np.int64)
         self.section_units = [
@@ -488,6 +488,16 @@ class ConversationIndex:
                 row += n
             self._stored[key] = out
         return self._stored[key]
+
+    @property
+    def default_stored(self) -> np.ndarray:
+        """The stored side a new collection gets with this embedder (``IndexConfig.resolve``'s
+        defaults: late chunking at weight 0 for the local model, the ``mean`` blend otherwise)."""
+        context = str(getattr(self.emb.inner, "default_context", "mean"))
+        weight = float(getattr(self.emb.inner, "default_weight", self.weight))
+        if context == "late" and not hasattr(self.emb, "embed_tokens"):
+            context, weight = "mean", self.weight
+        return self.stored(context, weight)
 
     def exact_store(self, matrix: np.ndarray | None = None) -> ExactStore:
         """The conversation's pieces with ``matrix`` (default: the blended vectors) as their stored
@@ -617,21 +627,29 @@ _RUN = object()  # "the run's setting"
 
 
 def hybrid_groups(
-    ix: ConversationIndex, message: str, fusion: FusionSettings, *, candidates: int | None = None, lexical_floor: Any = _RUN
+    ix: ConversationIndex,
+    message: str,
+    fusion: FusionSettings,
+    *,
+    candidates: int | None = None,
+    lexical_floor: Any = _RUN,
+    stored: np.ndarray | None = None,
 ) -> list[Ranked]:
-    """The runtime's hybrid search of each part (:func:`.hybrid.hybrid_candidates`) over the blended
-    pieces, as ranked groups; each hit carries its cosine and lexical coverage for the floor rule.
+    """The runtime's hybrid search of each part (:func:`.hybrid.hybrid_candidates`) as ranked groups;
+    each hit carries its cosine and lexical coverage for the floor rule.
 
-    ``candidates`` (per side; the runtime takes ``max(k, candidates)``) and ``lexical_floor``
-    default to the run's settings."""
+    ``stored``: the stored vectors searched (default: the runtime's default stored side for this
+    embedder, :attr:`ConversationIndex.default_stored`). ``candidates`` (per side; the runtime takes
+    ``max(k, candidates)``) and ``lexical_floor`` default to the run's settings."""
     n = int(candidates if candidates is not None else ix.candidates)
     lex_floor = ix.lexical_floor if lexical_floor is _RUN else lexical_floor
     parts, q = ix.query(message, split=True)
     if not parts:
         return []
     cands = hybrid_candidates(
-        ix.exact_store(), ix.conv.id, parts, q, k=ix.k, fusion=with_candidates(fusion, n, lex_floor)
-    )
+        ix.exact_store(ix.default_stored if stored is None else stored), ix.conv.id, parts, q, k=ix.k,
+        fusion=with_candidates(fusion, n, lex_floor),
+    )  # fmt: skip
     return ix.ranked(cands, lex_floor)
 
 
@@ -645,9 +663,17 @@ def _hybrid(name: str) -> ThreadRepresentation:
 
 
 def _rep_hybrid_default(ix: ConversationIndex, message: str) -> Retrieval:
-    """The runtime's default hybrid search (``FusionSettings()``), whatever the run's fusion flags."""
+    """The runtime's default hybrid search (``FusionSettings()`` over the embedder's default stored
+    side), whatever the run's fusion flags."""
     s = RUNTIME_DEFAULT
     groups = hybrid_groups(ix, message, s, candidates=s.candidates, lexical_floor=s.lexical_floor)
+    return Retrieval("pieces", True, groups)
+
+
+def _rep_hybrid_mean(ix: ConversationIndex, message: str) -> Retrieval:
+    """The default fusion over the ``mean`` blend stored side (what an embedder without token output gets)."""
+    s = RUNTIME_DEFAULT
+    groups = hybrid_groups(ix, message, s, candidates=s.candidates, lexical_floor=s.lexical_floor, stored=ix.blended)
     return Retrieval("pieces", True, groups)
 
 
@@ -661,6 +687,7 @@ THREAD_REPRESENTATIONS: dict[str, ThreadRepresentation] = {
     "late_only": _context_split("late", 0.0),
     "bm25": _rep_bm25,
     **{name: _hybrid(name) for name in HYBRID_REPRESENTATIONS},
+    "hybrid_mean": _rep_hybrid_mean,
     "hybrid_default": _rep_hybrid_default,
 }
 DEFAULT_REPRESENTATIONS = tuple(THREAD_REPRESENTATIONS)

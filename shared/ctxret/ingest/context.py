@@ -56,15 +56,8 @@ def contextualize(contextualizer: Contextualizer | None, turn_text: str, pieces:
     return out
 
 
-def late_context_vectors(embedder: Any, pieces: Sequence[Piece]) -> np.ndarray:
-    """One late-chunked vector per piece of one turn: pieces joined in order, pooled by span."""
-    if not hasattr(embedder, "embed_tokens"):
-        raise InputError(
-            f"context='late' needs token-level output, which {type(embedder).__name__} does not give; "
-            "use the local embedder (ctxret[local]) or context='mean'"
-        )
-    from ..embedders.local import pool_spans
-
+def _joined(pieces: Sequence[Piece]) -> tuple[str, list[tuple[int, int]]]:
+    """A turn's pieces joined by newlines, and each piece's character span in the result."""
     spans: list[tuple[int, int]] = []
     parts: list[str] = []
     pos = 0
@@ -75,9 +68,27 @@ def late_context_vectors(embedder: Any, pieces: Sequence[Piece]) -> np.ndarray:
         spans.append((pos, pos + len(p.text)))
         parts.append(p.text)
         pos += len(p.text)
-    tokens = embedder.embed_tokens("".join(parts))
-    vecs = pool_spans(tokens, spans)
-    return np.asarray(vecs, dtype=np.float32)
+    return "".join(parts), spans
+
+
+def late_context_vectors(embedder: Any, pieces: Sequence[Piece]) -> np.ndarray:
+    """One late-chunked vector per piece of one turn: pieces joined in order, pooled by span."""
+    return late_context_many(embedder, [pieces])[0]
+
+
+def late_context_many(embedder: Any, turn_pieces: Sequence[Sequence[Piece]]) -> list[np.ndarray]:
+    """:func:`late_context_vectors` of many turns, their token passes sharing model runs."""
+    if not hasattr(embedder, "embed_tokens"):
+        raise InputError(
+            f"context='late' needs token-level output, which {type(embedder).__name__} does not give; "
+            "use the local embedder (ctxret[local]) or context='mean'"
+        )
+    from ..embedders.local import pool_spans
+
+    joined = [_joined(pieces) for pieces in turn_pieces]
+    many = getattr(embedder, "embed_tokens_many", None)
+    tokens = many([t for t, _ in joined]) if many is not None else [embedder.embed_tokens(t) for t, _ in joined]
+    return [np.asarray(pool_spans(tok, spans), dtype=np.float32) for tok, (_, spans) in zip(tokens, joined)]
 
 
 def context_vectors(
@@ -125,5 +136,11 @@ def context_vectors(
             row += n
         return out
     if strategy == "late":
-        return [late_context_vectors(embedder, pieces) if pieces else np.zeros((0, piece_vectors.shape[1]), np.float32) for pieces in turn_pieces]
+        dims = piece_vectors.shape[1]
+        filled = [i for i, pieces in enumerate(turn_pieces) if pieces]
+        late = late_context_many(embedder, [turn_pieces[i] for i in filled])
+        out_late = [np.zeros((0, dims), np.float32) for _ in turn_pieces]
+        for i, vecs in zip(filled, late):
+            out_late[i] = vecs
+        return out_late
     raise InputError(f"unknown context strategy {strategy!r}; use one of {CONTEXT_STRATEGIES}")

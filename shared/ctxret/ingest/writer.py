@@ -129,8 +129,12 @@ def write_turns(
                 if line:
                     meta["context_text"] = line
     texts = [x.text for p in changed for x in p.pieces]
-    vectors = embed_in_batches(embedder, texts, progress=progress, desc="embedding pieces")
-    check_vectors(vectors, len(texts), config.dims, str(config.model_id))
+    if config.weight == 0.0 and config.context in ("late", "turn"):
+        # the stored vector is the context alone: the pieces' own vectors would not be used
+        vectors = np.zeros((len(texts), config.dims), np.float32)
+    else:
+        vectors = embed_in_batches(embedder, texts, progress=progress, desc="embedding pieces")
+        check_vectors(vectors, len(texts), config.dims, str(config.model_id))
     contexts = context_vectors(
         config.context, embedder, [p.pieces for p in changed], vectors, [clean_text(p.turn.text) for p in changed], lines
     )
