@@ -188,7 +188,7 @@ def _controlled(args: argparse.Namespace) -> int:
 
 
 def _threads(args: argparse.Namespace) -> int:
-    from .report import plot_threads, threads_table, write_json
+    from .report import peer_table, plot_threads, threads_table, write_json
     from .threads import QUERY_SETS, load_threads, run_threads
 
     convs = load_threads(args.path)
@@ -222,6 +222,11 @@ def _threads(args: argparse.Namespace) -> int:
         print(f"Skipped (the embedder gives no token vectors): {', '.join(res.config['skipped_representations'])}")
     print()
     print(threads_table(res.rows))
+    if res.config.get("peer_comparison"):
+        print()
+        print("The runtime default (hybrid_default) against the peers, paired per query (points; 95% intervals):")
+        print()
+        print(peer_table(res.config["peer_comparison"]))
     _outputs(args, res.rows, res.config, lambda path: plot_threads(res.rows, path), write_json)
     return 0
 

@@ -134,3 +134,50 @@ def best_part(parts: Sequence[str], text: str) -> int:
         if score > best_score:
             best, best_score = i, score
     return best
+
+
+def round_robin(groups: Sequence[Sequence[int]]) -> list[int]:
+    """Item ids of all groups interleaved by rank (rank 1 of every group, then rank 2, ...); repeats skipped.
+
+    >>> round_robin([[1, 2, 3], [4, 1], [5]])
+    [1, 4, 5, 2, 3]
+    """
+    out: list[int] = []
+    seen: set[int] = set()
+    for r in range(max((len(g) for g in groups), default=0)):
+        for g in groups:
+            if r < len(g) and g[r] not in seen:
+                seen.add(g[r])
+                out.append(g[r])
+    return out
+
+
+def budget_recall(
+    groups: Sequence[Sequence[int]],
+    nbytes: Sequence[int],
+    units: Sequence[Collection[Hashable]],
+    evidence: Collection[Hashable],
+    budget: int,
+) -> float:
+    """Evidence recall of what a caller gets within ``budget`` bytes of returned text (NaN without evidence).
+
+    The hits of every group are interleaved by rank (:func:`round_robin`); each hit is taken whole
+    while the running total of returned text (``nbytes[i]``, UTF-8) stays within the budget, and the
+    walk stops at the first that does not fit. So a technique that returns more (longer, more
+    groups, duplicates) cannot look better: every system is cut at the same byte count.
+
+    >>> budget_recall([[0, 1], [2]], [400, 400, 400], [{"a"}, {"b"}, {"c"}], {"a", "b", "c"}, 1000)
+    0.6666666666666666
+    """
+    want = set(evidence)
+    if not want:
+        return math.nan
+    found: set[Hashable] = set()
+    used = 0
+    for i in round_robin(groups):
+        size = int(nbytes[i])
+        if used + size > budget:
+            break
+        used += size
+        found.update(units[i])
+    return len(found & want) / len(want)

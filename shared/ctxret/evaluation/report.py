@@ -85,7 +85,14 @@ def threads_table(rows: Sequence[Mapping[str, Any]]) -> str:
     """One line per (representation, query set); omitted metrics show as ``—``."""
     recall_keys = sorted({k for r in rows for k in r if k.startswith("recall_at_")}) or ["recall_at_5"]
     metrics = [(key, title) for key, title in THREAD_METRICS if key != "recall_at_5"]
-    metrics = metrics[:3] + [(k, f"Evidence recall@{k.rsplit('_', 1)[-1]}") for k in recall_keys] + metrics[3:]
+    budgets = sorted({k for r in rows for k in r if k.startswith("recall_") and k.endswith("b") and k[7:-1].isdigit()},
+                     key=lambda k: int(k[7:-1]))  # fmt: skip
+    metrics = (
+        metrics[:3]
+        + [(k, f"Evidence recall@{k.rsplit('_', 1)[-1]}") for k in recall_keys]
+        + [(k, f"Recall ≤{int(k[7:-1]):,} B") for k in budgets]
+        + metrics[3:]
+    )
     headers = ["Representation", "Query set"] + [t for _, t in metrics] + ["n"]
     body = []
     for r in rows:
@@ -96,6 +103,23 @@ def threads_table(rows: Sequence[Mapping[str, Any]]) -> str:
         line.append(r["n"])
         body.append(line)
     return markdown_table(headers, body, ["l", "l"] + ["r"] * (len(headers) - 2))
+
+
+def peer_table(comparison: Sequence[Mapping[str, Any]]) -> str:
+    """The runtime default against each peer, paired per query (points, 95% intervals)."""
+    headers = ["Peer", "Query set", "Metric", "ctxret default", "Peer", "Δ (95% CI)", "Δ bootstrap CI", "Δ per conversation"]
+    body = []
+    for r in comparison:
+        d, bs = r["diff"], r["bootstrap"]
+        per = " ".join(f"{v * 100:+.1f}" for v in r["per_conversation"].values())
+        body.append(
+            [
+                r["peer"], r["query_set"], r["metric"], pct(r["system_value"]), pct(r["peer_value"]),
+                f"{d['mean'] * 100:+.1f} [{d['lo'] * 100:+.1f}, {d['hi'] * 100:+.1f}]",
+                f"[{bs['lo'] * 100:+.1f}, {bs['hi'] * 100:+.1f}]", per,
+            ]
+        )  # fmt: skip
+    return markdown_table(headers, body, ["l", "l", "l", "r", "r", "r", "r", "l"])
 
 
 def calibration_report(result: Any) -> str:

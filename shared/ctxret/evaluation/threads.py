@@ -84,6 +84,7 @@ the next user message). ``facts`` and ``questions`` are optional; a fact's ``tur
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -121,7 +122,9 @@ from ..storage.schema import Scope, piece_metadata
 from ..text import WHOLE_MESSAGE_MAX_BYTES, clean_text, tail_utf8
 from .embedding import CachedEmbedder, cached_embedder
 from .hybrid import HYBRID_REPRESENTATIONS, RUNTIME_DEFAULT, floor_mask, fusion_for, hybrid_candidates, with_candidates
-from .metrics import best_part, covered, evidence_recall, mean, reciprocal_rank
+from .metrics import best_part, budget_recall, covered, evidence_recall, mean, reciprocal_rank
+from .peers import BM25sPeer, ensemble_rrf
+from .stats import paired_diff, per_cluster, stratified_bootstrap
 
 QUERY_SETS = ("facts", "qa", "composite")
 QA_CATEGORIES = (1, 2, 3, 4)
@@ -466,6 +469,7 @@ class ConversationIndex:
         self._section_vecs: np.ndarray | None = None
         self._lexical: Any = None
         self._exact: dict[int, ExactStore] = {}
+        self._peer: BM25sPeer | None = None
         self._qcache: dict[tuple[str, bool, float], tuple[list[str], np.ndarray]] = {}
 
     def stored(self, context: str = "mean", weight: float | None = None) -> np.ndarray:
@@ -488,6 +492,18 @@ class ConversationIndex:
                 row += n
             self._stored[key] = out
         return self._stored[key]
+
+    @functools.cached_property
+    def piece_nbytes(self) -> list[int]:
+        """Each piece's returned text size in UTF-8 bytes (header included): the equal-budget currency."""
+        return [len(p.text.encode("utf-8", "surrogatepass")) for p in self.pieces]
+
+    @property
+    def peer_bm25s(self) -> BM25sPeer:
+        """LlamaIndex's BM25Retriever over the pieces' texts (built once)."""
+        if self._peer is None:
+            self._peer = BM25sPeer([p.text for p in self.pieces])
+        return self._peer
 
     @property
     def default_stored(self) -> np.ndarray:
@@ -623,6 +639,30 @@ def _rep_bm25(ix: ConversationIndex, message: str) -> Retrieval:
     return Retrieval("pieces", False, [Ranked(whole, items, scores, None)])
 
 
+def _rep_peer_bm25s(ix: ConversationIndex, message: str) -> Retrieval:
+    """LlamaIndex's BM25Retriever (bm25s, Snowball, ``en`` stopwords) on the same pieces, whole message as the query."""
+    whole = _whole(message)
+    if not whole:
+        return Retrieval("pieces", False, [])
+    hits = ix.peer_bm25s.search(whole)
+    items = np.array([i for i, _ in hits], dtype=np.int64)
+    return Retrieval("pieces", False, [Ranked(whole, items, np.array([s for _, s in hits]), None)])
+
+
+def _rep_peer_ensemble_rrf(ix: ConversationIndex, message: str) -> Retrieval:
+    """LangChain's EnsembleRetriever([bm25, dense], weights 0.5/0.5, c = 60), 5 per side: its RRF
+    over the peer BM25's top 5 and plain dense's top 5 (unblended pieces, whole message)."""
+    whole = _whole(message)
+    if not whole:
+        return Retrieval("pieces", False, [])
+    lexical = [i for i, _ in ix.peer_bm25s.search(whole, 5)]
+    _, q = ix.query(message, split=False)
+    dense = [int(i) for i in np.argsort(-(ix.raw @ q[0]), kind="stable")[:5]]
+    fused = ensemble_rrf([lexical, dense])
+    items = np.array([i for i, _ in fused], dtype=np.int64)
+    return Retrieval("pieces", False, [Ranked(whole, items, np.array([s for _, s in fused]), None)])
+
+
 _RUN = object()  # "the run's setting"
 
 
@@ -689,7 +729,15 @@ THREAD_REPRESENTATIONS: dict[str, ThreadRepresentation] = {
     **{name: _hybrid(name) for name in HYBRID_REPRESENTATIONS},
     "hybrid_mean": _rep_hybrid_mean,
     "hybrid_default": _rep_hybrid_default,
+    "peer_bm25s": _rep_peer_bm25s,
+    "peer_ensemble_rrf": _rep_peer_ensemble_rrf,
+    "peer_dense": _rep_pieces,
 }
+#: The peers a user would pick instead (BM25 done well, LangChain's ensemble, plain dense): every
+#: report compares the runtime default with each, paired per query (:func:`peer_comparison`).
+PEERS = ("peer_bm25s", "peer_ensemble_rrf", "peer_dense")
+#: Byte budgets of the equal-budget recall columns (``recall_1000b``, ``recall_4000b``).
+BUDGETS = (1000, 4000)
 DEFAULT_REPRESENTATIONS = tuple(THREAD_REPRESENTATIONS)
 #: Representations that need token-level output from the embedder (``embed_tokens``).
 NEEDS_TOKENS = frozenset({"pieces_late", "late_only"})
@@ -761,7 +809,7 @@ def score_composite(ix: ConversationIndex, ret: Retrieval, cq: CompositeQuery, k
     return out
 
 
-_AGGREGATED = ("top1_section", "top1_section_floor", "mrr", "recall")
+_AGGREGATED = ("top1_section", "top1_section_floor", "mrr", "recall", *(f"recall_{b}b" for b in BUDGETS))
 
 
 @dataclass
@@ -871,7 +919,12 @@ def run_threads(
             fn = THREAD_REPRESENTATIONS[rep]
             for qs in ("facts", "qa"):
                 for q in sets.get(qs, []):
-                    m = score_query(ix, fn(ix, q.text), q, k, floor)
+                    ret = fn(ix, q.text)
+                    m = score_query(ix, ret, q, k, floor)
+                    if ret.level == "pieces":
+                        groups = [g.items.tolist() for g in ret.groups]
+                        for budget in BUDGETS:
+                            m[f"recall_{budget}b"] = budget_recall(groups, ix.piece_nbytes, ix.piece_units, q.evidence, budget)
                     for key, val in m.items():
                         if key in _AGGREGATED:
                             acc[(rep, qs)][key].append(val)
@@ -904,6 +957,10 @@ def run_threads(
                 r = mean(vals["recall"])
                 if not math.isnan(r):
                     row[recall_key] = r
+                for budget in BUDGETS:
+                    rb = mean(vals.get(f"recall_{budget}b", []))
+                    if vals.get(f"recall_{budget}b") and not math.isnan(rb):
+                        row[f"recall_{budget}b"] = rb
                 row["n"] = len(vals["top1_section"])
             rows.append(row)
     config = {
@@ -930,4 +987,51 @@ def run_threads(
         "counts": dict(counts),
         "data_notes": dict(notes),
     }
+    if "hybrid_default" in representations and any(p in representations for p in PEERS):
+        config["peer_comparison"] = peer_comparison(per_query, recall_key)
     return ThreadsResult(rows, config, per_query)
+
+
+#: What the peer comparison compares: (query set, metric key).
+COMPARED_METRICS = (("facts", "top1_section"), ("qa", "recall"), ("qa", "top1_section"),
+                    *(("qa", f"recall_{b}b") for b in BUDGETS), ("composite", "coverage"))  # fmt: skip
+
+
+def peer_comparison(
+    per_query: Sequence[dict[str, Any]], recall_key: str = "recall_at_5", system: str = "hybrid_default"
+) -> list[dict[str, Any]]:
+    """The runtime default against each peer, paired per query: mean difference with a 95% interval.
+
+    One row per (peer, query set, metric): ``diff`` (normal interval on the per-query
+    differences), ``bootstrap`` (queries resampled within conversations) and ``per_conversation``.
+    """
+    by: dict[tuple[str, str], dict[str, dict[str, Any]]] = defaultdict(dict)
+    for row in per_query:
+        by[(row["representation"], row["query_set"])][row["query_id"]] = row
+    out: list[dict[str, Any]] = []
+    for peer in PEERS:
+        for qs, metric in COMPARED_METRICS:
+            mine, theirs = by.get((system, qs)), by.get((peer, qs))
+            if not mine or not theirs:
+                continue
+            ids = [i for i in mine if i in theirs and metric in mine[i] and metric in theirs[i]]
+            if not ids:
+                continue
+            a = [float(mine[i][metric]) for i in ids]
+            b = [float(theirs[i][metric]) for i in ids]
+            convs = [mine[i]["conversation"] for i in ids]
+            name = recall_key if metric == "recall" else metric
+            out.append(
+                {
+                    "system": system,
+                    "peer": peer,
+                    "query_set": qs,
+                    "metric": name,
+                    "system_value": mean(a),
+                    "peer_value": mean(b),
+                    "diff": paired_diff(a, b).as_dict(),
+                    "bootstrap": stratified_bootstrap(a, b, convs).as_dict(),
+                    "per_conversation": per_cluster(a, b, convs),
+                }
+            )
+    return out
