@@ -26,7 +26,8 @@ from ctxret.evaluation.threads import (
 )
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev"
-THREAD_KEYS = {"representation", "query_set", "top1_section", "top1_section_floor", "mrr", "recall_at_5", "coverage", "n"}
+THREAD_KEYS = {"representation", "query_set", "top1_section", "top1_section_floor", "mrr", "recall_at_5", "recall_1000b",
+               "recall_4000b", "coverage", "n"}
 
 
 # -- metric functions, by hand ----------------------------------------------------------------
@@ -194,7 +195,8 @@ def test_synthetic_rows_schema_and_sanity(synthetic):
             assert set(r) == {"representation", "query_set", "coverage", "n"}
         else:
             assert "coverage" not in r
-            assert ("top1_section_floor" in r) == (r["representation"] != "bm25")
+            no_cosine = r["representation"] in ("bm25", "peer_bm25s", "peer_ensemble_rrf")  # no floor to apply
+            assert ("top1_section_floor" in r) == (not no_cosine)
     by = {(r["representation"], r["query_set"]): r for r in rows}
     assert by[("pieces_blend", "facts")]["n"] == 9
     assert by[("pieces_blend", "qa")]["n"] == 4
@@ -286,7 +288,7 @@ def test_new_representations_have_rows_and_late_only_is_not_pieces(synthetic):
         for qs in ("facts", "qa", "composite"):
             assert (rep, qs) in by
         assert set(by[(rep, "facts")]) == {"representation", "query_set", "top1_section", "top1_section_floor", "mrr",
-                                           "recall_at_5", "n"}
+                                           "recall_at_5", "recall_1000b", "recall_4000b", "n"}
     assert res.config["skipped_representations"] == []
 
     def cosines(rep: str) -> list[float]:

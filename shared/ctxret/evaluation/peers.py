@@ -20,6 +20,7 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -33,14 +34,14 @@ BM25S_EN_STOPWORDS = frozenset(
 )
 
 
-def bm25s_tokens(text: str, stemmer: object | None = None) -> list[str]:
+def bm25s_tokens(text: str, stemmer: Any = None) -> list[str]:
     """``bm25s.tokenize``'s tokens of one text: lower-cased ``\\w\\w+`` words, the ``en`` stopwords out, Snowball English stems."""
     toks = [t for t in TOKEN_PATTERN.findall(text.lower()) if t not in BM25S_EN_STOPWORDS]
     if stemmer is None:
         import Stemmer
 
         stemmer = Stemmer.Stemmer("english")
-    return list(stemmer.stemWords(toks)) if toks else []  # type: ignore[attr-defined]
+    return list(stemmer.stemWords(toks)) if toks else []
 
 
 class BM25sPeer:

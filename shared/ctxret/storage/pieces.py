@@ -26,6 +26,7 @@ from .lexical import LexicalIndex, SyncReport, default_lexical_path, fts5_availa
 from .schema import ParentKey, Scope
 from .tokenize import Analysis
 from .tokenize import analysis as default_analysis
+from .changes import ChangeLog
 from .where import Unsupported
 
 logger = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ class PieceStore:
         analysis: Analysis | None = None,
         cache_pieces: int = DEFAULT_CACHE_PIECES,
         scoped_lexical: bool = True,
+        changes: ChangeLog | None = None,
     ) -> None:
         self.chroma = chroma
         self.lexical = lexical
@@ -59,6 +61,8 @@ class PieceStore:
         self.analysis = lexical.analysis if lexical is not None else (analysis or default_analysis())
         #: Recently searched threads, read once and searched from memory (see :mod:`.cache`).
         self.cache = ThreadCache(self._load_thread, cache_pieces)
+        #: Other processes' writes (a Chroma server): replayed before each search (see :mod:`.changes`).
+        self.changes = changes
 
     def _load_thread(self, thread_id: str) -> Block:
         recs = list(self.chroma.iter_records({"thread_id": thread_id}, include=("embeddings", "documents", "metadatas")))
@@ -72,6 +76,7 @@ class PieceStore:
         threads' stored vectors, BM25 with the scope's own statistics, the caller's ``where``
         evaluated on the metadata); anything else goes to Chroma's index and the lexical file.
         """
+        self.refresh()
         if scope.thread_ids is not None:
             try:
                 view = ScopeView([self.cache.get(t) for t in scope.thread_ids], scope.where, self.analysis)
@@ -163,6 +168,8 @@ class PieceStore:
             if main:  # a read between the two writes may have cached the half-written thread
                 self.cache.invalidate({str(m.get("thread_id")) for m in metadatas})
         fault_point("write:after-lexical")
+        if main and self.changes is not None:  # after the data: other processes replay it
+            self.changes.record(list(ids), list(stale), {str(m.get("thread_id")) for m in metadatas})
 
     def delete(self, scope: Scope) -> int:
         """Delete every piece inside ``scope``; returns how many."""
@@ -174,6 +181,8 @@ class PieceStore:
             self._delete_ids(ids)
         finally:
             self.cache.invalidate(threads)
+        if self.changes is not None:
+            self.changes.record([], ids, threads)
         return len(ids)
 
     def clear(self) -> None:
@@ -188,6 +197,8 @@ class PieceStore:
             self.cache.invalidate()
         if self.lexical is not None:
             self.lexical.clear(settle=True)
+        if self.changes is not None:
+            self.changes.record_everything()
 
     def _delete_ids(self, ids: Sequence[str]) -> None:
         if self.lexical is not None:
@@ -276,6 +287,39 @@ class PieceStore:
         }
 
     # -- maintenance ------------------------------------------------------------------------------
+    def refresh(self) -> None:
+        """Take in what other processes wrote since the last look (a store shared through a server).
+
+        Their threads leave the cache; the lexical file takes their new texts from Chroma and drops
+        their deleted ids. A no-op for a store only this process writes.
+        """
+        if self.changes is None:
+            return
+        records, check, resync = self.changes.poll()
+        if resync:
+            self.cache.invalidate()
+            self.sync_lexical(full=True)
+            return
+        upserted: list[str] = []
+        deleted: list[str] = []
+        for rec in records:
+            self.cache.invalidate(rec.get("threads", ()))
+            upserted += rec.get("up", [])
+            deleted += rec.get("del", [])
+        if self.lexical is not None and (upserted or deleted):
+            gone = set(deleted) - set(upserted)
+            found = {r["id"]: r for r in self.chroma.get(upserted, include=("documents", "metadatas"))} if upserted else {}
+            rows = [(rid, found[rid]) for rid in dict.fromkeys(upserted) if rid in found]
+            self.lexical.write(
+                [rid for rid, _ in rows],
+                [lexical_text(r.get("document") or "", r.get("metadata")) for _, r in rows],
+                [str((r.get("metadata") or {}).get("thread_id", "")) for _, r in rows],
+                [str((r.get("metadata") or {}).get("turn_id", "")) for _, r in rows],
+                delete=sorted(gone | (set(upserted) - set(found))),
+            )
+        if check:
+            self.sync_lexical()
+
     def sync_lexical(self, *, full: bool | None = None) -> SyncReport:
         """Repair the lexical index from Chroma's stored texts (``full=None``: only if cheap signals disagree)."""
         if self.lexical is None:
@@ -316,6 +360,8 @@ class PieceStore:
         fault_point("swap:after-rename-new")
         self.chroma.drop(previous)
         fault_point("swap:before-lexical")
+        if self.changes is not None:
+            self.changes.record_everything()
         if self.lexical is not None:  # the new pieces' stored texts, in one transaction
             sync_from_store(self.lexical, self.chroma, full=True, rebuild=True)
 
@@ -391,6 +437,9 @@ def open_piece_store(
         index = LexicalIndex(":memory:", analysis=analysis)
     elif not chroma.server and chroma.path is not None:
         index = LexicalIndex(default_lexical_path(chroma.path, collection), analysis=analysis)
-    if cache_pieces is None:  # a store other processes may write to is read afresh for every search
-        cache_pieces = 0 if chroma.server else DEFAULT_CACHE_PIECES
-    return PieceStore(chroma, index, analysis=analysis, cache_pieces=cache_pieces, scoped_lexical=lexical is not False)
+    # A server is shared: other processes' writes come through its change log, replayed before each search.
+    changes = ChangeLog(chroma) if chroma.server else None
+    return PieceStore(
+        chroma, index, analysis=analysis, cache_pieces=DEFAULT_CACHE_PIECES if cache_pieces is None else cache_pieces,
+        scoped_lexical=lexical is not False, changes=changes,
+    )  # fmt: skip

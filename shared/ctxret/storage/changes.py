@@ -1,0 +1,134 @@
+"""A change log in Chroma, so every process sharing a Chroma server sees every committed write.
+
+Each process keeps things derived from the collection: a per-thread cache of pieces (thread-scoped
+searches) and, with ``lexical_path``, a local SQLite BM25 file. On an embedded folder there is one
+process (the folder lock), so its own writes keep them current. On a server, other processes and
+hosts write too: every write through ctxret therefore appends one record to ``<collection>-changes``
+*after* its data is committed — the piece ids it wrote and deleted and their threads — and before
+each search a process reads the records since its last look (one small filtered ``get``, a few ms)
+and replays them: the touched threads leave the cache, the lexical file takes the new texts from
+Chroma and drops the deleted ids. Bounded cost per search: the records of the last
+``window`` seconds.
+
+Ordering without a counter: records carry the writer's clock (``ts``) and are read from
+``last look − window``; records already applied are remembered by id for that window, so a record
+written a little late (a slow commit, clocks up to ``window`` seconds apart — keep hosts on NTP) is
+still seen once. Records older than ``retention`` are deleted by writers now and then; a process
+that has not looked for longer than that resynchronises everything (cache dropped, lexical file
+repaired from Chroma by id), as it also does on open. Every ``check_every`` seconds the piece counts
+of Chroma and the lexical file are compared as a safety net (a writer that died between its data and
+its record).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ChangeLog", "CHANGES_SUFFIX"]
+
+CHANGES_SUFFIX = "-changes"
+
+
+class ChangeLog:
+    """The change records of one collection (see the module docstring)."""
+
+    def __init__(
+        self,
+        chroma: Any,
+        *,
+        window: float = 120.0,
+        retention: float = 3600.0,
+        check_every: float = 60.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.chroma = chroma
+        self.name = chroma.collection_name + CHANGES_SUFFIX
+        self.window = float(window)
+        self.retention = float(retention)
+        self.check_every = float(check_every)
+        self._clock = clock
+        self._col: Any = None
+        self.writer = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._seen: dict[str, float] = {}  # record id -> ts, for the window
+        self._last_look: float | None = None
+        self._last_check = 0.0
+        self._writes = 0
+
+    def _collection(self) -> Any:
+        if self._col is None:
+            self._col = self.chroma.client.get_or_create_collection(
+                self.name, metadata={"ctxret:changes": True}, embedding_function=None
+            )
+        return self._col
+
+    def record(self, upserted: Sequence[str], deleted: Sequence[str], threads: Iterable[str]) -> None:
+        """Append the record of one committed write (call after the data is in)."""
+        if not upserted and not deleted:
+            return
+        now = self._clock()
+        rid = uuid.uuid4().hex
+        body = json.dumps({"up": list(upserted), "del": list(deleted), "threads": sorted(set(threads))})
+        self._collection().add(ids=[rid], embeddings=np.ones((1, 1), np.float32), documents=[body],
+                               metadatas=[{"ts": now, "writer": self.writer}])  # fmt: skip
+        self._seen[rid] = now  # our own change is applied already
+        self._writes += 1
+        if self._writes % 100 == 0:
+            self.compact()
+
+    def compact(self) -> None:
+        """Delete records older than the retention (any writer may; readers that old resynchronise)."""
+        try:
+            self._collection().delete(where={"ts": {"$lt": self._clock() - self.retention}})
+        except Exception:  # noqa: BLE001  # best effort: an old record only costs a little reading
+            logger.debug("change log compaction failed", exc_info=True)
+
+    def poll(self) -> tuple[list[dict[str, Any]], bool, bool]:
+        """``(new records, count check due, resync everything)``.
+
+        The records are those other processes committed since the last look. ``resync`` is set on the
+        first look and after a pause longer than the retention (records may be gone): the caller then
+        checks everything, id by id. ``check`` is set every ``check_every`` seconds: compare counts.
+        """
+        now = self._clock()
+        last = self._last_look
+        self._last_look = now
+        if last is None or now - last > self.retention - self.window:
+            self._seen = {}
+            self._last_check = now
+            return [], False, True
+        got = self._collection().get(where={"ts": {"$gte": last - self.window}}, include=["metadatas", "documents"])
+        fresh = []
+        for rid, meta, doc in zip(got["ids"], got["metadatas"], got["documents"]):
+            if rid in self._seen:
+                continue
+            ts = float((meta or {}).get("ts", now))
+            self._seen[rid] = ts
+            try:
+                fresh.append(json.loads(doc or "{}"))
+            except ValueError:
+                logger.warning("unreadable change record %s in %s: resynchronising", rid, self.name)
+                return [], False, True
+        horizon = now - 2 * self.window
+        self._seen = {k: v for k, v in self._seen.items() if v >= horizon}
+        due = now - self._last_check > self.check_every
+        if due:
+            self._last_check = now
+        return fresh, due, any(r.get("all") for r in fresh)
+
+    def record_everything(self) -> None:
+        """A change to every piece (a rebuild swapped the collection): readers resynchronise."""
+        now = self._clock()
+        rid = uuid.uuid4().hex
+        self._collection().add(ids=[rid], embeddings=np.ones((1, 1), np.float32), documents=[json.dumps({"all": True})],
+                               metadatas=[{"ts": now, "writer": self.writer}])  # fmt: skip
+        self._seen[rid] = now
