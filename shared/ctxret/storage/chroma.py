@@ -32,6 +32,11 @@ _GET_PAGE = 1000
 _IN_CHUNK = 256  # values per $in filter
 
 Row = tuple[str, str, float, dict[str, Any]]  # (id, document, cosine, metadata), best first
+#: The HNSW graph of a new collection: cosine space, and a denser graph than Chroma's defaults
+#: (max_neighbors 16, ef_construction 100, ef_search 100), which at 1M pieces left 2.7% of pieces
+#: unreachable from their own vector (0 at 100K with these settings; BENCHMARKS.md). Thread-scoped
+#: searches do not use the graph (they are exact, from memory); unscoped ones do.
+HNSW = {"space": "cosine", "max_neighbors": 32, "ef_construction": 200, "ef_search": 200}
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
@@ -175,7 +180,7 @@ class ChromaStore:
         name = name or self.collection_name
         meta = {f"{CONFIG_PREFIX}{k}": v for k, v in config.items()}
         self._collections[name] = self.client.get_or_create_collection(
-            name, configuration={"hnsw": {"space": "cosine"}}, metadata=meta, embedding_function=None
+            name, configuration={"hnsw": dict(HNSW)}, metadata=meta, embedding_function=None
         )
 
     @_calls_chroma("record the collection's config")
