@@ -126,7 +126,7 @@ def test_without_fts5_the_default_falls_back_to_dense(tmp_path, make, monkeypatc
     index = make(tmp_path / "nofts")
     assert index.lexical_index is None
     index.add_messages(GARDEN[:2], thread_id="g")
-    assert set(index.search("tomatoes", score_threshold=None)[0].hits[0].scores) == {"cosine"}
+    assert set(index.search("tomatoes", score_threshold=None)[0].hits[0].scores) == {"cosine", "relevance"}
 
 
 def test_chroma_server_gets_its_lexical_half_from_a_local_file(chroma_server, tmp_path, local_embedder):
@@ -336,8 +336,9 @@ def test_scores_are_named_and_exact(corpus):
     by_id = {r["id"]: np.asarray(r["embedding"], dtype=np.float64) for r in vecs}
     q = qvecs[0] / np.linalg.norm(qvecs[0])
     for h in hits:
-        assert set(h.scores) == {"cosine", "bm25", "fused"}
+        assert set(h.scores) == {"cosine", "bm25", "fused", "coverage", "relevance"}
         assert h.score == h.scores["fused"]
+        assert 0.0 <= h.scores["coverage"] <= 1.0 and 0.0 <= h.scores["relevance"] <= 1.0
         assert 0.0 <= h.score <= 1.0  # convex: a [0, 1] scale
         assert h.scores["bm25"] >= 0.0
         v = by_id[h.id]

@@ -24,6 +24,7 @@ from .ingest.documents import documents_to_turns
 from .ingest.messages import turns_from_messages
 from .ingest.turns import Piece, Turn
 from .ingest.writer import DEFAULT_MAX_TURN_BYTES, plan_turns, turns_from_records, write_turns
+from .query.relevance import calibration_for
 from .query.search import SearchPlan, arun_search, plan_search, run_search
 from .query.vectors import query_vectors
 from .results import Group, IndexResult
@@ -206,6 +207,7 @@ class ContextualIndex:
             default_floor=float(self.embedder.default_score_threshold),
             stored_weight=self.weight,
             has_lexical=self.store.has_lexical,
+            relevance=calibration_for(self.embedder),
         )
 
     def search(
