@@ -601,7 +601,7 @@ def relevance_samples(
     """One sample per candidate among the top ``pool`` of each part's runtime hybrid ranking, for
     every fact and question: ``{"conversation", "query_set", "cosine", "coverage", "fused", "rank",
     "n_candidates", "right"}`` (right: the piece holds one of the query's evidence units)."""
-    from ..query.relevance import CALIBRATION_POOL
+    from ..query.relevance import CALIBRATION_POOL, content_words
 
     pool = int(pool or CALIBRATION_POOL)
     emb = cached_embedder(embedder)
@@ -622,11 +622,13 @@ def relevance_samples(
                     fusion=with_candidates(RUNTIME_DEFAULT, candidates, lexical_floor),
                 )  # fmt: skip
                 for c in cands:
-                    for rank, (rid, fused) in enumerate(c.ranked[:pool]):
+                    top = c.ranked[:pool]
+                    content = ix.lexical.coverage(content_words(c.part), [rid for rid, _ in top])
+                    for rank, (rid, fused) in enumerate(top):
                         right = bool(ix.piece_units[ix.index_of[rid]] & q.evidence)
                         out.append({
                             "conversation": conv.id, "query_set": qs, "cosine": float(c.cosine[rid]),
-                            "coverage": float(c.coverage.get(rid, 0.0)), "fused": float(fused), "rank": rank,
+                            "coverage": float(content.get(rid, 0.0)), "fused": float(fused), "rank": rank,
                             "bm25": float((c.bm25 or {}).get(rid, 0.0)),
                             "n_candidates": len(c.ranked), "right": right,
                         })  # fmt: skip
@@ -672,15 +674,18 @@ def relevance_sweep(conversations: Sequence[Conversation], embedder: Embedder, *
         row["right"] = int(sum(y))
     h, d = cal.hybrid, cal.dense
     recommended = {
-        "hybrid": {"intercept": h.intercept, "cosine_weight": h.cosine_weight, "coverage_weight": h.coverage_weight},
+        "hybrid": {"intercept": h.intercept, "cosine_weight": h.cosine_weight, "coverage_weight": h.coverage_weight,
+                   "coverage_sq_weight": h.coverage_sq_weight},
         "dense": {"intercept": d.intercept, "cosine_weight": d.cosine_weight},
         "code": (
-            f"RelevanceCalibration(hybrid=RelevanceModel({h.intercept:.3f}, {h.cosine_weight:.3f}, {h.coverage_weight:.3f}), "
+            f"RelevanceCalibration(hybrid=RelevanceModel({h.intercept:.3f}, {h.cosine_weight:.3f}, {h.coverage_weight:.3f}, "
+            f"{h.coverage_sq_weight:.3f}), "
             f"dense=RelevanceModel({d.intercept:.3f}, {d.cosine_weight:.3f}))"
         ),
     }
     notes = [
-        f"relevance: sigmoid({h.intercept:.3f} + {h.cosine_weight:.3f}*cosine + {h.coverage_weight:.3f}*coverage) "
+        f"relevance: sigmoid({h.intercept:.3f} + {h.cosine_weight:.3f}*cosine + {h.coverage_weight:.3f}*coverage "
+        f"{h.coverage_sq_weight:+.3f}*coverage^2) "
         f"(dense: sigmoid({d.intercept:.3f} + {d.cosine_weight:.3f}*cosine)); AUC {separation[0]['auc']:.3f} "
         f"(cosine {separation[2]['auc']:.3f}, fused {separation[4]['auc']:.3f}) on {len(samples)} candidates, "
         f"{int(sum(y))} right; use it: SearchSettings(relevance={recommended['code']})"

@@ -5,11 +5,15 @@ right answer scores 1.0 in one store and 0.30 in another: it ranks, it cannot be
 ``relevance`` is a logistic function of features that do not depend on the candidate set:
 
 * ``cosine`` — the hit's raw cosine to its (blended) query part;
-* ``coverage`` — with hybrid search, the share of the part's IDF-weighted words the piece holds
-  (:meth:`ctxret.storage.lexical.LexicalIndex.coverage`; 1.0 = every weighted word of the part).
+* ``coverage`` — with hybrid search, the share of the part's IDF-weighted content words the piece
+  holds (:meth:`ctxret.storage.lexical.LexicalIndex.coverage` of the part without English function
+  words, :func:`content_words`; 1.0 = every weighted content word of the part). Function words
+  are left out because the IDF of a small store gives a word no piece holds the highest weight:
+  in a five-piece store "what" and "my" would outweigh "Lisbon".
 
-``relevance = 1 / (1 + exp(-(intercept + a·cosine + b·coverage)))`` (dense search: the cosine
-alone, with its own coefficients). The coefficients are fitted per embedder family on the LoCoMo
+``relevance = 1 / (1 + exp(-(intercept + a·cosine + b·coverage + c·coverage²)))`` (dense search:
+the cosine alone, with its own coefficients; the squared term lets the curve flatten at high
+coverage, where a one-word part is held by many pieces). The coefficients are fitted per embedder family on the LoCoMo
 development split (``ctxret eval calibrate --sweeps relevance``): every candidate among the top
 :data:`CALIBRATION_POOL` of each query part's hybrid ranking, labelled right when the piece holds
 one of the query's evidence utterances. So a relevance of 0.6 means that, on that data, about 60%
@@ -32,6 +36,7 @@ floor maps to — a placeholder, named ``uncalibrated`` in :attr:`RelevanceCalib
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -42,6 +47,7 @@ from ..errors import InputError
 
 __all__ = [
     "CALIBRATION_POOL",
+    "content_words",
     "LOCAL_MINILM",
     "RelevanceCalibration",
     "RelevanceModel",
@@ -53,17 +59,39 @@ __all__ = [
 #: Candidates per query part (best first, by the runtime's hybrid ranking) the fit looks at.
 CALIBRATION_POOL = 20
 
+#: English function words left out of a part before its coverage is measured.
+STOPWORDS = frozenset("""
+a about above after again against all am an and any are aren't as at be because been before being below between
+both but by can can't cannot could couldn't did didn't do does doesn't doing don't down during each few for from
+further had hadn't has hasn't have haven't having he he'd he'll he's her here here's hers herself him himself his
+how how's i i'd i'll i'm i've if in into is isn't it it's its itself let's me more most mustn't my myself no nor
+not of off on once only or other ought our ours ourselves out over own same shan't she she'd she'll she's should
+shouldn't so some such than that that's the their theirs them themselves then there there's these they they'd
+they'll they're they've this those through to too under until up very was wasn't we we'd we'll we're we've were
+weren't what what's when when's where where's which while who who's whom why why's will with won't would wouldn't
+you you'd you'll you're you've your yours yourself yourselves also just did does tell know please again ever
+""".split())
+_WORD = re.compile(r"[\w'’]+", re.UNICODE)
+
+
+def content_words(part: str) -> str:
+    """``part`` without English function words (``"What is my flight?"`` → ``"flight"``); the part
+    itself when nothing else is left."""
+    kept = [w for w in _WORD.findall(part) if w.casefold().replace("’", "'") not in STOPWORDS]
+    return " ".join(kept) if kept else part
+
 
 @dataclass(frozen=True)
 class RelevanceModel:
-    """``sigmoid(intercept + cosine_weight·cosine + coverage_weight·coverage)``."""
+    """``sigmoid(intercept + cosine_weight·cosine + coverage_weight·coverage + coverage_sq_weight·coverage²)``."""
 
     intercept: float
     cosine_weight: float
     coverage_weight: float = 0.0
+    coverage_sq_weight: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("intercept", "cosine_weight", "coverage_weight"):
+        for name in ("intercept", "cosine_weight", "coverage_weight", "coverage_sq_weight"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
                 raise InputError(f"RelevanceModel.{name} must be a finite number, got {v!r}")
@@ -71,7 +99,8 @@ class RelevanceModel:
 
     def __call__(self, cosine: Any, coverage: Any = 0.0) -> Any:
         z = self.intercept + self.cosine_weight * np.asarray(cosine, dtype=np.float64)
-        z = z + self.coverage_weight * np.asarray(coverage, dtype=np.float64)
+        cov = np.asarray(coverage, dtype=np.float64)
+        z = z + self.coverage_weight * cov + self.coverage_sq_weight * cov * cov
         out = 1.0 / (1.0 + np.exp(-np.clip(z, -60.0, 60.0)))
         return float(out) if np.ndim(out) == 0 else out
 
@@ -103,7 +132,7 @@ class RelevanceCalibration:
 #: LoCoMo development split (5 conversations, facts and questions, weight 0.8, 600-byte pieces, the
 #: default hybrid search; see BENCHMARKS.md for how well it separates right from wrong).
 LOCAL_MINILM = RelevanceCalibration(
-    hybrid=RelevanceModel(intercept=-7.736, cosine_weight=4.239, coverage_weight=10.473),
+    hybrid=RelevanceModel(intercept=-8.761, cosine_weight=4.403, coverage_weight=16.353, coverage_sq_weight=-9.187),
     dense=RelevanceModel(intercept=-6.047, cosine_weight=7.176),
     source="all-MiniLM-L6-v2, LoCoMo dev",
 )
@@ -202,8 +231,8 @@ def fit_relevance(samples: Sequence[Mapping[str, Any]], *, source: str = "") -> 
     if y.min() == y.max():
         raise InputError(f"every sample is {'right' if y[0] else 'wrong'}; relevance needs both right and wrong hits")
     ones = np.ones_like(cos)
-    hb = _logistic_fit(np.column_stack([ones, cos, cov]), y)
+    hb = _logistic_fit(np.column_stack([ones, cos, cov, cov * cov]), y)
     dn = _logistic_fit(np.column_stack([ones, cos]), y)
     return RelevanceCalibration(
-        RelevanceModel(float(hb[0]), float(hb[1]), float(hb[2])), RelevanceModel(float(dn[0]), float(dn[1])), source
+        RelevanceModel(float(hb[0]), float(hb[1]), float(hb[2]), float(hb[3])), RelevanceModel(float(dn[0]), float(dn[1])), source
     )

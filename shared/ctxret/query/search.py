@@ -72,7 +72,8 @@ class SearchPlan:
 
     @property
     def n_candidates(self) -> int:
-        return max(self.k, self.hybrid.candidates) if self.hybrid is not None else self.k
+        n = max(self.k, self.hybrid.candidates) if self.hybrid is not None else self.k
+        return max(n, self.stages.pool(self.k))  # a reranker or MMR needs its pool of candidates
 
 
 def plan_search(
