@@ -35,6 +35,12 @@ class Hit:
         return "fused" if "fused" in self.scores else "cosine"
 
     @property
+    def relevance(self) -> float | None:
+        """``scores["relevance"]``: in [0, 1], thresholdable, independent of the other candidates (or None)."""
+        value = self.scores.get("relevance")
+        return None if value is None else float(value)
+
+    @property
     def body(self) -> str:
         """The piece's text without its header."""
         return str(self.metadata.get("body", self.text))

@@ -54,6 +54,7 @@ __all__ = [
     "calibration_for",
     "fit_relevance",
     "relevance",
+    "scored_metadata",
 ]
 
 #: Candidates per query part (best first, by the runtime's hybrid ranking) the fit looks at.
@@ -236,3 +237,19 @@ def fit_relevance(samples: Sequence[Mapping[str, Any]], *, source: str = "") -> 
     return RelevanceCalibration(
         RelevanceModel(float(hb[0]), float(hb[1]), float(hb[2]), float(hb[3])), RelevanceModel(float(dn[0]), float(dn[1])), source
     )
+
+
+# -- what the adapters show -------------------------------------------------------------------------
+def scored_metadata(hit: Any, group: Any, rank: int, parts: Sequence[str]) -> dict[str, Any]:
+    """:func:`ctxret.storage.schema.hit_metadata` with ``score`` = the hit's ``relevance`` and
+    ``score_scale = "relevance"`` (when it has one): the score both adapters show, the same for
+    the same hit whatever else the part found. The ranking score stays under its own name
+    (``score_fused``, ``score_cosine``, ``score_rerank``) and ``group_rank`` keeps the group's order."""
+    from ..storage.schema import hit_metadata
+
+    meta = hit_metadata(hit, group, rank, parts)
+    rel = hit.scores.get("relevance")
+    if rel is not None:
+        meta["score"] = float(rel)
+        meta["score_scale"] = "relevance"
+    return meta
