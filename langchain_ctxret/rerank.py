@@ -43,12 +43,12 @@ def documents_to_scores(sent: Sequence[Document], returned: Sequence[Document]) 
     by_id = {d.id: i for i, d in enumerate(sent) if d.id}
     by_obj = {id(d): i for i, d in enumerate(sent)}
     by_text: dict[str, list[int]] = {}
-    for i, d in enumerate(sent):
-        by_text.setdefault(d.page_content, []).append(i)
+    for n, d in enumerate(sent):
+        by_text.setdefault(d.page_content, []).append(n)
     order: list[tuple[int, Document]] = []
     used: set[int] = set()
     for d in returned:
-        i = by_id.get(d.id) if d.id else None
+        i: int | None = by_id.get(d.id) if d.id else None
         if i is None:
             i = by_obj.get(id(d))
         if i is None:
@@ -60,7 +60,7 @@ def documents_to_scores(sent: Sequence[Document], returned: Sequence[Document]) 
     given = [_score(d.metadata.get("relevance_score")) for _, d in order]
     scores: list[float | None] = [None] * len(sent)
     use_given = bool(order) and all(s is not None for s in given)
-    for pos, ((i, _), s) in enumerate(zip(order, given)):
+    for pos, ((i, _), s) in enumerate(zip(order, given, strict=False)):
         scores[i] = s if use_given else 1.0 / (1.0 + pos)
     return scores
 
@@ -96,5 +96,6 @@ def as_reranker(value: Any, *, callbacks: Callbacks = None) -> Any:
     if callable(value):
         return value
     raise InputError(
-        f"rerank must be a LangChain BaseDocumentCompressor or a callable (part, hits) -> scores, got {type(value).__name__}"
+        "rerank must be a LangChain BaseDocumentCompressor or a callable (part, hits) -> scores, "
+        f"got {type(value).__name__}"
     )

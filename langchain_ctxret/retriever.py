@@ -138,7 +138,8 @@ class ContextualRetriever(BaseRetriever):
                            ("max_parts", "max_parts")):  # fmt: skip
             if key in sk and field in explicit and sk[key] != getattr(self, field):
                 raise ValueError(
-                    f"search_kwargs[{key!r}]={sk[key]!r} disagrees with {field}={getattr(self, field)!r}; set one of them"
+                    f"search_kwargs[{key!r}]={sk[key]!r} disagrees with {field}={getattr(self, field)!r}; "
+                    "set one of them"
                 )
         if "filter" in sk and "where" in sk and sk["filter"] != sk["where"]:
             raise ValueError("search_kwargs has both 'filter' and 'where'; they are the same filter, give one")
@@ -320,7 +321,8 @@ class ContextualRetriever(BaseRetriever):
         embedder = self.index.embedder
         model = getattr(embedder, "model", None)  # a wrapped LangChain / LlamaIndex model
         params["ls_vector_store_provider"] = "Chroma"
-        params["ls_embedding_provider"] = type(model if model is not None and not isinstance(model, str) else embedder).__name__
+        wrapped = model is not None and not isinstance(model, str)
+        params["ls_embedding_provider"] = type(model if wrapped else embedder).__name__
         params["ls_embedding_model"] = str(embedder.model_id)
         return params
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from ctxret.embedders.wrappers import _WrappedEmbedder
 from ctxret.errors import InputError
@@ -60,7 +60,7 @@ class ContextualVectorStore(VectorStore):
     ) -> None:
         if index is None:
             path = index_kwargs.pop("path", None)
-            index = ContextualIndex(path, embedder=embedding, **index_kwargs)
+            index = ContextualIndex(path, embedder=cast(Any, embedding), **index_kwargs)
         elif not isinstance(index, ContextualIndex):
             raise InputError(f"index must be a ctxret.ContextualIndex, got {type(index).__name__}")
         elif embedding is not None or index_kwargs:
@@ -88,7 +88,7 @@ class ContextualVectorStore(VectorStore):
         metas = metadatas or [{} for _ in texts]
         if len(metas) != len(texts):
             raise InputError(f"{len(metas)} metadatas for {len(texts)} texts")
-        docs = [Document(page_content=t, metadata=dict(m or {})) for t, m in zip(texts, metas)]
+        docs = [Document(page_content=t, metadata=dict(m or {})) for t, m in zip(texts, metas, strict=False)]
         return self.add_documents(docs, ids=ids, **kwargs)
 
     def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
@@ -116,7 +116,7 @@ class ContextualVectorStore(VectorStore):
         planned = plan_turns(turns, self.index.embedder, self.index.config)
         new: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
         for p in planned:
-            for piece, meta in zip(p.pieces, p.metadatas):
+            for piece, meta in zip(p.pieces, p.metadatas, strict=False):
                 new[str(p.turn.doc_id)][piece.id] = meta
         old: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
         for r in self.index.store.records(("metadatas",), Scope(where=_doc_where(doc_ids))):
@@ -150,7 +150,9 @@ class ContextualVectorStore(VectorStore):
             metas = by_doc.get(doc_id)
             if not metas:
                 continue
-            metas.sort(key=lambda m: (int(m.get("turn_index", 0)), int(m.get("source_ordinal", 0)), int(m.get("ordinal", 0))))
+            metas.sort(
+                key=lambda m: (int(m.get("turn_index", 0)), int(m.get("source_ordinal", 0)), int(m.get("ordinal", 0)))
+            )
             sections: dict[int, list[str]] = defaultdict(list)
             for m in metas:
                 sections[int(m.get("turn_index", 0))].append(str(m.get("body", "")))
@@ -162,9 +164,13 @@ class ContextualVectorStore(VectorStore):
         kwargs.setdefault("score_threshold", None)  # a vector store ranks, it does not drop (LangChain's contract)
         kwargs.setdefault("split", False)
         groups = self.index.search(query, k=k, where=filter, **kwargs)
-        return [(hit_view(h), float(h.relevance if h.relevance is not None else h.score)) for g in groups for h in g.hits]
+        return [
+            (hit_view(h), float(h.relevance if h.relevance is not None else h.score)) for g in groups for h in g.hits
+        ]
 
-    def similarity_search(self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any) -> list[Document]:
+    def similarity_search(
+        self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
+    ) -> list[Document]:
         """The ``k`` best pieces for the whole query (one part), as the Documents they came from."""
         return [doc for doc, _ in self._search(query, k, filter, **kwargs)]
 
@@ -192,7 +198,7 @@ class ContextualVectorStore(VectorStore):
         cls, texts: list[str], embedding: Embeddings | None = None, metadatas: list[dict] | None = None, *,
         ids: list[str] | None = None, index: ContextualIndex | None = None, **kwargs: Any,
     ) -> ContextualVectorStore:  # fmt: skip
-        """A store holding ``texts`` (``kwargs``: ``ContextualIndex`` arguments such as ``in_memory=True`` or ``path=``)."""
+        """A store holding ``texts`` (``kwargs``: ``ContextualIndex`` arguments, e.g. ``in_memory=True``, ``path=``)."""
         thread_id = kwargs.pop("thread_id", None)
         store = cls(index, embedding=embedding, **kwargs) if index is None else cls(index)
         store.add_texts(texts, metadatas, ids=ids, thread_id=thread_id)

@@ -16,13 +16,13 @@
 from __future__ import annotations
 
 from .embeddings import CtxretEmbedding
+from .filters import metadata_filters_to_where
 from .node_parser import (
     ContextualNodeParser,
     add_documents_to_index,
     documents_from_messages,
     documents_to_turns,
 )
-from .filters import metadata_filters_to_where
 from .rerank import postprocessor_reranker
 from .retriever import ContextualRetriever, groups_to_nodes
 from .writer import ContextualIndexWriter, ContextualStoreIndex

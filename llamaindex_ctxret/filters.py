@@ -41,7 +41,7 @@ def _one(f: MetadataFilter) -> dict[str, Any]:
             f"metadata filter on {f.key!r}: operator {op.value!r} has no Chroma equivalent; use one of "
             f"{', '.join(SUPPORTED_OPERATORS)} (combined with and/or)"
         )
-    value = f.value
+    value: Any = f.value
     if op in (FilterOperator.IN, FilterOperator.NIN):
         if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not value:
             raise InputError(f"metadata filter on {f.key!r}: {op.value!r} needs a non-empty list, got {value!r}")

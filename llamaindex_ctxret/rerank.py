@@ -51,8 +51,10 @@ def postprocessor_reranker(postprocessor: BaseNodePostprocessor) -> Callable[[st
             if i is None or scores[i] is not None:
                 continue  # a node it made up, or a repeat
             s = n.score
-            ok = s is not None and not isinstance(s, bool) and math.isfinite(float(s))
-            scores[i] = float(s) if ok else 1.0 / (1.0 + rank)
+            if s is not None and not isinstance(s, bool) and math.isfinite(float(s)):
+                scores[i] = float(s)
+            else:
+                scores[i] = 1.0 / (1.0 + rank)
         return scores
 
     rerank.__name__ = f"rerank_{type(postprocessor).__name__}"
@@ -68,5 +70,6 @@ def as_reranker(value: Any) -> Any:
     if callable(value):
         return value
     raise InputError(
-        f"rerank must be a LlamaIndex BaseNodePostprocessor or a callable (part, hits) -> scores, got {type(value).__name__}"
+        "rerank must be a LlamaIndex BaseNodePostprocessor or a callable (part, hits) -> scores, "
+        f"got {type(value).__name__}"
     )

@@ -38,7 +38,9 @@ def settings_embed_model() -> Any:
     return getattr(Settings, "_embed_model", None)
 
 
-def open_index(path: str | os.PathLike[str] | None = None, *, embed_model: Any = None, **kwargs: Any) -> ContextualIndex:
+def open_index(
+    path: str | os.PathLike[str] | None = None, *, embed_model: Any = None, **kwargs: Any
+) -> ContextualIndex:
     """``ContextualIndex(path, embedder=embed_model or Settings.embed_model or the local model, **kwargs)``."""
     model = embed_model if embed_model is not None else settings_embed_model()
     return ContextualIndex(path, embedder=model, **kwargs)

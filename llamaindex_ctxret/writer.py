@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from ctxret.errors import InputError
 from ctxret.index import ContextualIndex
@@ -76,8 +76,10 @@ class ContextualIndexWriter(TransformComponent):
         self._index = index
 
     @classmethod
-    def from_path(cls, path: str | os.PathLike[str] | None = None, *, embed_model: Any = None, **kwargs: Any) -> ContextualIndexWriter:
-        """A writer over ``ContextualIndex(path, **kwargs)`` embedding with ``embed_model`` / ``Settings.embed_model``."""
+    def from_path(
+        cls, path: str | os.PathLike[str] | None = None, *, embed_model: Any = None, **kwargs: Any
+    ) -> ContextualIndexWriter:
+        """A writer over ``ContextualIndex(path, **kwargs)``, embedding with ``embed_model`` (or Settings')."""
         return cls(open_index(path, embed_model=embed_model, **kwargs))
 
     @classmethod
@@ -97,7 +99,8 @@ class ContextualIndexWriter(TransformComponent):
         pieces = [n for n in nodes if _is_piece(n)]
         others = [n for n in nodes if not _is_piece(n)]
         if others:  # documents: parse them the way the index stores them
-            pieces += ContextualNodeParser.from_index(self._index).get_nodes_from_documents(others)
+            parser = ContextualNodeParser.from_index(self._index)
+            pieces += parser.get_nodes_from_documents(cast(Any, others))
         extra = sorted({k for n in pieces for k in n.metadata} - {k for n in pieces for k in _stored_keys(n)})
         if extra:
             logger.warning("metadata keys added to piece nodes after parsing are not stored: %s", ", ".join(extra))

@@ -65,7 +65,9 @@ def test_any_langchain_embeddings_is_the_embedder():
 
 
 def test_ctxret_embeddings_are_unwrapped(local_embedder):
-    index = ContextualIndex(in_memory=True, collection=f"w-{uuid.uuid4().hex}", embedder=CtxretEmbeddings(local_embedder))
+    index = ContextualIndex(
+        in_memory=True, collection=f"w-{uuid.uuid4().hex}", embedder=CtxretEmbeddings(local_embedder)
+    )
     assert index.embedder is local_embedder
 
 
@@ -99,7 +101,9 @@ class ReverseCompressor(BaseDocumentCompressor):
         type(self).calls.append((query, len(documents), callbacks))
         out = []
         for i, d in enumerate(reversed(documents)):
-            out.append(Document(page_content=d.page_content, metadata={**d.metadata, "relevance_score": 10.0 - i}, id=d.id))
+            out.append(
+                Document(page_content=d.page_content, metadata={**d.metadata, "relevance_score": 10.0 - i}, id=d.id)
+            )
         return out
 
 
@@ -117,7 +121,9 @@ class KeepWordCompressor(BaseDocumentCompressor):
 def test_a_compressor_reranks_inside_each_group(retriever):
     ReverseCompressor.calls = []
     plain = by_group(retriever.invoke(TWO_PARTS, k=3))
-    r = ContextualRetriever(index=retriever.index, k=3, score_threshold=None, rerank=ReverseCompressor(), rerank_candidates=3)
+    r = ContextualRetriever(
+        index=retriever.index, k=3, score_threshold=None, rerank=ReverseCompressor(), rerank_candidates=3
+    )
     groups = by_group(r.invoke(TWO_PARTS))
     assert [q for q, _, _ in ReverseCompressor.calls] == [g[0].metadata["group_query"] for g in groups.values()]
     assert all(n == 3 for _, n, _ in ReverseCompressor.calls)  # rerank_candidates per part
@@ -136,7 +142,9 @@ def test_a_filtering_compressor_drops_and_orders_by_position(retriever):
 
 
 def test_compressor_reranker_is_the_core_callable(retriever):
-    groups = retriever.index.search(TWO_PARTS, k=2, score_threshold=None, rerank=compressor_reranker(ReverseCompressor()))
+    groups = retriever.index.search(
+        TWO_PARTS, k=2, score_threshold=None, rerank=compressor_reranker(ReverseCompressor())
+    )
     assert all(h.score_scale == "rerank" for g in groups for h in g.hits)
     with pytest.raises(ValueError, match="BaseDocumentCompressor or a callable"):
         ContextualRetriever(index=retriever.index, rerank="cross-encoder")
@@ -166,14 +174,21 @@ def test_llm_contextualizer_passes_config_and_callbacks(local_embedder):
 # -- the vector store's views ----------------------------------------------------------------------
 def test_vector_store_flat_search_and_grouped_retriever(local_embedder):
     store = ContextualVectorStore.from_documents(
-        _docs(), local_embedder and CtxretEmbeddings(local_embedder), in_memory=True, collection=f"vs-{uuid.uuid4().hex}"
+        _docs(),
+        local_embedder and CtxretEmbeddings(local_embedder),
+        in_memory=True,
+        collection=f"vs-{uuid.uuid4().hex}",
     )
     flat = store.similarity_search(TWO_PARTS, k=3)
     assert len(flat) == 3 and all(d.metadata.keys() == {"topic"} for d in flat)  # as added
     scored = store.similarity_search_with_relevance_scores("Biscuit's vaccinations", k=2)
     assert scored[0][0].id == "vet" and 0.0 <= scored[0][1] <= 1.0
-    assert store.get_by_ids(["cake", "nope"]) == [Document(page_content=NOTES["cake"], metadata={"topic": "cake"}, id="cake")]
-    assert [d.metadata["topic"] for d in store.similarity_search("pets at the vet", k=2, filter={"topic": "cat"})] == ["cat"]
+    assert store.get_by_ids(["cake", "nope"]) == [
+        Document(page_content=NOTES["cake"], metadata={"topic": "cake"}, id="cake")
+    ]
+    assert [d.metadata["topic"] for d in store.similarity_search("pets at the vet", k=2, filter={"topic": "cat"})] == [
+        "cat"
+    ]
     retriever = store.as_retriever(search_type="mmr", search_kwargs={"k": 2, "fetch_k": 4})
     assert isinstance(retriever, ContextualRetriever) and "ContextualVectorStore" in retriever.tags
     groups = by_group(retriever.invoke(TWO_PARTS))

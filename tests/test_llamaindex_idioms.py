@@ -61,10 +61,15 @@ def test_metadata_filters_translate_to_chroma_where():
            FilterOperator.LT: "$lt", FilterOperator.LTE: "$lte"}  # fmt: skip
     for op, name in ops.items():
         assert metadata_filters_to_where(MetadataFilters(filters=[_f("year", 2025, op)])) == {"year": {name: 2025}}
-    both = MetadataFilters(filters=[_f("team", ["ops", "home"], FilterOperator.IN), _f("year", [2024], FilterOperator.NIN)])
+    both = MetadataFilters(
+        filters=[_f("team", ["ops", "home"], FilterOperator.IN), _f("year", [2024], FilterOperator.NIN)]
+    )
     assert metadata_filters_to_where(both) == {"$and": [{"team": {"$in": ["ops", "home"]}}, {"year": {"$nin": [2024]}}]}
     nested = MetadataFilters(
-        filters=[_f("team", "home"), MetadataFilters(filters=[_f("year", 2024), _f("year", 2026)], condition=FilterCondition.OR)]
+        filters=[
+            _f("team", "home"),
+            MetadataFilters(filters=[_f("year", 2024), _f("year", 2026)], condition=FilterCondition.OR),
+        ]
     )
     assert metadata_filters_to_where(nested) == {
         "$and": [{"team": {"$eq": "home"}}, {"$or": [{"year": {"$eq": 2024}}, {"year": {"$eq": 2026}}]}]
@@ -124,7 +129,9 @@ def test_any_base_embedding_and_settings_embed_model():
         assert store.index.config.dims == 12
         r = ContextualRetriever.from_path(in_memory=True, collection=f"s-{uuid.uuid4().hex}", similarity_top_k=2)
         assert r.index.config.dims == 12 and r.similarity_top_k == 2
-        explicit = ContextualStoreIndex(in_memory=True, collection=f"s-{uuid.uuid4().hex}", embed_model=MockEmbedding(embed_dim=4))
+        explicit = ContextualStoreIndex(
+            in_memory=True, collection=f"s-{uuid.uuid4().hex}", embed_model=MockEmbedding(embed_dim=4)
+        )
         assert explicit.index.config.dims == 4  # embed_model= beats Settings
     finally:
         Settings._embed_model = before
@@ -154,7 +161,9 @@ class ReverseRerank(BaseNodePostprocessor):
 
     calls: list = []
 
-    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
         type(self).calls.append((query_bundle.query_str, len(nodes)))
         return [NodeWithScore(node=n.node, score=100.0 - i) for i, n in enumerate(reversed(nodes))]
 
@@ -182,7 +191,9 @@ def test_builtin_postprocessors_as_rerankers(filled):
     ).retrieve(QUERY)
     assert 0 < len(kept) < len(plain)
     assert {n.node.node_id for n in kept} == {n.node.node_id for n in plain if n.score >= cut}
-    reordered = ContextualRetriever(filled, similarity_top_k=5, score_threshold=None, rerank=LongContextReorder()).retrieve(QUERY)
+    reordered = ContextualRetriever(
+        filled, similarity_top_k=5, score_threshold=None, rerank=LongContextReorder()
+    ).retrieve(QUERY)
     for g in (0, 1):  # the group is ordered by the scores it returned: the relevance
         scores = [n.score for n in reordered if n.node.metadata["group"] == g]
         assert scores == sorted(scores, reverse=True)
@@ -194,12 +205,15 @@ def test_a_similarity_cutoff_means_the_same_in_a_small_and_a_large_store(local_e
     small = _index(local_embedder)
     add_documents_to_index(small, DOCS)
     large = _index(local_embedder)
-    add_documents_to_index(large, DOCS + [Document(text=f"Meeting note {i}: the budget review moved to room {i}.", id_=f"m{i}")
-                                          for i in range(30)])  # fmt: skip
+    notes = [Document(text=f"Meeting note {i}: the budget review moved to room {i}.", id_=f"m{i}") for i in range(30)]
+    add_documents_to_index(large, DOCS + notes)
     q = "Who is on call for platform this week?"
 
     def scored(index):
-        return {n.node.node_id: n.score for n in ContextualRetriever(index, similarity_top_k=3, score_threshold=None).retrieve(q)}
+        return {
+            n.node.node_id: n.score
+            for n in ContextualRetriever(index, similarity_top_k=3, score_threshold=None).retrieve(q)
+        }
 
     a, b = scored(small), scored(large)
     top = max(a, key=a.get)

@@ -9,7 +9,14 @@ import pytest
 from ctxret import ContextualIndex, SearchSettings
 from ctxret.errors import InputError
 from ctxret.query.mmr import mmr_order
-from ctxret.query.relevance import LOCAL_MINILM, RelevanceCalibration, RelevanceModel, auc, calibration_for, fit_relevance
+from ctxret.query.relevance import (
+    LOCAL_MINILM,
+    RelevanceCalibration,
+    RelevanceModel,
+    auc,
+    calibration_for,
+    fit_relevance,
+)
 
 NOTES = [
     "The flight to Lisbon leaves Berlin at 09:40 on October 20 with TAP, booking reference XJ42Q.",
@@ -19,8 +26,14 @@ NOTES = [
     "The passport expires in March and must be renewed in January.",
 ]
 # Unrelated notes that still become candidates of the query's part (dense candidates always fill up).
-FILLER = ["Photosynthesis turns light into chemical energy.", "Granite is an igneous rock.", *[f"Note {i}: the {w} meeting about quarterly budget line {i} was moved to room {100 + i}."
-          for i, w in enumerate(["finance", "sales", "legal", "design", "hiring"] * 8)]]  # fmt: skip
+FILLER = [
+    "Photosynthesis turns light into chemical energy.",
+    "Granite is an igneous rock.",
+    *[
+        f"Note {i}: the {w} meeting about quarterly budget line {i} was moved to room {100 + i}."
+        for i, w in enumerate(["finance", "sales", "legal", "design", "hiring"] * 8)
+    ],
+]
 QUERY = "What is the booking reference of my flight to Lisbon?"
 
 
@@ -104,7 +117,7 @@ def test_fit_recovers_a_known_logistic_curve():
     cos, cov = rng.uniform(0, 1, 4000), rng.uniform(0, 1, 4000)
     true = RelevanceModel(-4.0, 3.0, 5.0, 0.0)
     y = rng.uniform(size=4000) < true(cos, cov)
-    cal = fit_relevance([{"cosine": a, "coverage": b, "right": bool(r)} for a, b, r in zip(cos, cov, y)])
+    cal = fit_relevance([{"cosine": a, "coverage": b, "right": bool(r)} for a, b, r in zip(cos, cov, y, strict=False)])
     assert cal.hybrid.cosine_weight == pytest.approx(3.0, abs=0.6)
     assert cal.hybrid.coverage_weight == pytest.approx(5.0, abs=0.8)
     assert auc([0.1, 0.4, 0.35, 0.8], [False, False, True, True]) == 0.75
@@ -148,7 +161,9 @@ def test_a_bad_reranker_answer_is_an_error(local_embedder):
 async def test_rerank_and_mmr_run_in_asearch_too(local_embedder):
     index = _index(local_embedder)
     index.add_documents(NOTES)
-    groups = await index.asearch(QUERY, k=2, score_threshold=None, rerank=lambda p, hits: [-i for i in range(len(hits))])
+    groups = await index.asearch(
+        QUERY, k=2, score_threshold=None, rerank=lambda p, hits: [-i for i in range(len(hits))]
+    )
     assert groups[0].hits[0].scores["rerank"] == 0
     groups = await index.asearch(QUERY, k=3, score_threshold=None, mmr=True, fetch_k=5, lambda_mult=0.5)
     assert len(groups[0].hits) == 3
@@ -165,8 +180,10 @@ def test_mmr_order_against_a_hand_computed_case():
 def test_mmr_inside_each_group_skips_near_duplicates(local_embedder):
     index = _index(local_embedder, lexical=False)
     dup = "The flight to Lisbon leaves Berlin at 09:40 on October 20 with TAP."
-    index.add_documents([{"text": dup, "id": "a"}, {"text": dup + " Window seat.", "id": "b"},
-                         {"text": "The hotel in Lisbon is in Alfama, checkout at 11:00.", "id": "c"}, *NOTES[1:]])  # fmt: skip
+    hotel = "The hotel in Lisbon is in Alfama, checkout at 11:00."
+    index.add_documents(
+        [{"text": dup, "id": "a"}, {"text": dup + " Window seat.", "id": "b"}, {"text": hotel, "id": "c"}, *NOTES[1:]]
+    )
     query = "my flight from Berlin to Lisbon"
     plain = index.search(query, k=2, score_threshold=None)[0].hits
     assert {h.metadata["doc_id"] for h in plain} == {"a", "b"}

@@ -43,12 +43,19 @@ def check_fetch_k(value: object) -> int:
 
 
 def check_lambda_mult(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0.0 <= float(value) <= 1.0) or math.isnan(float(value)):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (0.0 <= float(value) <= 1.0)
+        or math.isnan(float(value))
+    ):
         raise InputError(f"lambda_mult must be between 0 (most diverse) and 1 (most relevant), got {value!r}")
     return float(value)
 
 
-def mmr_order(query_sims: Sequence[float], vectors: np.ndarray, k: int, lambda_mult: float = DEFAULT_LAMBDA_MULT) -> list[int]:
+def mmr_order(
+    query_sims: Sequence[float], vectors: np.ndarray, k: int, lambda_mult: float = DEFAULT_LAMBDA_MULT
+) -> list[int]:
     """Indices of at most ``k`` candidates in MMR order.
 
     ``query_sims[i]`` is candidate ``i``'s similarity to the query part, ``vectors[i]`` its stored

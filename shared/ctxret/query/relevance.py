@@ -61,7 +61,8 @@ __all__ = [
 CALIBRATION_POOL = 20
 
 #: English function words left out of a part before its coverage is measured.
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a about above after again against all am an and any are aren't as at be because been before being below between
 both but by can can't cannot could couldn't did didn't do does doesn't doing don't down during each few for from
 further had hadn't has hasn't have haven't having he he'd he'll he's her here here's hers herself him himself his
@@ -71,7 +72,8 @@ shouldn't so some such than that that's the their theirs them themselves then th
 they'll they're they've this those through to too under until up very was wasn't we we'd we'll we're we've were
 weren't what what's when when's where where's which while who who's whom why why's will with won't would wouldn't
 you you'd you'll you're you've your yours yourself yourselves also just did does tell know please again ever
-""".split())
+""".split()
+)
 _WORD = re.compile(r"[\w'’]+", re.UNICODE)
 
 
@@ -156,7 +158,8 @@ def calibration_for(embedder: Any) -> RelevanceCalibration:
     floor = float(getattr(embedder, "default_score_threshold", _LOCAL_FLOOR))
     return LOCAL_MINILM.shifted(
         floor - _LOCAL_FLOOR,
-        f"uncalibrated: the local model's curve moved to floor {floor:g}; run `ctxret eval calibrate --sweeps relevance`",
+        f"uncalibrated: the local model's curve moved to floor {floor:g}; "
+        "run `ctxret eval calibrate --sweeps relevance`",
     )
 
 
@@ -182,7 +185,7 @@ def _logistic_fit(x: np.ndarray, y: np.ndarray, l2: float = 1e-3, iters: int = 1
     return w
 
 
-def auc(scores: Sequence[float], labels: Sequence[bool]) -> float:
+def auc(scores: Any, labels: Any) -> float:
     """Area under the ROC curve: the chance a random right hit outscores a random wrong one (ties: ½)."""
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(labels, dtype=bool)
@@ -202,22 +205,24 @@ def auc(scores: Sequence[float], labels: Sequence[bool]) -> float:
     return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
 
 
-def log_loss(p: Sequence[float], labels: Sequence[bool]) -> float:
+def log_loss(p: Any, labels: Any) -> float:
     q = np.clip(np.asarray(p, dtype=np.float64), 1e-9, 1 - 1e-9)
     y = np.asarray(labels, dtype=np.float64)
     return float(-np.mean(y * np.log(q) + (1 - y) * np.log(1 - q))) if len(q) else math.nan
 
 
-def reliability(p: Sequence[float], labels: Sequence[bool], edges: Sequence[float] = (0, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0001)) -> list[dict[str, float]]:
+def reliability(
+    p: Any, labels: Any, edges: Sequence[float] = (0, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0001)
+) -> list[dict[str, Any]]:
     """Per relevance bin: how many hits, their mean relevance and the share that were right."""
-    p = np.asarray(p, dtype=np.float64)
+    pa = np.asarray(p, dtype=np.float64)
     y = np.asarray(labels, dtype=np.float64)
-    rows = []
-    for lo, hi in zip(edges[:-1], edges[1:]):
-        m = (p >= lo) & (p < hi)
+    rows: list[dict[str, Any]] = []
+    for lo, hi in zip(edges[:-1], edges[1:], strict=False):
+        m = (pa >= lo) & (pa < hi)
         n = int(m.sum())
         rows.append({"bin": f"{lo:.1f}-{min(hi, 1.0):.1f}", "n": n,
-                     "mean_relevance": float(p[m].mean()) if n else math.nan,
+                     "mean_relevance": float(pa[m].mean()) if n else math.nan,
                      "right_share": float(y[m].mean()) if n else math.nan})  # fmt: skip
     return rows
 
@@ -235,7 +240,9 @@ def fit_relevance(samples: Sequence[Mapping[str, Any]], *, source: str = "") -> 
     hb = _logistic_fit(np.column_stack([ones, cos, cov, cov * cov]), y)
     dn = _logistic_fit(np.column_stack([ones, cos]), y)
     return RelevanceCalibration(
-        RelevanceModel(float(hb[0]), float(hb[1]), float(hb[2]), float(hb[3])), RelevanceModel(float(dn[0]), float(dn[1])), source
+        RelevanceModel(float(hb[0]), float(hb[1]), float(hb[2]), float(hb[3])),
+        RelevanceModel(float(dn[0]), float(dn[1])),
+        source,
     )
 
 

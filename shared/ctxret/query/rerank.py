@@ -83,17 +83,23 @@ def rerank_hits(rerank: Reranker, part: str, hits: Sequence[Hit]) -> list[Hit]:
             "(or None to drop the hit) per hit, in order"
         )
     kept: list[tuple[float, int, Hit]] = []
-    for i, (hit, s) in enumerate(zip(hits, scores)):
+    for i, (hit, s) in enumerate(zip(hits, scores, strict=False)):
         if s is None:
             continue
-        if isinstance(s, bool) or not isinstance(s, (int, float, np.floating, np.integer)) or not math.isfinite(float(s)):
+        if (
+            isinstance(s, bool)
+            or not isinstance(s, (int, float, np.floating, np.integer))
+            or not math.isfinite(float(s))
+        ):
             raise InputError(f"the reranker's score for hit {i} is {s!r}; expected a finite number or None")
         kept.append((float(s), i, hit))
     kept.sort(key=lambda t: (-t[0], t[1]))
     return [replace(h, score=s, scores={**h.scores, "rerank": s}) for s, _, h in kept]
 
 
-def _with_relevance(hits: list[Hit], part: str, hybrid: bool, lexical: Any, cal: RelevanceCalibration | None) -> list[Hit]:
+def _with_relevance(
+    hits: list[Hit], part: str, hybrid: bool, lexical: Any, cal: RelevanceCalibration | None
+) -> list[Hit]:
     if not hits:
         return hits
     cov: dict[str, float] = {}
@@ -122,7 +128,7 @@ def finish_groups(
 ) -> list[Group]:
     """Run the stages on each part's floored hits (``hit_lists[i]`` for ``candidates[i]``) and cut to ``k``."""
     lists: list[list[Hit]] = []
-    for c, hits in zip(candidates, hit_lists):
+    for c, hits in zip(candidates, hit_lists, strict=False):
         hits = _with_relevance(list(hits), c.part, c.bm25 is not None, lexical, stages.relevance)
         if stages.min_relevance is not None:
             hits = [h for h in hits if h.scores.get("relevance", 0.0) >= stages.min_relevance]
@@ -136,8 +142,13 @@ def finish_groups(
         for i, pool in enumerate(pools):
             pool = [h for h in pool if h.id in vectors]
             if pool:
-                order = mmr_order([h.scores["cosine"] for h in pool], np.stack([vectors[h.id] for h in pool]), k, stages.mmr.lambda_mult)
+                order = mmr_order(
+                    [h.scores["cosine"] for h in pool],
+                    np.stack([vectors[h.id] for h in pool]),
+                    k,
+                    stages.mmr.lambda_mult,
+                )
                 lists[i] = [pool[j] for j in order]
             else:
                 lists[i] = []
-    return [Group(i, c.part, tuple(hits[:k])) for i, (c, hits) in enumerate(zip(candidates, lists))]
+    return [Group(i, c.part, tuple(hits[:k])) for i, (c, hits) in enumerate(zip(candidates, lists, strict=False))]
