@@ -204,6 +204,13 @@ class ContextualVectorStore(VectorStore):
         store.add_texts(texts, metadatas, ids=ids, thread_id=thread_id)
         return store
 
+    @classmethod
+    def from_documents(
+        cls, documents: list[Document], embedding: Embeddings | None = None, **kwargs: Any
+    ) -> ContextualVectorStore:
+        """A store holding ``documents`` (ids from ``Document.id``; ``embedding=None``: the local model)."""
+        return super().from_documents(documents, cast(Any, embedding), **kwargs)
+
     def as_retriever(self, **kwargs: Any) -> ContextualRetriever:  # type: ignore[override]
         """The grouped retriever over this index (``search_type``, ``search_kwargs``, ``tags`` and any
         :class:`ContextualRetriever` field)."""

@@ -601,7 +601,7 @@ def relevance_samples(
     """One sample per candidate among the top ``pool`` of each part's runtime hybrid ranking, for
     every fact and question: ``{"conversation", "query_set", "cosine", "coverage", "fused", "rank",
     "n_candidates", "right"}`` (right: the piece holds one of the query's evidence units)."""
-    from ..query.relevance import CALIBRATION_POOL, content_words
+    from ..query.relevance import CALIBRATION_POOL, content_coverage
 
     pool = int(pool or CALIBRATION_POOL)
     emb = cached_embedder(embedder)
@@ -623,12 +623,13 @@ def relevance_samples(
                 )  # fmt: skip
                 for c in cands:
                     top = c.ranked[:pool]
-                    content = ix.lexical.coverage(content_words(c.part), [rid for rid, _ in top])
+                    texts = [ix.pieces[ix.index_of[rid]].text for rid, _ in top]
+                    content = dict(zip([rid for rid, _ in top], content_coverage(c.part, texts), strict=True))
                     for rank, (rid, fused) in enumerate(top):
                         right = bool(ix.piece_units[ix.index_of[rid]] & q.evidence)
                         out.append({
                             "conversation": conv.id, "query_set": qs, "cosine": float(c.cosine[rid]),
-                            "coverage": float(content.get(rid, 0.0)), "fused": float(fused), "rank": rank,
+                            "coverage": content[rid], "fused": float(fused), "rank": rank,
                             "bm25": float((c.bm25 or {}).get(rid, 0.0)),
                             "n_candidates": len(c.ranked), "right": right,
                         })  # fmt: skip
@@ -645,8 +646,8 @@ def relevance_sweep(conversations: Sequence[Conversation], embedder: Embedder, *
     cal = fit_relevance(samples, source=f"{emb.model_id}, fitted by ctxret eval calibrate --sweeps relevance")
     y = [s["right"] for s in samples]
     cos = np.array([s["cosine"] for s in samples])
-    cov = np.array([s["coverage"] for s in samples])
-    rel = cal.hybrid(cos, cov)
+    cov = np.array([s["coverage"] if s["coverage"] is not None else 0.0 for s in samples])
+    rel = np.array([cal(s["cosine"], s["coverage"]) for s in samples])
     dense = cal.dense(cos)
     separation = [
         {"score": "relevance (cosine + coverage)", "auc": auc(rel, y), "log_loss": log_loss(rel, y)},
@@ -665,7 +666,7 @@ def relevance_sweep(conversations: Sequence[Conversation], embedder: Embedder, *
             if not test or len({s["right"] for s in train}) < 2:
                 continue
             m = fit_relevance(train)
-            held_p.extend(m.hybrid(np.array([s["cosine"] for s in test]), np.array([s["coverage"] for s in test])))
+            held_p.extend(m(s["cosine"], s["coverage"]) for s in test)
             held_y.extend(s["right"] for s in test)
         separation.append({"score": "relevance, leave-one-conversation-out", "auc": auc(held_p, held_y),
                            "log_loss": log_loss(held_p, held_y)})  # fmt: skip

@@ -2,8 +2,8 @@
 
 Per query part (groups never mix), on the part's candidates that passed the floor, best first:
 
-1. **relevance** (always): every hit gets ``scores["coverage"]`` (hybrid search: the share of the
-   part's IDF-weighted content words it holds, :func:`~.relevance.content_words`) and ``scores["relevance"]`` in [0, 1]
+1. **relevance** (always): every hit gets ``scores["coverage"]`` (the share of the part's content
+   words it holds, :func:`~.relevance.content_coverage`) and ``scores["relevance"]`` in [0, 1]
    (:mod:`ctxret.query.relevance`);
 2. **min_relevance** (optional): hits under it are dropped;
 3. **rerank** (optional): the top ``rerank_candidates`` go to ``rerank(part, hits)``, which
@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import InputError
 from ..results import Group, Hit
 from .mmr import MMRSettings, mmr_order
-from .relevance import RelevanceCalibration, content_words
+from .relevance import RelevanceCalibration, content_coverage
 
 __all__ = ["DEFAULT_RERANK_CANDIDATES", "GroupStages", "Reranker", "check_reranker", "finish_groups", "rerank_hits"]
 
@@ -97,18 +97,12 @@ def rerank_hits(rerank: Reranker, part: str, hits: Sequence[Hit]) -> list[Hit]:
     return [replace(h, score=s, scores={**h.scores, "rerank": s}) for s, _, h in kept]
 
 
-def _with_relevance(
-    hits: list[Hit], part: str, hybrid: bool, lexical: Any, cal: RelevanceCalibration | None
-) -> list[Hit]:
+def _with_relevance(hits: list[Hit], part: str, cal: RelevanceCalibration | None) -> list[Hit]:
     if not hits:
         return hits
-    cov: dict[str, float] = {}
-    if hybrid and lexical is not None:
-        cov = lexical.coverage(content_words(part), [h.id for h in hits])
     out = []
-    for h in hits:
+    for h, c in zip(hits, content_coverage(part, [h.text for h in hits]), strict=True):
         scores = dict(h.scores)
-        c = cov.get(h.id, 0.0) if hybrid else None
         if c is not None:
             scores["coverage"] = float(c)
         if cal is not None:
@@ -123,13 +117,12 @@ def finish_groups(
     candidates: Sequence[Any],
     hit_lists: Sequence[list[Hit]],
     *,
-    lexical: Any = None,
     fetch: Callable[[list[str]], Mapping[str, np.ndarray]] | None = None,
 ) -> list[Group]:
     """Run the stages on each part's floored hits (``hit_lists[i]`` for ``candidates[i]``) and cut to ``k``."""
     lists: list[list[Hit]] = []
     for c, hits in zip(candidates, hit_lists, strict=False):
-        hits = _with_relevance(list(hits), c.part, c.bm25 is not None, lexical, stages.relevance)
+        hits = _with_relevance(list(hits), c.part, stages.relevance)
         if stages.min_relevance is not None:
             hits = [h for h in hits if h.scores.get("relevance", 0.0) >= stages.min_relevance]
         if stages.rerank is not None:

@@ -195,13 +195,9 @@ def _cosine(vec: np.ndarray, q: np.ndarray) -> float:
     return float(np.clip(float(vec @ q) / denom, -1.0, 1.0)) if denom > 0 else 0.0
 
 
-def assemble(
-    plan: SearchPlan, candidates: Sequence[PartCandidates], *, lexical: LexicalBackend | None = None,
-    fetch: Any = None,
-) -> list[Group]:  # fmt: skip
+def assemble(plan: SearchPlan, candidates: Sequence[PartCandidates], *, fetch: Any = None) -> list[Group]:
     """The floor, the group stages (relevance, rerank, MMR: :mod:`.rerank`) and the cut to ``k``: one
-    group per part, never padded. ``lexical`` gives the coverage of hits that lack it; ``fetch(ids)``
-    their stored vectors (MMR)."""
+    group per part, never padded. ``fetch(ids)`` gives stored vectors (MMR)."""
     lexical_floor = plan.hybrid.lexical_floor if plan.hybrid is not None else None
     pool = plan.stages.pool(plan.k)
     lists: list[list[Hit]] = []
@@ -222,7 +218,7 @@ def assemble(
             if len(hits) == pool:
                 break
         lists.append(hits)
-    return finish_groups(plan.stages, plan.k, candidates, lists, lexical=lexical, fetch=fetch)
+    return finish_groups(plan.stages, plan.k, candidates, lists, fetch=fetch)
 
 
 def _fetcher(backend: DenseBackend, scope: Scope) -> Any:
@@ -253,7 +249,7 @@ def search_vectors(
 ) -> list[Group]:
     """Stages 1–5 for query vectors already made (the harness calls this with its own vectors)."""
     cands = candidates(plan, parts, qvecs, scope, backend, lexical)
-    groups = assemble(plan, cands, lexical=lexical, fetch=_fetcher(backend, scope))
+    groups = assemble(plan, cands, fetch=_fetcher(backend, scope))
     return expand_parents(backend, groups) if plan.parents and groups else groups
 
 
@@ -301,7 +297,7 @@ async def arun_search(
             asyncio.to_thread(_lexical_lists, lexical, plan, parts, scope),
         )
         cands = await asyncio.to_thread(_hybrid_candidates, backend, lexical, plan, parts, qvecs, scope, rows, lex)
-    groups = await asyncio.to_thread(assemble, plan, cands, lexical=lexical, fetch=_fetcher(backend, scope))
+    groups = await asyncio.to_thread(assemble, plan, cands, fetch=_fetcher(backend, scope))
     if plan.parents and groups:
         return await asyncio.to_thread(expand_parents, backend, groups)
     return groups
