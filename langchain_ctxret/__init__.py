@@ -20,7 +20,11 @@ from .prompt import (
     render_groups,
     render_groups_runnable,
 )
+from .rerank import compressor_reranker
 from .retriever import ContextualRetriever, groups_to_documents, hit_to_document
+
+if TYPE_CHECKING:
+    from .vectorstore import ContextualVectorStore
 
 if TYPE_CHECKING:
     from .embeddings import CtxretEmbeddings
@@ -28,6 +32,8 @@ if TYPE_CHECKING:
 __all__ = [
     # retrieval
     "ContextualRetriever",
+    "ContextualVectorStore",
+    "compressor_reranker",
     "groups_to_documents",
     "hit_to_document",
     # messages
@@ -52,4 +58,8 @@ def __getattr__(name: str) -> Any:
         from .embeddings import CtxretEmbeddings
 
         return CtxretEmbeddings
+    if name == "ContextualVectorStore":
+        from .vectorstore import ContextualVectorStore
+
+        return ContextualVectorStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

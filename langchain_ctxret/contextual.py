@@ -12,6 +12,9 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from langchain_core.callbacks import Callbacks
+from langchain_core.runnables import RunnableConfig
+
 DEFAULT_PROMPT = """<document>
 {passage}
 </document>
@@ -38,20 +41,35 @@ def parse_numbered_lines(text: str, n: int) -> list[str]:
 
 
 def llm_contextualizer(
-    llm: Any, *, prompt: str = DEFAULT_PROMPT, max_passage_chars: int = 24_000
+    llm: Any,
+    *,
+    prompt: str = DEFAULT_PROMPT,
+    max_passage_chars: int = 24_000,
+    config: RunnableConfig | None = None,
+    callbacks: Callbacks = None,
 ) -> Callable[[str, Sequence[str]], list[str]]:
     """A contextualizer calling ``llm.invoke`` once per passage (an LLM returns text, a chat model a message).
 
     ``prompt`` is formatted with ``passage`` (cut to its last ``max_passage_chars`` characters) and
     ``chunks`` (``"1. body"`` lines). A chunk the answer has no line for gets ``""``, and the index
     falls back to the mean context for that piece.
+
+    ``config`` (a ``RunnableConfig``: ``callbacks``, ``tags``, ``metadata``, ``run_name``,
+    ``max_concurrency``, …) is passed to every ``llm.invoke``, so the calls are traced and
+    counted like the rest of your chain; ``callbacks`` is a shortcut for ``config["callbacks"]``.
+    The default run name is ``"ctxret_contextualizer"``.
     """
+    cfg: dict[str, Any] = {"run_name": "ctxret_contextualizer", **dict(config or {})}
+    if callbacks is not None:
+        if cfg.get("callbacks") is not None:
+            raise ValueError("pass callbacks either as callbacks= or in config, not both")
+        cfg["callbacks"] = callbacks
 
     def contextualize(passage: str, bodies: Sequence[str]) -> list[str]:
         if not bodies:
             return []
         chunks = "\n".join(f"{i}. {' '.join(b.split())}" for i, b in enumerate(bodies, start=1))
-        answer = llm.invoke(prompt.format(passage=passage[-max_passage_chars:], chunks=chunks))
+        answer = llm.invoke(prompt.format(passage=passage[-max_passage_chars:], chunks=chunks), config=cfg)
         text = answer if isinstance(answer, str) else str(getattr(answer, "content", answer))
         return parse_numbered_lines(text, len(bodies))
 

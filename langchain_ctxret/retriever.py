@@ -7,14 +7,18 @@ only maps LangChain objects in and ``Group``/``Hit`` results out as Documents.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+from ctxret.config import SearchSettings
 from ctxret.errors import InputError
 from ctxret.index import ContextualIndex
+from ctxret.ingest.documents import document_id
+from ctxret.query.relevance import scored_metadata
 from ctxret.results import Group, Hit, IndexResult
-from ctxret.storage.schema import METADATA_PREFIX, RETRIEVAL_KEYS, hit_metadata
+from ctxret.storage.schema import METADATA_PREFIX, RETRIEVAL_KEYS
 from ctxret.text import MAX_PARTS
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
@@ -22,10 +26,11 @@ from langchain_core.callbacks import (
 )
 from langchain_core.documents import Document
 from langchain_core.messages import BaseMessage
-from langchain_core.retrievers import BaseRetriever
-from pydantic import Field, field_validator
+from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
+from pydantic import Field, field_validator, model_validator
 
 from .messages import messages_to_openai
+from .rerank import as_reranker
 
 __all__ = [
     "ContextualRetriever",
@@ -33,13 +38,18 @@ __all__ = [
     "hit_to_document",
     "OUTPUT_KEYS",
     "METADATA_PREFIX",
+    "SEARCH_TYPES",
+    "documents_to_items",
 ]
 
 #: Metadata keys the retriever sets on every Document it returns (plus ``score_<name>`` for each
 #: named score of the hit: ``score_cosine``; with hybrid search ``score_bm25``, ``score_fused``).
 OUTPUT_KEYS = RETRIEVAL_KEYS
-#: Search settings that are retriever fields (and ``invoke`` keywords), not ``search_kwargs`` keys.
-_FIELD_KEYS = frozenset({"k", "score_threshold", "thread_id", "where", "max_parts"})
+#: ``search_type`` values, as LangChain's ``VectorStoreRetriever`` names them.
+SEARCH_TYPES = ("similarity", "similarity_score_threshold", "mmr")
+#: ``search_kwargs`` keys with LangChain's meaning (translated to the core's options); any other key
+#: is a :class:`ctxret.SearchSettings` option, passed as is.
+LANGCHAIN_KEYS = ("k", "filter", "score_threshold", "fetch_k", "lambda_mult")
 
 
 class _Unset:
@@ -62,14 +72,30 @@ class ContextualRetriever(BaseRetriever):
     - ``group`` (int, 0-based part index), ``group_query`` (the part text), ``group_rank``
       (0-based rank inside its group), ``group_count`` (number of parts) and ``group_parts``
       (every part's text, so a renderer can show parts that found nothing);
-    - ``score``: the hit's ranking score, ``score_scale``: its name (``"cosine"``: raw cosine in
-      [-1, 1], higher is better — not a distance; ``"fused"`` with hybrid search), and
-      ``score_<name>`` for every named score (``score_cosine`` always for dense search).
+    - ``score``: the hit's ``relevance`` in [0, 1] (``score_scale = "relevance"``): calibrated
+      from its cosine and lexical coverage, the same for the same hit whatever else the part
+      found, so it can be thresholded (:mod:`ctxret.query.relevance`). Documents stay in the
+      group's ranking order (``group_rank``), which is by the fused score (or the reranker's) and
+      may differ from ``score``'s order; every named score is kept as ``score_<name>``
+      (``score_cosine``, ``score_bm25``, ``score_fused``, ``score_coverage``, ``score_relevance``,
+      ``score_rerank``).
 
     ``k``, ``score_threshold``, ``thread_id``, ``where``, ``max_parts`` and ``search_kwargs``
     are fields and can be overridden per call: ``retriever.invoke(message, k=2, thread_id="u1")``.
-    ``score_threshold="auto"`` uses the index's floor, ``None`` disables it. ``search_kwargs`` is
-    passed to ``ContextualIndex.search`` as is (e.g. ``{"split": False}`` or hybrid options).
+    ``score_threshold`` is the core's **cosine floor** (``"auto"``: the index's, ``None``: none).
+
+    ``search_type`` and ``search_kwargs`` follow LangChain's ``VectorStoreRetriever``:
+    ``search_kwargs={"k": 1, "filter": {"source": "runbook"}}`` (``filter`` is a Chroma ``where`` on
+    piece metadata, like ``where``), ``search_type="similarity_score_threshold"`` with
+    ``search_kwargs={"score_threshold": 0.5}`` (a floor on ``score``, the relevance — not the
+    cosine floor above), ``search_type="mmr"`` with ``fetch_k`` and ``lambda_mult`` (maximal
+    marginal relevance **inside each group**). Any other key is a core search option
+    (``{"split": False}``, ``{"parents": True}``, hybrid options), checked when the retriever is
+    built.
+
+    ``rerank``: a LangChain ``BaseDocumentCompressor`` (a cross-encoder, Cohere, FlashRank, an LLM
+    reranker) or a callable ``(part, hits) -> scores``, run inside each group on its top
+    ``rerank_candidates`` candidates before the cut to ``k`` (:mod:`ctxret.query.rerank`).
 
     >>> retriever = ContextualRetriever.from_path("./memory", thread_id="u42")   # doctest: +SKIP
     >>> retriever.add_messages(history, thread_id="u42")                         # doctest: +SKIP
@@ -88,19 +114,61 @@ class ContextualRetriever(BaseRetriever):
     """A Chroma ``where`` filter on piece metadata, applied inside the query."""
     max_parts: int = Field(default=MAX_PARTS, ge=1)
     """At most this many parts per message."""
+    search_type: Literal["similarity", "similarity_score_threshold", "mmr"] = "similarity"
+    """LangChain's search types: ``"mmr"`` runs maximal marginal relevance inside each group."""
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
-    """Further keyword arguments for ``ContextualIndex.search`` (forwarded unchanged)."""
+    """LangChain's keys (``k``, ``filter``, ``score_threshold``, ``fetch_k``, ``lambda_mult``) and
+    any core search option (see the class docstring)."""
+    rerank: Any = None
+    """A ``BaseDocumentCompressor`` or a callable ``(part, hits) -> scores``, run inside each group."""
+    rerank_candidates: int = Field(default=20, ge=1)
+    """Candidates per group handed to ``rerank``."""
 
-    @field_validator("search_kwargs")
+    @field_validator("rerank")
     @classmethod
-    def _check_search_kwargs(cls, value: dict[str, Any]) -> dict[str, Any]:
-        clash = sorted(set(value) & _FIELD_KEYS)
-        if clash:
-            raise ValueError(
-                f"search_kwargs keys {clash} are retriever fields; set them directly, "
-                f"e.g. ContextualRetriever(index=..., {clash[0]}=...)"
-            )
+    def _check_rerank(cls, value: Any) -> Any:
+        as_reranker(value)  # a clear error for anything that cannot rerank
         return value
+
+    @model_validator(mode="after")
+    def _check_search(self) -> ContextualRetriever:
+        sk = self.search_kwargs
+        explicit = self.model_fields_set
+        for key, field in (("k", "k"), ("filter", "where"), ("where", "where"), ("thread_id", "thread_id"),
+                           ("max_parts", "max_parts")):  # fmt: skip
+            if key in sk and field in explicit and sk[key] != getattr(self, field):
+                raise ValueError(
+                    f"search_kwargs[{key!r}]={sk[key]!r} disagrees with {field}={getattr(self, field)!r}; "
+                    "set one of them"
+                )
+        if "filter" in sk and "where" in sk and sk["filter"] != sk["where"]:
+            raise ValueError("search_kwargs has both 'filter' and 'where'; they are the same filter, give one")
+        if self.search_type == "similarity_score_threshold":
+            t = sk.get("score_threshold")
+            if isinstance(t, bool) or not isinstance(t, (int, float)):
+                raise ValueError(
+                    "search_type='similarity_score_threshold' needs search_kwargs={'score_threshold': R}, "
+                    "R a relevance between 0 and 1 (the scale of metadata['score'])"
+                )
+        try:  # unknown options and bad values fail here, not at the first invoke
+            checked = {k: sk[k] for k in ("k", "max_parts") if k in sk}
+            SearchSettings().with_options(**self._core_options(self.search_type, sk), **checked)
+        except InputError as e:
+            raise ValueError(f"search_kwargs: {e}") from None
+        return self
+
+    @staticmethod
+    def _core_options(search_type: str, search_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """LangChain's ``search_kwargs`` as the core's search options: ``score_threshold`` →
+        ``min_relevance``, ``search_type="mmr"`` → ``mmr=True`` (with ``fetch_k``, ``lambda_mult``);
+        the scope keys (``filter``/``where``, ``thread_id``) and ``k``/``max_parts`` are left to the caller."""
+        scope = ("filter", "where", "thread_id", "k", "max_parts", "score_threshold")
+        out = {k: v for k, v in search_kwargs.items() if k not in scope}
+        if "score_threshold" in search_kwargs:
+            out["min_relevance"] = search_kwargs["score_threshold"]
+        if search_type == "mmr":
+            out["mmr"] = True
+        return out
 
     # -- construction ---------------------------------------------------------------------------
     @classmethod
@@ -149,40 +217,72 @@ class ContextualRetriever(BaseRetriever):
         self,
         documents: Sequence[Document],
         *,
+        ids: Sequence[str] | None = None,
         thread_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
-    ) -> IndexResult:
-        """Index LangChain Documents through the core's document indexer (split into sections).
+    ) -> list[str]:
+        """Index LangChain Documents through the core's document indexer; returns their document ids.
 
-        ``page_content`` → the text; ``metadata["title"]`` → the title (it labels the pieces and is
-        not stored again as metadata); ``Document.id`` → the document id (re-adding the same id
-        replaces changed sections). A Document without an id gets the core's default id, a hash
-        of its title and text (the same id a LlamaIndex ``Document`` with that text and title
-        gets): pages of one file that share a title stay apart.
+        ``page_content`` → the text (split into sections by markdown headings);
+        ``metadata["title"]`` → the title (it labels the pieces and is not stored again as
+        metadata); the document id is ``ids[i]``, else ``Document.id``, else the core's default (a
+        hash of title and text, the same id a LlamaIndex ``Document`` with that text and title
+        gets): pages of one file that share a title stay apart. Re-adding an id replaces its
+        changed sections (unchanged ones cost nothing); ``delete(ids=...)`` removes a document.
         The rest of the metadata is stored as caller metadata (nested dicts flattened, lists
         JSON-encoded). Keys ctxret writes itself (``thread_id``, ``doc_id``, ``kind``,
         ``timestamp``, ``body``, … and the retrievers' output keys ``group*``/``score*``) are
         stored with the ``meta_`` prefix (``thread_id`` → ``meta_thread_id``), by the core's one
         policy (:mod:`ctxret.storage.schema`). ``thread_id`` (the search scope) defaults to
-        each document's id, as in the core.
+        each document's id, as in the core. ``ContextualIndex.add_documents`` returns the
+        counts (:class:`ctxret.IndexResult`) instead.
         """
-        if isinstance(documents, Document):
-            documents = [documents]
-        items = []
-        for i, doc in enumerate(documents):
-            if not isinstance(doc, Document):
-                raise InputError(
-                    f"document {i}: expected a LangChain Document, got {type(doc).__name__}"
-                )
-            meta = dict(doc.metadata or {})
-            title = meta.pop("title", None)
-            item: dict[str, Any] = {"text": doc.page_content, "metadata": meta}
-            if title not in (None, ""):
-                item["title"] = str(title)
-            if doc.id not in (None, ""):
-                item["id"] = str(doc.id)
-            items.append(item)
-        return self.index.add_documents(items, thread_id=thread_id, metadata=metadata)
+        items, doc_ids = documents_to_items(documents, ids)
+        self.index.add_documents(items, thread_id=thread_id, metadata=metadata)
+        return doc_ids
+
+    async def aadd_documents(
+        self,
+        documents: Sequence[Document],
+        *,
+        ids: Sequence[str] | None = None,
+        thread_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> list[str]:
+        """:meth:`add_documents` off the event loop."""
+        return await asyncio.to_thread(
+            self.add_documents, documents, ids=ids, thread_id=thread_id, metadata=metadata
+        )
+
+    def delete(
+        self,
+        ids: Sequence[str] | None = None,
+        *,
+        thread_id: str | Sequence[str] | None = None,
+        where: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Delete documents by id (every piece of each), or every piece of ``thread_id`` or matching
+        ``where``; returns the number of pieces deleted. Ids that are not stored are ignored."""
+        clauses: list[dict[str, Any]] = []
+        if ids is not None:
+            ids = [ids] if isinstance(ids, str) else [str(i) for i in ids]
+            if not ids:
+                return 0
+            clauses.append({"doc_id": ids[0]} if len(ids) == 1 else {"doc_id": {"$in": ids}})
+        if where:
+            clauses.append(dict(where))
+        combined = None if not clauses else clauses[0] if len(clauses) == 1 else {"$and": clauses}
+        return self.index.delete(thread_id=thread_id, where=combined)
+
+    async def adelete(
+        self,
+        ids: Sequence[str] | None = None,
+        *,
+        thread_id: str | Sequence[str] | None = None,
+        where: Mapping[str, Any] | None = None,
+    ) -> int:
+        """:meth:`delete` off the event loop."""
+        return await asyncio.to_thread(self.delete, ids, thread_id=thread_id, where=where)
 
     # -- search -----------------------------------------------------------------------------------
     def _search_params(
@@ -193,24 +293,38 @@ class ContextualRetriever(BaseRetriever):
         where: Any,
         max_parts: int | None,
         search_kwargs: Mapping[str, Any] | None,
+        callbacks: Any = None,
     ) -> dict[str, Any]:
-        extra = {**self.search_kwargs, **dict(search_kwargs or {})}
-        clash = sorted(set(extra) & _FIELD_KEYS)
-        if clash:
-            raise InputError(
-                f"search_kwargs keys {clash} are retriever settings; "
-                f"pass them as keywords, e.g. {clash[0]}=..."
-            )
-        return {
-            **extra,
-            "k": self.k if k is None else k,
+        sk = {**self.search_kwargs, **dict(search_kwargs or {})}
+        options = self._core_options(self.search_type, sk)
+        scope_where = sk.get("filter", sk.get("where", self.where))
+        params = {
+            **options,
+            "k": k if k is not None else sk.get("k", self.k),
             "score_threshold": self.score_threshold
             if score_threshold is _UNSET
             else score_threshold,
-            "thread_id": self.thread_id if thread_id is _UNSET else thread_id,
-            "where": self.where if where is _UNSET else where,
-            "max_parts": self.max_parts if max_parts is None else max_parts,
+            "thread_id": sk.get("thread_id", self.thread_id) if thread_id is _UNSET else thread_id,
+            "where": scope_where if where is _UNSET else where,
+            "max_parts": max_parts if max_parts is not None else sk.get("max_parts", self.max_parts),
         }
+        if self.rerank is not None and "rerank" not in options:
+            params["rerank"] = as_reranker(self.rerank, callbacks=callbacks)
+            params.setdefault("rerank_candidates", self.rerank_candidates)
+        elif "rerank" in options:
+            params["rerank"] = as_reranker(options["rerank"], callbacks=callbacks)
+        return params
+
+    def _get_ls_params(self, **kwargs: Any) -> LangSmithRetrieverParams:
+        """LangSmith's standard retriever parameters: the store and the embedding model."""
+        params = super()._get_ls_params(**kwargs)
+        embedder = self.index.embedder
+        model = getattr(embedder, "model", None)  # a wrapped LangChain / LlamaIndex model
+        params["ls_vector_store_provider"] = "Chroma"
+        wrapped = model is not None and not isinstance(model, str)
+        params["ls_embedding_provider"] = type(model if wrapped else embedder).__name__
+        params["ls_embedding_model"] = str(embedder.model_id)
+        return params
 
     def _get_relevant_documents(
         self,
@@ -224,7 +338,9 @@ class ContextualRetriever(BaseRetriever):
         max_parts: int | None = None,
         search_kwargs: Mapping[str, Any] | None = None,
     ) -> list[Document]:
-        params = self._search_params(k, score_threshold, thread_id, where, max_parts, search_kwargs)
+        params = self._search_params(
+            k, score_threshold, thread_id, where, max_parts, search_kwargs, run_manager.get_child()
+        )
         return groups_to_documents(self.index.search(query, **params))
 
     async def _aget_relevant_documents(
@@ -239,7 +355,9 @@ class ContextualRetriever(BaseRetriever):
         max_parts: int | None = None,
         search_kwargs: Mapping[str, Any] | None = None,
     ) -> list[Document]:
-        params = self._search_params(k, score_threshold, thread_id, where, max_parts, search_kwargs)
+        params = self._search_params(
+            k, score_threshold, thread_id, where, max_parts, search_kwargs, run_manager.get_child()
+        )
         return groups_to_documents(await self.index.asearch(query, **params))
 
 
@@ -254,5 +372,37 @@ def hit_to_document(
     hit: Hit, group: Group, rank: int, parts: Sequence[str] | None = None
 ) -> Document:
     """One :class:`Hit` of ``group`` as a Document with the group and score keys in its metadata."""
-    meta = hit_metadata(hit, group, rank, list(parts) if parts is not None else [group.part])
+    meta = scored_metadata(hit, group, rank, list(parts) if parts is not None else [group.part])
     return Document(page_content=hit.text, metadata=meta, id=str(hit.id))
+
+
+def documents_to_items(
+    documents: Sequence[Document], ids: Sequence[str] | None = None, *, keep_title: bool = False
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """LangChain Documents as the core's document dicts, and the document id of each.
+
+    ``keep_title=True`` keeps ``metadata["title"]`` in the stored metadata too (the vector
+    store's view returns Documents with their metadata as given)."""
+    if isinstance(documents, Document):
+        documents = [documents]
+    documents = list(documents)
+    if ids is not None:
+        ids = [ids] if isinstance(ids, str) else list(ids)
+        if len(ids) != len(documents):
+            raise InputError(f"{len(ids)} ids for {len(documents)} documents; give one id per document")
+    items: list[dict[str, Any]] = []
+    out: list[str] = []
+    for i, doc in enumerate(documents):
+        if not isinstance(doc, Document):
+            raise InputError(f"document {i}: expected a LangChain Document, got {type(doc).__name__}")
+        meta = dict(doc.metadata or {})
+        title = meta.get("title") if keep_title else meta.pop("title", None)
+        item: dict[str, Any] = {"text": doc.page_content, "metadata": meta}
+        if title not in (None, ""):
+            item["title"] = str(title)
+        chosen = ids[i] if ids is not None and ids[i] not in (None, "") else doc.id
+        if chosen not in (None, ""):
+            item["id"] = str(chosen)
+        items.append(item)
+        out.append(item.get("id") or document_id(doc.page_content, item.get("title")))
+    return items, out

@@ -4,23 +4,35 @@
   ``TextNode`` s (node id = piece id); usable alone in an ``IngestionPipeline``.
 * :func:`add_documents_to_index` — the same documents written with their blended vectors through
   ``ContextualIndex`` (the collection format LangChain and the CLI read too).
-* :class:`ContextualRetriever` — per-part groups of ``NodeWithScore`` (raw cosine ``score``).
+* :class:`ContextualIndexWriter` — the same write as the last step of an ``IngestionPipeline``
+  (parse and store in one run).
+* :class:`ContextualStoreIndex` — ``from_documents``, ``insert``, ``delete_ref_doc``,
+  ``as_retriever``, ``as_query_engine``.
+* :class:`ContextualRetriever` — per-part groups of ``NodeWithScore`` (``score`` = the hit's
+  relevance in [0, 1]), with ``MetadataFilters`` and a per-group ``rerank`` (any node postprocessor).
 * :class:`CtxretEmbedding` — a ctxret embedder as a LlamaIndex ``BaseEmbedding``.
 """
 
 from __future__ import annotations
 
 from .embeddings import CtxretEmbedding
+from .filters import metadata_filters_to_where
 from .node_parser import (
     ContextualNodeParser,
     add_documents_to_index,
     documents_from_messages,
     documents_to_turns,
 )
+from .rerank import postprocessor_reranker
 from .retriever import ContextualRetriever, groups_to_nodes
+from .writer import ContextualIndexWriter, ContextualStoreIndex
 
 __all__ = [
+    "ContextualIndexWriter",
     "ContextualNodeParser",
+    "ContextualStoreIndex",
+    "metadata_filters_to_where",
+    "postprocessor_reranker",
     "ContextualRetriever",
     "CtxretEmbedding",
     "add_documents_to_index",

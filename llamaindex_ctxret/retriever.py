@@ -7,22 +7,43 @@ all happen in the core.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from ctxret.errors import InputError
 from ctxret.index import ContextualIndex
+from ctxret.query.relevance import scored_metadata
 from ctxret.results import Group
-from ctxret.storage.schema import hit_metadata
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.vector_stores.types import MetadataFilters
 
+from .filters import metadata_filters_to_where
 from .node_parser import piece_node
+from .rerank import as_reranker
 
-__all__ = ["ContextualRetriever", "groups_to_nodes"]
+__all__ = ["ContextualRetriever", "groups_to_nodes", "settings_embed_model"]
 
-_OWN_ARGS = ("message", "k", "score_threshold", "thread_id", "where")
+_OWN_ARGS = ("message", "k", "score_threshold", "thread_id", "where", "rerank", "rerank_candidates")
+
+
+def settings_embed_model() -> Any:
+    """LlamaIndex's ``Settings.embed_model`` when you set it, else ``None`` (never LlamaIndex's
+    default, which would load OpenAI): what ``llamaindex_ctxret`` embeds with when it builds a
+    :class:`ctxret.ContextualIndex` for you and you pass no ``embed_model``."""
+    from llama_index.core import Settings
+
+    return getattr(Settings, "_embed_model", None)
+
+
+def open_index(
+    path: str | os.PathLike[str] | None = None, *, embed_model: Any = None, **kwargs: Any
+) -> ContextualIndex:
+    """``ContextualIndex(path, embedder=embed_model or Settings.embed_model or the local model, **kwargs)``."""
+    model = embed_model if embed_model is not None else settings_embed_model()
+    return ContextualIndex(path, embedder=model, **kwargs)
 
 
 def groups_to_nodes(groups: Sequence[Group]) -> list[NodeWithScore]:
@@ -33,18 +54,24 @@ def groups_to_nodes(groups: Sequence[Group]) -> list[NodeWithScore]:
     ``group_rank`` (0 = the group's best hit), ``group_count`` (the number of parts),
     ``group_parts`` (every part's text) and one
     ``score_<name>`` per named score of the hit (``score_cosine``; with hybrid search also
-    ``score_bm25`` and ``score_fused``), named as in ``langchain_ctxret``. These keys
-    replace caller metadata of the same name. ``score`` is the hit's ranking score and
-    ``score_scale`` in the metadata names it: ``"cosine"`` (raw cosine in [-1, 1]) for dense
-    search, ``"fused"`` (in [0, 1], relative to the part's candidates) for hybrid search — the same
-    convention as ``langchain_ctxret``. Scores are monotonic inside a group.
+    ``score_bm25``, ``score_fused`` and ``score_coverage``; ``score_relevance``; ``score_rerank``
+    when a reranker ran), named as in ``langchain_ctxret``. These keys replace caller metadata of
+    the same name.
+
+    ``NodeWithScore.score`` is the hit's **relevance** in [0, 1] (``score_scale = "relevance"`` in
+    the metadata): a logistic function of its cosine and lexical coverage, calibrated on LoCoMo dev,
+    the same for the same hit whatever else the part found (:mod:`ctxret.query.relevance`) — so a
+    ``SimilarityPostprocessor(similarity_cutoff=...)`` behaves the same in any store. It is not the
+    cosine (``score_cosine``) and not the fused score (``score_fused``, min–max relative to the
+    part's candidates). Nodes are in each group's ranking order (``group_rank``: by the fused
+    score, or the reranker's), which can differ from the order of ``score``.
     """
     parts = [g.part for g in groups]
     out: list[NodeWithScore] = []
     for group in groups:
         for rank, hit in enumerate(group.hits):
-            meta = hit_metadata(hit, group, rank, parts)
-            out.append(NodeWithScore(node=piece_node(hit.id, hit.text, meta), score=float(hit.score)))
+            meta = scored_metadata(hit, group, rank, parts)
+            out.append(NodeWithScore(node=piece_node(hit.id, hit.text, meta), score=float(meta["score"])))
     return out
 
 
@@ -54,8 +81,8 @@ class ContextualRetriever(BaseRetriever):
     The query is split by the core into at most 8 parts; each part (blended with the whole query)
     searches on its own and keeps its own group of at most ``similarity_top_k`` hits. Nodes come
     back group by group (part 0's hits best first, then part 1's, …) with ``group``,
-    ``group_query`` and ``group_rank`` in their metadata and the raw cosine as ``score`` (see
-    :func:`groups_to_nodes`). A piece that supports two parts is returned once per group: the
+    ``group_query`` and ``group_rank`` in their metadata and the hit's relevance in [0, 1] as
+    ``score`` (see :func:`groups_to_nodes`). A piece that supports two parts is returned once per group: the
     base class's de-duplication by node id is turned off for this retriever.
 
     Args:
@@ -65,6 +92,15 @@ class ContextualRetriever(BaseRetriever):
             disables it, a float sets it.
         thread_id: one thread id or several; scopes the search inside the Chroma query.
         where: a Chroma ``where`` filter on piece metadata, combined with ``thread_id``.
+        filters: LlamaIndex ``MetadataFilters`` (``==`` ``!=`` ``>`` ``>=`` ``<`` ``<=`` ``in``
+            ``nin``, ``and``/``or``, nested), translated to the same Chroma filter
+            (:func:`llamaindex_ctxret.filters.metadata_filters_to_where`) and combined with
+            ``where``.
+        rerank: a LlamaIndex ``BaseNodePostprocessor`` (``SentenceTransformerRerank``,
+            ``LLMRerank``, ``SimilarityPostprocessor``, …) or a callable ``(part, hits) -> scores``,
+            run inside each group on its top ``rerank_candidates`` candidates before the cut to
+            ``similarity_top_k`` (:mod:`llamaindex_ctxret.rerank`). A query engine's
+            ``node_postprocessors`` run after retrieval on all groups' nodes at once instead.
         search_kwargs: more keyword arguments for ``ContextualIndex.search`` / ``asearch``
             (e.g. ``max_parts``, ``split``, or search options a newer core adds), passed as given.
             The arguments above cannot be repeated in it.
@@ -83,6 +119,9 @@ class ContextualRetriever(BaseRetriever):
         score_threshold: float | None | Literal["auto"] = "auto",
         thread_id: str | Sequence[str] | None = None,
         where: Mapping[str, Any] | None = None,
+        filters: MetadataFilters | None = None,
+        rerank: Any = None,
+        rerank_candidates: int = 20,
         search_kwargs: Mapping[str, Any] | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
@@ -117,18 +156,53 @@ class ContextualRetriever(BaseRetriever):
         self.similarity_top_k = similarity_top_k
         self.score_threshold = score_threshold
         self.thread_id = thread_id
-        self.where = dict(where) if where else None
+        translated = metadata_filters_to_where(filters)
+        clauses = [c for c in (dict(where) if where else None, translated) if c]
+        self.where = None if not clauses else clauses[0] if len(clauses) == 1 else {"$and": clauses}
+        self.filters = filters
+        self.rerank = as_reranker(rerank)  # a clear error now for anything that cannot rerank
+        if isinstance(rerank_candidates, bool) or not isinstance(rerank_candidates, int) or rerank_candidates < 1:
+            raise InputError(f"rerank_candidates must be a positive integer, got {rerank_candidates!r}")
+        self.rerank_candidates = rerank_candidates
         self.search_kwargs = extra
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
+    @classmethod
+    def from_path(
+        cls, path: str | os.PathLike[str] | None = None, *, embed_model: Any = None, **kwargs: Any
+    ) -> ContextualRetriever:
+        """Open (or create) the index and the retriever in one call.
+
+        The embedder is ``embed_model`` (any LlamaIndex ``BaseEmbedding``), else
+        ``Settings.embed_model`` when you set it, else the local model. Keywords that are this
+        retriever's arguments go to it; the rest (``collection``, ``in_memory``, ``host``, …) to
+        :class:`ctxret.ContextualIndex`.
+        """
+        own = {"similarity_top_k", "score_threshold", "thread_id", "where", "filters", "rerank",
+               "rerank_candidates", "search_kwargs", "callback_manager", "verbose"}  # fmt: skip
+        mine = {k: kwargs.pop(k) for k in list(kwargs) if k in own}
+        return cls(open_index(path, embed_model=embed_model, **kwargs), **mine)
+
+    def as_query_engine(self, llm: Any = None, **kwargs: Any) -> Any:
+        """A ``RetrieverQueryEngine`` over this retriever (``llm``: default ``Settings.llm``;
+        ``kwargs``: ``RetrieverQueryEngine.from_args``'s, e.g. ``response_mode``,
+        ``node_postprocessors``, ``text_qa_template``). The LLM sees the nodes group by group."""
+        from llama_index.core.query_engine import RetrieverQueryEngine
+
+        return RetrieverQueryEngine.from_args(self, llm=llm, **kwargs)
+
     def _search_args(self) -> dict[str, Any]:
-        return {
+        args = {
             "k": self.similarity_top_k,
             "score_threshold": self.score_threshold,
             "thread_id": self.thread_id,
             "where": self.where,
             **self.search_kwargs,
         }
+        if self.rerank is not None:
+            args["rerank"] = self.rerank
+            args["rerank_candidates"] = self.rerank_candidates
+        return args
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return groups_to_nodes(self.index.search(query_bundle.query_str, **self._search_args()))

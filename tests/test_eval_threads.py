@@ -227,7 +227,8 @@ def test_calibrate_on_synthetic_threads(synthetic, local_embedder):
         load_threads(path), local_embedder, weights=(0.8, 1.0), piece_bytes_grid=[300, 600],
         fusion_configs=fusion_grid((0.5, 0.8), (60.0,)),
     )
-    assert set(res.recommended) == {"weight", "piece_bytes", "threshold", "fusion"}
+    assert set(res.recommended) == {"weight", "piece_bytes", "threshold", "fusion", "relevance"}
+    assert set(res.recommended["relevance"]["hybrid"]) == {"intercept", "cosine_weight", "coverage_weight", "coverage_sq_weight"}
     assert res.recommended["weight"] in (0.8, 1.0)
     assert res.recommended["piece_bytes"] in (300, 600)
     assert 0.0 <= res.recommended["threshold"] <= 0.8

@@ -129,7 +129,7 @@ def test_without_fts5_the_default_falls_back_to_dense(tmp_path, make, monkeypatc
     index = make(tmp_path / "nofts")
     assert index.lexical_index is None
     index.add_messages(GARDEN[:2], thread_id="g")
-    assert set(index.search("tomatoes", score_threshold=None)[0].hits[0].scores) == {"cosine"}
+    assert set(index.search("tomatoes", score_threshold=None)[0].hits[0].scores) == {"cosine", "coverage", "relevance"}
 
 
 def test_chroma_server_gets_its_lexical_half_from_a_local_file(chroma_server, tmp_path, local_embedder):
@@ -339,8 +339,9 @@ def test_scores_are_named_and_exact(corpus):
     by_id = {r["id"]: np.asarray(r["embedding"], dtype=np.float64) for r in vecs}
     q = qvecs[0] / np.linalg.norm(qvecs[0])
     for h in hits:
-        assert set(h.scores) == {"cosine", "bm25", "fused"}
+        assert set(h.scores) == {"cosine", "bm25", "fused", "coverage", "relevance"}
         assert h.score == h.scores["fused"]
+        assert 0.0 <= h.scores["coverage"] <= 1.0 and 0.0 <= h.scores["relevance"] <= 1.0
         assert 0.0 <= h.score <= 1.0  # convex: a [0, 1] scale
         assert h.scores["bm25"] >= 0.0
         v = by_id[h.id]
@@ -348,7 +349,7 @@ def test_scores_are_named_and_exact(corpus):
     assert "XJ42Q" in hits[0].text
     dense = corpus.search("hotel booking reference XJ42Q", k=5, thread_id="travel", lexical=False, score_threshold=None)
     for h in dense[0].hits:
-        assert dict(h.scores) == {"cosine": h.score}
+        assert set(h.scores) == {"cosine", "coverage", "relevance"} and h.scores["cosine"] == h.score
 
 
 def test_floor_with_fusion_keeps_strong_lexical_hits_and_empty_parts(corpus):
@@ -437,11 +438,11 @@ def test_adapters_pass_the_settings_through(corpus):
     docs = retriever.invoke("hotel reference XJ42Q")
     assert docs and "XJ42Q" in docs[0].page_content
     meta = docs[0].metadata
-    assert meta["score_scale"] == "fused"
+    assert meta["score_scale"] == "relevance" and meta["score"] == meta["score_relevance"]
     assert {"score_cosine", "score_bm25", "score_fused"} <= set(meta)
-    assert meta["score"] <= 1 / 61 + 1e-12  # weighted RRF's scale
+    assert meta["score_fused"] <= 1 / 61 + 1e-12  # weighted RRF's scale
     dense = retriever.invoke("hotel reference XJ42Q", search_kwargs={"lexical": False})
-    assert dense[0].metadata["score_scale"] == "cosine" and "score_bm25" not in dense[0].metadata
+    assert "score_bm25" not in dense[0].metadata and "score_fused" not in dense[0].metadata
 
     from llamaindex_ctxret import ContextualRetriever as LlamaRetriever
 

@@ -101,6 +101,8 @@ def test_all_is_pinned():
     assert sorted(langchain_ctxret.__all__) == sorted(
         [
             "ContextualRetriever",
+            "ContextualVectorStore",
+            "compressor_reranker",
             "groups_to_documents",
             "hit_to_document",
             "messages_to_openai",
@@ -132,7 +134,8 @@ def test_documents_mirror_core_hits(retriever, index):
         assert doc.metadata["group"] == g.part_index
         assert doc.metadata["group_query"] == g.part
         assert doc.metadata["group_rank"] == rank
-        assert doc.metadata["score"] == pytest.approx(hit.score, abs=1e-6)
+        assert doc.metadata["score"] == pytest.approx(hit.relevance, abs=1e-6)
+        assert doc.metadata["score_cosine"] == pytest.approx(hit.scores["cosine"], abs=1e-6)
 
 
 def test_metadata_keys_and_types(retriever):
@@ -148,8 +151,9 @@ def test_metadata_keys_and_types(retriever):
         )
         assert m["group_count"] == 2 and m["group_parts"] == parts
         assert m["group_query"] == parts[m["group"]]
-        assert type(m["score"]) is float and -1.0 <= m["score"] <= 1.0
-        assert m["score_scale"] == "cosine" and m["score_cosine"] == m["score"]
+        assert type(m["score"]) is float and 0.0 <= m["score"] <= 1.0
+        assert m["score_scale"] == "relevance" and m["score_relevance"] == m["score"]
+        assert -1.0 <= m["score_cosine"] <= 1.0
         assert (
             isinstance(m["thread_id"], str)
             and isinstance(m["turn_id"], str)
@@ -159,8 +163,8 @@ def test_metadata_keys_and_types(retriever):
         assert d.page_content.startswith(m["header"])
     for group in by_group(docs).values():
         assert [d.metadata["group_rank"] for d in group] == [0, 1, 2]
-        scores = [d.metadata["score"] for d in group]
-        assert scores == sorted(scores, reverse=True)
+        ranking = [d.metadata["score_cosine"] for d in group]  # dense search: ranked by cosine
+        assert ranking == sorted(ranking, reverse=True)
 
 
 def test_parts_retrieve_their_own_turns(retriever):
@@ -198,13 +202,13 @@ def test_score_threshold_filters(index):
     floor = 0.4
     kept = ContextualRetriever(index=index, k=10, score_threshold=floor).invoke(query)
     assert 0 < len(kept) < len(everything)
-    assert all(d.metadata["score"] >= floor for d in kept)
-    assert [d.id for d in kept] == [d.id for d in everything if d.metadata["score"] >= floor]
+    assert all(d.metadata["score_cosine"] >= floor for d in kept)
+    assert [d.id for d in kept] == [d.id for d in everything if d.metadata["score_cosine"] >= floor]
     # as an invoke keyword, and None disables the field's floor
     r = ContextualRetriever(index=index, k=10, score_threshold=0.9)
     assert r.invoke(query) == []
     assert len(r.invoke(query, score_threshold=None)) == 10
-    assert all(d.metadata["score"] >= 0.5 for d in r.invoke(query, score_threshold=0.5))
+    assert all(d.metadata["score_cosine"] >= 0.5 for d in r.invoke(query, score_threshold=0.5))
 
 
 def test_auto_threshold_is_the_index_floor(index):
@@ -212,7 +216,7 @@ def test_auto_threshold_is_the_index_floor(index):
     assert r.score_threshold == "auto"
     assert index.score_threshold is not None
     docs = r.invoke("chocolate cake for the birthday")
-    assert docs and all(d.metadata["score"] >= index.score_threshold for d in docs)
+    assert docs and all(d.metadata["score_cosine"] >= index.score_threshold for d in docs)
     assert len(docs) < 10  # the floor removed the unrelated pieces
 
 
@@ -257,17 +261,66 @@ def test_search_kwargs_are_forwarded(index):
     assert {
         d.metadata["group"] for d in r.invoke(TWO_PARTS, max_parts=1, search_kwargs={"split": True})
     } == {0}
-    with pytest.raises(InputError, match="unknown search option.*no_such_option"):  # the core names what it does not know
-        ContextualRetriever(index=index, search_kwargs={"no_such_option": 1}).invoke(TWO_PARTS)
+    # the core names what it does not know, when the retriever is built (not at the first invoke)
+    with pytest.raises(ValueError, match="unknown search option.*no_such_option"):
+        ContextualRetriever(index=index, search_kwargs={"no_such_option": 1})
+    with pytest.raises(InputError, match="unknown search option.*no_such_option"):
+        ContextualRetriever(index=index).invoke(TWO_PARTS, search_kwargs={"no_such_option": 1})
 
 
-def test_search_kwargs_may_not_shadow_fields(index):
-    with pytest.raises(ValueError, match="retriever fields"):
-        ContextualRetriever(index=index, search_kwargs={"k": 3})
-    with pytest.raises(ValueError, match="retriever settings"):
-        ContextualRetriever(index=index).invoke(TWO_PARTS, search_kwargs={"thread_id": "a"})
+def test_search_kwargs_take_langchain_keys(index):
+    r = ContextualRetriever(index=index, score_threshold=None, search_kwargs={"k": 1})
+    assert [len(g) for g in by_group(r.invoke(TWO_PARTS)).values()] == [1, 1]
+    assert [len(g) for g in by_group(r.invoke(TWO_PARTS, k=2)).values()] == [2, 2]  # invoke wins
+    scoped = ContextualRetriever(index=index, score_threshold=None, search_kwargs={"thread_id": "b", "k": 15})
+    assert {d.metadata["thread_id"] for d in scoped.invoke("flight to Lisbon")} == {"b"}
+    f = ContextualRetriever(index=index, search_kwargs={"filter": {"source_kind": "tool"}, "k": 5})
+    docs = f.invoke(TWO_PARTS)
+    assert docs and all(d.metadata["source_kind"] == "tool" for d in docs)
+    # the same key given twice with different values is refused, naming both
+    with pytest.raises(ValueError, match="disagrees with k=3"):
+        ContextualRetriever(index=index, k=3, search_kwargs={"k": 1})
+    with pytest.raises(ValueError, match="disagrees with where"):
+        ContextualRetriever(index=index, where={"kind": "turn"}, search_kwargs={"filter": {"kind": "x"}})
     with pytest.raises(ValueError):
         ContextualRetriever(index=index, k=0)
+    with pytest.raises(ValueError, match="search_type"):
+        ContextualRetriever(index=index, search_type="bm25")
+
+
+def test_similarity_score_threshold_is_a_relevance_floor(index):
+    query = "chocolate cake for the birthday"
+    everything = ContextualRetriever(index=index, k=10, score_threshold=None).invoke(query)
+    r = ContextualRetriever(
+        index=index, k=10, score_threshold=None, search_type="similarity_score_threshold",
+        search_kwargs={"score_threshold": 0.05},
+    )  # fmt: skip
+    kept = r.invoke(query)
+    assert 0 < len(kept) < len(everything)
+    assert [d.id for d in kept] == [d.id for d in everything if d.metadata["score"] >= 0.05]
+    with pytest.raises(ValueError, match="score_threshold"):
+        ContextualRetriever(index=index, search_type="similarity_score_threshold")
+    with pytest.raises(ValueError, match="min_relevance"):
+        ContextualRetriever(index=index, search_kwargs={"score_threshold": 3.0})
+
+
+def test_mmr_search_type_runs_inside_each_group(index):
+    r = ContextualRetriever(
+        index=index, k=3, score_threshold=None, search_type="mmr", search_kwargs={"fetch_k": 8, "lambda_mult": 0.2}
+    )
+    plain = ContextualRetriever(index=index, k=3, score_threshold=None).invoke(TWO_PARTS)
+    docs = r.invoke(TWO_PARTS)
+    assert [len(g) for g in by_group(docs).values()] == [3, 3]  # exactly k per group, groups kept apart
+    assert [d.id for d in docs] != [d.id for d in plain]  # diversity changed what came back
+    assert [g[0].id for g in by_group(docs).values()] == [g[0].id for g in by_group(plain).values()]
+
+
+def test_ls_params_name_the_store_and_the_model(index):
+    params = ContextualRetriever(index=index)._get_ls_params()
+    assert params["ls_retriever_name"] == "contextual"
+    assert params["ls_vector_store_provider"] == "Chroma"
+    assert params["ls_embedding_provider"] == "LocalEmbedder"
+    assert params["ls_embedding_model"] == index.embedder.model_id
 
 
 def test_empty_message_returns_nothing(retriever):
@@ -451,9 +504,9 @@ def test_add_documents_maps_fields_and_reserved_keys(tmp_path, local_embedder):
             "team": {"name": "sre"},
         },
     )
-    first = r.add_documents([doc])
-    assert first.added >= 1
-    assert r.add_documents([doc]).added == 0  # the same id: nothing new
+    assert r.add_documents([doc]) == ["runbook-1"]
+    stored = r.index.stats()["pieces"]
+    assert r.add_documents([doc]) == ["runbook-1"] and r.index.stats()["pieces"] == stored  # nothing new
     hits = r.invoke("How do I roll back a deploy?")
     assert hits
     m = hits[0].metadata

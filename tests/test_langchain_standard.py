@@ -53,7 +53,7 @@ class TestContextualRetrieverStandard(RetrieversIntegrationTests):
         )
         retriever = ContextualRetriever(index=index)
         docs = [Document(page_content=text, id=f"note-{i}") for i, text in enumerate(CORPUS)]
-        assert retriever.add_documents(docs).added == len(CORPUS)
+        assert retriever.add_documents(docs) == [d.id for d in docs]
         return {"index": index, "k": 3, "score_threshold": None}
 
     @property

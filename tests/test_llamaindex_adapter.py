@@ -111,8 +111,12 @@ def filled(tmp_path_factory, local_embedder):
 def test_all_is_pinned():
     assert sorted(llamaindex_ctxret.__all__) == sorted(
         [
+            "ContextualIndexWriter",
             "ContextualNodeParser",
             "ContextualRetriever",
+            "ContextualStoreIndex",
+            "metadata_filters_to_where",
+            "postprocessor_reranker",
             "CtxretEmbedding",
             "add_documents_to_index",
             "documents_from_messages",
@@ -290,7 +294,7 @@ def test_retriever_returns_the_core_groups_in_order(filled):
     assert len(groups) == 2
     nodes = ContextualRetriever(filled, similarity_top_k=3, score_threshold=None).retrieve(QUERY)
     expected = [
-        (g.part_index, g.part, rank, h.id, h.score) for g in groups for rank, h in enumerate(g.hits)
+        (g.part_index, g.part, rank, h.id, h.relevance) for g in groups for rank, h in enumerate(g.hits)
     ]
     got = [
         (
@@ -307,7 +311,8 @@ def test_retriever_returns_the_core_groups_in_order(filled):
     assert nodes[0].node.metadata["source_label"] == "Deploys › Rollback"
     assert any(n.node.metadata["group"] == 1 and "vet said" in n.node.text for n in nodes[3:5])
     for node in nodes:
-        assert node.node.metadata["score_cosine"] == pytest.approx(node.score, abs=1e-6)
+        assert node.node.metadata["score_relevance"] == pytest.approx(node.score, abs=1e-6)
+        assert node.node.metadata["score_scale"] == "relevance" and 0.0 <= node.score <= 1.0
         assert node.node.metadata["group_count"] == 2
         assert node.node.get_content(metadata_mode=MetadataMode.EMBED) == node.node.text
         assert "group_query" not in node.node.get_content(metadata_mode=MetadataMode.LLM)
@@ -325,12 +330,15 @@ def test_a_piece_supporting_two_parts_is_in_both_groups(filled):
 
 def test_score_threshold_auto_none_and_number(filled):
     floor = filled.score_threshold
+    def cos(n):
+        return n.node.metadata["score_cosine"]
+
     auto = ContextualRetriever(filled, similarity_top_k=5).retrieve(QUERY)
-    assert auto and all(n.score >= floor for n in auto)
+    assert auto and all(cos(n) >= floor for n in auto)
     off = ContextualRetriever(filled, similarity_top_k=5, score_threshold=None).retrieve(QUERY)
-    assert len(off) == 10 and min(n.score for n in off) < floor
+    assert len(off) == 10 and min(cos(n) for n in off) < floor
     high = ContextualRetriever(filled, similarity_top_k=5, score_threshold=0.68).retrieve(QUERY)
-    assert high and all(n.score >= 0.68 for n in high) and len(high) < len(auto)
+    assert high and all(cos(n) >= 0.68 for n in high) and len(high) < len(auto)
 
 
 def test_thread_and_where_scope(filled):
@@ -442,7 +450,7 @@ async def test_pipeline_store_retriever_query_engine(index):
 
 
 def test_hybrid_scores_are_named_and_ranked(tmp_path, local_embedder):
-    """With the default hybrid search, NodeWithScore.score is the fused score, named in the metadata."""
+    """With the default hybrid search, NodeWithScore.score is the relevance; the ranking score is named in the metadata."""
     idx = ContextualIndex(tmp_path / "hy", embedder=local_embedder)
     add_documents_to_index(idx, _documents())
     nodes = ContextualRetriever(idx, similarity_top_k=3, score_threshold=None).retrieve(
@@ -451,7 +459,7 @@ def test_hybrid_scores_are_named_and_ranked(tmp_path, local_embedder):
     assert nodes
     for n in nodes:
         meta = n.node.metadata
-        assert meta["score_scale"] == "fused" and n.score == pytest.approx(meta["score_fused"])
-        assert "score_cosine" in meta and "score_bm25" in meta
-    scores = [n.score for n in nodes if n.node.metadata["group"] == 0]
-    assert scores == sorted(scores, reverse=True)
+        assert meta["score_scale"] == "relevance" and n.score == pytest.approx(meta["score_relevance"])
+        assert "score_cosine" in meta and "score_bm25" in meta and "score_fused" in meta and "score_coverage" in meta
+    fused = [n.node.metadata["score_fused"] for n in nodes if n.node.metadata["group"] == 0]
+    assert fused == sorted(fused, reverse=True)  # the group's order is the fused ranking

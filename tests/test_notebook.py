@@ -87,3 +87,37 @@ def test_quickstart_notebook_executes(kernel_name, tmp_path):
     assert not list(tmp_path.glob(".ctxret")), (
         "the notebook must not write a store into the working directory"
     )
+
+
+@pytest.mark.slow
+def test_langchain_chain_notebook_executes(kernel_name, tmp_path):
+    nb = execute(NOTEBOOKS / "langchain_chain.ipynb", kernel_name, tmp_path)
+    text, _ = outputs_of(nb)
+    # the prompt the model got keeps one section per part, with the dogs' names under the first
+    assert "### Part 1: What were my dogs called again?" in text and "### Part 2:" in text
+    assert "Biscuit and Pepper" in text.split("### Part 2:")[0]
+    assert "model: Your dogs are Biscuit and Pepper." in text
+    assert "filter team=platform: {'runbook'}" in text
+    assert "grouped chain ran: True" in text
+    assert not list(tmp_path.glob(".ctxret")), "the notebook must not write a store into the working directory"
+
+
+@pytest.mark.slow
+def test_llamaindex_pipeline_notebook_executes(kernel_name, tmp_path):
+    nb = execute(NOTEBOOKS / "llamaindex_pipeline.ipynb", kernel_name, tmp_path)
+    text, _ = outputs_of(nb)
+    assert "pieces parsed and stored in one run: IndexResult(added=4" in text
+    assert "Priya Raman is on call" in text and "Biscuit the dog has his vaccinations" in text
+    assert "inserted boiler ; deleted pieces: 1" in text
+    assert not list(tmp_path.glob(".ctxret"))
+
+
+@pytest.mark.slow
+def test_tuning_notebook_executes(kernel_name, tmp_path):
+    nb = execute(NOTEBOOKS / "tuning.ipynb", kernel_name, tmp_path)
+    text, mimes = outputs_of(nb)
+    assert "10 threads, 30 facts, 30 questions" in text
+    assert "recommended floor:" in text and "recommended weight:" in text
+    assert "RelevanceCalibration(hybrid=RelevanceModel(" in text
+    assert "(my calibration)" in text and "chicken" in text
+    assert mimes.count("image/png") == 3  # the floor, the weight and the reliability plots

@@ -22,6 +22,9 @@ from .errors import InputError
 from .ingest.context import CONTEXT_STRATEGIES
 from .ingest.turns import MIN_BODY_BYTES
 from .query.fusion import FusionMethod, FusionSettings
+from .query.mmr import DEFAULT_FETCH_K, DEFAULT_LAMBDA_MULT, check_fetch_k, check_lambda_mult
+from .query.relevance import RelevanceCalibration
+from .query.rerank import DEFAULT_RERANK_CANDIDATES, check_reranker
 from .text import MAX_PARTS, PACKER_VERSION
 
 __all__ = ["IndexConfig", "SearchSettings", "FusionSettings", "ContextStrategy", "COMPARED_KEYS"]
@@ -134,6 +137,16 @@ class SearchSettings:
       at most 8 parts, and each part over the model's limit is embedded window by window, so a
       1 MB message costs tens of seconds); ``None`` for no limit.
 
+    * ``relevance``: the :class:`~ctxret.query.relevance.RelevanceCalibration` that turns a hit's
+      cosine and lexical coverage into ``scores["relevance"]`` in [0, 1]; ``None`` = the
+      embedder's (see :func:`~ctxret.query.relevance.calibration_for`). ``min_relevance``: hits
+      under it are dropped (a floor on the scale the adapters show as ``score``).
+    * ``rerank``: a callable ``(part, hits) -> scores`` (one float per hit, ``None`` drops it) run
+      inside each group on its top ``rerank_candidates`` hits that passed the floors, before the cut
+      to ``k``; the group is ordered by its scores (:mod:`ctxret.query.rerank`).
+    * ``mmr``: maximal marginal relevance inside each group over its top ``fetch_k`` hits,
+      ``lambda_mult`` from 0 (diverse) to 1 (relevant) (:mod:`ctxret.query.mmr`).
+
     :meth:`with_options` takes the flat names every entry point uses (``fusion``,
     ``lexical_weight``, ``rrf_k``, ``candidates``, ``lexical_floor`` for the hybrid settings).
     """
@@ -147,8 +160,16 @@ class SearchSettings:
     hybrid: FusionSettings = field(default_factory=FusionSettings)
     parents: bool = False
     max_message_bytes: int | None = 65_536
+    relevance: RelevanceCalibration | None = None
+    min_relevance: float | None = None
+    rerank: Any = None
+    rerank_candidates: int = DEFAULT_RERANK_CANDIDATES
+    mmr: bool = False
+    fetch_k: int = DEFAULT_FETCH_K
+    lambda_mult: float = DEFAULT_LAMBDA_MULT
 
     def __post_init__(self) -> None:
+        self._check_group_stages()
         object.__setattr__(self, "k", _positive_int(self.k, "k (results per part)"))
         object.__setattr__(self, "max_parts", _positive_int(self.max_parts, "max_parts"))
         object.__setattr__(self, "score_threshold", _threshold(self.score_threshold))
@@ -167,6 +188,21 @@ class SearchSettings:
             object.__setattr__(self, "max_message_bytes", _positive_int(mb, "max_message_bytes") if mb else None)
         if not isinstance(self.hybrid, FusionSettings):
             raise InputError(f"hybrid must be a FusionSettings, got {type(self.hybrid).__name__}")
+
+    def _check_group_stages(self) -> None:
+        if self.relevance is not None and not isinstance(self.relevance, RelevanceCalibration):
+            raise InputError(f"relevance must be a RelevanceCalibration or None, got {type(self.relevance).__name__}")
+        mr = self.min_relevance
+        if mr is not None:
+            if isinstance(mr, bool) or not isinstance(mr, (int, float, np.floating)) or not 0.0 <= float(mr) <= 1.0:
+                raise InputError(f"min_relevance is a relevance floor between 0 and 1 (or None), got {mr!r}")
+            object.__setattr__(self, "min_relevance", float(mr))
+        check_reranker(self.rerank)
+        object.__setattr__(self, "rerank_candidates", _positive_int(self.rerank_candidates, "rerank_candidates"))
+        if not isinstance(self.mmr, bool):
+            raise InputError(f"mmr must be True or False, got {self.mmr!r}")
+        object.__setattr__(self, "fetch_k", check_fetch_k(self.fetch_k))
+        object.__setattr__(self, "lambda_mult", check_lambda_mult(self.lambda_mult))
 
     #: Flat option names that set a field of :attr:`hybrid`.
     HYBRID_OPTIONS = {"fusion": "method", "lexical_weight": "lexical_weight", "rrf_k": "rrf_k",

@@ -18,12 +18,14 @@ import numpy as np
 from .config import ContextStrategy, IndexConfig, SearchSettings
 from .embedders.base import Embedder
 from .embedders.fitting import fit_pieces
+from .embedders.wrappers import as_embedder
 from .errors import ConfigMismatchError, InputError
 from .ingest.context import Contextualizer
 from .ingest.documents import documents_to_turns
 from .ingest.messages import turns_from_messages
 from .ingest.turns import Piece, Turn
 from .ingest.writer import DEFAULT_MAX_TURN_BYTES, plan_turns, turns_from_records, write_turns
+from .query.relevance import calibration_for
 from .query.search import SearchPlan, arun_search, plan_search, run_search
 from .query.vectors import query_vectors
 from .results import Group, IndexResult
@@ -46,7 +48,9 @@ class ContextualIndex:
     ...     print(group.part, [h.score for h in group.hits])
 
     Store: ``path`` (embedded Chroma folder; default ``./.ctxret``), ``host``/``port`` (a Chroma server),
-    ``client`` (your own Chroma client) or ``in_memory=True``. Embedder: the local MiniLM model by default.
+    ``client`` (your own Chroma client) or ``in_memory=True``. Embedder: the local MiniLM model by default;
+    any ctxret embedder, LangChain ``Embeddings`` or LlamaIndex ``BaseEmbedding`` (wrapped by
+    :func:`ctxret.embedders.wrappers.as_embedder`).
 
     Index config (recorded in the collection, :class:`~ctxret.config.IndexConfig`): ``weight``,
     ``context`` and ``piece_bytes`` left as ``None`` take the collection's recorded values (or the
@@ -85,6 +89,8 @@ class ContextualIndex:
             from .embedders.local import shared_local_embedder
 
             embedder = shared_local_embedder()
+        else:  # a LangChain Embeddings or LlamaIndex BaseEmbedding is wrapped
+            embedder = as_embedder(embedder)
         self.embedder: Embedder = embedder
         #: The search defaults of this index (override per call).
         self.settings: SearchSettings = (settings or SearchSettings()).with_options(**search_options)
@@ -206,6 +212,7 @@ class ContextualIndex:
             default_floor=float(self.embedder.default_score_threshold),
             stored_weight=self.weight,
             has_lexical=self.store.has_lexical if has_lexical is None else has_lexical,
+            relevance=calibration_for(self.embedder),
         )
 
     def search(

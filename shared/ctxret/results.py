@@ -11,9 +11,12 @@ from typing import Any
 class Hit:
     """One retrieved piece.
 
-    ``score`` is the ranking score of the hit's group: the raw cosine for dense search (the
-    default), the fused score with hybrid search. ``scores`` names every score the hit has:
-    ``cosine`` (dense, raw cosine in [-1, 1]), and with hybrid search ``bm25`` and ``fused``.
+    ``score`` is the ranking score of the hit's group: the raw cosine for dense search, the fused
+    score with hybrid search, the reranker's score when a reranker ran. ``scores`` names every
+    score the hit has: ``cosine`` (dense, raw cosine in [-1, 1]); with hybrid search ``bm25``,
+    ``fused`` and ``coverage`` (share of the part's IDF-weighted words the piece holds);
+    ``relevance`` (in [0, 1], independent of the other candidates: :mod:`ctxret.query.relevance`);
+    ``rerank`` when a reranker ran.
     """
 
     id: str
@@ -26,8 +29,16 @@ class Hit:
 
     @property
     def score_scale(self) -> str:
-        """What :attr:`score` is: ``"fused"`` (hybrid search) or ``"cosine"`` (dense search, raw cosine)."""
+        """What :attr:`score` is: ``"rerank"`` (a reranker ran), ``"fused"`` (hybrid search) or ``"cosine"``."""
+        if "rerank" in self.scores:
+            return "rerank"
         return "fused" if "fused" in self.scores else "cosine"
+
+    @property
+    def relevance(self) -> float | None:
+        """``scores["relevance"]``: in [0, 1], thresholdable, independent of the other candidates (or None)."""
+        value = self.scores.get("relevance")
+        return None if value is None else float(value)
 
     @property
     def body(self) -> str:

@@ -30,7 +30,7 @@ from .batching import utf8_len
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LangChainEmbedder", "LlamaIndexEmbedder"]
+__all__ = ["LangChainEmbedder", "LlamaIndexEmbedder", "as_embedder"]
 
 #: Text embedded once to learn the dimension when ``dims`` is not given.
 DIMENSION_PROBE = "dimension probe"
@@ -277,3 +277,27 @@ class LlamaIndexEmbedder(_WrappedEmbedder):
             default_piece_bytes=default_piece_bytes,
             default_score_threshold=default_score_threshold,
         )
+
+
+def as_embedder(model: Any) -> Any:
+    """``model`` as a ctxret :class:`~ctxret.embedders.base.Embedder`: the ctxret embedder inside
+    ``langchain_ctxret.CtxretEmbeddings`` / ``llamaindex_ctxret.CtxretEmbedding``, any other LangChain
+    ``Embeddings`` (``embed_documents``) wrapped in :class:`LangChainEmbedder` and any LlamaIndex
+    ``BaseEmbedding`` (``get_text_embedding_batch``) in :class:`LlamaIndexEmbedder` (their defaults:
+    1,200-byte pieces, floor 0.35; wrap it yourself to set ``dims``, ``max_tokens`` or the defaults);
+    any other object with ``embed`` is taken as a ctxret embedder. Anything else is an :class:`InputError`."""
+    inner = getattr(model, "embedder", None)
+    if type(model).__name__ in ("CtxretEmbeddings", "CtxretEmbedding") and callable(getattr(inner, "embed", None)):
+        return inner
+    if isinstance(model, _WrappedEmbedder):
+        return model
+    if callable(getattr(model, "embed_documents", None)):
+        return LangChainEmbedder(model)
+    if callable(getattr(model, "get_text_embedding_batch", None)):
+        return LlamaIndexEmbedder(model)
+    if callable(getattr(model, "embed", None)):
+        return model
+    raise InputError(
+        f"embedder must be a ctxret Embedder (LocalEmbedder, OpenAIEmbedder), a LangChain Embeddings or a LlamaIndex "
+        f"BaseEmbedding; got {type(model).__name__}"
+    )

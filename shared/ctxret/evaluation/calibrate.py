@@ -27,6 +27,13 @@ the embedder's piece budget and floor), on the thread protocol of :mod:`.threads
   better single side on facts ``top1_section`` and on QA ``recall_at_k``. ``margin`` = the smaller
   of the two differences to that better side; recommended: the largest margin (ties: the larger
   sum). Facts alone are used when there are no questions, and vice versa.
+* ``relevance``: fits the coefficients of ``relevance`` (:mod:`ctxret.query.relevance`) on every
+  candidate among the top :data:`~ctxret.query.relevance.CALIBRATION_POOL` of each query part's
+  runtime hybrid ranking (facts and questions), labelled right when the piece holds one of the
+  query's evidence units; reports how well it separates right from wrong (AUC, log loss; the same
+  for the cosine and the fused score), a reliability table (predicted vs observed share right), and
+  with two or more conversations the same measured on each conversation with the coefficients
+  fitted on the others. Recommended: the coefficients, printed ready to paste.
 
 The sweep chooses on the same queries it reports, so its best number is optimistic. With two or
 more conversations a leave-one-conversation-out estimate is reported too: for each conversation,
@@ -207,7 +214,7 @@ def run_calibrate(
     limit_conversations: int | None = None,
     limit_queries: int | None = None,
     seed: int = 0,
-    sweeps: Sequence[str] = ("weight", "piece_bytes", "threshold", "fusion"),
+    sweeps: Sequence[str] = ("weight", "piece_bytes", "threshold", "fusion", "relevance"),
     floor_representation: str = FLOOR_REPRESENTATION,
     off_topic: Sequence[str] | None = OFF_TOPIC_QUESTIONS,
     progress: bool = False,
@@ -321,6 +328,16 @@ def run_calibrate(
         if "leave_one_out" in fusion:
             curves["fusion_leave_one_out"] = [fusion["leave_one_out"]]
         notes.extend(fusion["notes"])
+    if "relevance" in sweeps:
+        say("relevance")
+        rel = relevance_sweep(
+            convs, emb, k=k, weight=weight, piece_bytes=base_bytes, candidates=candidates,
+            lexical_floor=lexical_floor, limit_queries=limit_queries, seed=seed,
+        )
+        curves["relevance"] = rel["reliability"]
+        curves["relevance_separation"] = rel["separation"]
+        recommended["relevance"] = rel["recommended"]
+        notes.extend(rel["notes"])
     config = {
         "harness": "calibrate",
         "floor_representation": floor_representation,
@@ -566,3 +583,113 @@ def _add(acc: dict[str, list[float]], m: dict[str, float]) -> None:
     for key in ("top1_section", "top1_section_floor", "mrr", "recall"):
         if key in m:
             acc[key].append(m[key])
+
+
+def relevance_samples(
+    conversations: Sequence[Conversation],
+    embedder: Embedder,
+    *,
+    k: int = 5,
+    weight: float = CHUNK_FOCUS_WEIGHT,
+    piece_bytes: int | None = None,
+    candidates: int = DEFAULT_CANDIDATES,
+    lexical_floor: float | None = DEFAULT_LEXICAL_FLOOR,
+    limit_queries: int | None = None,
+    seed: int = 0,
+    pool: int | None = None,
+) -> list[dict[str, Any]]:
+    """One sample per candidate among the top ``pool`` of each part's runtime hybrid ranking, for
+    every fact and question: ``{"conversation", "query_set", "cosine", "coverage", "fused", "rank",
+    "n_candidates", "right"}`` (right: the piece holds one of the query's evidence units)."""
+    from ..query.relevance import CALIBRATION_POOL, content_coverage
+
+    pool = int(pool or CALIBRATION_POOL)
+    emb = cached_embedder(embedder)
+    out: list[dict[str, Any]] = []
+    for conv in conversations:
+        sets = select_queries(conv, limit_queries, seed)
+        prewarm(emb, [q.text for s in ("facts", "qa") for q in sets[s]])
+        ix = ConversationIndex(
+            conv, emb, piece_bytes=piece_bytes, weight=weight, candidates=candidates, lexical_floor=lexical_floor, k=k
+        )
+        for qs in ("facts", "qa"):
+            for q in sets[qs]:
+                parts, qv = ix.query(q.text, split=True)
+                if not parts:
+                    continue
+                cands = hybrid_candidates(
+                    ix.exact_store(), ix.lexical, conv.id, parts, qv, k=k,
+                    fusion=with_candidates(RUNTIME_DEFAULT, candidates, lexical_floor),
+                )  # fmt: skip
+                for c in cands:
+                    top = c.ranked[:pool]
+                    texts = [ix.pieces[ix.index_of[rid]].text for rid, _ in top]
+                    content = dict(zip([rid for rid, _ in top], content_coverage(c.part, texts), strict=True))
+                    for rank, (rid, fused) in enumerate(top):
+                        right = bool(ix.piece_units[ix.index_of[rid]] & q.evidence)
+                        out.append({
+                            "conversation": conv.id, "query_set": qs, "cosine": float(c.cosine[rid]),
+                            "coverage": content[rid], "fused": float(fused), "rank": rank,
+                            "bm25": float((c.bm25 or {}).get(rid, 0.0)),
+                            "n_candidates": len(c.ranked), "right": right,
+                        })  # fmt: skip
+        ix.close()
+    return out
+
+
+def relevance_sweep(conversations: Sequence[Conversation], embedder: Embedder, **kwargs: Any) -> dict[str, Any]:
+    """Fit relevance (see the module docstring) and measure how well it separates right from wrong."""
+    from ..query.relevance import auc, fit_relevance, log_loss, reliability
+
+    emb = cached_embedder(embedder)
+    samples = relevance_samples(conversations, emb, **kwargs)
+    cal = fit_relevance(samples, source=f"{emb.model_id}, fitted by ctxret eval calibrate --sweeps relevance")
+    y = [s["right"] for s in samples]
+    cos = np.array([s["cosine"] for s in samples])
+    cov = np.array([s["coverage"] if s["coverage"] is not None else 0.0 for s in samples])
+    rel = np.array([cal(s["cosine"], s["coverage"]) for s in samples])
+    dense = cal.dense(cos)
+    separation = [
+        {"score": "relevance (cosine + coverage)", "auc": auc(rel, y), "log_loss": log_loss(rel, y)},
+        {"score": "relevance, dense (cosine)", "auc": auc(dense, y), "log_loss": log_loss(dense, y)},
+        {"score": "cosine", "auc": auc(cos, y), "log_loss": math.nan},
+        {"score": "coverage", "auc": auc(cov, y), "log_loss": math.nan},
+        {"score": "fused (min-max, per part)", "auc": auc([s["fused"] for s in samples], y), "log_loss": math.nan},
+    ]
+    convs = sorted({s["conversation"] for s in samples})
+    if len(convs) >= 2:  # each conversation scored with coefficients fitted on the others
+        held_p: list[float] = []
+        held_y: list[bool] = []
+        for c in convs:
+            train = [s for s in samples if s["conversation"] != c]
+            test = [s for s in samples if s["conversation"] == c]
+            if not test or len({s["right"] for s in train}) < 2:
+                continue
+            m = fit_relevance(train)
+            held_p.extend(m(s["cosine"], s["coverage"]) for s in test)
+            held_y.extend(s["right"] for s in test)
+        separation.append({"score": "relevance, leave-one-conversation-out", "auc": auc(held_p, held_y),
+                           "log_loss": log_loss(held_p, held_y)})  # fmt: skip
+    for row in separation:
+        row["n"] = len(samples)
+        row["right"] = int(sum(y))
+    h, d = cal.hybrid, cal.dense
+    recommended = {
+        "hybrid": {"intercept": h.intercept, "cosine_weight": h.cosine_weight, "coverage_weight": h.coverage_weight,
+                   "coverage_sq_weight": h.coverage_sq_weight},
+        "dense": {"intercept": d.intercept, "cosine_weight": d.cosine_weight},
+        "code": (
+            f"RelevanceCalibration(hybrid=RelevanceModel({h.intercept:.3f}, {h.cosine_weight:.3f}, {h.coverage_weight:.3f}, "
+            f"{h.coverage_sq_weight:.3f}), "
+            f"dense=RelevanceModel({d.intercept:.3f}, {d.cosine_weight:.3f}))"
+        ),
+    }
+    notes = [
+        f"relevance: sigmoid({h.intercept:.3f} + {h.cosine_weight:.3f}*cosine + {h.coverage_weight:.3f}*coverage "
+        f"{h.coverage_sq_weight:+.3f}*coverage^2) "
+        f"(dense: sigmoid({d.intercept:.3f} + {d.cosine_weight:.3f}*cosine)); AUC {separation[0]['auc']:.3f} "
+        f"(cosine {separation[2]['auc']:.3f}, fused {separation[4]['auc']:.3f}) on {len(samples)} candidates, "
+        f"{int(sum(y))} right; use it: SearchSettings(relevance={recommended['code']})"
+    ]
+    return {"samples": samples, "calibration": cal, "reliability": reliability(rel, y), "separation": separation,
+            "recommended": recommended, "notes": notes}  # fmt: skip

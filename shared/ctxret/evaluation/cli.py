@@ -126,7 +126,7 @@ def register_eval(subparsers: Any, common: argparse.ArgumentParser | None = None
     cal = sub.add_parser("calibrate", parents=parents, help="sweep blend weight, piece budget, floor and fusion on your threads")
     cal.add_argument("path", help="a LoCoMo .json, a .jsonl threads file, or a folder of them")
     _common(cal)
-    cal.add_argument("--sweeps", default=None, help="comma-separated: weight,piece_bytes,threshold,fusion (default: all)")
+    cal.add_argument("--sweeps", default=None, help="comma-separated: weight,piece_bytes,threshold,fusion,relevance (default: all)")
     cal.set_defaults(func=cmd_calibrate)
     return ev
 

@@ -138,6 +138,8 @@ def calibration_report(result: Any) -> str:
         f = rec["fusion"]
         verdict = "meets" if f["meets_criterion"] else "misses"
         lines.append(["fusion", f["label"], f"margin {f['margin'] * 100:+.1f} points ({verdict} the criterion)"])
+    if "relevance" in rec:
+        lines.append(["relevance", rec["relevance"]["code"], "pass as SearchSettings(relevance=...) (ctxret.query.relevance)"])
     out.append(markdown_table(["Setting", "Recommended", "Note"], lines, ["l", "l", "l"]))
     for name, curve in result.curves.items():
         if not curve:
@@ -165,7 +167,7 @@ def _fmt(key: str, value: Any) -> str:
             return f"{value:g}"
         if key == "margin":
             return f"{value * 100:+.1f}"
-        if "mrr" in key:
+        if "mrr" in key or key in ("auc", "log_loss"):
             return f"{value:.3f}"
         return pct(value)
     if isinstance(value, dict):

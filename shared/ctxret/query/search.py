@@ -37,7 +37,10 @@ from ..results import Group, Hit
 from ..storage.base import DenseBackend, LexicalBackend, Row
 from ..storage.schema import Scope
 from .fusion import WHERE_OVERFETCH, FusionSettings, fuse, passes_floor
+from .mmr import MMRSettings
 from .parents import expand_parents
+from .relevance import RelevanceCalibration
+from .rerank import GroupStages, finish_groups
 from .vectors import aquery_vectors, query_vectors
 
 __all__ = [
@@ -65,13 +68,18 @@ class SearchPlan:
     hybrid: FusionSettings | None  # None: dense search only
     parents: bool
     max_message_bytes: int | None = None
+    stages: GroupStages = GroupStages()  # relevance, min_relevance, rerank, MMR (query/rerank.py)
 
     @property
     def n_candidates(self) -> int:
-        return max(self.k, self.hybrid.candidates) if self.hybrid is not None else self.k
+        n = max(self.k, self.hybrid.candidates) if self.hybrid is not None else self.k
+        return max(n, self.stages.pool(self.k))  # a reranker or MMR needs its pool of candidates
 
 
-def plan_search(settings: SearchSettings, *, default_floor: float | None, stored_weight: float, has_lexical: bool) -> SearchPlan:
+def plan_search(
+    settings: SearchSettings, *, default_floor: float | None, stored_weight: float, has_lexical: bool,
+    relevance: RelevanceCalibration | None = None,
+) -> SearchPlan:  # fmt: skip
     """Resolve ``settings`` against an index: its default floor, its blend weight, whether it has a lexical index."""
     if settings.lexical is True and not has_lexical:
         raise InputError(
@@ -81,9 +89,14 @@ def plan_search(settings: SearchSettings, *, default_floor: float | None, stored
     hybrid = settings.hybrid if (settings.lexical is not False and has_lexical) else None
     floor = default_floor if settings.score_threshold == "auto" else settings.score_threshold
     weight = stored_weight if settings.query_weight is None else settings.query_weight
+    stages = GroupStages(
+        settings.relevance or relevance, settings.min_relevance, settings.rerank, settings.rerank_candidates,
+        MMRSettings(settings.fetch_k, settings.lambda_mult) if settings.mmr else None,
+    )  # fmt: skip
     return SearchPlan(
-        settings.k, floor, float(weight), settings.max_parts, settings.split, hybrid, settings.parents, settings.max_message_bytes
-    )
+        settings.k, floor, float(weight), settings.max_parts, settings.split, hybrid, settings.parents, settings.max_message_bytes,
+        stages,
+    )  # fmt: skip
 
 
 @dataclass
@@ -182,11 +195,13 @@ def _cosine(vec: np.ndarray, q: np.ndarray) -> float:
     return float(np.clip(float(vec @ q) / denom, -1.0, 1.0)) if denom > 0 else 0.0
 
 
-def assemble(plan: SearchPlan, candidates: Sequence[PartCandidates]) -> list[Group]:
-    """The floor and the cut to ``k``: one group per part, never padded."""
+def assemble(plan: SearchPlan, candidates: Sequence[PartCandidates], *, fetch: Any = None) -> list[Group]:
+    """The floor, the group stages (relevance, rerank, MMR: :mod:`.rerank`) and the cut to ``k``: one
+    group per part, never padded. ``fetch(ids)`` gives stored vectors (MMR)."""
     lexical_floor = plan.hybrid.lexical_floor if plan.hybrid is not None else None
-    groups: list[Group] = []
-    for i, c in enumerate(candidates):
+    pool = plan.stages.pool(plan.k)
+    lists: list[list[Hit]] = []
+    for c in candidates:
         hits: list[Hit] = []
         for rid, score in c.ranked:
             cos = c.cosine[rid]
@@ -200,10 +215,14 @@ def assemble(plan: SearchPlan, candidates: Sequence[PartCandidates]) -> list[Gro
                 scores = {"cosine": cos, "bm25": float(c.bm25[rid]), "fused": float(score)}
             doc, meta = c.info[rid]
             hits.append(Hit(rid, doc, float(score), meta, scores))
-            if len(hits) == plan.k:
+            if len(hits) == pool:
                 break
-        groups.append(Group(i, c.part, tuple(hits)))
-    return groups
+        lists.append(hits)
+    return finish_groups(plan.stages, plan.k, candidates, lists, fetch=fetch)
+
+
+def _fetcher(backend: DenseBackend, scope: Scope) -> Any:
+    return lambda ids: {rid: np.asarray(v[2], dtype=np.float32) for rid, v in backend.fetch(ids, scope).items()}
 
 
 # -- executors ---------------------------------------------------------------------------------
@@ -229,7 +248,8 @@ def search_vectors(
     plan: SearchPlan, parts: Sequence[str], qvecs: np.ndarray, scope: Scope, backend: DenseBackend, lexical: LexicalBackend | None
 ) -> list[Group]:
     """Stages 1–5 for query vectors already made (the harness calls this with its own vectors)."""
-    groups = assemble(plan, candidates(plan, parts, qvecs, scope, backend, lexical))
+    cands = candidates(plan, parts, qvecs, scope, backend, lexical)
+    groups = assemble(plan, cands, fetch=_fetcher(backend, scope))
     return expand_parents(backend, groups) if plan.parents and groups else groups
 
 
@@ -277,7 +297,7 @@ async def arun_search(
             asyncio.to_thread(_lexical_lists, lexical, plan, parts, scope),
         )
         cands = await asyncio.to_thread(_hybrid_candidates, backend, lexical, plan, parts, qvecs, scope, rows, lex)
-    groups = assemble(plan, cands)
+    groups = await asyncio.to_thread(assemble, plan, cands, fetch=_fetcher(backend, scope))
     if plan.parents and groups:
         return await asyncio.to_thread(expand_parents, backend, groups)
     return groups

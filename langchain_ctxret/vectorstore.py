@@ -1,0 +1,249 @@
+"""``ContextualVectorStore``: a LangChain ``VectorStore`` over a :class:`ctxret.ContextualIndex`.
+
+For code that expects a vector store (``from_documents``, ``similarity_search``, ``get_by_ids``,
+``as_retriever``, LangChain's indexing API). The store's own searches are the **flat** view of the
+index: the whole query is one part (``split=False``), so ``k`` means k in total, as every vector
+store does; the Documents come back as you added them (``page_content`` = the matched piece's
+text without its label, ``metadata`` = your metadata, ``id`` = the document id). Scores are the
+hits' ``relevance`` in [0, 1] (higher is better, :mod:`ctxret.query.relevance`).
+
+:meth:`ContextualVectorStore.as_retriever` returns the **grouped** retriever
+(:class:`langchain_ctxret.ContextualRetriever`) over the same index: the message split into parts,
+one group per part, pieces with their labels and every group and score key.
+
+Documents are stored by the core's document indexer (sections by markdown heading, labelled
+pieces blended with their section). Adding a document id again replaces that document (upsert):
+changed or removed sections and changed metadata are rewritten; an unchanged document costs
+nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any, cast
+
+from ctxret.embedders.wrappers import _WrappedEmbedder
+from ctxret.errors import InputError
+from ctxret.index import ContextualIndex
+from ctxret.ingest.documents import documents_to_turns
+from ctxret.ingest.writer import plan_turns
+from ctxret.results import Hit
+from ctxret.storage.schema import METADATA_PREFIX, RESERVED_KEYS, RETRIEVAL_KEYS, Scope
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.vectorstores import VectorStore
+
+from .retriever import ContextualRetriever, documents_to_items
+
+__all__ = ["ContextualVectorStore"]
+
+
+class ContextualVectorStore(VectorStore):
+    """A LangChain ``VectorStore`` over a ctxret index (see the module docstring).
+
+    Args:
+        index: the :class:`ctxret.ContextualIndex` to use; built from ``embedding`` and
+            ``index_kwargs`` when not given.
+        embedding: a LangChain ``Embeddings`` (any: it is wrapped); ``None`` = the local model.
+        **index_kwargs: ``ContextualIndex`` arguments (``path``, ``collection``, ``in_memory``,
+            ``host``, ``weight``, …).
+
+    >>> store = ContextualVectorStore.from_documents(docs, embedding, in_memory=True)   # doctest: +SKIP
+    >>> store.similarity_search("rollback", k=2)                                        # doctest: +SKIP
+    >>> retriever = store.as_retriever(search_kwargs={"k": 3})   # grouped, one group per part  # doctest: +SKIP
+    """
+
+    def __init__(
+        self, index: ContextualIndex | None = None, *, embedding: Embeddings | None = None, **index_kwargs: Any
+    ) -> None:
+        if index is None:
+            path = index_kwargs.pop("path", None)
+            index = ContextualIndex(path, embedder=cast(Any, embedding), **index_kwargs)
+        elif not isinstance(index, ContextualIndex):
+            raise InputError(f"index must be a ctxret.ContextualIndex, got {type(index).__name__}")
+        elif embedding is not None or index_kwargs:
+            raise InputError("pass either index= or the arguments to build one (embedding=, path=, ...), not both")
+        self.index = index
+        self._embedding = embedding
+
+    @property
+    def embeddings(self) -> Embeddings | None:
+        """The LangChain ``Embeddings`` the index embeds with (its ctxret embedder, wrapped)."""
+        if self._embedding is not None:
+            return self._embedding
+        embedder = self.index.embedder
+        if isinstance(embedder, _WrappedEmbedder) and isinstance(embedder.model, Embeddings):
+            return embedder.model
+        from .embeddings import CtxretEmbeddings
+
+        return CtxretEmbeddings(embedder)
+
+    # -- writes -------------------------------------------------------------------------------------
+    def add_texts(
+        self, texts: Iterable[str], metadatas: list[dict] | None = None, *, ids: list[str] | None = None, **kwargs: Any
+    ) -> list[str]:
+        texts = list(texts)
+        metas = metadatas or [{} for _ in texts]
+        if len(metas) != len(texts):
+            raise InputError(f"{len(metas)} metadatas for {len(texts)} texts")
+        docs = [Document(page_content=t, metadata=dict(m or {})) for t, m in zip(texts, metas, strict=False)]
+        return self.add_documents(docs, ids=ids, **kwargs)
+
+    def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
+        """Add or replace documents (upsert by id); returns their ids.
+
+        The id is ``ids[i]``, else ``Document.id``, else a new random id (what LangChain's vector
+        stores do). ``thread_id`` (keyword) sets the search scope of all of them (default: each
+        document's id). ``metadata["title"]`` labels the pieces and stays in the metadata.
+        """
+        ids = kwargs.pop("ids", None)
+        thread_id = kwargs.pop("thread_id", None)
+        if kwargs:
+            raise InputError(f"unknown keyword(s) {sorted(kwargs)}; add_documents takes ids= and thread_id=")
+        documents = list(documents)
+        if ids is None:
+            ids = [d.id if d.id not in (None, "") else str(uuid.uuid4()) for d in documents]
+        items, doc_ids = documents_to_items(documents, ids, keep_title=True)
+        self._upsert(items, doc_ids, thread_id)
+        return doc_ids
+
+    def _upsert(self, items: list[dict[str, Any]], doc_ids: list[str], thread_id: str | None) -> None:
+        if len(set(doc_ids)) != len(doc_ids):
+            raise InputError("the same document id appears twice in one call; give each document its own id")
+        turns = documents_to_turns(items, thread_id=thread_id)
+        planned = plan_turns(turns, self.index.embedder, self.index.config)
+        new: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+        for p in planned:
+            for piece, meta in zip(p.pieces, p.metadatas, strict=False):
+                new[str(p.turn.doc_id)][piece.id] = meta
+        old: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+        for r in self.index.store.records(("metadatas",), Scope(where=_doc_where(doc_ids))):
+            old[str(r["metadata"].get("doc_id"))][r["id"]] = r["metadata"]
+        # a document whose stored pieces differ in any way (sections, text, metadata) is rewritten whole
+        stale = [d for d in doc_ids if d in old and old[d] != new.get(d, {})]
+        if stale:
+            self.index.delete(where=_doc_where(stale))
+        self.index.add_turns(turns)
+
+    def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
+        """Delete documents by id (all their pieces); ids that are not stored are ignored."""
+        if ids is None:
+            raise InputError("delete needs ids=[...]; to remove everything use store.index.clear()")
+        if ids:
+            self.index.delete(where=_doc_where([str(i) for i in ids]))
+        return True
+
+    # -- reads --------------------------------------------------------------------------------------
+    def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+        """The stored documents with these ids (missing ids are left out), text re-assembled from
+        their pieces: sections in order, pieces joined by line breaks."""
+        ids = [str(i) for i in ids]
+        if not ids:
+            return []
+        by_doc: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for r in self.index.store.records(("metadatas",), Scope(where=_doc_where(ids))):
+            by_doc[str(r["metadata"].get("doc_id"))].append(r["metadata"])
+        out = []
+        for doc_id in dict.fromkeys(ids):
+            metas = by_doc.get(doc_id)
+            if not metas:
+                continue
+            metas.sort(
+                key=lambda m: (int(m.get("turn_index", 0)), int(m.get("source_ordinal", 0)), int(m.get("ordinal", 0)))
+            )
+            sections: dict[int, list[str]] = defaultdict(list)
+            for m in metas:
+                sections[int(m.get("turn_index", 0))].append(str(m.get("body", "")))
+            text = "\n\n".join("\n".join(bodies) for _, bodies in sorted(sections.items()))
+            out.append(Document(page_content=text, metadata=caller_view(metas[0]), id=doc_id))
+        return out
+
+    def _search(self, query: str, k: int, filter: dict[str, Any] | None, **kwargs: Any) -> list[tuple[Document, float]]:
+        kwargs.setdefault("score_threshold", None)  # a vector store ranks, it does not drop (LangChain's contract)
+        kwargs.setdefault("split", False)
+        groups = self.index.search(query, k=k, where=filter, **kwargs)
+        return [
+            (hit_view(h), float(h.relevance if h.relevance is not None else h.score)) for g in groups for h in g.hits
+        ]
+
+    def similarity_search(
+        self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
+    ) -> list[Document]:
+        """The ``k`` best pieces for the whole query (one part), as the Documents they came from."""
+        return [doc for doc, _ in self._search(query, k, filter, **kwargs)]
+
+    def similarity_search_with_score(
+        self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        """Like :meth:`similarity_search`, with each hit's relevance in [0, 1] (higher is better)."""
+        return self._search(query, k, filter, **kwargs)
+
+    def _similarity_search_with_relevance_scores(
+        self, query: str, k: int = 4, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        return self._search(query, k, kwargs.pop("filter", None), **kwargs)
+
+    def max_marginal_relevance_search(
+        self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:  # fmt: skip
+        """Maximal marginal relevance over the ``fetch_k`` best pieces (:mod:`ctxret.query.mmr`)."""
+        found = self._search(query, k, filter, mmr=True, fetch_k=fetch_k, lambda_mult=lambda_mult, **kwargs)
+        return [doc for doc, _ in found]
+
+    @classmethod
+    def from_texts(
+        cls, texts: list[str], embedding: Embeddings | None = None, metadatas: list[dict] | None = None, *,
+        ids: list[str] | None = None, index: ContextualIndex | None = None, **kwargs: Any,
+    ) -> ContextualVectorStore:  # fmt: skip
+        """A store holding ``texts`` (``kwargs``: ``ContextualIndex`` arguments, e.g. ``in_memory=True``, ``path=``)."""
+        thread_id = kwargs.pop("thread_id", None)
+        store = cls(index, embedding=embedding, **kwargs) if index is None else cls(index)
+        store.add_texts(texts, metadatas, ids=ids, thread_id=thread_id)
+        return store
+
+    @classmethod
+    def from_documents(
+        cls, documents: list[Document], embedding: Embeddings | None = None, **kwargs: Any
+    ) -> ContextualVectorStore:
+        """A store holding ``documents`` (ids from ``Document.id``; ``embedding=None``: the local model)."""
+        return super().from_documents(documents, cast(Any, embedding), **kwargs)
+
+    def as_retriever(self, **kwargs: Any) -> ContextualRetriever:  # type: ignore[override]
+        """The grouped retriever over this index (``search_type``, ``search_kwargs``, ``tags`` and any
+        :class:`ContextualRetriever` field)."""
+        tags = list(kwargs.pop("tags", None) or []) + self._get_retriever_tags()
+        return ContextualRetriever(index=self.index, tags=tags, **kwargs)
+
+
+def _doc_where(ids: Sequence[str]) -> dict[str, Any]:
+    return {"doc_id": ids[0]} if len(ids) == 1 else {"doc_id": {"$in": list(ids)}}
+
+
+def caller_view(meta: dict[str, Any]) -> dict[str, Any]:
+    """The caller's own metadata of a stored piece, under the names the caller gave (``meta_`` undone)."""
+    keys = [k for k in str(meta.get("caller_keys", "")).split(",") if k]
+    out: dict[str, Any] = {}
+    for key in keys:
+        if key not in meta:
+            continue
+        name = key
+        while name.startswith(METADATA_PREFIX) and _taken(name[len(METADATA_PREFIX) :]):
+            name = name[len(METADATA_PREFIX) :]
+        out[name] = meta[key]
+    return out
+
+
+def _taken(name: str) -> bool:
+    return name in RESERVED_KEYS or name in RETRIEVAL_KEYS or name.startswith("score_")
+
+
+def hit_view(hit: Hit) -> Document:
+    """A hit as the vector store returns it: the piece body, the caller's metadata, the document id."""
+    meta = hit.metadata
+    return Document(page_content=hit.body, metadata=caller_view(dict(meta)), id=str(meta.get("doc_id") or hit.id))
+
+
+__all__ += ["caller_view", "hit_view"]

@@ -1,0 +1,210 @@
+"""Writing from LlamaIndex in one pass: an ``IngestionPipeline`` step and a small index object.
+
+* :class:`ContextualIndexWriter` — the last transformation of an ``IngestionPipeline``: it takes
+  the :class:`ContextualNodeParser`'s piece nodes (or documents, which it parses itself) and writes
+  them with their blended vectors through the core's one write path, then returns the nodes as
+  stored (node id = stored piece id). Parse and store in one ``pipeline.run``.
+* :class:`ContextualStoreIndex` — what a ``VectorStoreIndex`` user reaches for: ``from_documents``,
+  ``insert``, ``delete_ref_doc``, ``as_retriever``, ``as_query_engine`` over a
+  :class:`ctxret.ContextualIndex`.
+
+Embedder: an index built here (no ``index=`` given) embeds with ``embed_model`` (any LlamaIndex
+``BaseEmbedding``), else ``Settings.embed_model`` when you set it, else the local model. An
+existing ``ContextualIndex`` keeps its embedder: a collection is always searched with the model
+it was built with.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Sequence
+from typing import Any, cast
+
+from ctxret.errors import InputError
+from ctxret.index import ContextualIndex
+from ctxret.ingest.writer import turns_from_records
+from ctxret.results import IndexResult
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.schema import BaseNode, TransformComponent
+
+from .node_parser import ContextualNodeParser, add_documents_to_index
+from .retriever import ContextualRetriever, open_index
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ContextualIndexWriter", "ContextualStoreIndex"]
+
+_PIECE_KEYS = ("turn_id", "header", "body", "thread_id", "turn_index", "source_ordinal", "ordinal")
+
+
+def _is_piece(node: BaseNode) -> bool:
+    return all(k in (node.metadata or {}) for k in _PIECE_KEYS)
+
+
+class ContextualIndexWriter(TransformComponent):
+    """Store the pieces of an ``IngestionPipeline`` run in a :class:`ctxret.ContextualIndex`.
+
+    >>> pipeline = IngestionPipeline(transformations=[ContextualNodeParser.from_index(index),
+    ...                                               ContextualIndexWriter(index)])    # doctest: +SKIP
+    >>> nodes = pipeline.run(documents=docs)   # parsed and stored: node ids are stored ids  # doctest: +SKIP
+
+    Input nodes are the parser's piece nodes (whole turns or sections, as it makes them) or
+    documents (parsed here with the index's settings). The pieces are re-assembled into their
+    turns and written through ``ContextualIndex.add_turns`` (unchanged turns cost nothing; a
+    changed one replaces its pieces). Embeddings set on the nodes by an earlier step are not used:
+    the index embeds with its own model and blends each piece with its turn. Metadata other steps
+    add to piece nodes is not stored (a warning names the keys): put it on the documents.
+
+    ``last_result`` holds the :class:`ctxret.IndexResult` of the last call. ``collection`` and
+    ``location`` name the index in ``to_dict`` (the index object itself is not serialised). Run
+    the pipeline without a cache, or with one you clear when the store is cleared: a cached
+    pipeline skips steps it has seen, including this write.
+    """
+
+    collection: str = Field(default="", description="The index's collection (for to_dict and caching).")
+    location: str = Field(default="", description="Where the index lives (for to_dict and caching).")
+    _index: ContextualIndex = PrivateAttr()
+    _last: IndexResult | None = PrivateAttr(default=None)
+
+    def __init__(self, index: ContextualIndex, **data: Any) -> None:
+        if not isinstance(index, ContextualIndex):
+            raise InputError(f"index must be a ctxret.ContextualIndex, got {type(index).__name__}")
+        data.setdefault("collection", index.store.collection_name)
+        data.setdefault("location", str(index.store.location))
+        super().__init__(**data)
+        self._index = index
+
+    @classmethod
+    def from_path(
+        cls, path: str | os.PathLike[str] | None = None, *, embed_model: Any = None, **kwargs: Any
+    ) -> ContextualIndexWriter:
+        """A writer over ``ContextualIndex(path, **kwargs)``, embedding with ``embed_model`` (or Settings')."""
+        return cls(open_index(path, embed_model=embed_model, **kwargs))
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "ContextualIndexWriter"
+
+    @property
+    def index(self) -> ContextualIndex:
+        return self._index
+
+    @property
+    def last_result(self) -> IndexResult | None:
+        return self._last
+
+    def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
+        nodes = list(nodes)
+        pieces = [n for n in nodes if _is_piece(n)]
+        others = [n for n in nodes if not _is_piece(n)]
+        if others:  # documents: parse them the way the index stores them
+            parser = ContextualNodeParser.from_index(self._index)
+            pieces += parser.get_nodes_from_documents(cast(Any, others))
+        extra = sorted({k for n in pieces for k in n.metadata} - {k for n in pieces for k in _stored_keys(n)})
+        if extra:
+            logger.warning("metadata keys added to piece nodes after parsing are not stored: %s", ", ".join(extra))
+        turns = turns_from_records(_stored_metadata(n) for n in pieces)
+        self._last = self._index.add_turns(turns)
+        return pieces
+
+    async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
+        import asyncio
+
+        return await asyncio.to_thread(self.__call__, nodes, **kwargs)
+
+
+def _stored_keys(node: BaseNode) -> list[str]:
+    from ctxret.storage.schema import RESERVED_KEYS
+
+    meta = node.metadata
+    caller = [k for k in str(meta.get("caller_keys", "")).split(",") if k]
+    return [k for k in meta if k in RESERVED_KEYS] + caller
+
+
+def _stored_metadata(node: BaseNode) -> dict[str, Any]:
+    return {k: node.metadata[k] for k in _stored_keys(node)}
+
+
+class ContextualStoreIndex:
+    """``from_documents`` / ``insert`` / ``delete_ref_doc`` / ``as_retriever`` / ``as_query_engine``
+    over a :class:`ctxret.ContextualIndex` (see the module docstring for the embedder).
+
+    Args:
+        index: the index to use; built with ``path``, ``embed_model`` and ``index_kwargs``
+            (``collection``, ``in_memory``, ``host``, …) when not given.
+
+    A document's ``ref_doc_id`` is the id ctxret stores it under: ``metadata["doc_id"]``, else an
+    id you chose (``Document(id_=...)``, ``filename_as_id=True``), else a hash of its title and
+    text (LlamaIndex's random ``id_`` is not used: re-inserting the same text must find the same
+    pieces). :meth:`insert` returns it; a chat document's is ``chat:<thread_id>``.
+    """
+
+    def __init__(
+        self,
+        index: ContextualIndex | None = None,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        embed_model: Any = None,
+        **index_kwargs: Any,
+    ) -> None:
+        if index is None:
+            index = open_index(path, embed_model=embed_model, **index_kwargs)
+        elif not isinstance(index, ContextualIndex):
+            raise InputError(f"index must be a ctxret.ContextualIndex, got {type(index).__name__}")
+        elif path is not None or embed_model is not None or index_kwargs:
+            raise InputError("pass either index= or the arguments to build one (path=, embed_model=, ...), not both")
+        self.index = index
+
+    @classmethod
+    def from_documents(cls, documents: Iterable[BaseNode], **kwargs: Any) -> ContextualStoreIndex:
+        """An index holding ``documents`` (``kwargs``: as the constructor)."""
+        store = cls(**kwargs)
+        store.insert_documents(documents)
+        return store
+
+    def insert_documents(self, documents: Iterable[BaseNode]) -> IndexResult:
+        """Index LlamaIndex documents (text or chat) in one batch; returns the counts."""
+        return add_documents_to_index(self.index, list(documents))
+
+    def insert(self, document: BaseNode, **kwargs: Any) -> str:
+        """Index one document (re-inserting it replaces its changed sections); returns its ``ref_doc_id``."""
+        add_documents_to_index(self.index, [document])
+        return ref_doc_id(document)
+
+    def delete_ref_doc(self, ref_doc_id: str, **kwargs: Any) -> int:
+        """Delete every piece of a document (a chat document: its thread); returns how many."""
+        n = self.index.delete(where={"doc_id": str(ref_doc_id)})
+        if not n and str(ref_doc_id).startswith("chat:"):
+            n = self.index.delete(thread_id=str(ref_doc_id)[5:].split("@", 1)[0])
+        return n
+
+    def as_retriever(self, **kwargs: Any) -> ContextualRetriever:
+        """A :class:`ContextualRetriever` (``similarity_top_k``, ``filters``, ``rerank``, …)."""
+        return ContextualRetriever(self.index, **kwargs)
+
+    def as_query_engine(self, llm: Any = None, **kwargs: Any) -> Any:
+        """A ``RetrieverQueryEngine``: retriever arguments (``similarity_top_k``, ``filters``,
+        ``rerank``, ``score_threshold``, ``thread_id``, …) go to the retriever, the rest to
+        ``RetrieverQueryEngine.from_args`` (``llm`` defaults to ``Settings.llm``)."""
+        own = {"similarity_top_k", "score_threshold", "thread_id", "where", "filters", "rerank",
+               "rerank_candidates", "search_kwargs"}  # fmt: skip
+        retriever_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in own}
+        return self.as_retriever(**retriever_kwargs).as_query_engine(llm=llm, **kwargs)
+
+
+def ref_doc_id(document: BaseNode) -> str:
+    """The id ctxret stores a LlamaIndex document under (see :class:`ContextualStoreIndex`)."""
+    from ctxret.ingest.documents import document_id
+    from llama_index.core.schema import MetadataMode
+
+    meta = document.metadata or {}
+    if "messages" in meta:
+        thread = meta.get("thread_id") or "default"
+        first = meta.get("first_turn", 1)
+        return f"chat:{thread}" if first == 1 else f"chat:{thread}@{first}"
+    chosen = meta.get("doc_id") or (document.id_ if "id_" in document.model_fields_set else None)
+    if chosen:
+        return str(chosen)
+    title = meta.get("title") or None
+    return document_id(document.get_content(metadata_mode=MetadataMode.NONE), str(title) if title is not None else None)

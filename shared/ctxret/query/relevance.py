@@ -1,0 +1,287 @@
+"""``relevance``: a score in [0, 1] you can threshold, the same whatever else a part's search found.
+
+The fused score of hybrid search is min–max normalised over each part's candidates, so the same
+right answer scores 1.0 in one store and 0.30 in another: it ranks, it cannot be thresholded.
+``relevance`` is a logistic function of features that do not depend on the candidate set:
+
+* ``cosine`` — the hit's raw cosine to its (blended) query part;
+* ``coverage`` — the share of the part's distinct content words the piece holds (its text,
+  label included, tokenized by the lexical index's tokenizer; English function words left out:
+  :func:`content_words`). 1.0 = every content word of the part.
+
+Coverage is deliberately not weighted by IDF (the lexical floor's ``LexicalIndex.coverage`` is):
+IDF comes from the store, and in a small store it is degenerate — with two pieces a word one of
+them holds weighs nothing and a word none holds weighs the most, so "When does my flight leave?"
+gave the piece about the flight a coverage of 0. On LoCoMo dev (about 600 pieces per
+conversation, where IDF is well behaved) IDF weighting separates right from wrong slightly better
+(AUC 0.920 against 0.912); the unweighted share never changes with what else is stored.
+
+``relevance = 1 / (1 + exp(-(intercept + a·cosine + b·coverage + c·coverage²)))`` (the squared
+term lets the curve flatten at high coverage, where a one-word part is held by many pieces; a part
+with no content word at all uses the cosine-only model, ``dense``). Dense and hybrid searches use
+the same function: coverage needs the texts, not the lexical index. The coefficients are fitted per embedder family on the LoCoMo
+development split (``ctxret eval calibrate --sweeps relevance``): every candidate among the top
+:data:`CALIBRATION_POOL` of each query part's hybrid ranking, labelled right when the piece holds
+one of the query's evidence utterances. So a relevance of 0.6 means that, on that data, about 60%
+of the hits with that cosine and coverage held the answer. It is calibrated to LoCoMo, not universal: there about one candidate in twenty is right and shared
+words are the strongest evidence (the cosine alone separates poorly), so a right answer worded
+differently from the question gets a low relevance, and in a store where most candidates are right
+relevance under-states them. Recalibrate on your own threads (the same command prints the coefficients; pass them as
+``SearchSettings(relevance=RelevanceCalibration(...))`` or set ``default_relevance`` on your
+embedder).
+
+What it depends on: the hit's own cosine (fixed by the model and the blend) and its own text
+against the part's words — nothing else. The number of candidates a part had, their scores, the
+hit's rank and the rest of the store do not enter at all.
+
+Embedders without a fitted calibration get the local model's curve shifted along the cosine axis
+so that their default floor (``default_score_threshold``) maps to the relevance the local model's
+floor maps to — a placeholder, named ``uncalibrated`` in :attr:`RelevanceCalibration.source`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+
+__all__ = [
+    "CALIBRATION_POOL",
+    "content_coverage",
+    "content_words",
+    "LOCAL_MINILM",
+    "RelevanceCalibration",
+    "RelevanceModel",
+    "calibration_for",
+    "fit_relevance",
+    "relevance",
+    "scored_metadata",
+]
+
+#: Candidates per query part (best first, by the runtime's hybrid ranking) the fit looks at.
+CALIBRATION_POOL = 20
+
+#: English function words left out of a part before its coverage is measured.
+STOPWORDS = frozenset(
+    """
+a about above after again against all am an and any are aren't as at be because been before being below between
+both but by can can't cannot could couldn't did didn't do does doesn't doing don't down during each few for from
+further had hadn't has hasn't have haven't having he he'd he'll he's her here here's hers herself him himself his
+how how's i i'd i'll i'm i've if in into is isn't it it's its itself let's me more most mustn't my myself no nor
+not of off on once only or other ought our ours ourselves out over own same shan't she she'd she'll she's should
+shouldn't so some such than that that's the their theirs them themselves then there there's these they they'd
+they'll they're they've this those through to too under until up very was wasn't we we'd we'll we're we've were
+weren't what what's when when's where where's which while who who's whom why why's will with won't would wouldn't
+you you'd you'll you're you've your yours yourself yourselves also just did does tell know please again ever
+""".split()
+)
+_WORD = re.compile(r"[\w'’]+", re.UNICODE)
+
+
+def content_coverage(part: str, texts: Sequence[str]) -> list[float | None]:
+    """For each text, the share of ``part``'s distinct content words it holds (``None`` for all
+    when the part has no content word: the cosine-only model applies)."""
+    from ..storage.tokenize import query_tokens, tokenize
+
+    words = set(query_tokens(content_words(part))) if _has_content(part) else set()
+    if not words:
+        return [None] * len(texts)
+    return [len(words & set(tokenize(t))) / len(words) for t in texts]
+
+
+def _has_content(part: str) -> bool:
+    return any(w.casefold().replace("’", "'") not in STOPWORDS for w in _WORD.findall(part))
+
+
+def content_words(part: str) -> str:
+    """``part`` without English function words (``"What is my flight?"`` → ``"flight"``); the part
+    itself when nothing else is left."""
+    kept = [w for w in _WORD.findall(part) if w.casefold().replace("’", "'") not in STOPWORDS]
+    return " ".join(kept) if kept else part
+
+
+@dataclass(frozen=True)
+class RelevanceModel:
+    """``sigmoid(intercept + cosine_weight·cosine + coverage_weight·coverage + coverage_sq_weight·coverage²)``."""
+
+    intercept: float
+    cosine_weight: float
+    coverage_weight: float = 0.0
+    coverage_sq_weight: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("intercept", "cosine_weight", "coverage_weight", "coverage_sq_weight"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
+                raise InputError(f"RelevanceModel.{name} must be a finite number, got {v!r}")
+            object.__setattr__(self, name, float(v))
+
+    def __call__(self, cosine: Any, coverage: Any = 0.0) -> Any:
+        z = self.intercept + self.cosine_weight * np.asarray(cosine, dtype=np.float64)
+        cov = np.asarray(coverage, dtype=np.float64)
+        z = z + self.coverage_weight * cov + self.coverage_sq_weight * cov * cov
+        out = 1.0 / (1.0 + np.exp(-np.clip(z, -60.0, 60.0)))
+        return float(out) if np.ndim(out) == 0 else out
+
+    def shifted(self, cosine_shift: float) -> RelevanceModel:
+        """The same curve moved right by ``cosine_shift`` on the cosine axis."""
+        return replace(self, intercept=self.intercept - self.cosine_weight * float(cosine_shift))
+
+
+@dataclass(frozen=True)
+class RelevanceCalibration:
+    """The two relevance models of an embedder family: with lexical coverage (hybrid search) and
+    the cosine alone (dense search). ``source`` says where the numbers come from."""
+
+    hybrid: RelevanceModel
+    dense: RelevanceModel
+    source: str = ""
+
+    def __call__(self, cosine: float, coverage: float | None = None) -> float:
+        """The relevance of one hit (``coverage=None``: dense search, the cosine alone)."""
+        if coverage is None:
+            return float(self.dense(cosine))
+        return float(self.hybrid(cosine, coverage))
+
+    def shifted(self, cosine_shift: float, source: str) -> RelevanceCalibration:
+        return RelevanceCalibration(self.hybrid.shifted(cosine_shift), self.dense.shifted(cosine_shift), source)
+
+
+#: all-MiniLM-L6-v2 (the local model), fitted by ``ctxret eval calibrate --sweeps relevance`` on the
+#: LoCoMo development split (5 conversations, facts and questions, weight 0.8, 600-byte pieces, the
+#: default hybrid search): 39,500 candidates, 1,786 right; AUC 0.912 (leave one conversation out
+#: 0.910), the cosine alone 0.717 (README, "k, the threshold and score scales").
+LOCAL_MINILM = RelevanceCalibration(
+    hybrid=RelevanceModel(intercept=-10.849, cosine_weight=4.826, coverage_weight=15.690, coverage_sq_weight=-6.118),
+    dense=RelevanceModel(intercept=-6.047, cosine_weight=7.176),
+    source="all-MiniLM-L6-v2, LoCoMo dev",
+)
+#: The local model's default floor: where the placeholder curves of other embedders are anchored.
+_LOCAL_FLOOR = 0.3
+#: Fitted calibrations by ``model_id`` prefix.
+FITTED: dict[str, RelevanceCalibration] = {"local:all-MiniLM-L6-v2": LOCAL_MINILM}
+
+
+def calibration_for(embedder: Any) -> RelevanceCalibration:
+    """The relevance calibration of ``embedder``: its own ``default_relevance`` if it has one, a
+    fitted one for its model family, else the placeholder (see the module docstring)."""
+    own = getattr(embedder, "default_relevance", None)
+    if isinstance(own, RelevanceCalibration):
+        return own
+    model_id = str(getattr(embedder, "model_id", ""))
+    for prefix, cal in FITTED.items():
+        if model_id.startswith(prefix):
+            return cal
+    floor = float(getattr(embedder, "default_score_threshold", _LOCAL_FLOOR))
+    return LOCAL_MINILM.shifted(
+        floor - _LOCAL_FLOOR,
+        f"uncalibrated: the local model's curve moved to floor {floor:g}; "
+        "run `ctxret eval calibrate --sweeps relevance`",
+    )
+
+
+def relevance(cal: RelevanceCalibration, cosine: float, coverage: float | None) -> float:
+    """``cal(cosine, coverage)``, for callers that prefer a function."""
+    return cal(cosine, coverage)
+
+
+# -- fitting --------------------------------------------------------------------------------------
+def _logistic_fit(x: np.ndarray, y: np.ndarray, l2: float = 1e-3, iters: int = 100) -> np.ndarray:
+    """Newton–Raphson (IRLS) for an L2-regularised logistic regression; ``x`` has a leading ones column."""
+    w = np.zeros(x.shape[1])
+    reg = np.full(x.shape[1], l2)
+    reg[0] = 0.0  # the intercept is not shrunk
+    for _ in range(iters):
+        p = 1.0 / (1.0 + np.exp(-np.clip(x @ w, -60, 60)))
+        grad = x.T @ (p - y) + reg * w
+        hess = (x * (p * (1 - p))[:, None]).T @ x + np.diag(reg + 1e-9)
+        step = np.linalg.solve(hess, grad)
+        w -= step
+        if np.max(np.abs(step)) < 1e-8:
+            break
+    return w
+
+
+def auc(scores: Any, labels: Any) -> float:
+    """Area under the ROC curve: the chance a random right hit outscores a random wrong one (ties: ½)."""
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(labels, dtype=bool)
+    n_pos, n_neg = int(y.sum()), int((~y).sum())
+    if not n_pos or not n_neg:
+        return math.nan
+    order = np.argsort(s, kind="mergesort")
+    ranks = np.empty(len(s))
+    sorted_s = s[order]
+    i = 0
+    while i < len(s):  # average ranks over ties
+        j = i
+        while j + 1 < len(s) and sorted_s[j + 1] == sorted_s[i]:
+            j += 1
+        ranks[order[i : j + 1]] = (i + j) / 2.0 + 1.0
+        i = j + 1
+    return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
+
+
+def log_loss(p: Any, labels: Any) -> float:
+    q = np.clip(np.asarray(p, dtype=np.float64), 1e-9, 1 - 1e-9)
+    y = np.asarray(labels, dtype=np.float64)
+    return float(-np.mean(y * np.log(q) + (1 - y) * np.log(1 - q))) if len(q) else math.nan
+
+
+def reliability(
+    p: Any, labels: Any, edges: Sequence[float] = (0, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0001)
+) -> list[dict[str, Any]]:
+    """Per relevance bin: how many hits, their mean relevance and the share that were right."""
+    pa = np.asarray(p, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.float64)
+    rows: list[dict[str, Any]] = []
+    for lo, hi in zip(edges[:-1], edges[1:], strict=False):
+        m = (pa >= lo) & (pa < hi)
+        n = int(m.sum())
+        rows.append({"bin": f"{lo:.1f}-{min(hi, 1.0):.1f}", "n": n,
+                     "mean_relevance": float(pa[m].mean()) if n else math.nan,
+                     "right_share": float(y[m].mean()) if n else math.nan})  # fmt: skip
+    return rows
+
+
+def fit_relevance(samples: Sequence[Mapping[str, Any]], *, source: str = "") -> RelevanceCalibration:
+    """Fit both models on ``samples`` of ``{"cosine", "coverage", "right"}`` (one per candidate hit):
+    the coverage model on the samples that have a coverage, the cosine-only model on all."""
+    if not samples:
+        raise InputError("no samples to fit relevance on: the threads need labelled facts or questions")
+    cos = np.array([float(s["cosine"]) for s in samples])
+    has = np.array([s.get("coverage") is not None for s in samples])
+    cov = np.array([float(s.get("coverage") or 0.0) for s in samples])
+    y = np.array([1.0 if s["right"] else 0.0 for s in samples])
+    if y.min() == y.max() or y[has].min(initial=1.0) == y[has].max(initial=1.0):
+        raise InputError("relevance needs both right and wrong hits among the samples (and among those with content words)")
+    ones = np.ones_like(cos)
+    hb = _logistic_fit(np.column_stack([ones, cos, cov, cov * cov])[has], y[has])
+    dn = _logistic_fit(np.column_stack([ones, cos]), y)
+    return RelevanceCalibration(
+        RelevanceModel(float(hb[0]), float(hb[1]), float(hb[2]), float(hb[3])),
+        RelevanceModel(float(dn[0]), float(dn[1])),
+        source,
+    )
+
+
+# -- what the adapters show -------------------------------------------------------------------------
+def scored_metadata(hit: Any, group: Any, rank: int, parts: Sequence[str]) -> dict[str, Any]:
+    """:func:`ctxret.storage.schema.hit_metadata` with ``score`` = the hit's ``relevance`` and
+    ``score_scale = "relevance"`` (when it has one): the score both adapters show, the same for
+    the same hit whatever else the part found. The ranking score stays under its own name
+    (``score_fused``, ``score_cosine``, ``score_rerank``) and ``group_rank`` keeps the group's order."""
+    from ..storage.schema import hit_metadata
+
+    meta = hit_metadata(hit, group, rank, parts)
+    rel = hit.scores.get("relevance")
+    if rel is not None:
+        meta["score"] = float(rel)
+        meta["score_scale"] = "relevance"
+    return meta

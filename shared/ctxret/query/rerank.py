@@ -1,0 +1,147 @@
+"""The stages inside each group after the floor: relevance, a relevance floor, rerank, MMR, the cut to ``k``.
+
+Per query part (groups never mix), on the part's candidates that passed the floor, best first:
+
+1. **relevance** (always): every hit gets ``scores["coverage"]`` (the share of the part's content
+   words it holds, :func:`~.relevance.content_coverage`) and ``scores["relevance"]`` in [0, 1]
+   (:mod:`ctxret.query.relevance`);
+2. **min_relevance** (optional): hits under it are dropped;
+3. **rerank** (optional): the top ``rerank_candidates`` go to ``rerank(part, hits)``, which
+   returns one score per hit (higher is better) or ``None`` to drop the hit; the group is then
+   ordered by that score (ties keep the earlier order), ``Hit.score`` becomes it and
+   ``scores["rerank"]`` names it. Any callable works: a cross-encoder, an LLM, a rule. The
+   adapters turn a LangChain ``BaseDocumentCompressor`` or a LlamaIndex ``BaseNodePostprocessor``
+   into one (``langchain_ctxret.compressor_reranker``, ``llamaindex_ctxret.postprocessor_reranker``);
+4. **MMR** (optional, :mod:`.mmr`): the top ``fetch_k`` re-ordered for diversity;
+5. the cut to ``k``. Groups are never padded.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..errors import InputError
+from ..results import Group, Hit
+from .mmr import MMRSettings, mmr_order
+from .relevance import RelevanceCalibration, content_coverage
+
+__all__ = ["DEFAULT_RERANK_CANDIDATES", "GroupStages", "Reranker", "check_reranker", "finish_groups", "rerank_hits"]
+
+#: Candidates per part (after the floor) handed to a reranker.
+DEFAULT_RERANK_CANDIDATES = 20
+
+
+class Reranker(Protocol):
+    """``rerank(part, hits) -> scores``: one float per hit (higher is better) or ``None`` to drop it."""
+
+    def __call__(self, part: str, hits: Sequence[Hit]) -> Sequence[float | None]: ...
+
+
+def check_reranker(value: Any) -> Any:
+    if value is not None and not callable(value):
+        raise InputError(
+            f"rerank must be a callable (part, hits) -> scores, got {type(value).__name__}; wrap a LangChain "
+            "compressor with langchain_ctxret.compressor_reranker, a LlamaIndex postprocessor with "
+            "llamaindex_ctxret.postprocessor_reranker (the retrievers do it for you)"
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class GroupStages:
+    """What runs inside each group between the floor and the cut to ``k`` (see the module docstring)."""
+
+    relevance: RelevanceCalibration | None = None
+    min_relevance: float | None = None
+    rerank: Any = None  # a Reranker
+    rerank_candidates: int = DEFAULT_RERANK_CANDIDATES
+    mmr: MMRSettings | None = None
+
+    def pool(self, k: int) -> int:
+        """How many floored hits per part the stages need."""
+        n = k
+        if self.rerank is not None:
+            n = max(n, self.rerank_candidates)
+        if self.mmr is not None:
+            n = max(n, self.mmr.fetch_k)
+        return n
+
+
+def rerank_hits(rerank: Reranker, part: str, hits: Sequence[Hit]) -> list[Hit]:
+    """``hits`` re-scored by ``rerank`` and ordered by the new score; hits it drops (``None``) are gone."""
+    if not hits:
+        return []
+    scores = list(rerank(part, list(hits)))
+    if len(scores) != len(hits):
+        raise InputError(
+            f"the reranker returned {len(scores)} scores for {len(hits)} hits; it must return one score "
+            "(or None to drop the hit) per hit, in order"
+        )
+    kept: list[tuple[float, int, Hit]] = []
+    for i, (hit, s) in enumerate(zip(hits, scores, strict=False)):
+        if s is None:
+            continue
+        if (
+            isinstance(s, bool)
+            or not isinstance(s, (int, float, np.floating, np.integer))
+            or not math.isfinite(float(s))
+        ):
+            raise InputError(f"the reranker's score for hit {i} is {s!r}; expected a finite number or None")
+        kept.append((float(s), i, hit))
+    kept.sort(key=lambda t: (-t[0], t[1]))
+    return [replace(h, score=s, scores={**h.scores, "rerank": s}) for s, _, h in kept]
+
+
+def _with_relevance(hits: list[Hit], part: str, cal: RelevanceCalibration | None) -> list[Hit]:
+    if not hits:
+        return hits
+    out = []
+    for h, c in zip(hits, content_coverage(part, [h.text for h in hits]), strict=True):
+        scores = dict(h.scores)
+        if c is not None:
+            scores["coverage"] = float(c)
+        if cal is not None:
+            scores["relevance"] = cal(float(h.scores["cosine"]), c)
+        out.append(replace(h, scores=scores))
+    return out
+
+
+def finish_groups(
+    stages: GroupStages,
+    k: int,
+    candidates: Sequence[Any],
+    hit_lists: Sequence[list[Hit]],
+    *,
+    fetch: Callable[[list[str]], Mapping[str, np.ndarray]] | None = None,
+) -> list[Group]:
+    """Run the stages on each part's floored hits (``hit_lists[i]`` for ``candidates[i]``) and cut to ``k``."""
+    lists: list[list[Hit]] = []
+    for c, hits in zip(candidates, hit_lists, strict=False):
+        hits = _with_relevance(list(hits), c.part, stages.relevance)
+        if stages.min_relevance is not None:
+            hits = [h for h in hits if h.scores.get("relevance", 0.0) >= stages.min_relevance]
+        if stages.rerank is not None:
+            hits = rerank_hits(stages.rerank, c.part, hits[: stages.rerank_candidates])
+        lists.append(hits)
+    if stages.mmr is not None and fetch is not None:
+        pools = [hits[: stages.mmr.fetch_k] for hits in lists]
+        wanted = list(dict.fromkeys(h.id for hits in pools for h in hits))
+        vectors = fetch(wanted) if wanted else {}
+        for i, pool in enumerate(pools):
+            pool = [h for h in pool if h.id in vectors]
+            if pool:
+                order = mmr_order(
+                    [h.scores["cosine"] for h in pool],
+                    np.stack([vectors[h.id] for h in pool]),
+                    k,
+                    stages.mmr.lambda_mult,
+                )
+                lists[i] = [pool[j] for j in order]
+            else:
+                lists[i] = []
+    return [Group(i, c.part, tuple(hits[:k])) for i, (c, hits) in enumerate(zip(candidates, lists, strict=False))]
