@@ -65,6 +65,10 @@ class SearchPlan:
     hybrid: FusionSettings | None  # None: dense search only
     parents: bool
     max_message_bytes: int | None = None
+    hyde: Any = None  # fn(part) -> hypothetical answer (ctxret.query.hyde), or None
+    hyde_weight: float = 0.5  # the part's share against its hypothetical answer
+    views: bool = True  # search the index's LLM-written views (when it has any)
+    deadline_ms: float | None = None  # ctxret.query.deadline
 
     @property
     def n_candidates(self) -> int:
@@ -82,8 +86,9 @@ def plan_search(settings: SearchSettings, *, default_floor: float | None, stored
     floor = default_floor if settings.score_threshold == "auto" else settings.score_threshold
     weight = stored_weight if settings.query_weight is None else settings.query_weight
     return SearchPlan(
-        settings.k, floor, float(weight), settings.max_parts, settings.split, hybrid, settings.parents, settings.max_message_bytes
-    )
+        settings.k, floor, float(weight), settings.max_parts, settings.split, hybrid, settings.parents, settings.max_message_bytes,
+        hyde=settings.hyde, hyde_weight=settings.hyde_weight, views=settings.views, deadline_ms=settings.deadline_ms,
+    )  # fmt: skip
 
 
 @dataclass
