@@ -106,6 +106,7 @@ class ContextualIndex:
             path, collection=collection, host=host, port=port, ssl=ssl, headers=headers, client=client,
             in_memory=in_memory, lexical=lexical, lexical_path=lexical_path,
         )  # fmt: skip
+        self.store.recover()  # finish an interrupted rebuild first: its collection holds the config to read
         stored = self.store.stored_config()
         self.config: IndexConfig = IndexConfig.resolve(
             embedder, stored, weight=weight, context=context, piece_bytes=piece_bytes, views=views

@@ -200,7 +200,7 @@ def write_views(
         raise InputError(
             f"this index stores {tuple(kinds)} views and has no writer for {missing}; open it with "
             "ContextualIndex(..., view_writer=llm_or_fn) (an LLM, fn(passage, piece_bodies) -> one list of "
-            "texts per piece, or a dict of them by kind; LangChain: langchain_ctxret.llm_view_writer(llm))"
+            "texts per piece, or a dict of them by kind; LangChain: langchain_ctxret.views.llm_view_writer(llm, kind))"
         )
     out: list[dict[str, list[str]]] = [{} for _ in bodies]
     if not bodies:

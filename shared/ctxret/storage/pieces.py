@@ -111,7 +111,6 @@ class PieceStore:
 
     def open(self, config: Mapping[str, Any]) -> None:
         """Open (or create) the collection recording ``config``, after finishing any interrupted rebuild."""
-        self.views.recover(set(self.chroma.names()))  # views hook: before the pieces decide
         self.recover()
         self.chroma.open(config)
         self.views.open(config)  # views hook
@@ -323,6 +322,7 @@ class PieceStore:
         if self.lexical is not None:
             self.lexical.mark_pending()  # a crash from here on is repaired on open
         self.views.swap(temp)  # views hook: the rebuilt views take the name first
+        fault_point("swap:after-views")
         self.chroma.drop(previous)
         if self.chroma.exists(name):
             self.chroma.rename(name, previous)
@@ -347,6 +347,7 @@ class PieceStore:
         name = self.collection_name
         temp, previous = name + REBUILD_SUFFIX, name + PREVIOUS_SUFFIX
         names = set(self.chroma.names())
+        self.views.recover(names)  # views hook: before the pieces decide
         if not ({temp, previous} & names):
             return False
         if name in names:

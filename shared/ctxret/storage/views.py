@@ -184,8 +184,6 @@ class ViewIndex:
         self.enabled = bool(config.get("views"))
         if self.enabled:
             self._ensure(self.chroma.collection_name)
-        elif self.chroma.exists(self.name()):  # views switched off by a rebuild that did not finish its swap
-            self.chroma.drop(self.name())
 
     def _ensure(self, pieces: str) -> str:
         name = self.name(pieces)
