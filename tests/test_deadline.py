@@ -148,7 +148,8 @@ def test_an_embedding_that_cannot_finish_gives_empty_degraded_groups(local_embed
         assert elapsed < BOUND
         assert [g.part for g in groups] == ["When does my flight to Lisbon leave?", "And when is the vet appointment for my dog?"]
         for g in groups:
-            assert len(g) == 0 and g.degraded and g.stages == () and g.skipped == ("embed", "dense", "lexical")
+            # the search stopped before it read the thread: the stages it knew it would run are skipped
+            assert len(g) == 0 and g.degraded and g.stages == () and g.skipped == ("embed", "dense")
 
 
 def test_stage_errors_degrade_under_a_deadline_and_raise_without(index, caplog):

@@ -264,3 +264,26 @@ def test_parse_view_lines():
     assert parse_view_lines(text, 3, many=True) == [["First?", "Another?"], ["Second.", "more"], ["third"]]
     assert parse_view_lines(text, 3, many=False) == [["First?"], ["Second."], ["third"]]
     assert np.isfinite(len(parse_view_lines("", 2, many=True)))
+
+
+# -- the harness -------------------------------------------------------------------------------------
+def test_harness_views_and_hyde_are_opt_in_and_use_the_runtime_merge(tmp_path, local_embedder):
+    from ctxret.evaluation import views as harness
+    from ctxret.evaluation.threads import ConversationIndex, load_threads, run_threads
+    from test_eval_threads import write_synthetic
+
+    convs = load_threads(write_synthetic(tmp_path))
+    res = run_threads(convs, local_embedder, representations=["late_only", "views_questions", "hybrid_views_both", "hyde"])
+    assert {r["representation"] for r in res.rows} == {"late_only", "views_questions", "hybrid_views_both", "hyde"}
+    default = run_threads(convs, local_embedder, representations=None, query_sets=["facts"], limit_queries=1)
+    assert not set(harness.VIEW_REPRESENTATIONS) & {r["representation"] for r in default.rows}
+    ix = ConversationIndex(convs[0], local_embedder)
+    cost = harness.view_cost(ix)
+    assert cost["view_vectors"] >= cost["pieces"] and cost["per_piece"] >= 1.0
+    # a real LLM can be given; the fake is deterministic
+    assert harness.FakeLLM.hyde("When is the vet appointment?") == "Is the vet appointment."
+    harness.use_llm(FakeListLLM(responses=["1. When is it?"]))
+    try:
+        assert harness._SETUP.name == "FakeListLLM"
+    finally:
+        harness.use_llm(None)

@@ -247,20 +247,22 @@ class ContextualIndex:
         (small-to-big) attaches each hit's whole turn or section as ``Hit.parent_text`` and keeps
         one hit per parent inside a group.
         """
-        plan, scope, dense, lexical = self._resolve(k, score_threshold, thread_id, where, settings, options)
-        return run_staged(plan, message, scope, self.embedder, dense, lexical, self.store.views.backend(scope, dense))
+        plan, scope, backends, replan = self._resolve(k, score_threshold, thread_id, where, settings, options)
+        return run_staged(plan, message, scope, self.embedder, backends, replan=replan)
 
     async def asearch(
         self, message: str, k: int | None = None, score_threshold: Any = ..., thread_id: Any = None,
         where: Mapping[str, Any] | None = None, *, settings: SearchSettings | None = None, **options: Any,
     ) -> list[Group]:  # fmt: skip
         """Async :meth:`search`: the embedding runs on the embedder's async path, the store queries off the event loop."""
-        plan, scope, dense, lexical = self._resolve(k, score_threshold, thread_id, where, settings, options)
-        return await arun_staged(plan, message, scope, self.embedder, dense, lexical, self.store.views.backend(scope, dense))
+        plan, scope, backends, replan = self._resolve(k, score_threshold, thread_id, where, settings, options)
+        return await arun_staged(plan, message, scope, self.embedder, backends, replan=replan)
 
     def _resolve(
         self, k: Any, score_threshold: Any, thread_id: Any, where: Any, settings: Any, options: dict[str, Any]
     ) -> tuple[SearchPlan, Scope, Any, Any]:
+        """The search's provisional plan, scope, a function resolving its backends (run on the search's
+        clock: reading a thread may be the slow part) and the plan once they are known."""
         if k is not None:
             options["k"] = k
         if score_threshold is not ...:
@@ -268,8 +270,16 @@ class ContextualIndex:
         if settings is not None and not isinstance(settings, SearchSettings):
             raise InputError(f"settings must be a SearchSettings, got {type(settings).__name__}")
         scope = Scope(thread_id, where)
-        dense, lexical = self.store.resolve(scope)
-        return self.plan(settings, has_lexical=lexical is not None, **options), scope, dense, lexical
+        resolved = (settings or self.settings).with_options(**options)  # bad options fail here, before any work
+
+        def backends() -> tuple[Any, Any, Any]:
+            dense, lexical = self.store.resolve(scope)
+            return dense, lexical, self.store.views.backend(scope, dense)
+
+        def replan(has_lexical: bool) -> SearchPlan:
+            return self.plan(resolved, has_lexical=has_lexical)
+
+        return self.plan(resolved, has_lexical=True), scope, backends, replan
 
     # -- maintenance --------------------------------------------------------------------------------
     def sync_lexical(self) -> SyncReport:

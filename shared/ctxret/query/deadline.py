@@ -28,8 +28,10 @@ that follow the last stage):
   stage skipped; an error in ``embed`` or ``dense`` is raised, as without a deadline (it is not slow,
   it failed). Input errors are always raised.
 
+The store is read (a thread loaded into the cache, say) on the clock too, beside the embedding.
 Every :class:`~ctxret.results.Group` names the stages that ran (``stages``), the ones the search
-asked for that did not (``skipped``), and ``degraded = bool(skipped)``. Without a deadline nothing
+would have run that did not (``skipped``), and ``degraded = bool(skipped)``; a search stopped before
+it read the store knows only of ``embed``, ``dense`` and the ``hyde`` / ``parents`` it was asked for. Without a deadline nothing
 is skipped and the stages run inline, as one pass.
 """
 
@@ -115,19 +117,30 @@ _Result = tuple[list[PartCandidates], list[dict[str, ViewMatch]]]
 class _Search:
     """One search's inputs and its record of stages (shared by the sync and async executors)."""
 
-    def __init__(self, plan: SearchPlan, message: str, scope: Scope, embedder: Embedder, dense: DenseBackend,
-                 lexical: LexicalBackend | None, views: Any) -> None:  # fmt: skip
+    def __init__(self, plan: SearchPlan, message: str, scope: Scope, embedder: Embedder) -> None:
         check_message(plan, message)
-        self.plan, self.message, self.scope, self.embedder, self.dense = plan, message, scope, embedder, dense
-        self.lexical = lexical if plan.hybrid is not None else None
-        self.views = views if plan.views else None
+        self.plan, self.message, self.scope, self.embedder = plan, message, scope, embedder
         self.clock = Clock(plan.deadline_ms)
         self.parts, _ = query_texts(message, max_parts=plan.max_parts, split=plan.split)
-        self.wanted = [
-            s for s, on in zip(STAGES, (True, True, self.lexical is not None, self.views is not None,
-                                        plan.hyde is not None, plan.parents)) if on
-        ]  # fmt: skip
+        self.dense: Any = None
+        self.lexical: Any = None
+        self.views: Any = None
         self.ran: list[str] = []
+        self._set_wanted()
+
+    def _set_wanted(self) -> None:
+        on = (True, True, self.lexical is not None, self.views is not None, self.plan.hyde is not None, self.plan.parents)
+        self.wanted = [s for s, yes in zip(STAGES, on) if yes]
+
+    def bind(self, backends: tuple[Any, Any, Any], replan: Callable[[bool], SearchPlan] | None) -> None:
+        """The backends this search runs on (``replan(has_lexical)``: the plan once they are known)."""
+        dense, lexical, views = backends
+        if replan is not None:
+            self.plan = replan(lexical is not None)
+        self.dense = dense
+        self.lexical = lexical if self.plan.hybrid is not None else None
+        self.views = views if self.plan.views else None
+        self._set_wanted()
 
     @property
     def n(self) -> int:
@@ -202,22 +215,44 @@ def _run(s: _Search, name: str, fn: Callable[..., _T], *args: Any, optional: boo
     return out
 
 
+Backends = tuple[DenseBackend, "LexicalBackend | None", Any]  # (dense, lexical or None, views or None)
+
+
 def run_staged(
-    plan: SearchPlan, message: str, scope: Scope, embedder: Embedder, dense: DenseBackend,
-    lexical: LexicalBackend | None, views: Any = None,
+    plan: SearchPlan, message: str, scope: Scope, embedder: Embedder, backends: Backends | Callable[[], Backends],
+    *, replan: Callable[[bool], SearchPlan] | None = None,
 ) -> list[Group]:  # fmt: skip
-    """The whole search, synchronously (see the module docstring)."""
-    s = _Search(plan, message, scope, embedder, dense, lexical, views)
+    """The whole search, synchronously (see the module docstring).
+
+    ``backends``: ``(dense, lexical, views)``, or a function resolving them (reading a thread into the
+    cache, say), which then runs on the clock beside the embedding; ``replan(has_lexical)`` gives the
+    plan once they are known.
+    """
+    s = _Search(plan, message, scope, embedder)
     if not s.parts:
         return []
     hyde_jobs = [_pool().submit(hyde_answer, plan.hyde, p) for p in s.parts] if plan.hyde is not None else None
+    resolving = None
+    if not callable(backends):
+        s.bind(backends, replan)
+    elif s.clock.bounded:
+        resolving = _pool().submit(backends)
+    else:
+        s.bind(backends(), replan)
     try:
         try:
             _, qvecs = _run(s, "embed", lambda: query_vectors(s.embedder_now(), message, weight=plan.weight,
                                                                max_parts=plan.max_parts, split=plan.split), optional=False)  # fmt: skip
-            rows = _run(s, "dense", dense.dense, np.asarray(qvecs, dtype=np.float32), s.n, scope, optional=False)
+            if resolving is not None:
+                try:
+                    s.bind(resolving.result(timeout=s.clock.remaining()), replan)
+                except concurrent.futures.TimeoutError:
+                    raise _Skip("dense") from None
+            plan = s.plan
+            rows = _run(s, "dense", s.dense.dense, np.asarray(qvecs, dtype=np.float32), s.n, scope, optional=False)
         except _Skip:
             return s.groups(None)
+        dense = s.dense
         state = _State(np.asarray(qvecs, dtype=np.float32), rows)
         best: _Result | None = s.complete(state) if s.clock.bounded else None  # dense only: no reads
         if s.lexical is not None:
@@ -301,21 +336,32 @@ async def _arun(s: _Search, name: str, make: Callable[[], Awaitable[_T]], *, opt
 
 
 async def arun_staged(
-    plan: SearchPlan, message: str, scope: Scope, embedder: Embedder, dense: DenseBackend,
-    lexical: LexicalBackend | None, views: Any = None,
+    plan: SearchPlan, message: str, scope: Scope, embedder: Embedder, backends: Backends | Callable[[], Backends],
+    *, replan: Callable[[bool], SearchPlan] | None = None,
 ) -> list[Group]:  # fmt: skip
     """The whole search, asynchronously: the embedding and HyDE await their async paths (a deadline cancels
     them), store reads run off the event loop."""
-    s = _Search(plan, message, scope, embedder, dense, lexical, views)
+    s = _Search(plan, message, scope, embedder)
     if not s.parts:
         return []
     hyde = plan.hyde
     hyde_tasks = [asyncio.ensure_future(ahyde_answer(hyde, p)) for p in s.parts] if hyde is not None else None
+    resolving = asyncio.ensure_future(asyncio.to_thread(backends)) if callable(backends) else None
+    if resolving is None:
+        s.bind(backends, replan)  # type: ignore[arg-type]
     try:
         try:
             _, qvecs = await _arun(s, "embed", lambda: aquery_vectors(s.embedder_now(), message, weight=plan.weight,
                                                                       max_parts=plan.max_parts, split=plan.split), optional=False)  # fmt: skip
             qvecs = np.asarray(qvecs, dtype=np.float32)
+            if resolving is not None:
+                rem = s.clock.remaining()
+                try:
+                    s.bind(await (asyncio.wait_for(resolving, rem) if rem is not None else resolving), replan)
+                except asyncio.TimeoutError:
+                    raise _Skip("dense") from None
+            plan = s.plan
+            dense = s.dense
             rows = await _arun(s, "dense", lambda: asyncio.to_thread(dense.dense, qvecs, s.n, scope), optional=False)
         except _Skip:
             return s.groups(None)
@@ -363,3 +409,5 @@ async def arun_staged(
     finally:
         for task in hyde_tasks or ():
             task.cancel()
+        if resolving is not None:
+            resolving.cancel()
