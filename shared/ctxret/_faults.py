@@ -19,6 +19,7 @@ POINTS = (
     "write:after-lexical",  # both written
     "delete:after-chroma",  # removed from Chroma, not from the lexical file
     "rebuild:before-swap",  # the new collection complete beside the old one
+    "swap:after-views",  # the views swapped (old -> -previous-views, new -> -views), the pieces not yet
     "swap:after-rename-old",  # the old collection renamed to -previous, the new one not renamed yet
     "swap:after-rename-new",  # the new collection in place, -previous not dropped
     "swap:before-lexical",  # collections swapped, the lexical file not refilled

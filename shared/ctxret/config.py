@@ -21,17 +21,21 @@ from .blend import CHUNK_FOCUS_WEIGHT
 from .errors import InputError
 from .ingest.context import CONTEXT_STRATEGIES
 from .ingest.turns import MIN_BODY_BYTES
+from .ingest.views import normalize_views
 from .query.fusion import FusionMethod, FusionSettings
 from .query.mmr import DEFAULT_FETCH_K, DEFAULT_LAMBDA_MULT, check_fetch_k, check_lambda_mult
 from .query.relevance import RelevanceCalibration
 from .query.rerank import DEFAULT_RERANK_CANDIDATES, check_reranker
+from .query.hyde import DEFAULT_HYDE_WEIGHT, as_hyde
 from .text import MAX_PARTS, PACKER_VERSION
 
 __all__ = ["IndexConfig", "SearchSettings", "FusionSettings", "ContextStrategy", "COMPARED_KEYS"]
 
 ContextStrategy = Literal["mean", "turn", "late", "llm"]
 #: Config keys that must match between a collection and the index that opens it.
-COMPARED_KEYS = ("model_id", "dims", "weight", "context", "piece_bytes", "packer")
+COMPARED_KEYS = ("model_id", "dims", "weight", "context", "piece_bytes", "packer", "views")
+#: What a compared key means on a collection recorded before the key existed.
+_ABSENT = {"views": ""}
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,8 @@ class IndexConfig:
     packer: str = PACKER_VERSION
     max_tokens: int = 256
     version: str = __version__
+    #: LLM-written views stored beside each piece (``"questions"``, ``"summary"``, comma-joined; ``""``: none).
+    views: str = ""
 
     def __post_init__(self) -> None:
         w = self.weight
@@ -59,6 +65,12 @@ class IndexConfig:
         object.__setattr__(self, "weight", float(w))
         object.__setattr__(self, "dims", int(self.dims))
         object.__setattr__(self, "max_tokens", int(self.max_tokens))
+        object.__setattr__(self, "views", ",".join(normalize_views(self.views)))
+
+    @property
+    def view_kinds(self) -> tuple[str, ...]:
+        """The view kinds of :attr:`views`, in order (``()``: none)."""
+        return tuple(k for k in self.views.split(",") if k)
 
     @classmethod
     def resolve(
@@ -69,6 +81,7 @@ class IndexConfig:
         weight: float | None = None,
         context: str | None = None,
         piece_bytes: int | None = None,
+        views: Any = None,
     ) -> IndexConfig:
         """The config an index opens with: what you asked, else the collection's, else the defaults."""
         stored = stored or {}
@@ -94,6 +107,7 @@ class IndexConfig:
             weight=chosen["weight"],
             context=chosen["context"],
             piece_bytes=chosen["piece_bytes"],
+            views=views if views is not None else stored.get("views", ""),
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -112,7 +126,7 @@ class IndexConfig:
     def differences(self, stored: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
         """``{key: (stored, this)}`` for every compared key that differs."""
         mine = self.as_dict()
-        return {k: (stored.get(k), mine[k]) for k in COMPARED_KEYS if stored.get(k) != mine[k]}
+        return {k: (stored.get(k, _ABSENT.get(k)), mine[k]) for k in COMPARED_KEYS if stored.get(k, _ABSENT.get(k)) != mine[k]}
 
 
 _UNSET: Any = object()
@@ -136,6 +150,14 @@ class SearchSettings:
     * ``max_message_bytes``: a longer message is refused (64 KiB by default: a message is split into
       at most 8 parts, and each part over the model's limit is embedded window by window, so a
       1 MB message costs tens of seconds); ``None`` for no limit.
+    * ``hyde``: HyDE per part — ``fn(part) -> hypothetical answer`` (or a LangChain / LlamaIndex
+      LLM, prompted by :mod:`ctxret.query.hyde`); each part's query vector is blended with its
+      answer's, ``hyde_weight`` being the part's share (0.5). ``None``: off.
+    * ``views``: search the index's LLM-written views too (when it has any); ``False`` skips them.
+    * ``deadline_ms``: return within this many milliseconds, whatever is slow (the embedding
+      request, the store, the LLM): stages run in order of value and a stage that would overrun is
+      skipped or abandoned; each :class:`~ctxret.results.Group` says what ran
+      (``stages``, ``degraded``). See :mod:`ctxret.query.deadline`. ``None``: no deadline.
 
     * ``relevance``: the :class:`~ctxret.query.relevance.RelevanceCalibration` that turns a hit's
       cosine and lexical coverage into ``scores["relevance"]`` in [0, 1]; ``None`` = the
@@ -167,13 +189,17 @@ class SearchSettings:
     mmr: bool = False
     fetch_k: int = DEFAULT_FETCH_K
     lambda_mult: float = DEFAULT_LAMBDA_MULT
+    hyde: Any = None
+    hyde_weight: float = DEFAULT_HYDE_WEIGHT
+    views: bool = True
+    deadline_ms: float | None = None
 
     def __post_init__(self) -> None:
         self._check_group_stages()
         object.__setattr__(self, "k", _positive_int(self.k, "k (results per part)"))
         object.__setattr__(self, "max_parts", _positive_int(self.max_parts, "max_parts"))
         object.__setattr__(self, "score_threshold", _threshold(self.score_threshold))
-        for name in ("split", "parents"):
+        for name in ("split", "parents", "views"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.lexical is not None and not isinstance(self.lexical, bool):
@@ -188,6 +214,16 @@ class SearchSettings:
             object.__setattr__(self, "max_message_bytes", _positive_int(mb, "max_message_bytes") if mb else None)
         if not isinstance(self.hybrid, FusionSettings):
             raise InputError(f"hybrid must be a FusionSettings, got {type(self.hybrid).__name__}")
+        object.__setattr__(self, "hyde", as_hyde(self.hyde))
+        hw = self.hyde_weight
+        if isinstance(hw, bool) or not isinstance(hw, (int, float)) or not 0.0 <= float(hw) <= 1.0:
+            raise InputError(f"hyde_weight (the part's share against its hypothetical answer) must be between 0 and 1, got {hw!r}")
+        object.__setattr__(self, "hyde_weight", float(hw))
+        dl = self.deadline_ms
+        if dl is not None:
+            if isinstance(dl, bool) or not isinstance(dl, (int, float)) or not math.isfinite(float(dl)) or dl <= 0:
+                raise InputError(f"deadline_ms must be a positive number of milliseconds (or None: no deadline), got {dl!r}")
+            object.__setattr__(self, "deadline_ms", float(dl))
 
     def _check_group_stages(self) -> None:
         if self.relevance is not None and not isinstance(self.relevance, RelevanceCalibration):

@@ -25,8 +25,10 @@ from .ingest.documents import documents_to_turns
 from .ingest.messages import turns_from_messages
 from .ingest.turns import Piece, Turn
 from .ingest.writer import DEFAULT_MAX_TURN_BYTES, plan_turns, turns_from_records, write_turns
+from .ingest.views import resolve_view_writers, stored_views
+from .query.deadline import arun_staged, run_staged
 from .query.relevance import calibration_for
-from .query.search import SearchPlan, arun_search, plan_search, run_search
+from .query.search import SearchPlan, plan_search
 from .query.vectors import query_vectors
 from .results import Group, IndexResult
 from .storage.chroma import DEFAULT_COLLECTION
@@ -62,6 +64,11 @@ class ContextualIndex:
     ``lexical_path`` names its file (default ``<path>/ctxret-lexical-<collection>.sqlite3``) and
     switches it on for a server.
 
+    LLM-written views (recorded): ``views=["questions", "summary"]`` stores, beside each piece, the
+    questions it answers and/or a one-line summary, written once per new or changed turn by
+    ``view_writer`` (a LangChain or LlamaIndex LLM, ``fn(passage, piece_bodies) -> one list of texts
+    per piece``, or a dict of them by kind) and searched with the piece (:mod:`ctxret.ingest.views`).
+
     Search defaults (:class:`~ctxret.config.SearchSettings`, never recorded): pass ``settings=``
     or any of its options as keywords (``score_threshold``, ``query_weight``, ``fusion``,
     ``lexical_weight``, ``rrf_k``, ``candidates``, ``lexical_floor``, …); each :meth:`search` may
@@ -82,6 +89,7 @@ class ContextualIndex:
         embedder: Embedder | None = None, weight: float | None = None, context: ContextStrategy | None = None,
         piece_bytes: int | None = None, contextualizer: Contextualizer | None = None, progress: bool | None = None,
         max_turn_bytes: int | None = DEFAULT_MAX_TURN_BYTES,
+        views: Sequence[str] | str | None = None, view_writer: Any = None,
         # how searches run unless a call says otherwise (SearchSettings)
         settings: SearchSettings | None = None, **search_options: Any,
     ) -> None:  # fmt: skip
@@ -96,14 +104,20 @@ class ContextualIndex:
         self.settings: SearchSettings = (settings or SearchSettings()).with_options(**search_options)
         #: ``context="llm"``: writes one context line per piece (see :mod:`ctxret.ingest.context`).
         self.contextualizer = contextualizer
+        #: ``views``: writes each piece's views (an LLM, a callable, or ``{kind: either}``).
+        self.view_writer = view_writer
         self.progress = progress
         self.max_turn_bytes = max_turn_bytes or None
         self.store: PieceStore = open_piece_store(
             path, collection=collection, host=host, port=port, ssl=ssl, headers=headers, client=client,
             in_memory=in_memory, lexical=lexical, lexical_path=lexical_path,
         )  # fmt: skip
+        self.store.recover()  # finish an interrupted rebuild first: its collection holds the config to read
         stored = self.store.stored_config()
-        self.config: IndexConfig = IndexConfig.resolve(embedder, stored, weight=weight, context=context, piece_bytes=piece_bytes)
+        self.config: IndexConfig = IndexConfig.resolve(
+            embedder, stored, weight=weight, context=context, piece_bytes=piece_bytes, views=views
+        )
+        resolve_view_writers(self.config.view_kinds, view_writer)  # a bad writer is an error now, not at the first write
         self._stored_differs = bool(stored is not None and self.config.differences(stored))
         if self._stored_differs and not getattr(self, "_rebuilding", False):
             raise ConfigMismatchError(self.config.mismatch_message(stored or {}, self.store.collection_name, self.store.location))
@@ -187,6 +201,7 @@ class ContextualIndex:
         return write_turns(
             self.store, self.embedder, self.config, list(turns),
             metadata=metadata, contextualizer=self.contextualizer, progress=self.progress, max_turn_bytes=self.max_turn_bytes,
+            view_writers=resolve_view_writers(self.config.view_kinds, self.view_writer),
         )  # fmt: skip
 
     def check_turns(self, turns: Sequence[Turn]) -> None:
@@ -227,28 +242,34 @@ class ContextualIndex:
         ``None``: none). Any other :class:`~ctxret.config.SearchSettings` option may be given as a
         keyword for this call (``split``, ``max_parts``, ``lexical``, ``fusion``,
         ``lexical_weight``, ``rrf_k``, ``candidates``, ``lexical_floor``, ``query_weight``,
-        ``parents``). Groups are never padded and never de-duplicated across parts; an empty
-        message returns ``[]``.
+        ``parents``, ``hyde``, ``hyde_weight``, ``views``, ``deadline_ms``). Groups are never padded
+        and never de-duplicated across parts; an empty message returns ``[]``.
+
+        ``hyde=fn`` (``fn(part) -> hypothetical answer``, or an LLM) blends each part's vector with
+        its answer's; ``deadline_ms=N`` returns within N ms, each group saying which stages ran
+        (``Group.stages``, ``Group.degraded``; see :mod:`ctxret.query.deadline`).
 
         ``Hit.score`` is the cosine for dense search and the fused score with hybrid search (on
         when the index has a lexical index); ``Hit.scores`` names every score. ``parents=True``
         (small-to-big) attaches each hit's whole turn or section as ``Hit.parent_text`` and keeps
         one hit per parent inside a group.
         """
-        plan, scope, dense, lexical = self._resolve(k, score_threshold, thread_id, where, settings, options)
-        return run_search(plan, message, scope, self.embedder, dense, lexical)
+        plan, scope, backends, replan = self._resolve(k, score_threshold, thread_id, where, settings, options)
+        return run_staged(plan, message, scope, self.embedder, backends, replan=replan)
 
     async def asearch(
         self, message: str, k: int | None = None, score_threshold: Any = ..., thread_id: Any = None,
         where: Mapping[str, Any] | None = None, *, settings: SearchSettings | None = None, **options: Any,
     ) -> list[Group]:  # fmt: skip
         """Async :meth:`search`: the embedding runs on the embedder's async path, the store queries off the event loop."""
-        plan, scope, dense, lexical = self._resolve(k, score_threshold, thread_id, where, settings, options)
-        return await arun_search(plan, message, scope, self.embedder, dense, lexical)
+        plan, scope, backends, replan = self._resolve(k, score_threshold, thread_id, where, settings, options)
+        return await arun_staged(plan, message, scope, self.embedder, backends, replan=replan)
 
     def _resolve(
         self, k: Any, score_threshold: Any, thread_id: Any, where: Any, settings: Any, options: dict[str, Any]
     ) -> tuple[SearchPlan, Scope, Any, Any]:
+        """The search's provisional plan, scope, a function resolving its backends (run on the search's
+        clock: reading a thread may be the slow part) and the plan once they are known."""
         if k is not None:
             options["k"] = k
         if score_threshold is not ...:
@@ -256,8 +277,16 @@ class ContextualIndex:
         if settings is not None and not isinstance(settings, SearchSettings):
             raise InputError(f"settings must be a SearchSettings, got {type(settings).__name__}")
         scope = Scope(thread_id, where)
-        dense, lexical = self.store.resolve(scope)
-        return self.plan(settings, has_lexical=lexical is not None, **options), scope, dense, lexical
+        resolved = (settings or self.settings).with_options(**options)  # bad options fail here, before any work
+
+        def backends() -> tuple[Any, Any, Any]:
+            dense, lexical = self.store.resolve(scope)
+            return dense, lexical, self.store.views.backend(scope, dense)
+
+        def replan(has_lexical: bool) -> SearchPlan:
+            return self.plan(resolved, has_lexical=has_lexical)
+
+        return self.plan(resolved, has_lexical=True), scope, backends, replan
 
     # -- maintenance --------------------------------------------------------------------------------
     def sync_lexical(self) -> SyncReport:
@@ -283,7 +312,10 @@ class ContextualIndex:
 
     def stats(self) -> dict[str, Any]:
         """Counts (pieces, turns, threads, pieces per thread), the index config and where the store is."""
-        return {**self.store.stats(), "score_threshold": self.score_threshold, "config": self.config.as_dict()}
+        out = {**self.store.stats(), "score_threshold": self.score_threshold, "config": self.config.as_dict()}
+        if self.config.view_kinds:
+            out["views"] = self.store.views.count()
+        return out
 
     def reindex(self) -> IndexResult:
         """Rebuild the whole collection from its stored pieces under this index's config.
@@ -291,7 +323,11 @@ class ContextualIndex:
         The new collection is built beside the old one and swapped in only when complete, so a
         failure part-way leaves the old collection untouched.
         """
-        turns = turns_from_records(r["metadata"] for r in self.store.records())
+        records = list(self.store.records())
+        turns = turns_from_records(r["metadata"] for r in records)
+        # the stored views are re-embedded, never written again (a piece is known by its id)
+        known = {r["id"]: v for r in records if (v := stored_views(r["metadata"])) is not None}
+        writers = resolve_view_writers(self.config.view_kinds, self.view_writer)
 
         def refill(target: str) -> IndexResult:
             result = IndexResult()
@@ -299,6 +335,7 @@ class ContextualIndex:
                 result += write_turns(
                     self.store, self.embedder, self.config, turns[start : start + 256],
                     contextualizer=self.contextualizer, progress=self.progress, name=target, max_turn_bytes=None,
+                    view_writers=writers, known_views=known,
                 )  # fmt: skip
             return result
 

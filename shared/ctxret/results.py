@@ -16,7 +16,9 @@ class Hit:
     score the hit has: ``cosine`` (dense, raw cosine in [-1, 1]); with hybrid search ``bm25``,
     ``fused`` and ``coverage`` (share of the part's IDF-weighted words the piece holds);
     ``relevance`` (in [0, 1], independent of the other candidates: :mod:`ctxret.query.relevance`);
-    ``rerank`` when a reranker ran.
+    ``rerank`` when a reranker ran. With LLM-written views, ``cosine`` is the better of the piece's
+    own vector and its best view, and ``view`` is that view's cosine when the view won (its kind and
+    text are in the metadata, ``view_kind`` and ``view_text``).
     """
 
     id: str
@@ -48,11 +50,20 @@ class Hit:
 
 @dataclass(frozen=True)
 class Group:
-    """The results of one query part: at most k hits, best first, none below the floor."""
+    """The results of one query part: at most k hits, best first, none below the floor.
+
+    ``stages`` names the search stages that ran for it, in order (``embed``, ``dense``,
+    ``lexical``, ``views``, ``hyde``, ``parents``); ``degraded`` is ``True`` when a stage the
+    search asked for was skipped or abandoned to meet ``deadline_ms`` (``skipped`` names them):
+    the hits are what the stages that ran found, never a partial stage's.
+    """
 
     part_index: int
     part: str
     hits: tuple[Hit, ...]
+    stages: tuple[str, ...] = ()
+    degraded: bool = False
+    skipped: tuple[str, ...] = ()
 
     def __iter__(self):  # unpack as ``for hit in group``
         return iter(self.hits)

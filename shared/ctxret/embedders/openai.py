@@ -459,6 +459,19 @@ class OpenAIEmbedder:
             await asyncio.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def bounded(self, seconds: float) -> OpenAIEmbedder:
+        """This embedder with every request given up after ``seconds`` in all (attempts, waits and
+        retries included), sharing its clients: what a search with ``deadline_ms`` embeds with, so an
+        abandoned request ends near the deadline instead of running to ``total_timeout``."""
+        import copy
+
+        twin = copy.copy(self)
+        twin.timeout = max(0.001, min(self.timeout, float(seconds)))
+        twin.total_timeout = twin.timeout if self.total_timeout is None else min(self.total_timeout, twin.timeout)
+        twin._sync_client = self._sync_client  # type: ignore[method-assign]
+        twin._async_client_ = self._async_client_  # type: ignore[method-assign]
+        return twin
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """``(n, dims)`` float32 unit rows in input order; empty/whitespace texts give zero rows.
 

@@ -618,7 +618,7 @@ def relevance_samples(
                 if not parts:
                     continue
                 cands = hybrid_candidates(
-                    ix.exact_store(), ix.lexical, conv.id, parts, qv, k=k,
+                    ix.exact_store(), conv.id, parts, qv, k=k,
                     fusion=with_candidates(RUNTIME_DEFAULT, candidates, lexical_floor),
                 )  # fmt: skip
                 for c in cands:

@@ -743,10 +743,17 @@ DEFAULT_REPRESENTATIONS = tuple(THREAD_REPRESENTATIONS)
 NEEDS_TOKENS = frozenset({"pieces_late", "late_only"})
 
 
-def register_representation(name: str, fn: ThreadRepresentation) -> None:
+#: Registered representations that run only when named (``default=False``: e.g. the LLM views, :mod:`.views`).
+OPT_IN: set[str] = set()
+
+
+def register_representation(name: str, fn: ThreadRepresentation, *, default: bool = True) -> None:
     """Add a strategy to ``eval threads``: ``fn(index, message) -> Retrieval`` over the index's pieces
-    (``level="pieces"``, item i = ``index.pieces[i]``) or sections (``level="sections"``)."""
+    (``level="pieces"``, item i = ``index.pieces[i]``) or sections (``level="sections"``).
+    ``default=False``: it runs only when named in ``representations``."""
     THREAD_REPRESENTATIONS[name] = fn
+    if not default:
+        OPT_IN.add(name)
 
 
 # -- scoring ----------------------------------------------------------------------------------
@@ -869,9 +876,11 @@ def run_threads(
     late-chunking ones need ``embed_tokens``; skipped ones are listed in
     ``config["skipped_representations"]``); named ones always run (or raise).
     """
+    from . import views as _views  # noqa: F401  (registers the opt-in LLM-views and HyDE representations)
+
     skipped: list[str] = []
     if representations is None:
-        representations = list(THREAD_REPRESENTATIONS)
+        representations = [r for r in THREAD_REPRESENTATIONS if r not in OPT_IN]
         if not hasattr(embedder, "embed_tokens"):
             skipped = [r for r in representations if r in NEEDS_TOKENS]
             representations = [r for r in representations if r not in NEEDS_TOKENS]

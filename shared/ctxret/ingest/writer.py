@@ -23,6 +23,7 @@ from ..results import IndexResult
 from ..storage.schema import check_id, piece_metadata
 from ..text import clean_text
 from .context import Contextualizer, context_vectors, contextualize
+from .views import VIEWS_KEY, ViewWriter, views_json, write_views
 from .turns import Piece, Source, Turn, parse_time
 
 __all__ = ["PieceSink", "PlannedTurn", "plan_turns", "turns_from_records", "write_turns"]
@@ -42,6 +43,7 @@ class PieceSink(Protocol):
         *,
         stale: Sequence[str] = (),
         name: str | None = None,
+        views: Any = None,
     ) -> None: ...
 
 
@@ -108,8 +110,16 @@ def write_turns(
     progress: bool | None = None,
     name: str | None = None,
     max_turn_bytes: int | None = DEFAULT_MAX_TURN_BYTES,
+    view_writers: Mapping[str, ViewWriter] | None = None,
+    known_views: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
 ) -> IndexResult:
-    """Index ``turns`` into ``sink`` under ``config`` (``name``: another collection, for a rebuild)."""
+    """Index ``turns`` into ``sink`` under ``config`` (``name``: another collection, for a rebuild).
+
+    With ``config.views``, each changed turn's pieces get their LLM-written views
+    (:mod:`.views`): from ``known_views`` (piece id → ``{kind: texts}``, what a rebuild read from
+    the stored pieces) when every piece of the turn has them, else from ``view_writers`` (one call
+    per kind and turn).
+    """
     if not turns:
         return IndexResult()
     planned = plan_turns(turns, embedder, config, metadata, max_turn_bytes=max_turn_bytes)
@@ -128,6 +138,7 @@ def write_turns(
             for meta, line in zip(p.metadatas, turn_lines):
                 if line:
                     meta["context_text"] = line
+    view_records = _view_records(changed, embedder, config, view_writers or {}, known_views or {})
     texts = [x.text for p in changed for x in p.pieces]
     if config.weight == 0.0 and config.context in ("late", "turn"):
         # the stored vector is the context alone: the pieces' own vectors would not be used
@@ -158,8 +169,51 @@ def write_turns(
         ids.extend(x.id for x in p.pieces)
         docs.extend(x.text for x in p.pieces)
         metas.extend(p.metadatas)
-    sink.write(ids, np.vstack(blended) if blended else np.zeros((0, config.dims), np.float32), docs, metas, stale=stale, name=name)
+    vecs = np.vstack(blended) if blended else np.zeros((0, config.dims), np.float32)
+    if view_records is None:
+        sink.write(ids, vecs, docs, metas, stale=stale, name=name)
+    else:
+        sink.write(ids, vecs, docs, metas, stale=stale, name=name, views=view_records)
     return IndexResult(added=added, unchanged=unchanged + kept, replaced=len(stale), turns=len(turns), turns_changed=len(changed))
+
+
+def _view_records(
+    changed: Sequence[PlannedTurn],
+    embedder: Embedder,
+    config: IndexConfig,
+    writers: Mapping[str, ViewWriter],
+    known: Mapping[str, Mapping[str, Sequence[str]]],
+) -> Any:
+    """The views of the changed turns' pieces (texts stored in their metadata, vectors as view records)."""
+    kinds = config.view_kinds
+    if not kinds:
+        return None
+    from ..embedders.fitting import embed_fitting
+    from ..storage.views import ViewRecords, view_id
+
+    records = ViewRecords()
+    for p in changed:
+        stored = [known.get(x.id) for x in p.pieces]
+        if p.pieces and all(v is not None and all(k in v for k in kinds) for v in stored):
+            per_piece = [{k: list(v[k]) for k in kinds} for v in stored if v is not None]
+        else:
+            bodies = [x.body for x in p.pieces]
+            per_piece = write_views(writers, kinds, clean_text(p.turn.text), bodies, f"turn {p.turn.turn_id!r}")
+        for piece, meta, views in zip(p.pieces, p.metadatas, per_piece):
+            meta[VIEWS_KEY] = views_json(views)
+            records.pieces.append(piece.id)
+            for kind in kinds:
+                for j, text in enumerate(views.get(kind, [])):
+                    records.ids.append(view_id(piece.id, kind, j))
+                    records.documents.append(text)
+                    records.metadatas.append(
+                        {"piece_id": piece.id, "thread_id": piece.thread_id, "turn_id": piece.turn_id,
+                         "view_kind": kind, "view_ordinal": j}
+                    )  # fmt: skip
+    vectors = embed_fitting(embedder, records.documents)
+    check_vectors(vectors, len(records.documents), config.dims, str(config.model_id))
+    records.vectors = np.asarray(vectors, dtype=np.float32).reshape(len(records.documents), config.dims)
+    return records
 
 
 def check_vectors(vectors: np.ndarray, n: int, dims: int, model: str) -> None:

@@ -69,6 +69,10 @@ class SearchPlan:
     parents: bool
     max_message_bytes: int | None = None
     stages: GroupStages = GroupStages()  # relevance, min_relevance, rerank, MMR (query/rerank.py)
+    hyde: Any = None  # fn(part) -> hypothetical answer (ctxret.query.hyde), or None
+    hyde_weight: float = 0.5  # the part's share against its hypothetical answer
+    views: bool = True  # search the index's LLM-written views (when it has any)
+    deadline_ms: float | None = None  # ctxret.query.deadline
 
     @property
     def n_candidates(self) -> int:
@@ -96,6 +100,7 @@ def plan_search(
     return SearchPlan(
         settings.k, floor, float(weight), settings.max_parts, settings.split, hybrid, settings.parents, settings.max_message_bytes,
         stages,
+        hyde=settings.hyde, hyde_weight=settings.hyde_weight, views=settings.views, deadline_ms=settings.deadline_ms,
     )  # fmt: skip
 
 

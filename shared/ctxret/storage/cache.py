@@ -133,6 +133,11 @@ class ScopeView:
         self._row = {rid: i for i, rid in enumerate(self.ids)}
         self._corpus: BM25Corpus | None = None
 
+    @property
+    def blocks(self) -> list[Block]:
+        """The scope's thread blocks, in the order of :attr:`ids` (their views: :mod:`.views`)."""
+        return self._blocks
+
     # the DenseBackend protocol
     def dense(self, vectors: np.ndarray, n: int, scope: Scope) -> list[list[Row]]:
         q = np.asarray(vectors, dtype=np.float32).reshape(len(vectors), -1)

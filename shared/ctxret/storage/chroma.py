@@ -286,11 +286,13 @@ class ChromaStore:
             yield from self.iter_records(where, include)
 
     @_calls_chroma("search the collection")
-    def query(self, vectors: np.ndarray, n_results: int, where: Mapping[str, Any] | None = None) -> list[list[Row]]:
+    def query(
+        self, vectors: np.ndarray, n_results: int, where: Mapping[str, Any] | None = None, name: str | None = None
+    ) -> list[list[Row]]:
         """One batched query: per row, ``(id, document, cosine, metadata)`` best first."""
         if len(vectors) == 0 or n_results < 1:
             return [[] for _ in range(len(vectors))]
-        res = self._col().query(
+        res = self._col(name).query(
             query_embeddings=np.asarray(vectors, dtype=np.float32),
             n_results=int(n_results),
             where=dict(where) if where else None,

@@ -27,6 +27,7 @@ from .schema import ParentKey, Scope
 from .tokenize import Analysis
 from .tokenize import analysis as default_analysis
 from .changes import ChangeLog
+from .views import ViewIndex
 from .where import Unsupported
 
 logger = logging.getLogger(__name__)
@@ -63,11 +64,14 @@ class PieceStore:
         self.cache = ThreadCache(self._load_thread, cache_pieces)
         #: Other processes' writes (a Chroma server): replayed before each search (see :mod:`.changes`).
         self.changes = changes
+        #: The LLM-written views' vectors (``<collection>-views``), kept in step with the pieces (:mod:`.views`).
+        self.views = ViewIndex(chroma)
 
     def _load_thread(self, thread_id: str) -> Block:
         recs = list(self.chroma.iter_records({"thread_id": thread_id}, include=("embeddings", "documents", "metadatas")))
         vectors = np.asarray([r["embedding"] for r in recs], dtype=np.float32) if recs else np.zeros((0, 0), np.float32)
-        return Block([r["id"] for r in recs], vectors, [r.get("document") or "" for r in recs], [r.get("metadata") or {} for r in recs])
+        block = Block([r["id"] for r in recs], vectors, [r.get("document") or "" for r in recs], [r.get("metadata") or {} for r in recs])
+        return self.views.load_thread(block, thread_id)  # views hook: the thread's views join its block
 
     def resolve(self, scope: Scope) -> tuple[Any, Any]:
         """The backends one search of ``scope`` runs on: ``(dense, lexical or None)``.
@@ -114,6 +118,7 @@ class PieceStore:
         """Open (or create) the collection recording ``config``, after finishing any interrupted rebuild."""
         self.recover()
         self.chroma.open(config)
+        self.views.open(config)  # views hook
 
     # -- writes -----------------------------------------------------------------------------------
     def existing(self, turn_ids: Iterable[str], name: str | None = None) -> dict[tuple[str, str], set[str]]:
@@ -135,11 +140,13 @@ class PieceStore:
         *,
         stale: Sequence[str] = (),
         name: str | None = None,
+        views: Any = None,
     ) -> None:
         """Upsert pieces and delete ``stale`` ids: Chroma, then the lexical index in one transaction.
 
         ``name`` writes another collection of the store (a rebuild target), Chroma only: the
-        lexical index is refilled after the swap.
+        lexical index is refilled after the swap. ``views`` (:class:`~.views.ViewRecords`): the
+        written pieces' LLM-written views, stored before the pieces (see :mod:`.views`).
         """
         main = name is None or name == self.collection_name
         lexical = self.lexical if main else None
@@ -149,11 +156,13 @@ class PieceStore:
             lexical.mark_pending()
         fault_point("write:before-chroma")
         try:
+            self.views.write(views, name=name)  # views hook: before the pieces
             if len(ids):
                 self.chroma.upsert(ids, vectors, documents, metadatas, name=name)
             fault_point("write:after-upsert")
             if stale:
                 self.chroma.delete_ids(stale, name=name)
+                self.views.delete_pieces(stale, name=name)  # views hook
             fault_point("write:after-stale-delete")
             if lexical is not None:  # after Chroma, in one transaction; clears the pending marker
                 lexical.write(
@@ -179,6 +188,7 @@ class PieceStore:
         self.cache.invalidate(threads)
         try:
             self._delete_ids(ids)
+            self.views.delete_pieces(ids)  # views hook
         finally:
             self.cache.invalidate(threads)
         if self.changes is not None:
@@ -193,6 +203,7 @@ class PieceStore:
             self.lexical.mark_pending()
         try:
             self.chroma.delete_ids(ids)
+            self.views.clear()  # views hook
         finally:
             self.cache.invalidate()
         if self.lexical is not None:
@@ -334,12 +345,14 @@ class PieceStore:
         """
         name = self.collection_name
         temp = name + REBUILD_SUFFIX
+        self.views.begin_rebuild(temp, config)  # views hook
         self.chroma.drop(temp)
         self.chroma.open(config, name=temp)
         try:
             result = refill(temp)
         except BaseException:
             self.chroma.drop(temp)
+            self.views.abandon_rebuild(temp)  # views hook
             raise
         fault_point("rebuild:before-swap")
         self.swap_in(temp)
@@ -352,6 +365,8 @@ class PieceStore:
         previous = name + PREVIOUS_SUFFIX
         if self.lexical is not None:
             self.lexical.mark_pending()  # a crash from here on is repaired on open
+        self.views.swap(temp)  # views hook: the rebuilt views take the name first
+        fault_point("swap:after-views")
         self.chroma.drop(previous)
         if self.chroma.exists(name):
             self.chroma.rename(name, previous)
@@ -359,6 +374,7 @@ class PieceStore:
         self.chroma.rename(temp, name)
         fault_point("swap:after-rename-new")
         self.chroma.drop(previous)
+        self.views.swapped()  # views hook
         fault_point("swap:before-lexical")
         if self.changes is not None:
             self.changes.record_everything()
@@ -377,6 +393,7 @@ class PieceStore:
         name = self.collection_name
         temp, previous = name + REBUILD_SUFFIX, name + PREVIOUS_SUFFIX
         names = set(self.chroma.names())
+        self.views.recover(names)  # views hook: before the pieces decide
         if not ({temp, previous} & names):
             return False
         if name in names:

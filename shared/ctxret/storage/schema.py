@@ -47,12 +47,13 @@ RESERVED_KEYS = frozenset(
     {
         "thread_id", "turn_id", "turn_index", "turn_label", "parent_id", "kind", "source_kind", "source_label",
         "source_name", "source_ordinal", "ordinal", "timestamp", "ts_epoch", "header", "body", "doc_id",
-        "caller_keys", "context_text",
+        "caller_keys", "context_text", "view_texts",
     }
 )  # fmt: skip
 #: Keys the adapters add to every retrieved Document / node (plus ``score_<name>`` per named score).
 RETRIEVAL_KEYS = frozenset(
-    {"group", "group_query", "group_rank", "group_count", "group_parts", "score", "score_scale", "parent_text", "relevance"}
+    {"group", "group_query", "group_rank", "group_count", "group_parts", "score", "score_scale", "parent_text", "relevance",
+     "view_kind", "view_text"}
 )
 #: Prefix given to a caller metadata key that ctxret or the adapters use themselves.
 METADATA_PREFIX = "meta_"
