@@ -24,9 +24,9 @@ from .ingest.context import Contextualizer
 from .ingest.documents import documents_to_turns
 from .ingest.messages import turns_from_messages
 from .ingest.turns import Piece, Turn
-from .ingest.writer import DEFAULT_MAX_TURN_BYTES, plan_turns, turns_from_records, write_turns
-from .ingest.views import resolve_view_writers, stored_views
-from .query.deadline import arun_staged, run_staged
+from .ingest.writer import DEFAULT_MAX_TURN_BYTES, plan_turns, rebuild_store, write_turns
+from .ingest.views import resolve_view_writers
+from .query.deadline import arun_staged, prepare_search, run_staged
 from .query.relevance import calibration_for
 from .query.search import SearchPlan, plan_search
 from .query.vectors import query_vectors
@@ -59,15 +59,10 @@ class ContextualIndex:
     defaults for a new collection); values you pass must match the collection, else
     :class:`ConfigMismatchError` — :meth:`rebuild` re-embeds it under new settings.
 
-    Hybrid search: ``lexical`` (default on for an embedded or in-memory store, off for a Chroma
-    server or custom client) keeps a BM25 index (SQLite FTS5) in step with the collection;
-    ``lexical_path`` names its file (default ``<path>/ctxret-lexical-<collection>.sqlite3``) and
-    switches it on for a server.
-
-    LLM-written views (recorded): ``views=["questions", "summary"]`` stores, beside each piece, the
-    questions it answers and/or a one-line summary, written once per new or changed turn by
-    ``view_writer`` (a LangChain or LlamaIndex LLM, ``fn(passage, piece_bodies) -> one list of texts
-    per piece``, or a dict of them by kind) and searched with the piece (:mod:`ctxret.ingest.views`).
+    Hybrid search: ``lexical`` (on for an embedded or in-memory store) keeps a BM25 index in step
+    with the collection; ``lexical_path`` names its file (and switches it on for a server).
+    LLM-written views (recorded): ``views=["questions", "summary"]`` with a ``view_writer`` (an LLM,
+    a callable or a dict of them by kind; :mod:`ctxret.ingest.views`).
 
     Search defaults (:class:`~ctxret.config.SearchSettings`, never recorded): pass ``settings=``
     or any of its options as keywords (``score_threshold``, ``query_weight``, ``fusion``,
@@ -223,36 +218,23 @@ class ContextualIndex:
         """This index's search plan for ``settings`` (default: its own) with ``options`` applied."""
         resolved = (settings or self.settings).with_options(**options)
         return plan_search(
-            resolved,
-            default_floor=float(self.embedder.default_score_threshold),
-            stored_weight=self.weight,
-            has_lexical=self.store.has_lexical if has_lexical is None else has_lexical,
-            relevance=calibration_for(self.embedder),
-        )
+            resolved, default_floor=float(self.embedder.default_score_threshold), stored_weight=self.weight,
+            has_lexical=self.store.has_lexical if has_lexical is None else has_lexical, relevance=calibration_for(self.embedder),
+        )  # fmt: skip
 
     def search(
         self, message: str, k: int | None = None, score_threshold: float | None | Literal["auto"] | Any = ...,
         thread_id: str | Sequence[str] | None = None, where: Mapping[str, Any] | None = None, *,
         settings: SearchSettings | None = None, **options: Any,
     ) -> list[Group]:  # fmt: skip
-        """Split ``message`` into parts; each part keeps its own group of at most ``k`` hits.
+        """Split ``message`` into parts; each part keeps its own group of at most ``k`` hits (never padded,
+        never de-duplicated across parts; an empty message returns ``[]``).
 
-        ``thread_id`` (one id or several) and ``where`` (a Chroma filter) scope the search inside
-        the query. ``score_threshold`` is a cosine floor (``"auto"``: the embedder's default,
-        ``None``: none). Any other :class:`~ctxret.config.SearchSettings` option may be given as a
-        keyword for this call (``split``, ``max_parts``, ``lexical``, ``fusion``,
-        ``lexical_weight``, ``rrf_k``, ``candidates``, ``lexical_floor``, ``query_weight``,
-        ``parents``, ``hyde``, ``hyde_weight``, ``views``, ``deadline_ms``). Groups are never padded
-        and never de-duplicated across parts; an empty message returns ``[]``.
-
-        ``hyde=fn`` (``fn(part) -> hypothetical answer``, or an LLM) blends each part's vector with
-        its answer's; ``deadline_ms=N`` returns within N ms, each group saying which stages ran
-        (``Group.stages``, ``Group.degraded``; see :mod:`ctxret.query.deadline`).
-
-        ``Hit.score`` is the cosine for dense search and the fused score with hybrid search (on
-        when the index has a lexical index); ``Hit.scores`` names every score. ``parents=True``
-        (small-to-big) attaches each hit's whole turn or section as ``Hit.parent_text`` and keeps
-        one hit per parent inside a group.
+        ``thread_id`` (one id or several) and ``where`` (a Chroma filter) scope the search inside the
+        query; ``score_threshold`` is a cosine floor (``"auto"``: the embedder's, ``None``: none). Any
+        :class:`~ctxret.config.SearchSettings` field is a keyword for this call (``lexical``, ``fusion``,
+        ``parents``, ``rerank``, ``mmr``, ``hyde``, ``deadline_ms``, ...). ``Hit.scores`` names every
+        score; ``Group.stages`` / ``Group.degraded`` say which stages ran (:mod:`ctxret.query.deadline`).
         """
         plan, scope, backends, replan = self._resolve(k, score_threshold, thread_id, where, settings, options)
         return run_staged(plan, message, scope, self.embedder, backends, replan=replan)
@@ -265,28 +247,9 @@ class ContextualIndex:
         plan, scope, backends, replan = self._resolve(k, score_threshold, thread_id, where, settings, options)
         return await arun_staged(plan, message, scope, self.embedder, backends, replan=replan)
 
-    def _resolve(
-        self, k: Any, score_threshold: Any, thread_id: Any, where: Any, settings: Any, options: dict[str, Any]
-    ) -> tuple[SearchPlan, Scope, Any, Any]:
-        """The search's provisional plan, scope, a function resolving its backends (run on the search's
-        clock: reading a thread may be the slow part) and the plan once they are known."""
-        if k is not None:
-            options["k"] = k
-        if score_threshold is not ...:
-            options["score_threshold"] = score_threshold
-        if settings is not None and not isinstance(settings, SearchSettings):
-            raise InputError(f"settings must be a SearchSettings, got {type(settings).__name__}")
-        scope = Scope(thread_id, where)
-        resolved = (settings or self.settings).with_options(**options)  # bad options fail here, before any work
-
-        def backends() -> tuple[Any, Any, Any]:
-            dense, lexical = self.store.resolve(scope)
-            return dense, lexical, self.store.views.backend(scope, dense)
-
-        def replan(has_lexical: bool) -> SearchPlan:
-            return self.plan(resolved, has_lexical=has_lexical)
-
-        return self.plan(resolved, has_lexical=True), scope, backends, replan
+    def _resolve(self, k: Any, threshold: Any, thread_id: Any, where: Any, settings: Any, options: dict[str, Any]) -> Any:
+        """The search's provisional plan, scope, its backends' resolver and re-planner (:func:`prepare_search`)."""
+        return prepare_search(self.store, self.settings if settings is None else settings, self.plan, k, threshold, thread_id, where, options)
 
     # -- maintenance --------------------------------------------------------------------------------
     def sync_lexical(self) -> SyncReport:
@@ -323,23 +286,10 @@ class ContextualIndex:
         The new collection is built beside the old one and swapped in only when complete, so a
         failure part-way leaves the old collection untouched.
         """
-        records = list(self.store.records())
-        turns = turns_from_records(r["metadata"] for r in records)
-        # the stored views are re-embedded, never written again (a piece is known by its id)
-        known = {r["id"]: v for r in records if (v := stored_views(r["metadata"])) is not None}
-        writers = resolve_view_writers(self.config.view_kinds, self.view_writer)
-
-        def refill(target: str) -> IndexResult:
-            result = IndexResult()
-            for start in range(0, len(turns), 256):
-                result += write_turns(
-                    self.store, self.embedder, self.config, turns[start : start + 256],
-                    contextualizer=self.contextualizer, progress=self.progress, name=target, max_turn_bytes=None,
-                    view_writers=writers, known_views=known,
-                )  # fmt: skip
-            return result
-
-        result = self.store.rebuild(self.config.as_dict(), refill)
+        result = rebuild_store(
+            self.store, self.embedder, self.config, contextualizer=self.contextualizer, progress=self.progress,
+            view_writers=resolve_view_writers(self.config.view_kinds, self.view_writer),
+        )  # fmt: skip
         self._stored_differs = False
         logger.info("rebuilt %s: %d turns, %d pieces", self.store.collection_name, result.turns, result.added)
         return result

@@ -23,7 +23,7 @@ from ..results import IndexResult
 from ..storage.schema import check_id, piece_metadata
 from ..text import clean_text
 from .context import Contextualizer, context_vectors, contextualize
-from .views import VIEWS_KEY, ViewWriter, views_json, write_views
+from .views import VIEWS_KEY, ViewWriter, stored_views, views_json, write_views
 from .turns import Piece, Source, Turn, parse_time
 
 __all__ = ["PieceSink", "PlannedTurn", "plan_turns", "turns_from_records", "write_turns"]
@@ -275,3 +275,27 @@ def turns_from_records(records: Iterable[Mapping[str, Any]]) -> list[Turn]:
         )
     turns.sort(key=lambda t: (t.thread_id, t.doc_id or "", t.index))
     return turns
+
+
+def rebuild_store(
+    store: Any, embedder: Embedder, config: IndexConfig, *, contextualizer: Contextualizer | None = None,
+    progress: bool | None = None, view_writers: Mapping[str, ViewWriter] | None = None, batch_turns: int = 256,
+) -> IndexResult:  # fmt: skip
+    """Re-embed every stored piece of ``store`` under ``config`` into a new collection swapped in when
+    complete (``PieceStore.rebuild``). The stored views are re-embedded, never written again (a piece
+    is known by its id)."""
+    records = list(store.records())
+    turns = turns_from_records(r["metadata"] for r in records)
+    known = {r["id"]: v for r in records if (v := stored_views(r["metadata"])) is not None}
+
+    def refill(target: str) -> IndexResult:
+        result = IndexResult()
+        for start in range(0, len(turns), batch_turns):
+            result += write_turns(
+                store, embedder, config, turns[start : start + batch_turns],
+                contextualizer=contextualizer, progress=progress, name=target, max_turn_bytes=None,
+                view_writers=view_writers, known_views=known,
+            )  # fmt: skip
+        return result
+
+    return store.rebuild(config.as_dict(), refill)

@@ -48,6 +48,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from ..config import SearchSettings
 from ..embedders.base import Embedder
 from ..embedders.fitting import aembed_fitting, embed_fitting
 from ..errors import InputError
@@ -414,3 +415,26 @@ async def arun_staged(
             task.cancel()
         if resolving is not None:
             resolving.cancel()
+
+
+def prepare_search(
+    store: Any, settings: Any, plan: Callable[..., SearchPlan], k: Any, score_threshold: Any, thread_id: Any,
+    where: Any, options: dict[str, Any],
+) -> tuple[SearchPlan, Scope, Callable[[], tuple[Any, Any, Any]], Callable[[bool], SearchPlan]]:  # fmt: skip
+    """A search's provisional plan, its scope, a function resolving its backends from ``store`` (run
+    on the search's clock: reading a thread may be the slow part) and the plan once they are known.
+    Bad options fail here, before any work."""
+    if k is not None:
+        options["k"] = k
+    if score_threshold is not ...:
+        options["score_threshold"] = score_threshold
+    if not isinstance(settings, SearchSettings):
+        raise InputError(f"settings must be a SearchSettings, got {type(settings).__name__}")
+    scope = Scope(thread_id, where)
+    resolved = settings.with_options(**options)
+
+    def backends() -> tuple[Any, Any, Any]:
+        dense, lexical = store.resolve(scope)
+        return dense, lexical, store.views.backend(scope, dense)
+
+    return plan(resolved, has_lexical=True), scope, backends, lambda has_lexical: plan(resolved, has_lexical=has_lexical)
