@@ -41,7 +41,7 @@ def test_llm_context_is_stored_blended_and_indexed_for_bm25(tmp_path, local_embe
     assert {h[0] for h in hits} == {r["id"] for r in records}
     # and a lexical repair from Chroma keeps it (the line is stored with the piece)
     fresh = LexicalIndex(tmp_path / "repaired.sqlite3")
-    from ctxret.storage.lexical import sync_from_store
+    from ctxret.storage.lexical_sync import sync_from_store
 
     sync_from_store(fresh, index.store.chroma, full=True)
     assert len(fresh.search("Zephyrine", 5)) == len(records)

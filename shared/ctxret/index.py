@@ -32,7 +32,7 @@ from .query.search import SearchPlan, plan_search
 from .query.vectors import query_vectors
 from .results import Group, IndexResult
 from .storage.chroma import DEFAULT_COLLECTION
-from .storage.lexical import SyncReport
+from .storage.lexical_sync import SyncReport
 from .storage.pieces import PieceStore, open_piece_store
 from .storage.schema import Scope
 

@@ -2,7 +2,8 @@
 
 * :mod:`.vectors` — parts and blended query vectors from one embedding request;
 * :mod:`.fusion` — fusion methods (convex, RRF, weighted RRF) and the floor rule;
-* :mod:`.search` — the planning function and the sync/async executors;
+* :mod:`.search` — the plan and the stages' building blocks; :mod:`.deadline` — the sync/async executors
+  (``run_search``, ``arun_search``: the stages in order of value, on a clock when ``deadline_ms`` is set);
 * :mod:`.parents` — small-to-big parent expansion.
 """
 
@@ -15,14 +16,15 @@ from .._lazy import lazy_getattr
 if TYPE_CHECKING:
     from .fusion import FusionMethod, FusionSettings, convex, fuse, passes_floor, rrf
     from .parents import expand_parents
-    from .search import SearchPlan, arun_search, plan_search, run_search, search_vectors
+    from .deadline import arun_search, run_search
+    from .search import SearchPlan, plan_search, search_vectors
     from .split import split_prompt_chunks
     from .vectors import aquery_vectors, query_vectors
 
 _NAMES = {
     "FusionMethod": ".fusion", "FusionSettings": ".fusion", "convex": ".fusion", "fuse": ".fusion",
     "passes_floor": ".fusion", "rrf": ".fusion", "expand_parents": ".parents", "SearchPlan": ".search",
-    "arun_search": ".search", "plan_search": ".search", "run_search": ".search", "search_vectors": ".search",
+    "arun_search": ".deadline", "plan_search": ".search", "run_search": ".deadline", "search_vectors": ".search",
     "aquery_vectors": ".vectors", "query_vectors": ".vectors", "split_prompt_chunks": ".split",
 }  # fmt: skip
 __getattr__ = lazy_getattr(__name__, _NAMES)

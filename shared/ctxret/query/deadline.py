@@ -63,7 +63,7 @@ from .views import ViewMatch, annotate, merge_views
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["STAGES", "Clock", "run_staged", "arun_staged"]
+__all__ = ["STAGES", "Clock", "arun_search", "arun_staged", "prepare_search", "run_search", "run_staged"]
 
 #: Every stage, in the order it runs.
 STAGES = ("embed", "dense", "lexical", "views", "hyde", "parents")
@@ -180,7 +180,7 @@ class _Search:
             groups = [Group(i, p, ()) for i, p in enumerate(self.parts)]
         else:
             fetch = _fetcher(self.dense, self.scope) if self.plan.stages.mmr is not None else None
-            groups = annotate(assemble(self.plan, result[0], fetch=fetch), result[1])
+            groups = annotate(assemble(self.plan, result[0], fetch=fetch, complete=getattr(self.dense, "complete", None)), result[1])
         return self.finish(groups)
 
     def finish(self, groups: Sequence[Group]) -> list[Group]:
@@ -438,3 +438,8 @@ def prepare_search(
         return dense, lexical, store.views.backend(scope, dense)
 
     return plan(resolved, has_lexical=True), scope, backends, lambda has_lexical: plan(resolved, has_lexical=has_lexical)
+
+
+#: The product's executors under their public names (``ctxret.query.run_search`` / ``arun_search``).
+run_search = run_staged
+arun_search = arun_staged

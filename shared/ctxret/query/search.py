@@ -23,7 +23,6 @@ Stages, per query part (parts never mix: each keeps its own group):
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -34,14 +33,13 @@ from ..config import SearchSettings
 from ..embedders.base import Embedder
 from ..errors import InputError
 from ..results import Group, Hit
-from ..storage.base import DenseBackend, LexicalBackend, Row
+from ..storage.base import Deferred, DenseBackend, LexicalBackend, Row
 from ..storage.schema import Scope
 from .fusion import WHERE_OVERFETCH, FusionSettings, fuse, passes_floor
 from .mmr import MMRSettings
 from .parents import expand_parents
 from .relevance import RelevanceCalibration
 from .rerank import GroupStages, finish_groups
-from .vectors import aquery_vectors, query_vectors
 
 __all__ = [
     "SearchPlan",
@@ -50,8 +48,6 @@ __all__ = [
     "candidates",
     "fuse_candidates",
     "plan_search",
-    "run_search",
-    "arun_search",
     "search_vectors",
 ]
 
@@ -200,9 +196,12 @@ def _cosine(vec: np.ndarray, q: np.ndarray) -> float:
     return float(np.clip(float(vec @ q) / denom, -1.0, 1.0)) if denom > 0 else 0.0
 
 
-def assemble(plan: SearchPlan, candidates: Sequence[PartCandidates], *, fetch: Any = None) -> list[Group]:
+def assemble(
+    plan: SearchPlan, candidates: Sequence[PartCandidates], *, fetch: Any = None, complete: Any = None
+) -> list[Group]:
     """The floor, the group stages (relevance, rerank, MMR: :mod:`.rerank`) and the cut to ``k``: one
-    group per part, never padded. ``fetch(ids)`` gives stored vectors (MMR)."""
+    group per part, never padded. ``fetch(ids)`` gives stored vectors (MMR); ``complete(ids)`` the
+    texts and metadata of :data:`~ctxret.storage.base.DEFERRED` rows, read for the kept hits only."""
     lexical_floor = plan.hybrid.lexical_floor if plan.hybrid is not None else None
     pool = plan.stages.pool(plan.k)
     lists: list[list[Hit]] = []
@@ -223,6 +222,16 @@ def assemble(plan: SearchPlan, candidates: Sequence[PartCandidates], *, fetch: A
             if len(hits) == pool:
                 break
         lists.append(hits)
+    deferred = list(dict.fromkeys(h.id for hits in lists for h in hits if isinstance(h.metadata, Deferred)))
+    if deferred:
+        if complete is None:
+            raise TypeError("deferred rows need the backend's complete(ids)")
+        got = complete(deferred)  # a piece deleted since the search began is gone from its group
+        lists = [
+            [replace(h, text=got[h.id][0], metadata=got[h.id][1]) if isinstance(h.metadata, Deferred) else h
+             for h in hits if not isinstance(h.metadata, Deferred) or h.id in got]
+            for hits in lists
+        ]  # fmt: skip
     return finish_groups(plan.stages, plan.k, candidates, lists, fetch=fetch)
 
 
@@ -254,7 +263,7 @@ def search_vectors(
 ) -> list[Group]:
     """Stages 1–5 for query vectors already made (the harness calls this with its own vectors)."""
     cands = candidates(plan, parts, qvecs, scope, backend, lexical)
-    groups = assemble(plan, cands, fetch=_fetcher(backend, scope))
+    groups = assemble(plan, cands, fetch=_fetcher(backend, scope), complete=getattr(backend, "complete", None))
     return expand_parents(backend, groups) if plan.parents and groups else groups
 
 
@@ -270,39 +279,3 @@ def check_message(plan: SearchPlan, message: Any) -> None:
                 "shorter message (its parts are what is searched), or raise the limit with max_message_bytes=N "
                 "(None for no limit)"
             )
-
-
-def run_search(
-    plan: SearchPlan, message: str, scope: Scope, embedder: Embedder, backend: DenseBackend, lexical: LexicalBackend | None
-) -> list[Group]:
-    """The whole search, synchronously: one embedding request, then :func:`search_vectors`."""
-    check_message(plan, message)
-    parts, qvecs = query_vectors(embedder, message, weight=plan.weight, max_parts=plan.max_parts, split=plan.split)
-    if not parts:
-        return []
-    return search_vectors(plan, parts, qvecs, scope, backend, lexical)
-
-
-async def arun_search(
-    plan: SearchPlan, message: str, scope: Scope, embedder: Embedder, backend: DenseBackend, lexical: LexicalBackend | None
-) -> list[Group]:
-    """The whole search, asynchronously: the embedding awaits the embedder's async path; the dense
-    and lexical queries run together off the event loop."""
-    check_message(plan, message)
-    parts, qvecs = await aquery_vectors(embedder, message, weight=plan.weight, max_parts=plan.max_parts, split=plan.split)
-    if not parts:
-        return []
-    qvecs = np.asarray(qvecs, dtype=np.float32)
-    if plan.hybrid is None or lexical is None:
-        rows = await asyncio.to_thread(backend.dense, qvecs, plan.n_candidates, scope)
-        cands = _dense_candidates(parts, rows)
-    else:
-        rows, lex = await asyncio.gather(
-            asyncio.to_thread(backend.dense, qvecs, plan.n_candidates, scope),
-            asyncio.to_thread(_lexical_lists, lexical, plan, parts, scope),
-        )
-        cands = await asyncio.to_thread(_hybrid_candidates, backend, lexical, plan, parts, qvecs, scope, rows, lex)
-    groups = await asyncio.to_thread(assemble, plan, cands, fetch=_fetcher(backend, scope))
-    if plan.parents and groups:
-        return await asyncio.to_thread(expand_parents, backend, groups)
-    return groups

@@ -19,6 +19,19 @@ Row = tuple[str, str, float, dict[str, Any]]  # (id, document, cosine, metadata)
 Fetched = tuple[str, dict[str, Any], np.ndarray]  # (document, metadata, stored vector)
 
 
+class Deferred(dict):
+    """The metadata of a row not read yet: a store may answer a search with ids, cosines and vectors
+    only, and give the texts and metadata of the hits a search keeps through ``complete(ids)``
+    (:func:`ctxret.query.search.assemble` asks for them). Never written to."""
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        raise TypeError("deferred metadata is read-only")
+
+
+#: The one :class:`Deferred` instance (its row's document is ``""`` until completed).
+DEFERRED = Deferred()
+
+
 class DenseBackend(Protocol):
     """Vector search over stored pieces."""
 
@@ -33,6 +46,9 @@ class DenseBackend(Protocol):
     def parents(self, keys: Iterable[ParentKey]) -> dict[ParentKey, list[dict[str, Any]]]:
         """The metadata of every piece of each ``(thread_id, parent_id)``."""
         ...
+
+    # A backend whose rows may be DEFERRED also has
+    #     complete(ids) -> {id: (document, metadata)}   (the ids that still exist)
 
 
 class LexicalBackend(Protocol):

@@ -54,7 +54,7 @@ class Block:
     def tokens(self, analysis: Analysis) -> list[list[str]]:
         """Each piece's index tokens (its text plus its LLM context line, as the lexical file indexes it)."""
         if self._tokens is None:
-            from .lexical import lexical_text
+            from .lexical_sync import lexical_text
 
             self._tokens = [analysis.index_tokens(lexical_text(d, m)) for d, m in zip(self.documents, self.metadatas)]
         return self._tokens

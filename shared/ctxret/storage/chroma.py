@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ..errors import CtxretError, InputError, StoreError
+from .base import DEFERRED, Row
 from .lock import FolderLock
 
 logger = logging.getLogger(__name__)
@@ -31,7 +32,6 @@ CONFIG_PREFIX = "ctxret:"
 _GET_PAGE = 1000
 _IN_CHUNK = 256  # values per $in filter
 
-Row = tuple[str, str, float, dict[str, Any]]  # (id, document, cosine, metadata), best first
 #: The HNSW graph of a new collection: cosine space, and a denser graph than Chroma's defaults
 #: (max_neighbors 16, ef_construction 100, ef_search 100), which at 1M pieces left 2.7% of pieces
 #: unreachable from their own vector (0 at 100K with these settings; BENCHMARKS.md). Thread-scoped
@@ -287,17 +287,27 @@ class ChromaStore:
 
     @_calls_chroma("search the collection")
     def query(
-        self, vectors: np.ndarray, n_results: int, where: Mapping[str, Any] | None = None, name: str | None = None
-    ) -> list[list[Row]]:
-        """One batched query: per row, ``(id, document, cosine, metadata)`` best first."""
+        self, vectors: np.ndarray, n_results: int, where: Mapping[str, Any] | None = None, name: str | None = None,
+        *, texts: bool = True,
+    ) -> list[list[Row]]:  # fmt: skip
+        """One batched query: per row, ``(id, document, cosine, metadata)`` best first.
+
+        ``texts=False``: ids and cosines only, the document ``""`` and the metadata
+        :data:`~ctxret.storage.base.DEFERRED` (Chroma reads 400 records' metadata in ~25 ms at
+        100K pieces, more than the graph search itself)."""
         if len(vectors) == 0 or n_results < 1:
             return [[] for _ in range(len(vectors))]
         res = self._col(name).query(
             query_embeddings=np.asarray(vectors, dtype=np.float32),
             n_results=int(n_results),
             where=dict(where) if where else None,
-            include=["documents", "metadatas", "distances"],
+            include=["documents", "metadatas", "distances"] if texts else ["distances"],
         )
+        if not texts:
+            return [
+                [(i, "", float(np.clip(1.0 - d, -1.0, 1.0)), DEFERRED) for i, d in zip(ids, dists, strict=True)]
+                for ids, dists in zip(res["ids"], res["distances"], strict=True)
+            ]
         out = []
         for row in range(len(vectors)):
             ids, docs = res["ids"][row], res["documents"][row]

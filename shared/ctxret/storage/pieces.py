@@ -19,14 +19,15 @@ import numpy as np
 
 from .._faults import fault_point
 from ..errors import InputError
-from .base import Fetched, Row, group_parents
+from .base import DEFERRED, Fetched, Row, group_parents
 from .cache import DEFAULT_CACHE_PIECES, Block, ScopeView, ThreadCache
+from .changes import ChangeLog
 from .chroma import DEFAULT_COLLECTION, ChromaStore
-from .lexical import LexicalIndex, SyncReport, default_lexical_path, fts5_available, lexical_text, sync_from_store
+from .lexical import LexicalIndex, default_lexical_path, fts5_available
+from .lexical_sync import SyncReport, lexical_text, sync_from_store
 from .schema import ParentKey, Scope
 from .tokenize import Analysis
 from .tokenize import analysis as default_analysis
-from .changes import ChangeLog
 from .views import ViewIndex
 from .where import Unsupported
 
@@ -221,24 +222,34 @@ class PieceStore:
 
     # -- reads (the DenseBackend protocol) ---------------------------------------------------------
     def dense(self, vectors: np.ndarray, n: int, scope: Scope) -> list[list[Row]]:
-        return self.chroma.query(vectors, n, scope.chroma_where())
+        """Chroma's graph search inside ``scope``. Without a thread scope the rows come back
+        :data:`~.base.DEFERRED` (ids and cosines): the search reads the texts and metadata of the
+        hits it keeps (:meth:`complete`), not of every candidate."""
+        return self.chroma.query(vectors, n, scope.chroma_where(), texts=scope.thread_ids is not None)
 
     def fetch(self, ids: Sequence[str], scope: Scope) -> dict[str, Fetched]:
         """ONE read for the given ids: text, metadata and vector. A caller filter is checked by Chroma
         inside the read; the thread scope alone is checked here on the returned metadata (same
-        result; Chroma's filtered read costs ~3x more)."""
+        result; Chroma's filtered read costs ~3x more). Without a thread scope, vectors only
+        (:data:`~.base.DEFERRED`, as :meth:`dense`)."""
         if not ids:
             return {}
-        recs = self.chroma.get(ids, include=("documents", "metadatas", "embeddings"), where=scope.where)
+        texts = scope.thread_ids is not None
+        include = ("documents", "metadatas", "embeddings") if texts else ("embeddings",)
         out: dict[str, Fetched] = {}
-        for rec in recs:
-            meta = dict(rec.get("metadata") or {})
-            if not scope.holds(meta):
+        for rec in self.chroma.get(ids, include=include, where=scope.where):
+            meta = dict(rec.get("metadata") or {}) if texts else DEFERRED
+            if texts and not scope.holds(meta):
                 continue  # a stale lexical row, or another thread's piece: never surfaces
             emb = rec.get("embedding")
             vec = np.asarray(emb, dtype=np.float32) if emb is not None else np.zeros(0, np.float32)
-            out[rec["id"]] = (rec.get("document") or "", meta, vec)
+            out[rec["id"]] = ((rec.get("document") or "") if texts else "", meta, vec)
         return out
+
+    def complete(self, ids: Sequence[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+        """The texts and metadata of deferred rows (the ids that still exist)."""
+        recs = self.chroma.get(list(ids), include=("documents", "metadatas")) if ids else []
+        return {r["id"]: (r.get("document") or "", dict(r.get("metadata") or {})) for r in recs}
 
     def parents(self, keys: Iterable[ParentKey]) -> dict[ParentKey, list[dict[str, Any]]]:
         by_thread: dict[str, set[str]] = defaultdict(set)

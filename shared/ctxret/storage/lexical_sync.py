@@ -1,0 +1,88 @@
+"""Keeping the lexical file in step with its Chroma collection: what BM25 indexes for a piece, and the
+repair that copies missing pieces' stored texts from Chroma (no re-embedding) and drops ids Chroma
+does not have (:func:`sync_from_store`)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .lexical import LexicalIndex
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["SyncReport", "lexical_text", "sync_from_store"]
+
+
+# -- keeping the index in step with a Chroma collection -----------------------------------------
+@dataclass(frozen=True)
+class SyncReport:
+    """What :func:`sync_from_store` changed in the lexical index."""
+
+    added: int = 0
+    removed: int = 0
+    checked: int = 0  # pieces in the vector store
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.removed)
+
+
+def lexical_text(document: str, metadata: Mapping[str, Any] | None) -> str:
+    """What BM25 indexes for a piece: its stored text, plus its LLM-written context line if any."""
+    context = (metadata or {}).get("context_text")
+    return f"{document}\n{context}" if context else document
+
+
+def _records(store: Any, ids: Sequence[str]) -> Iterator[tuple[str, str, str, str]]:
+    """``(id, document, thread_id, turn_id)`` of ``ids`` from the store, in batches."""
+    for start in range(0, len(ids), 1000):
+        for rec in store.get(list(ids[start : start + 1000]), include=("documents", "metadatas")):
+            meta = rec.get("metadata") or {}
+            doc = rec.get("document") or ""
+            yield rec["id"], lexical_text(doc, meta), str(meta.get("thread_id", "")), str(meta.get("turn_id", ""))
+
+
+def sync_from_store(lexical: LexicalIndex, store: Any, *, full: bool | None = None, rebuild: bool = False) -> SyncReport:
+    """Make ``lexical`` hold exactly the pieces of ``store`` (a :class:`~ctxret.storage.chroma.ChromaStore`).
+
+    Compares id sets and copies the missing pieces' stored documents from Chroma (no embedding),
+    deleting ids Chroma does not have. ``full=None`` (on open) does the id comparison only when
+    cheap signals disagree: the pending marker is set, the file is fresh, or the counts differ.
+    ``rebuild=True`` re-reads every stored piece and replaces the whole content in one transaction.
+    """
+    if rebuild:
+        store_ids = [r["id"] for r in store.iter_records(None, include=())]
+        before = lexical.ids()
+        lexical.replace_all(_records(store, store_ids))
+        lexical.fresh = False
+        return SyncReport(added=len(set(store_ids) - before), removed=len(before - set(store_ids)), checked=len(store_ids))
+    n_store = store.count()
+    if full is None:
+        full = lexical.fresh or lexical.pending or lexical.count() != n_store
+    if not full:
+        return SyncReport(checked=n_store)
+    store_ids = [r["id"] for r in store.iter_records(None, include=())]
+    have = lexical.ids()
+    missing = [i for i in store_ids if i not in have]
+    extra = have - set(store_ids)
+    if not have and missing:
+        lexical.replace_all(_records(store, missing))
+    else:
+        # In batches, so a large repair never holds the whole corpus in memory.
+        batch: list[tuple[str, str, str, str]] = []
+        for rec in _records(store, missing):
+            batch.append(rec)
+            if len(batch) >= 1000:
+                lexical.write(*map(list, zip(*batch)))
+                batch = []
+        if batch:
+            lexical.write(*map(list, zip(*batch)))
+        lexical.write(delete=sorted(extra))
+    lexical.settle_all()
+    lexical.fresh = False
+    if missing or extra:
+        logger.info("lexical index %s repaired from the vector store: %d added, %d removed", lexical.path, len(missing), len(extra))
+    return SyncReport(added=len(missing), removed=len(extra), checked=len(store_ids))
