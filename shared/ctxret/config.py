@@ -23,10 +23,10 @@ from .ingest.context import CONTEXT_STRATEGIES
 from .ingest.turns import MIN_BODY_BYTES
 from .ingest.views import normalize_views
 from .query.fusion import FusionMethod, FusionSettings
+from .query.hyde import DEFAULT_HYDE_WEIGHT, as_hyde
 from .query.mmr import DEFAULT_FETCH_K, DEFAULT_LAMBDA_MULT, check_fetch_k, check_lambda_mult
 from .query.relevance import RelevanceCalibration
 from .query.rerank import DEFAULT_RERANK_CANDIDATES, check_reranker
-from .query.hyde import DEFAULT_HYDE_WEIGHT, as_hyde
 from .text import MAX_PARTS, PACKER_VERSION
 
 __all__ = ["IndexConfig", "SearchSettings", "FusionSettings", "ContextStrategy", "COMPARED_KEYS"]

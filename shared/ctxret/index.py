@@ -24,8 +24,8 @@ from .ingest.context import Contextualizer
 from .ingest.documents import documents_to_turns
 from .ingest.messages import turns_from_messages
 from .ingest.turns import Piece, Turn
-from .ingest.writer import DEFAULT_MAX_TURN_BYTES, plan_turns, rebuild_store, write_turns
 from .ingest.views import resolve_view_writers
+from .ingest.writer import DEFAULT_MAX_TURN_BYTES, plan_turns, rebuild_store, write_turns
 from .query.deadline import arun_staged, prepare_search, run_staged
 from .query.relevance import calibration_for
 from .query.search import SearchPlan, plan_search

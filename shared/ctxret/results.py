@@ -83,7 +83,7 @@ class IndexResult:
     turns_changed: int = 0  # turns written (new or changed)
 
     def __add__(self, other: IndexResult) -> IndexResult:
-        return IndexResult(*(a + b for a, b in zip(_vals(self), _vals(other))))
+        return IndexResult(*(a + b for a, b in zip(_vals(self), _vals(other), strict=False)))
 
 
 def _vals(r: IndexResult) -> tuple[int, ...]:

@@ -112,8 +112,9 @@ def add_common_options(parser: argparse.ArgumentParser, *, suppress: bool) -> No
         "--weight",
         metavar="W",
         default=default(None),
-        help=f"share of a piece's own vector in its stored vector, 0..1 [env {ENV['weight']}; "
-        "default 0.8, or the collection's]",
+        help=f"share of a piece's own vector in its stored vector, 0..1 [env {ENV['weight']}; default: the "
+        "collection's, else 0 for the local model (late chunking: the piece's tokens read in their whole turn), "
+        "0.8 for OpenAI (blended with the turn's mean)]",
     )
     emb.add_argument(
         "--openai-timeout",

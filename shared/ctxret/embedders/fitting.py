@@ -40,7 +40,7 @@ def fit_pieces(turn: Turn, embedder: Embedder, max_bytes: int) -> list[Piece]:
     if max(counts) <= limit:
         return pieces
     out: list[Piece] = []
-    for piece, count in zip(pieces, counts):
+    for piece, count in zip(pieces, counts, strict=False):
         out.extend([piece] if count <= limit else _split_to_fit(embedder, piece, count, limit))
     seen: dict[int, int] = defaultdict(int)
     fitted = []
@@ -59,7 +59,7 @@ def _split_to_fit(embedder: Embedder, piece: Piece, count: int, limit: int) -> l
         bodies = pack_text_pieces(piece.body, budget)
         texts = [f"{piece.header}\n{b}" for b in bodies]
         if max(embedder.count_tokens(texts)) <= limit:
-            return [replace(piece, text=t, body=b) for t, b in zip(texts, bodies)]
+            return [replace(piece, text=t, body=b) for t, b in zip(texts, bodies, strict=False)]
         if budget <= MIN_PIECE_BYTES:
             raise InputError(
                 f"cannot fit a piece of turn {piece.turn_id!r} into {limit} tokens even at {budget} bytes; "
@@ -74,7 +74,7 @@ def _fitting_plan(embedder: Embedder, texts: Sequence[str]) -> tuple[list[str], 
     counts = embedder.count_tokens(texts)
     flat: list[str] = []
     owner: list[int] = []
-    for i, (text, count) in enumerate(zip(texts, counts)):
+    for i, (text, count) in enumerate(zip(texts, counts, strict=False)):
         if count <= limit:
             flat.append(text)
             owner.append(i)

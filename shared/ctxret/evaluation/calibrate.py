@@ -483,7 +483,9 @@ def fusion_sweep(
             n = sum(len(x.get("top1_section", [])) for x in lists)
             if not n:
                 continue
-            cat = lambda key: [v for x in lists for v in x.get(key, [])]  # noqa: E731
+            def cat(key: str, lists: list[dict] = lists) -> list[float]:
+                return [v for x in lists for v in x.get(key, [])]
+
             out[f"{qs}_top1_section"] = mean(cat("top1_section"))
             out[f"{qs}_mrr"] = mean(cat("mrr"))
             out[f"{qs}_{rkey}"] = mean(cat("recall"))

@@ -42,7 +42,7 @@ class CachedEmbedder:
         if missing:
             vectors = np.asarray(self.inner.embed(missing), dtype=np.float32)
             self.model_texts += len(missing)
-            for text, vec in zip(missing, vectors):
+            for text, vec in zip(missing, vectors, strict=False):
                 self._vectors[text] = vec
         if not texts:
             return np.zeros((0, self.dims), np.float32)
@@ -55,7 +55,7 @@ class CachedEmbedder:
         texts = list(texts)
         missing = [t for t in dict.fromkeys(texts) if t not in self._tokens]
         if missing:
-            for text, n in zip(missing, self.inner.count_tokens(missing)):
+            for text, n in zip(missing, self.inner.count_tokens(missing), strict=False):
                 self._tokens[text] = int(n)
         return [self._tokens[t] for t in texts]
 

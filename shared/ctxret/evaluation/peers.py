@@ -93,7 +93,7 @@ def ensemble_rrf(rankings: Sequence[Sequence[int]], weights: Sequence[float] = (
     if len(rankings) != len(weights):
         raise ValueError("one weight per ranking")
     score: dict[int, float] = defaultdict(float)
-    for ranking, w in zip(rankings, weights):
+    for ranking, w in zip(rankings, weights, strict=False):
         for rank, doc in enumerate(ranking, start=1):
             score[doc] += w / (rank + c)
     unique = list(dict.fromkeys(doc for ranking in rankings for doc in ranking))

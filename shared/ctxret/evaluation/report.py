@@ -40,9 +40,9 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], align:
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
 
     def line(r: Sequence[str]) -> str:
-        return "| " + " | ".join(c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(r, widths, align)) + " |"
+        return "| " + " | ".join(c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(r, widths, align, strict=False)) + " |"
 
-    sep = "|" + "|".join(("-" * (w + 1) + ":") if a == "r" else (":" + "-" * (w + 1)) for w, a in zip(widths, align)) + "|"
+    sep = "|" + "|".join(("-" * (w + 1) + ":") if a == "r" else (":" + "-" * (w + 1)) for w, a in zip(widths, align, strict=False)) + "|"
     return "\n".join([line(cells[0]), sep] + [line(r) for r in cells[1:]])
 
 
@@ -261,7 +261,7 @@ def plot_threads(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike[str]
     ratios = [max(1.6, len(metric_keys[qs])) for qs in sets] or [1]
     fig = _figure(1.5 * sum(ratios) + 1.5, 4.8)
     axes = fig.subplots(1, max(1, len(sets)), squeeze=False, gridspec_kw={"width_ratios": ratios})[0]
-    for ax, qs in zip(axes, sets):
+    for ax, qs in zip(axes, sets, strict=False):
         sub = [r for r in rows if r["query_set"] == qs]
         keys = metric_keys[qs]
         _bars(ax, keys, {r["representation"]: [r.get(k) for k in keys] for r in sub}, "fraction / MRR", colors=colors)
@@ -276,7 +276,7 @@ def plot_calibration(result: Any, path: str | os.PathLike[str]) -> None:
     names = [n for n in ("weight", "piece_bytes", "threshold", "fusion") if result.curves.get(n)]
     fig = _figure(5 * max(1, len(names)), 4.2)
     axes = fig.subplots(1, max(1, len(names)), squeeze=False)[0]
-    for ax, name in zip(axes, names):
+    for ax, name in zip(axes, names, strict=False):
         curve = result.curves[name]
         if name == "fusion":
             labels = [r["config"] for r in curve]

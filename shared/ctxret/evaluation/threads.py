@@ -485,7 +485,7 @@ class ConversationIndex:
                 self._contexts[context] = context_vectors(context, self.emb, self.turn_pieces, self.raw, texts)
             out = np.zeros_like(self.raw)
             row = 0
-            for pieces, ctx in zip(self.turn_pieces, self._contexts[context]):
+            for pieces, ctx in zip(self.turn_pieces, self._contexts[context], strict=False):
                 n = len(pieces)
                 if n:
                     out[row : row + n] = chunk_search_vector(self.raw[row : row + n], ctx, w)
@@ -521,7 +521,7 @@ class ConversationIndex:
         matrix = self.blended if matrix is None else matrix
         key = id(matrix)
         if key not in self._exact:
-            metas = [piece_metadata(t, p) for t, ps in zip(self.conv.turns, self.turn_pieces) for p in ps]
+            metas = [piece_metadata(t, p) for t, ps in zip(self.conv.turns, self.turn_pieces, strict=False) for p in ps]
             self._exact[key] = ExactStore(self.piece_ids, matrix, [p.text for p in self.pieces], metas)
         return self._exact[key]
 
@@ -599,22 +599,22 @@ ThreadRepresentation = Callable[[ConversationIndex, str], Retrieval]
 
 def _rep_whole_turn(ix: ConversationIndex, message: str) -> Retrieval:
     parts, q = ix.query(message, split=False)
-    return Retrieval("sections", False, [ix.dense(ix.section_vecs, p, v) for p, v in zip(parts, q)])
+    return Retrieval("sections", False, [ix.dense(ix.section_vecs, p, v) for p, v in zip(parts, q, strict=False)])
 
 
 def _rep_pieces(ix: ConversationIndex, message: str) -> Retrieval:
     parts, q = ix.query(message, split=False)
-    return Retrieval("pieces", False, [ix.dense(ix.raw, p, v) for p, v in zip(parts, q)])
+    return Retrieval("pieces", False, [ix.dense(ix.raw, p, v) for p, v in zip(parts, q, strict=False)])
 
 
 def _rep_pieces_blend(ix: ConversationIndex, message: str) -> Retrieval:
     parts, q = ix.query(message, split=False)
-    return Retrieval("pieces", False, [ix.dense(ix.blended, p, v) for p, v in zip(parts, q)])
+    return Retrieval("pieces", False, [ix.dense(ix.blended, p, v) for p, v in zip(parts, q, strict=False)])
 
 
 def _rep_pieces_blend_split(ix: ConversationIndex, message: str) -> Retrieval:
     parts, q = ix.query(message, split=True)
-    return Retrieval("pieces", True, [ix.dense(ix.blended, p, v) for p, v in zip(parts, q)])
+    return Retrieval("pieces", True, [ix.dense(ix.blended, p, v) for p, v in zip(parts, q, strict=False)])
 
 
 def _context_split(context: str, weight: float | None = None) -> ThreadRepresentation:
@@ -624,7 +624,7 @@ def _context_split(context: str, weight: float | None = None) -> ThreadRepresent
     def rep(ix: ConversationIndex, message: str) -> Retrieval:
         parts, q = ix.query(message, split=True)
         matrix = ix.stored(context, weight)
-        return Retrieval("pieces", True, [ix.dense(matrix, p, v) for p, v in zip(parts, q)])
+        return Retrieval("pieces", True, [ix.dense(matrix, p, v) for p, v in zip(parts, q, strict=False)])
 
     return rep
 
@@ -942,7 +942,7 @@ def run_threads(
                 for cq in sets["composite"]:
                     cov = score_composite(ix, fn(ix, cq.text), cq, k)
                     acc[(rep, "composite")]["coverage"].extend(cov)
-                    for fact, c in zip(cq.facts, cov):
+                    for fact, c in zip(cq.facts, cov, strict=False):
                         per_query.append(
                             {"conversation": conv.id, "representation": rep, "query_set": "composite",
                              "query_id": f"{cq.id}/{fact.id}", "coverage": c}

@@ -130,7 +130,7 @@ def _views(ix: ConversationIndex, kinds: tuple[str, ...]) -> _Views:
         rows, kind_of, texts = [], [], []
         per_piece: list[list[str]] = []
         row = 0
-        for turn, pieces in zip(ix.conv.turns, ix.turn_pieces):
+        for turn, pieces in zip(ix.conv.turns, ix.turn_pieces, strict=False):
             views = write_views(_SETUP.writers, kinds, clean_text(turn.text), [p.body for p in pieces], f"section {turn.index}")
             for v in views:
                 mine = []
@@ -160,8 +160,8 @@ def _bm25_store(ix: ConversationIndex, stored: np.ndarray, v: _Views) -> ExactSt
     cache = ix.__dict__.setdefault("_llm_views_bm25", {})
     key = (id(stored), id(v))
     if key not in cache:
-        metas = [piece_metadata(t, p) for t, ps in zip(ix.conv.turns, ix.turn_pieces) for p in ps]
-        for meta, texts in zip(metas, v.texts):
+        metas = [piece_metadata(t, p) for t, ps in zip(ix.conv.turns, ix.turn_pieces, strict=False) for p in ps]
+        for meta, texts in zip(metas, v.texts, strict=False):
             if texts:
                 meta["context_text"] = " ".join(texts)
         cache[key] = ExactStore(ix.piece_ids, stored, [p.text for p in ix.pieces], metas)

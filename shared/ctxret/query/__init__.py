@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_getattr
 
 if TYPE_CHECKING:
+    from .deadline import arun_search, run_search
     from .fusion import FusionMethod, FusionSettings, convex, fuse, passes_floor, rrf
     from .parents import expand_parents
-    from .deadline import arun_search, run_search
     from .search import SearchPlan, plan_search, search_vectors
     from .split import split_prompt_chunks
     from .vectors import aquery_vectors, query_vectors

@@ -57,7 +57,16 @@ from ..storage.base import DenseBackend, LexicalBackend, Row
 from ..storage.schema import Scope
 from .hyde import ahyde_answer, blend_hyde, hyde_answer
 from .parents import expand_parents
-from .search import PartCandidates, SearchPlan, _dense_candidates, _hybrid_candidates, _fetcher, _lexical_lists, assemble, check_message
+from .search import (
+    PartCandidates,
+    SearchPlan,
+    _dense_candidates,
+    _fetcher,
+    _hybrid_candidates,
+    _lexical_lists,
+    assemble,
+    check_message,
+)
 from .vectors import aquery_vectors, query_texts, query_vectors
 from .views import ViewMatch, annotate, merge_views
 
@@ -131,7 +140,7 @@ class _Search:
 
     def _set_wanted(self) -> None:
         on = (True, True, self.lexical is not None, self.views is not None, self.plan.hyde is not None, self.plan.parents)
-        self.wanted = [s for s, yes in zip(STAGES, on) if yes]
+        self.wanted = [s for s, yes in zip(STAGES, on, strict=False) if yes]
 
     def bind(self, backends: tuple[Any, Any, Any], replan: Callable[[bool], SearchPlan] | None) -> None:
         """The backends this search runs on (``replan(has_lexical)``: the plan once they are known)."""

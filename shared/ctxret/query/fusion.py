@@ -115,7 +115,7 @@ def rrf(rankings: Sequence[Sequence[str]], k: float = DEFAULT_RRF_K, weights: Se
         raise InputError(f"{len(rankings)} rankings but {len(weights)} weights")
     scores: dict[str, float] = {}
     first_seen: dict[str, tuple[int, int]] = {}
-    for r, (ranking, w) in enumerate(zip(rankings, weights)):
+    for r, (ranking, w) in enumerate(zip(rankings, weights, strict=False)):
         for rank, doc_id in enumerate(dict.fromkeys(ranking), start=1):
             scores[doc_id] = scores.get(doc_id, 0.0) + w / (k + rank)
             first_seen[doc_id] = min(first_seen.get(doc_id, (rank, r)), (rank, r))

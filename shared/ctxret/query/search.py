@@ -30,7 +30,6 @@ from typing import Any
 import numpy as np
 
 from ..config import SearchSettings
-from ..embedders.base import Embedder
 from ..errors import InputError
 from ..results import Group, Hit
 from ..storage.base import Deferred, DenseBackend, LexicalBackend, Row
@@ -123,7 +122,7 @@ def fuse_candidates(c: PartCandidates, fusion: FusionSettings) -> PartCandidates
 # -- the stages after embedding (shared by both executors) ---------------------------------------
 def _dense_candidates(parts: Sequence[str], rows: Sequence[Sequence[Row]]) -> list[PartCandidates]:
     out = []
-    for part, row in zip(parts, rows):
+    for part, row in zip(parts, rows, strict=False):
         dense = [(r[0], float(r[2])) for r in row]
         out.append(PartCandidates(part, dense, {r[0]: (r[1] or "", r[3]) for r in row}, dict(dense), dense=dense))
     return out
@@ -153,13 +152,13 @@ def _hybrid_candidates(
     assert plan.hybrid is not None
     s = plan.hybrid
     wanted: dict[str, None] = {}
-    for rows, lex in zip(dense_rows, lexical_rows):
+    for rows, lex in zip(dense_rows, lexical_rows, strict=False):
         dense_ids = {r[0] for r in rows}
         wanted.update((i, None) for i, _ in lex if i not in dense_ids)
     fetched = backend.fetch(list(wanted), scope)
     thread_ids = list(scope.thread_ids) if scope.thread_ids is not None else None
     out: list[PartCandidates] = []
-    for i, (part, rows, lex) in enumerate(zip(parts, dense_rows, lexical_rows)):
+    for i, (part, rows, lex) in enumerate(zip(parts, dense_rows, lexical_rows, strict=False)):
         q = np.asarray(qvecs[i], dtype=np.float32)
         info = {r[0]: (r[1] or "", r[3]) for r in rows}
         cosine = {r[0]: float(r[2]) for r in rows}

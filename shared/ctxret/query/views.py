@@ -40,13 +40,13 @@ def merge_views(
     """Each part's dense rows with its view matches merged in (see the module docstring), and per part
     the pieces a view won: ``{piece id: (kind, cosine, text)}``."""
     wanted: dict[str, None] = {}
-    for rows, vrows in zip(dense_rows, view_rows):
+    for rows, vrows in zip(dense_rows, view_rows, strict=False):
         have = {r[0] for r in rows}
         wanted.update((v[0], None) for v in vrows if v[0] not in have)
     fetched = backend.fetch(list(wanted), scope) if wanted else {}
     out_rows: list[list[Row]] = []
     out_won: list[dict[str, ViewMatch]] = []
-    for i, (rows, vrows) in enumerate(zip(dense_rows, view_rows)):
+    for i, (rows, vrows) in enumerate(zip(dense_rows, view_rows, strict=False)):
         q = np.asarray(qvecs[i], dtype=np.float32)
         merged: dict[str, list] = {r[0]: [r[0], r[1], float(r[2]), r[3]] for r in rows}
         won: dict[str, ViewMatch] = {}

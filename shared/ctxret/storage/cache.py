@@ -56,7 +56,7 @@ class Block:
         if self._tokens is None:
             from .lexical_sync import lexical_text
 
-            self._tokens = [analysis.index_tokens(lexical_text(d, m)) for d, m in zip(self.documents, self.metadatas)]
+            self._tokens = [analysis.index_tokens(lexical_text(d, m)) for d, m in zip(self.documents, self.metadatas, strict=False)]
         return self._tokens
 
     def bm25(self, analysis: Analysis) -> BM25Corpus:

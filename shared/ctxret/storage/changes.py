@@ -108,7 +108,7 @@ class ChangeLog:
             return [], False, True
         got = self._collection().get(where={"ts": {"$gte": last - self.window}}, include=["metadatas", "documents"])
         fresh = []
-        for rid, meta, doc in zip(got["ids"], got["metadatas"], got["documents"]):
+        for rid, meta, doc in zip(got["ids"], got["metadatas"], got["documents"], strict=False):
             if rid in self._seen:
                 continue
             ts = float((meta or {}).get("ts", now))

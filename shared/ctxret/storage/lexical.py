@@ -265,18 +265,18 @@ class LexicalIndex:
         """Add or replace pieces and delete others in ONE transaction; ``settle`` clears the pending marker."""
         if not (len(ids) == len(texts) == len(thread_ids) == len(turn_ids)):
             raise InputError("ids, texts, thread_ids and turn_ids must have the same length")
-        rows = [(str(i), _safe(str(th)), _safe(str(tu))) for i, th, tu in zip(ids, thread_ids, turn_ids)]
+        rows = [(str(i), _safe(str(th)), _safe(str(tu))) for i, th, tu in zip(ids, thread_ids, turn_ids, strict=False)]
         toks = [" ".join(self.analysis.index_tokens(t)) for t in texts]  # before the transaction: nothing half-written
         gone = [str(i) for i in ids] + [str(i) for i in delete]
 
         def after(postings: Postings) -> None:
             postings.delete(gone)
-            postings.add_rows((pid, thread, tokens) for (pid, thread, _), tokens in zip(rows, toks))
+            postings.add_rows((pid, thread, tokens) for (pid, thread, _), tokens in zip(rows, toks, strict=False))
 
         with self._tx(after):
             self._next_generation()
             self._delete(gone)
-            for (pid, thread, turn), tokens in zip(rows, toks):
+            for (pid, thread, turn), tokens in zip(rows, toks, strict=False):
                 cur = self._db.execute("INSERT INTO pieces(id, thread_id, turn_id) VALUES (?, ?, ?)", (pid, thread, turn))
                 self._db.execute(
                     "INSERT INTO pieces_fts(rowid, scope, tokens) VALUES (?, ?, ?)", (cur.lastrowid, scope_token(thread), tokens)

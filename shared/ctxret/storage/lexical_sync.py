@@ -76,10 +76,10 @@ def sync_from_store(lexical: LexicalIndex, store: Any, *, full: bool | None = No
         for rec in _records(store, missing):
             batch.append(rec)
             if len(batch) >= 1000:
-                lexical.write(*map(list, zip(*batch)))
+                lexical.write(*map(list, zip(*batch, strict=False)))
                 batch = []
         if batch:
-            lexical.write(*map(list, zip(*batch)))
+            lexical.write(*map(list, zip(*batch, strict=False)))
         lexical.write(delete=sorted(extra))
     lexical.settle_all()
     lexical.fresh = False

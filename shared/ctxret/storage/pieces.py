@@ -168,7 +168,7 @@ class PieceStore:
             if lexical is not None:  # after Chroma, in one transaction; clears the pending marker
                 lexical.write(
                     list(ids),
-                    [lexical_text(d, m) for d, m in zip(documents, metadatas)],
+                    [lexical_text(d, m) for d, m in zip(documents, metadatas, strict=False)],
                     [str(m["thread_id"]) for m in metadatas],
                     [str(m["turn_id"]) for m in metadatas],
                     delete=list(stale),

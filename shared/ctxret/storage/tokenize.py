@@ -121,7 +121,7 @@ def tokenize(text: str) -> list[str]:
 
 def _emit_run(tokens: list[str], run: list[str]) -> None:
     tokens.extend(u[:MAX_TOKEN_CHARS] for u in run)
-    tokens.extend((a + b)[:MAX_TOKEN_CHARS] for a, b in zip(run, run[1:]))
+    tokens.extend((a + b)[:MAX_TOKEN_CHARS] for a, b in zip(run, run[1:], strict=False))
 
 
 def query_tokens(text: str) -> list[str]:
@@ -230,7 +230,7 @@ class Analysis:
             return toks
         idx = [i for i, t in enumerate(toks) if self._stemmable(t)]
         if idx:
-            for i, stem in zip(idx, self._stem([toks[i] for i in idx])):
+            for i, stem in zip(idx, self._stem([toks[i] for i in idx]), strict=False):
                 if stem:
                     toks[i] = stem
         return toks

@@ -110,8 +110,8 @@ class MemoryViews:
         if allowed is not None and len(self.rows):
             keep = np.asarray(allowed, dtype=bool)[self.rows]
             self.rows, self.vectors = self.rows[keep], self.vectors[keep]
-            self.kinds = [k for k, ok in zip(self.kinds, keep) if ok]
-            self.texts = [t for t, ok in zip(self.texts, keep) if ok]
+            self.kinds = [k for k, ok in zip(self.kinds, keep, strict=False) if ok]
+            self.texts = [t for t, ok in zip(self.texts, keep, strict=False) if ok]
 
     def __len__(self) -> int:
         return len(self.rows)
