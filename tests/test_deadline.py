@@ -205,3 +205,16 @@ def test_chroma_server_with_views_and_a_deadline(chroma_server, local_embedder):
         assert "vet appointment" in g.hits[0].text and g.hits[0].metadata["view_kind"] == "questions"
         groups, elapsed = timed(ix.search, MESSAGE, hyde=slow_hyde, deadline_ms=BUDGET_MS * 3, **scope)
         assert elapsed < BOUND * 3 and all(g.degraded and "hyde" in g.skipped for g in groups)
+
+
+def test_adapters_say_when_a_deadline_skipped_a_stage(index):
+    from langchain_ctxret import ContextualRetriever
+    from llamaindex_ctxret import ContextualRetriever as LlamaRetriever
+
+    kwargs = {"hyde": slow_hyde, "deadline_ms": BUDGET_MS, "lexical": False}
+    docs = ContextualRetriever(index=index, thread_id="u1", score_threshold=None, search_kwargs=kwargs).invoke(MESSAGE)
+    assert docs and all(d.metadata["search_degraded"] is True and d.metadata["search_skipped"] == ["hyde"] for d in docs)
+    nodes = LlamaRetriever(index=index, thread_id="u1", score_threshold=None, search_kwargs=kwargs).retrieve(MESSAGE)
+    assert nodes and all(n.node.metadata["search_skipped"] == ["hyde"] for n in nodes)
+    plain = ContextualRetriever(index=index, thread_id="u1", score_threshold=None).invoke(MESSAGE)
+    assert plain and not any("search_degraded" in d.metadata for d in plain)

@@ -53,7 +53,7 @@ RESERVED_KEYS = frozenset(
 #: Keys the adapters add to every retrieved Document / node (plus ``score_<name>`` per named score).
 RETRIEVAL_KEYS = frozenset(
     {"group", "group_query", "group_rank", "group_count", "group_parts", "score", "score_scale", "parent_text", "relevance",
-     "view_kind", "view_text"}
+     "view_kind", "view_text", "search_degraded", "search_skipped"}
 )
 #: Prefix given to a caller metadata key that ctxret or the adapters use themselves.
 METADATA_PREFIX = "meta_"
@@ -157,7 +157,8 @@ def hit_metadata(hit: Hit, group: Group, rank: int, parts: Sequence[str]) -> dic
 
     ``group`` (0-based part index), ``group_query`` (the part), ``group_rank`` (0 = best),
     ``group_count`` and ``group_parts`` (every part's text), ``score`` (the ranking score) and
-    ``score_scale`` (its name), one ``score_<name>`` per named score, and ``parent_text`` when the search asked for parents.
+    ``score_scale`` (its name), one ``score_<name>`` per named score, ``parent_text`` when the search asked for
+    parents, and ``search_degraded`` / ``search_skipped`` (the stages a ``deadline_ms`` skipped) when it skipped any.
     """
     meta: dict[str, Any] = dict(hit.metadata)
     meta.update(
@@ -173,6 +174,9 @@ def hit_metadata(hit: Hit, group: Group, rank: int, parts: Sequence[str]) -> dic
         meta[f"{_SCORE_PREFIX}{name}"] = float(value)
     if hit.parent_text is not None:
         meta["parent_text"] = hit.parent_text
+    if group.degraded:
+        meta["search_degraded"] = True
+        meta["search_skipped"] = list(group.skipped)
     return meta
 
 
