@@ -31,6 +31,7 @@ __all__ = [
     "call_llm",
     "is_llm",
     "llm_view_writer",
+    "llm_view_writers",
     "normalize_views",
     "parse_view_lines",
     "resolve_view_writers",
@@ -163,6 +164,11 @@ def llm_view_writer(
 
     write.__qualname__ = f"llm_view_writer[{kind}]"
     return write
+
+
+def llm_view_writers(llm: Any, kinds: Sequence[str] = ("questions", "summary"), **options: Any) -> dict[str, ViewWriter]:
+    """``{kind: llm_view_writer(llm, kind, **options)}`` for ``ContextualIndex(..., view_writer=...)``."""
+    return {kind: llm_view_writer(llm, kind, **options) for kind in normalize_views(kinds)}
 
 
 def resolve_view_writers(kinds: Sequence[str], writer: Any) -> dict[str, ViewWriter]:
