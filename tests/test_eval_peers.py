@@ -95,3 +95,40 @@ def test_paired_diff_and_its_intervals():
     assert per_cluster(a, b, ["x"] * 200 + ["y"] * 200) == pytest.approx({"x": 0.25, "y": 0.25})
     assert paired_diff([1.0, math.nan], [0.0, 1.0]).n == 1
     assert d.fmt() == "+25.0 [+20.8, +29.2]"
+
+
+def _fusion_with_llamaindex(dense, lexical, weights=(0.6, 0.4)):
+    """The real QueryFusionRetriever (relative_score, one query) over two retrievers returning fixed lists."""
+    from llama_index.core.llms import MockLLM
+    from llama_index.core.retrievers import BaseRetriever, QueryFusionRetriever
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    class Fixed(BaseRetriever):
+        def __init__(self, hits):
+            super().__init__()
+            self.hits = hits
+
+        def _retrieve(self, query_bundle):
+            return [NodeWithScore(node=TextNode(text=f"piece {d}", id_=str(d)), score=s) for d, s in self.hits]
+
+    fusion = QueryFusionRetriever(
+        [Fixed(dense), Fixed(lexical)], mode="relative_score", retriever_weights=list(weights), num_queries=1,
+        use_async=False, similarity_top_k=20, llm=MockLLM(),  # num_queries=1: the LLM is never called
+    )
+    return [(int(n.node.text.split()[1]), n.score) for n in fusion.retrieve("q")]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 9), st.floats(0, 1, allow_nan=False)), max_size=5, unique_by=lambda x: x[0]),
+    st.lists(st.tuples(st.integers(0, 9), st.floats(0, 30, allow_nan=False)), max_size=5, unique_by=lambda x: x[0]),
+)
+def test_relative_score_fusion_is_llamaindex_query_fusion(dense, lexical):
+    from ctxret.evaluation.peers import relative_score_fusion
+
+    dense = sorted(dense, key=lambda x: -x[1])
+    lexical = sorted(lexical, key=lambda x: -x[1])
+    ours = relative_score_fusion([dense, lexical])
+    theirs = _fusion_with_llamaindex(dense, lexical)
+    assert [d for d, _ in ours] == [d for d, _ in theirs]
+    assert [s for _, s in ours] == pytest.approx([s for _, s in theirs])

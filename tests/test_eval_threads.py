@@ -195,7 +195,7 @@ def test_synthetic_rows_schema_and_sanity(synthetic):
             assert set(r) == {"representation", "query_set", "coverage", "n"}
         else:
             assert "coverage" not in r
-            no_cosine = r["representation"] in ("bm25", "peer_bm25s", "peer_ensemble_rrf")  # no floor to apply
+            no_cosine = r["representation"] in ("bm25", "peer_bm25s", "peer_ensemble_rrf", "peer_query_fusion")  # no floor
             assert ("top1_section_floor" in r) == (not no_cosine)
     by = {(r["representation"], r["query_set"]): r for r in rows}
     assert by[("pieces_blend", "facts")]["n"] == 9

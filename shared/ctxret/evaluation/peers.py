@@ -11,6 +11,11 @@
   ``score = Σ w / (rank + c)`` over each retriever's top 5, the union ordered by score with a
   stable sort (ties: first appearance, the BM25 list first). Its BM25 side is :class:`BM25sPeer`
   (the strong one), its dense side plain unblended piece vectors against the whole message.
+* :func:`relative_score_fusion` — LlamaIndex's ``QueryFusionRetriever([dense, bm25],
+  mode="relative_score", retriever_weights=[0.6, 0.4], num_queries=1)`` (its documented hybrid
+  example, no LLM): each retriever's top 5 min-max scaled (a list whose scores are all equal scales
+  to 1.0, or 0.0 when they are not positive), times its weight, summed per node, sorted by score
+  with a stable sort (ties: first appearance, the dense list first). Same sides as the ensemble.
 * plain dense — unblended piece vectors against the whole-message vector (the harness's ``pieces``).
 """
 
@@ -24,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BM25S_EN_STOPWORDS", "BM25sPeer", "bm25s_tokens", "ensemble_rrf"]
+__all__ = ["BM25S_EN_STOPWORDS", "BM25sPeer", "bm25s_tokens", "ensemble_rrf", "relative_score_fusion"]
 
 TOKEN_PATTERN = re.compile(r"(?u)\b\w\w+\b")
 #: bm25s's ``"en"`` list (Lucene's 33 words).
@@ -98,3 +103,22 @@ def ensemble_rrf(rankings: Sequence[Sequence[int]], weights: Sequence[float] = (
             score[doc] += w / (rank + c)
     unique = list(dict.fromkeys(doc for ranking in rankings for doc in ranking))
     return [(d, score[d]) for d in sorted(unique, key=lambda d: score[d], reverse=True)]
+
+
+def relative_score_fusion(
+    results: Sequence[Sequence[tuple[int, float]]], weights: Sequence[float] = (0.6, 0.4)
+) -> list[tuple[int, float]]:
+    """LlamaIndex QueryFusionRetriever's ``relative_score`` mode over already-cut ``(id, score)``
+    lists (one query): min-max per list, times the list's weight (weights normalised to sum 1)."""
+    if len(results) != len(weights):
+        raise ValueError("one weight per result list")
+    total = float(sum(weights))
+    fused: dict[int, float] = {}
+    for hits, w in zip(results, weights, strict=True):
+        if not hits:
+            continue
+        lo, hi = min(s for _, s in hits), max(s for _, s in hits)
+        for doc, score in hits:
+            scaled = (1.0 if hi > 0 else 0.0) if hi == lo else (score - lo) / (hi - lo)
+            fused[doc] = fused.get(doc, 0.0) + scaled * (w / total)
+    return sorted(fused.items(), key=lambda x: x[1], reverse=True)

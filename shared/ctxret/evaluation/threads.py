@@ -123,7 +123,7 @@ from ..text import WHOLE_MESSAGE_MAX_BYTES, clean_text, tail_utf8
 from .embedding import CachedEmbedder, cached_embedder
 from .hybrid import HYBRID_REPRESENTATIONS, RUNTIME_DEFAULT, floor_mask, fusion_for, hybrid_candidates, with_candidates
 from .metrics import best_part, budget_recall, covered, evidence_recall, mean, reciprocal_rank
-from .peers import BM25sPeer, ensemble_rrf
+from .peers import BM25sPeer, ensemble_rrf, relative_score_fusion
 from .stats import paired_diff, per_cluster, stratified_bootstrap
 
 QUERY_SETS = ("facts", "qa", "composite")
@@ -663,6 +663,21 @@ def _rep_peer_ensemble_rrf(ix: ConversationIndex, message: str) -> Retrieval:
     return Retrieval("pieces", False, [Ranked(whole, items, np.array([s for _, s in fused]), None)])
 
 
+def _rep_peer_query_fusion(ix: ConversationIndex, message: str) -> Retrieval:
+    """LlamaIndex's QueryFusionRetriever([dense, bm25], mode="relative_score", weights 0.6/0.4,
+    num_queries=1), 5 per side: the same two sides as the ensemble, fused by relative score."""
+    whole = _whole(message)
+    if not whole:
+        return Retrieval("pieces", False, [])
+    lexical = ix.peer_bm25s.search(whole, 5)
+    _, q = ix.query(message, split=False)
+    cos = ix.raw @ q[0]
+    dense = [(int(i), float(cos[i])) for i in np.argsort(-cos, kind="stable")[:5]]
+    fused = relative_score_fusion([dense, lexical])
+    items = np.array([i for i, _ in fused], dtype=np.int64)
+    return Retrieval("pieces", False, [Ranked(whole, items, np.array([s for _, s in fused]), None)])
+
+
 _RUN = object()  # "the run's setting"
 
 
@@ -731,11 +746,13 @@ THREAD_REPRESENTATIONS: dict[str, ThreadRepresentation] = {
     "hybrid_default": _rep_hybrid_default,
     "peer_bm25s": _rep_peer_bm25s,
     "peer_ensemble_rrf": _rep_peer_ensemble_rrf,
+    "peer_query_fusion": _rep_peer_query_fusion,
     "peer_dense": _rep_pieces,
 }
-#: The peers a user would pick instead (BM25 done well, LangChain's ensemble, plain dense): every
-#: report compares the runtime default with each, paired per query (:func:`peer_comparison`).
-PEERS = ("peer_bm25s", "peer_ensemble_rrf", "peer_dense")
+#: The peers a user would pick instead (BM25 done well, LangChain's ensemble, LlamaIndex's query
+#: fusion, plain dense): every report compares the runtime default with each, paired per query
+#: (:func:`peer_comparison`).
+PEERS = ("peer_bm25s", "peer_ensemble_rrf", "peer_query_fusion", "peer_dense")
 #: Byte budgets of the equal-budget recall columns (``recall_1000b``, ``recall_4000b``).
 BUDGETS = (1000, 4000)
 DEFAULT_REPRESENTATIONS = tuple(THREAD_REPRESENTATIONS)
