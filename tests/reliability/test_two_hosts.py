@@ -64,3 +64,32 @@ def test_a_write_on_one_host_is_seen_by_the_others_next_search(chroma_server, tm
     other("delete")  # the whole thread goes
     assert _hits(here, "gym locker code", thread_id="gym") == []
     assert not here.lexical_index.search("locker 7730 dentist alvarez", 10)
+
+
+def test_a_change_record_chroma_does_not_take_is_kept_and_sent_at_the_next_call(chroma_server, tmp_path, local_embedder):
+    import chromadb
+
+    from ctxret import StoreError
+
+    collection = f"unsent-{uuid.uuid4().hex[:8]}"
+    here = ContextualIndex(host=chroma_server.host, port=chroma_server.port, collection=collection,
+                           embedder=local_embedder, lexical_path=tmp_path / "here.sqlite3")  # fmt: skip
+    here.add_messages([{"role": "user", "content": "My dentist is Dr. Alvarez."}], thread_id="a")
+    admin = chromadb.HttpClient(host=chroma_server.host, port=chroma_server.port)
+    admin.delete_collection(f"{collection}-changes")  # the log goes away under the writer's cached handle
+
+    with pytest.raises(StoreError, match="the pieces themselves are stored") as failed:
+        here.add_messages([{"role": "user", "content": "The gym locker code is 5521."}], thread_id="b")
+    assert "next write or search" in str(failed.value)
+    assert any("5521" in t for t in _hits(here, "gym locker code", thread_id="b"))  # the data did land
+
+    here.add_messages([{"role": "user", "content": "The boat is called Marigold."}], thread_id="c")
+    log = admin.get_collection(f"{collection}-changes").get(include=["documents"])
+    threads = sorted(t for doc in log["documents"] for t in __import__("json").loads(doc).get("threads", []))
+    assert threads == ["b", "c"]  # the kept record went first (at the search), then the new one; none lost, none twice
+
+    reader = ContextualIndex(host=chroma_server.host, port=chroma_server.port, collection=collection,
+                             embedder=local_embedder, lexical_path=tmp_path / "reader.sqlite3")  # fmt: skip
+    assert any("5521" in t for t in _hits(reader, "gym locker code 5521", lexical=True))
+    reader.close()
+    here.close()

@@ -23,14 +23,15 @@ the embedder's piece budget and floor), on the thread protocol of :mod:`.threads
   other columns show what that floor buys and costs.
 * ``fusion``: every method × ``lexical_weight`` × ``rrf_k`` of the hybrid search (per part,
   ``DEFAULT_CANDIDATES`` of each side, :func:`ctxret.fusion.fuse`), against dense-only
-  (``pieces_blend_split``) and BM25-only. Criterion (the hybrid issue's): at least as good as the
+  over the same stored side (``dense_default``: the embedder's default, e.g. late chunking for the
+  local model) and BM25-only. Criterion (the hybrid issue's): at least as good as the
   better single side on facts ``top1_section`` and on QA ``recall_at_k``. ``margin`` = the smaller
   of the two differences to that better side; recommended: the largest margin (ties: the larger
   sum). Facts alone are used when there are no questions, and vice versa.
 * ``relevance``: fits the coefficients of ``relevance`` (:mod:`ctxret.query.relevance`) on every
   candidate among the top :data:`~ctxret.query.relevance.CALIBRATION_POOL` of each query part's
-  runtime hybrid ranking (facts and questions), labelled right when the piece holds one of the
-  query's evidence units; reports how well it separates right from wrong (AUC, log loss; the same
+  runtime hybrid ranking over the embedder's default stored side (facts and questions), labelled
+  right when the piece holds one of the query's evidence units; reports how well it separates right from wrong (AUC, log loss; the same
   for the cosine and the fused score), a reliability table (predicted vs observed share right), and
   with two or more conversations the same measured on each conversation with the coefficients
   fitted on the others. Recommended: the coefficients, printed ready to paste.
@@ -81,6 +82,9 @@ RRF_KS = (10.0, 30.0, 60.0, 100.0)
 #: The recommended floor keeps at least this share of the correct top hits.
 KEEP_CORRECT = 0.95
 DENSE = "pieces_blend_split"
+#: The dense baseline of the fusion sweep: dense only over the stored side the hybrid ranks (the
+#: embedder's default, as at runtime).
+FUSION_DENSE = "dense_default"
 #: The dense search whose top hits the floor sweep scores (one whole-message vector per query).
 FLOOR_REPRESENTATION = "pieces_blend"
 #: The hybrid search the floor sweep asks the off-topic questions of: the runtime's default.
@@ -460,13 +464,13 @@ def fusion_sweep(
         )
         for qs in ("facts", "qa"):
             for q in sets[qs]:
-                for name in (DENSE, "bm25"):
+                for name in (FUSION_DENSE, "bm25"):
                     m = score_query(ix, THREAD_REPRESENTATIONS[name](ix, q.text), q, k, floor)
                     _add(vals[(name, conv.id, qs)], m)
                 parts, qv = ix.query(q.text, split=True)
                 # the runtime's candidates once (they do not depend on the fusion rule), re-ranked per config
                 pool = hybrid_candidates(
-                    ix.exact_store(), conv.id, parts, qv, k=k,
+                    ix.exact_store(ix.default_stored), conv.id, parts, qv, k=k,
                     fusion=with_candidates(RUNTIME_DEFAULT, candidates, lexical_floor),
                 ) if parts else []  # fmt: skip
                 for cfg in configs:
@@ -493,7 +497,7 @@ def fusion_sweep(
         return out
 
     def targets(convs: Sequence[str]) -> dict[str, float]:
-        d, b = pooled(DENSE, convs), pooled("bm25", convs)
+        d, b = pooled(FUSION_DENSE, convs), pooled("bm25", convs)
         out = {}
         for key in ("facts_top1_section", f"qa_{rkey}"):
             if key in d and not math.isnan(d[key]):
@@ -528,7 +532,7 @@ def fusion_sweep(
                 "margin": margin(m, tgt_all),
             }
         )
-    baselines = [{"config": name, **pooled(name, conv_ids)} for name in (DENSE, "bm25")]
+    baselines = [{"config": name, **pooled(name, conv_ids)} for name in (FUSION_DENSE, "bm25")]
     best, best_m, best_margin = choose(conv_ids)
     recommended = {
         **best.fusion_dict(),
@@ -558,11 +562,11 @@ def fusion_sweep(
             cfg, _, _ = choose(others)
             picks.append(cfg.label)
             for qs in ("facts", "qa"):
-                for label, name in ((cfg.label, "fused"), (DENSE, DENSE), ("bm25", "bm25")):
+                for label, name in ((cfg.label, "fused"), (FUSION_DENSE, FUSION_DENSE), ("bm25", "bm25")):
                     for key, v in vals.get((label, c, qs), {}).items():
                         held[(name, qs)][key].extend(v)
         loo: dict[str, Any] = {"config": "leave-one-conversation-out", "picks": picks}
-        for name in ("fused", DENSE, "bm25"):
+        for name in ("fused", FUSION_DENSE, "bm25"):
             for qs in ("facts", "qa"):
                 if (name, qs) in held:
                     loo[f"{name}_{qs}_top1_section"] = mean(held[(name, qs)]["top1_section"])
@@ -572,9 +576,9 @@ def fusion_sweep(
         fused_r = loo.get(f"fused_qa_{rkey}", math.nan)
         notes.append(
             "fusion, leave-one-conversation-out (config chosen on the other conversations): "
-            f"facts top1_section {fused_f * 100:.1f}% (dense {loo.get(f'{DENSE}_facts_top1_section', math.nan) * 100:.1f}%, "
+            f"facts top1_section {fused_f * 100:.1f}% (dense {loo.get(f'{FUSION_DENSE}_facts_top1_section', math.nan) * 100:.1f}%, "
             f"bm25 {loo.get('bm25_facts_top1_section', math.nan) * 100:.1f}%), QA {rkey} {fused_r * 100:.1f}% "
-            f"(dense {loo.get(f'{DENSE}_qa_{rkey}', math.nan) * 100:.1f}%, "
+            f"(dense {loo.get(f'{FUSION_DENSE}_qa_{rkey}', math.nan) * 100:.1f}%, "
             f"bm25 {loo.get(f'bm25_qa_{rkey}', math.nan) * 100:.1f}%); "
             f"picks: {', '.join(dict.fromkeys(picks))}"
         )
@@ -620,7 +624,7 @@ def relevance_samples(
                 if not parts:
                     continue
                 cands = hybrid_candidates(
-                    ix.exact_store(), conv.id, parts, qv, k=k,
+                    ix.exact_store(ix.default_stored), conv.id, parts, qv, k=k,
                     fusion=with_candidates(RUNTIME_DEFAULT, candidates, lexical_floor),
                 )  # fmt: skip
                 for c in cands:

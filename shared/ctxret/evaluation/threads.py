@@ -629,6 +629,13 @@ def _context_split(context: str, weight: float | None = None) -> ThreadRepresent
     return rep
 
 
+def _rep_dense_default(ix: ConversationIndex, message: str) -> Retrieval:
+    """Dense only over the embedder's default stored side (:attr:`ConversationIndex.default_stored`)
+    against the split query parts: the dense half of ``hybrid_default``."""
+    parts, q = ix.query(message, split=True)
+    return Retrieval("pieces", True, [ix.dense(ix.default_stored, p, v) for p, v in zip(parts, q, strict=True)])
+
+
 def _rep_bm25(ix: ConversationIndex, message: str) -> Retrieval:
     whole = _whole(message)
     if not whole:
@@ -740,6 +747,7 @@ THREAD_REPRESENTATIONS: dict[str, ThreadRepresentation] = {
     "pieces_turnctx": _context_split("turn"),
     "pieces_late": _context_split("late"),
     "late_only": _context_split("late", 0.0),
+    "dense_default": _rep_dense_default,
     "bm25": _rep_bm25,
     **{name: _hybrid(name) for name in HYBRID_REPRESENTATIONS},
     "hybrid_mean": _rep_hybrid_mean,

@@ -12,21 +12,24 @@ right answer scores 1.0 in one store and 0.30 in another: it ranks, it cannot be
 Coverage is deliberately not weighted by IDF (the lexical floor's ``LexicalIndex.coverage`` is):
 IDF comes from the store, and in a small store it is degenerate — with two pieces a word one of
 them holds weighs nothing and a word none holds weighs the most, so "When does my flight leave?"
-gave the piece about the flight a coverage of 0. On LoCoMo dev (about 600 pieces per
-conversation, where IDF is well behaved) IDF weighting separates right from wrong slightly better
-(AUC 0.920 against 0.912); the unweighted share never changes with what else is stored.
+gave the piece about the flight a coverage of 0. On LoCoMo dev (about 600 pieces per conversation,
+where IDF is well behaved) IDF weighting separates right from wrong slightly better (AUC 0.920
+against 0.912 when measured on the ``mean`` stored side); the unweighted share never changes with
+what else is stored.
 
 ``relevance = 1 / (1 + exp(-(intercept + a·cosine + b·coverage + c·coverage²)))`` (the squared
 term lets the curve flatten at high coverage, where a one-word part is held by many pieces; a part
 with no content word at all uses the cosine-only model, ``dense``). Dense and hybrid searches use
-the same function: coverage needs the texts, not the lexical index. The coefficients are fitted per embedder family on the LoCoMo
-development split (``ctxret eval calibrate --sweeps relevance``): every candidate among the top
-:data:`CALIBRATION_POOL` of each query part's hybrid ranking, labelled right when the piece holds
-one of the query's evidence utterances. So a relevance of 0.6 means that, on that data, about 60%
-of the hits with that cosine and coverage held the answer. It is calibrated to LoCoMo, not universal: there about one candidate in twenty is right and shared
-words are the strongest evidence (the cosine alone separates poorly), so a right answer worded
-differently from the question gets a low relevance, and in a store where most candidates are right
-relevance under-states them. Recalibrate on your own threads (the same command prints the coefficients; pass them as
+the same function: coverage needs the texts, not the lexical index. The coefficients are fitted
+per embedder family on the LoCoMo development split (``ctxret eval calibrate --sweeps
+relevance``): every candidate among the top :data:`CALIBRATION_POOL` of each query part's hybrid
+ranking, labelled right when the piece holds one of the query's evidence utterances. So a
+relevance of 0.6 means that, on that data, about 60% of the hits with that cosine and coverage
+held the answer. It is calibrated to LoCoMo, not universal: there about one candidate in twenty is
+right and shared words are the strongest evidence (the cosine alone separates poorly), so a right
+answer worded differently from the question gets a low relevance, and in a store where most
+candidates are right relevance under-states them. Recalibrate on your own threads (the same
+command prints the coefficients; pass them as
 ``SearchSettings(relevance=RelevanceCalibration(...))`` or set ``default_relevance`` on your
 embedder).
 
@@ -154,12 +157,13 @@ class RelevanceCalibration:
 
 
 #: all-MiniLM-L6-v2 (the local model), fitted by ``ctxret eval calibrate --sweeps relevance`` on the
-#: LoCoMo development split (5 conversations, facts and questions, weight 0.8, 600-byte pieces, the
-#: default hybrid search): 39,500 candidates, 1,786 right; AUC 0.912 (leave one conversation out
-#: 0.910), the cosine alone 0.717 (README, "k, the threshold and score scales").
+#: LoCoMo development split (5 conversations, facts and questions, the default hybrid search over the
+#: local model's default stored side, late chunking at weight 0): 39,500 candidates, 1,930 right;
+#: AUC 0.897 (leave one conversation out 0.896), the cosine alone 0.735 (README, "k, the threshold
+#: and score scales"; BENCHMARKS, "Relevance calibration").
 LOCAL_MINILM = RelevanceCalibration(
-    hybrid=RelevanceModel(intercept=-10.849, cosine_weight=4.826, coverage_weight=15.690, coverage_sq_weight=-6.118),
-    dense=RelevanceModel(intercept=-6.047, cosine_weight=7.176),
+    hybrid=RelevanceModel(intercept=-10.105, cosine_weight=6.613, coverage_weight=11.602, coverage_sq_weight=-3.342),
+    dense=RelevanceModel(intercept=-6.260, cosine_weight=7.923),
     source="all-MiniLM-L6-v2, LoCoMo dev",
 )
 #: The local model's default floor: where the placeholder curves of other embedders are anchored.
@@ -260,7 +264,9 @@ def fit_relevance(samples: Sequence[Mapping[str, Any]], *, source: str = "") -> 
     cov = np.array([float(s.get("coverage") or 0.0) for s in samples])
     y = np.array([1.0 if s["right"] else 0.0 for s in samples])
     if y.min() == y.max() or y[has].min(initial=1.0) == y[has].max(initial=1.0):
-        raise InputError("relevance needs both right and wrong hits among the samples (and among those with content words)")
+        raise InputError(
+            "relevance needs both right and wrong hits among the samples (and among those with content words)"
+        )
     ones = np.ones_like(cos)
     hb = _logistic_fit(np.column_stack([ones, cos, cov, cov * cov])[has], y[has])
     dn = _logistic_fit(np.column_stack([ones, cos]), y)

@@ -32,6 +32,9 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import CtxretError, StoreError
+from .chroma import _store_error
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["ChangeLog", "CHANGES_SUFFIX"]
@@ -63,6 +66,7 @@ class ChangeLog:
         self._last_look: float | None = None
         self._last_check = 0.0
         self._writes = 0
+        self._unsent: list[tuple[str, str]] = []  # (record id, body) Chroma has not taken yet
 
     def _collection(self) -> Any:
         if self._col is None:
@@ -72,18 +76,41 @@ class ChangeLog:
         return self._col
 
     def record(self, upserted: Sequence[str], deleted: Sequence[str], threads: Iterable[str]) -> None:
-        """Append the record of one committed write (call after the data is in)."""
+        """Append the record of one committed write (call after the data is in).
+
+        A record Chroma does not take (a server gone mid-call) is kept and sent again before this
+        process's next record or look; the :class:`StoreError` says the data itself is stored.
+        """
         if not upserted and not deleted:
             return
-        now = self._clock()
-        rid = uuid.uuid4().hex
-        body = json.dumps({"up": list(upserted), "del": list(deleted), "threads": sorted(set(threads))})
-        self._collection().add(ids=[rid], embeddings=np.ones((1, 1), np.float32), documents=[body],
-                               metadatas=[{"ts": now, "writer": self.writer}])  # fmt: skip
-        self._seen[rid] = now  # our own change is applied already
+        body = {"up": list(upserted), "del": list(deleted), "threads": sorted(set(threads))}
+        self._unsent.append((uuid.uuid4().hex, json.dumps(body)))
+        self._send("record a write in its change log")
         self._writes += 1
         if self._writes % 100 == 0:
             self.compact()
+
+    def _send(self, what: str) -> None:
+        """Add the records not sent yet, oldest first (each keeps its id: a resend is not a duplicate)."""
+        while self._unsent:
+            rid, body = self._unsent[0]
+            now = self._clock()
+            try:
+                self._collection().add(ids=[rid], embeddings=np.ones((1, 1), np.float32), documents=[body],
+                                       metadatas=[{"ts": now, "writer": self.writer}])  # fmt: skip
+            except CtxretError:
+                raise
+            except Exception as e:
+                self._col = None  # open it again next time (the server may have restarted, the log been dropped)
+                err = _store_error(self.chroma, what, e)
+                raise StoreError(
+                    f"{err} -- the pieces themselves are stored; {len(self._unsent)} change record(s) for other "
+                    "processes sharing the server are kept and sent with this process's next write or search "
+                    f"(until then the others see the change at their next count check, every {self.check_every:.0f} "
+                    "s, or when they reopen the store)"
+                ) from e
+            self._seen[rid] = now  # our own change is applied already
+            self._unsent.pop(0)
 
     def compact(self) -> None:
         """Delete records older than the retention (any writer may; readers that old resynchronise)."""
@@ -99,6 +126,7 @@ class ChangeLog:
         first look and after a pause longer than the retention (records may be gone): the caller then
         checks everything, id by id. ``check`` is set every ``check_every`` seconds: compare counts.
         """
+        self._send("send the change records kept from an earlier write")
         now = self._clock()
         last = self._last_look
         self._last_look = now
@@ -106,7 +134,12 @@ class ChangeLog:
             self._seen = {}
             self._last_check = now
             return [], False, True
-        got = self._collection().get(where={"ts": {"$gte": last - self.window}}, include=["metadatas", "documents"])
+        try:
+            got = self._collection().get(where={"ts": {"$gte": last - self.window}}, include=["metadatas", "documents"])
+        except Exception as e:
+            self._col = None
+            self._last_look = last  # look again from the same point next time
+            raise _store_error(self.chroma, "read its change log", e) from e
         fresh = []
         for rid, meta, doc in zip(got["ids"], got["metadatas"], got["documents"], strict=False):
             if rid in self._seen:
@@ -127,8 +160,5 @@ class ChangeLog:
 
     def record_everything(self) -> None:
         """A change to every piece (a rebuild swapped the collection): readers resynchronise."""
-        now = self._clock()
-        rid = uuid.uuid4().hex
-        self._collection().add(ids=[rid], embeddings=np.ones((1, 1), np.float32), documents=[json.dumps({"all": True})],
-                               metadatas=[{"ts": now, "writer": self.writer}])  # fmt: skip
-        self._seen[rid] = now
+        self._unsent.append((uuid.uuid4().hex, json.dumps({"all": True})))
+        self._send("record a rebuild in its change log")
