@@ -40,7 +40,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
@@ -66,6 +65,7 @@ from .search import (
     _lexical_lists,
     assemble,
     check_message,
+    stage_pool,
 )
 from .vectors import aquery_vectors, query_texts, query_vectors
 from .views import ViewMatch, annotate, merge_views
@@ -77,18 +77,7 @@ __all__ = ["STAGES", "Clock", "arun_search", "arun_staged", "prepare_search", "r
 #: Every stage, in the order it runs.
 STAGES = ("embed", "dense", "lexical", "views", "hyde", "parents")
 _T = TypeVar("_T")
-_POOL: concurrent.futures.ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
-#: Worker threads for bounded sync searches (an abandoned stage holds one until it ends).
-POOL_WORKERS = 32
-
-
-def _pool() -> concurrent.futures.ThreadPoolExecutor:
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = concurrent.futures.ThreadPoolExecutor(POOL_WORKERS, thread_name_prefix="ctxret-stage")
-        return _POOL
+_pool = stage_pool
 
 
 class Clock:
@@ -135,6 +124,7 @@ class _Search:
         self.dense: Any = None
         self.lexical: Any = None
         self.views: Any = None
+        self.lex_job: Any = None  # the lexical lists, computed in a worker beside the embedding and dense query
         self.ran: list[str] = []
         self._set_wanted()
 
@@ -151,6 +141,11 @@ class _Search:
         self.lexical = lexical if self.plan.hybrid is not None else None
         self.views = views if self.plan.views else None
         self._set_wanted()
+
+    def lexical_lists(self) -> list[list[tuple[str, float]]]:
+        """Every part's BM25 list (stage 2's lexical half): it needs the parts' text only, so it runs
+        in a worker from the moment the backends are known, beside the embedding and the dense query."""
+        return _lexical_lists(self.lexical, self.plan, self.parts, self.scope)
 
     @property
     def n(self) -> int:
@@ -250,6 +245,8 @@ def run_staged(
         resolving = _pool().submit(backends)
     else:
         s.bind(backends(), replan)
+    if s.lexical is not None:
+        s.lex_job = _pool().submit(s.lexical_lists)
     try:
         try:
             _, qvecs = _run(s, "embed", lambda: query_vectors(s.embedder_now(), message, weight=plan.weight,
@@ -259,6 +256,8 @@ def run_staged(
                     s.bind(resolving.result(timeout=s.clock.remaining()), replan)
                 except concurrent.futures.TimeoutError:
                     raise _Skip("dense") from None
+                if s.lexical is not None:
+                    s.lex_job = _pool().submit(s.lexical_lists)
             plan = s.plan
             rows = _run(s, "dense", s.dense.dense, np.asarray(qvecs, dtype=np.float32), s.n, scope, optional=False)
         except _Skip:
@@ -266,10 +265,10 @@ def run_staged(
         dense = s.dense
         state = _State(np.asarray(qvecs, dtype=np.float32), rows)
         best: _Result | None = s.complete(state) if s.clock.bounded else None  # dense only: no reads
-        if s.lexical is not None:
-            lexical_backend = s.lexical
+        if s.lex_job is not None:
+            lex_job = s.lex_job
             try:
-                state, done = _run(s, "lexical", lambda: s.staged(replace(state, lex=_lexical_lists(lexical_backend, plan, s.parts, scope))))
+                state, done = _run(s, "lexical", lambda: s.staged(replace(state, lex=lex_job.result())))
                 best = done or best
             except _Skip:
                 pass
@@ -303,7 +302,7 @@ def run_staged(
                 pass
         return groups
     finally:
-        for job in hyde_jobs or ():
+        for job in [*(hyde_jobs or ()), *([s.lex_job] if s.lex_job is not None else [])]:
             job.cancel()
 
 
@@ -360,6 +359,8 @@ async def arun_staged(
     resolving = asyncio.ensure_future(asyncio.to_thread(backends)) if callable(backends) else None
     if resolving is None:
         s.bind(backends, replan)  # type: ignore[arg-type]
+        if s.lexical is not None:
+            s.lex_job = asyncio.ensure_future(asyncio.to_thread(s.lexical_lists))
     try:
         try:
             _, qvecs = await _arun(s, "embed", lambda: aquery_vectors(s.embedder_now(), message, weight=plan.weight,
@@ -371,6 +372,8 @@ async def arun_staged(
                     s.bind(await (asyncio.wait_for(resolving, rem) if rem is not None else resolving), replan)
                 except asyncio.TimeoutError:
                     raise _Skip("dense") from None
+                if s.lexical is not None:
+                    s.lex_job = asyncio.ensure_future(asyncio.to_thread(s.lexical_lists))
             plan = s.plan
             dense = s.dense
             rows = await _arun(s, "dense", lambda: asyncio.to_thread(dense.dense, qvecs, s.n, scope), optional=False)
@@ -378,11 +381,15 @@ async def arun_staged(
             return s.groups(None)
         state = _State(qvecs, rows)
         best: _Result | None = s.complete(state) if s.clock.bounded else None
-        if s.lexical is not None:
-            lexical_backend = s.lexical
+        if s.lex_job is not None:
+            lex_task = s.lex_job
+
+            async def lexical_stage() -> tuple[_State, _Result | None]:
+                lex = await asyncio.shield(lex_task)  # a deadline abandons the wait, not the shared task
+                return await asyncio.to_thread(lambda: s.staged(replace(state, lex=lex)))
+
             try:
-                state, done = await _arun(s, "lexical", lambda: asyncio.to_thread(
-                    lambda: s.staged(replace(state, lex=_lexical_lists(lexical_backend, plan, s.parts, scope)))))  # fmt: skip
+                state, done = await _arun(s, "lexical", lexical_stage)
                 best = done or best
             except _Skip:
                 pass
@@ -424,6 +431,10 @@ async def arun_staged(
             task.cancel()
         if resolving is not None:
             resolving.cancel()
+        if s.lex_job is not None:
+            if s.lex_job.done() and not s.lex_job.cancelled():
+                s.lex_job.exception()  # retrieved: an unused failure is not logged as "never retrieved"
+            s.lex_job.cancel()
 
 
 def prepare_search(

@@ -23,6 +23,8 @@ Stages, per query part (parts never mix: each keeps its own group):
 
 from __future__ import annotations
 
+import concurrent.futures
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -117,6 +119,22 @@ def fuse_candidates(c: PartCandidates, fusion: FusionSettings) -> PartCandidates
     """``c`` ranked by ``fusion`` (the candidates and their scores do not depend on the fusion settings)."""
     ranked = fuse(c.dense, c.lexical, fusion.method, lexical_weight=fusion.lexical_weight, rrf_k=fusion.rrf_k, cosine=c.cosine, bm25=c.bm25)
     return replace(c, ranked=ranked)
+
+
+_POOL: concurrent.futures.ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+#: Worker threads of the search stages (a lexical search beside the dense query; a bounded search's
+#: stages; an abandoned stage holds one until it ends).
+POOL_WORKERS = 32
+
+
+def stage_pool() -> concurrent.futures.ThreadPoolExecutor:
+    """The process's pool of search-stage workers (made on first use)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = concurrent.futures.ThreadPoolExecutor(POOL_WORKERS, thread_name_prefix="ctxret-stage")
+        return _POOL
 
 
 # -- the stages after embedding (shared by both executors) ---------------------------------------
@@ -249,11 +267,21 @@ def candidates(
     *,
     coverage_for: str = "below_floor",
 ) -> list[PartCandidates]:
-    """Every part's ranked candidates (stages 1–3), from query vectors already made."""
-    dense_rows = backend.dense(np.asarray(qvecs, dtype=np.float32), plan.n_candidates, scope)
-    if plan.hybrid is None or lexical is None:
+    """Every part's ranked candidates (stages 1–3), from query vectors already made. The BM25 lists
+    are computed in a worker while the dense query runs (Chroma and numpy release the GIL)."""
+    lex_job = None
+    if plan.hybrid is not None and lexical is not None:
+        lex_job = stage_pool().submit(_lexical_lists, lexical, plan, parts, scope)
+    try:
+        dense_rows = backend.dense(np.asarray(qvecs, dtype=np.float32), plan.n_candidates, scope)
+    except BaseException:
+        if lex_job is not None:
+            lex_job.cancel()
+        raise
+    if lex_job is None:
         return _dense_candidates(parts, dense_rows)
-    lexical_rows = _lexical_lists(lexical, plan, parts, scope)
+    assert lexical is not None
+    lexical_rows = lex_job.result()
     return _hybrid_candidates(backend, lexical, plan, parts, qvecs, scope, dense_rows, lexical_rows, coverage_for=coverage_for)
 
 
