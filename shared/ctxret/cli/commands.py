@@ -91,6 +91,7 @@ def search_options(args: argparse.Namespace) -> dict[str, Any]:
             ("lexical", getattr(args, "lexical", None)),
             ("fusion", getattr(args, "fusion", None)),
             ("lexical_weight", getattr(args, "lexical_weight", None)),
+            ("deadline_ms", getattr(args, "deadline_ms", None)),
         )
         if value is not None
     }
@@ -99,6 +100,7 @@ def search_options(args: argparse.Namespace) -> dict[str, Any]:
         "score_threshold": args.threshold,
         "thread_id": args.thread,
         "split": args.split,
+        "parents": bool(getattr(args, "parents", False)),
         **hybrid,
     }
 
@@ -129,12 +131,17 @@ def cmd_search(args: argparse.Namespace) -> int:
         print("(empty message: nothing to search)")
         return EXIT_OK
     width = terminal_width()
+    skipped = sorted({s for g in groups for s in g.skipped})
+    if skipped:
+        warn(f"the deadline skipped {', '.join(skipped)}: these results come from the stages that finished in time")
     for group in groups:
         print(clip(f"Part {group.part_index + 1}: {one_line(group.part)}", width))
         if not group.hits:
             print(f"  (no hit{floor_text(floor)})")
         for hit in group.hits:
             print(hit_line(hit, width))
+            if hit.parent_text is not None:
+                print(clip(f"      parent: {one_line(hit.parent_text)}", width, lines=3))
     return EXIT_OK
 
 

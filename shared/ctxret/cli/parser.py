@@ -139,6 +139,19 @@ def _add_search_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         metavar="W",
         help="weight of the BM25 side for convex / weighted_rrf, 0-1 (default 0.7)",
     )
+    p.add_argument(
+        "--parents",
+        action="store_true",
+        help="attach each hit's whole turn or section (one hit per parent in a part; --json: parent_text)",
+    )
+    p.add_argument(
+        "--deadline-ms",
+        type=_positive_float,
+        default=None,
+        metavar="MS",
+        help="return within MS milliseconds: a stage that would overrun (lexical, views, parents) is skipped "
+        "and the output says so (default: no deadline)",
+    )
     # more search flags go here and into search_options()
     p.set_defaults(func=cmd_search)
 
@@ -208,6 +221,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
     return value
 
 

@@ -25,6 +25,9 @@ def search_json(
             {
                 "part_index": g.part_index,
                 "part": g.part,
+                "stages": list(g.stages),
+                "degraded": g.degraded,
+                "skipped": list(g.skipped),
                 "hits": [
                     {
                         "id": h.id,
@@ -33,6 +36,7 @@ def search_json(
                         "header": str(h.metadata.get("header", "")),
                         "text": h.text,
                         "metadata": dict(h.metadata),
+                        **({"parent_text": h.parent_text} if h.parent_text is not None else {}),
                     }
                     for h in g.hits
                 ],
