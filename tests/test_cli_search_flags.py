@@ -55,7 +55,9 @@ def test_parents_attach_the_whole_turn(store):
 
 def test_deadline_reports_what_ran(store):
     root, args = store
-    out = json.loads(_run("search", "hotel confirmation code", "--json", "--deadline-ms", "60000", *args, cwd=root).stdout)
+    out = json.loads(
+        _run("search", "hotel confirmation code", "--json", "--deadline-ms", "60000", *args, cwd=root).stdout
+    )
     group = out["groups"][0]
     assert group["degraded"] is False and group["skipped"] == []
     assert group["stages"][:3] == ["embed", "dense", "lexical"]
