@@ -62,9 +62,9 @@ from .search import (
     _dense_candidates,
     _fetcher,
     _hybrid_candidates,
-    _lexical_lists,
     assemble,
     check_message,
+    lexical_side,
     stage_pool,
 )
 from .vectors import aquery_vectors, query_texts, query_vectors
@@ -107,6 +107,7 @@ class _State:
     qvecs: np.ndarray
     rows: Sequence[Sequence[Row]]
     lex: Sequence[Sequence[tuple[str, float]]] | None = None
+    fetched: dict[str, Any] | None = None  # the store's rows of the lexical hits (lexical_side)
     vrows: Sequence[Sequence[tuple[str, float, str, str]]] | None = None
 
 
@@ -142,10 +143,11 @@ class _Search:
         self.views = views if self.plan.views else None
         self._set_wanted()
 
-    def lexical_lists(self) -> list[list[tuple[str, float]]]:
-        """Every part's BM25 list (stage 2's lexical half): it needs the parts' text only, so it runs
-        in a worker from the moment the backends are known, beside the embedding and the dense query."""
-        return _lexical_lists(self.lexical, self.plan, self.parts, self.scope)
+    def lexical_lists(self) -> tuple[list[list[tuple[str, float]]], dict[str, Any]]:
+        """Every part's BM25 list and the store's rows of its hits (:func:`~.search.lexical_side`): it
+        needs the parts' text only, so it runs in a worker from the moment the backends are known,
+        beside the embedding and the dense query."""
+        return lexical_side(self.dense, self.lexical, self.plan, self.parts, self.scope)
 
     @property
     def n(self) -> int:
@@ -164,7 +166,10 @@ class _Search:
         if state.vrows is not None:
             rows, won = merge_views(rows, state.vrows, state.qvecs, self.dense, self.scope, self.n)
         if state.lex is not None and self.lexical is not None:
-            cands = _hybrid_candidates(self.dense, self.lexical, self.plan, self.parts, state.qvecs, self.scope, rows, state.lex)
+            cands = _hybrid_candidates(
+                self.dense, self.lexical, self.plan, self.parts, state.qvecs, self.scope, rows, state.lex,
+                prefetched=state.fetched,
+            )  # fmt: skip
         else:
             cands = _dense_candidates(self.parts, rows)
         return cands, won
@@ -267,8 +272,13 @@ def run_staged(
         best: _Result | None = s.complete(state) if s.clock.bounded else None  # dense only: no reads
         if s.lex_job is not None:
             lex_job = s.lex_job
+
+            def lexical_stage() -> tuple[_State, _Result | None]:
+                lex, fetched = lex_job.result()
+                return s.staged(replace(state, lex=lex, fetched=fetched))
+
             try:
-                state, done = _run(s, "lexical", lambda: s.staged(replace(state, lex=lex_job.result())))
+                state, done = _run(s, "lexical", lexical_stage)
                 best = done or best
             except _Skip:
                 pass
@@ -385,8 +395,8 @@ async def arun_staged(
             lex_task = s.lex_job
 
             async def lexical_stage() -> tuple[_State, _Result | None]:
-                lex = await asyncio.shield(lex_task)  # a deadline abandons the wait, not the shared task
-                return await asyncio.to_thread(lambda: s.staged(replace(state, lex=lex)))
+                lex, fetched = await asyncio.shield(lex_task)  # a deadline abandons the wait, not the shared task
+                return await asyncio.to_thread(lambda: s.staged(replace(state, lex=lex, fetched=fetched)))
 
             try:
                 state, done = await _arun(s, "lexical", lexical_stage)

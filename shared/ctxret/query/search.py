@@ -152,6 +152,18 @@ def _lexical_lists(lexical: LexicalBackend, plan: SearchPlan, parts: Sequence[st
     return [lexical.search(part, n, thread_ids) for part in parts]
 
 
+def lexical_side(
+    backend: DenseBackend, lexical: LexicalBackend, plan: SearchPlan, parts: Sequence[str], scope: Scope
+) -> tuple[list[list[tuple[str, float]]], dict[str, Any]]:
+    """Stage 2's lexical half, which needs no query vector: every part's BM25 list and ONE read of
+    all their hits from the store (text, metadata, vector; inside the scope), so that it runs in a
+    worker beside the embedding and the dense query. Hits the dense side also found are read too:
+    it is not known yet which, and the one read costs about the same."""
+    lists = _lexical_lists(lexical, plan, parts, scope)
+    ids = list(dict.fromkeys(i for hits in lists for i, _ in hits))
+    return lists, (backend.fetch(ids, scope) if ids else {})
+
+
 def _hybrid_candidates(
     backend: DenseBackend,
     lexical: LexicalBackend,
@@ -163,17 +175,22 @@ def _hybrid_candidates(
     lexical_rows: Sequence[Sequence[tuple[str, float]]],
     *,
     coverage_for: str = "below_floor",
+    prefetched: dict[str, Any] | None = None,
 ) -> list[PartCandidates]:
     """Complete every part's candidates and fuse them: one fetch for all lexical-only hits (which
-    enforces the scope and gives their exact cosine), the exact BM25 of dense-only hits, and the
-    lexical coverage of candidates under the floor (``coverage_for="all"``: of every candidate)."""
+    enforces the scope and gives their exact cosine; ``prefetched``: :func:`lexical_side` read them
+    already), the exact BM25 of dense-only hits, and the lexical coverage of candidates under the
+    floor (``coverage_for="all"``: of every candidate)."""
     assert plan.hybrid is not None
     s = plan.hybrid
     wanted: dict[str, None] = {}
     for rows, lex in zip(dense_rows, lexical_rows, strict=False):
         dense_ids = {r[0] for r in rows}
         wanted.update((i, None) for i, _ in lex if i not in dense_ids)
-    fetched = backend.fetch(list(wanted), scope)
+    if prefetched is not None:
+        fetched = {i: prefetched[i] for i in wanted if i in prefetched}
+    else:
+        fetched = backend.fetch(list(wanted), scope)
     thread_ids = list(scope.thread_ids) if scope.thread_ids is not None else None
     out: list[PartCandidates] = []
     for i, (part, rows, lex) in enumerate(zip(parts, dense_rows, lexical_rows, strict=False)):
@@ -267,11 +284,12 @@ def candidates(
     *,
     coverage_for: str = "below_floor",
 ) -> list[PartCandidates]:
-    """Every part's ranked candidates (stages 1–3), from query vectors already made. The BM25 lists
-    are computed in a worker while the dense query runs (Chroma and numpy release the GIL)."""
+    """Every part's ranked candidates (stages 1–3), from query vectors already made. The lexical
+    side (:func:`lexical_side`) runs in a worker while the dense query runs (Chroma and numpy
+    release the GIL)."""
     lex_job = None
     if plan.hybrid is not None and lexical is not None:
-        lex_job = stage_pool().submit(_lexical_lists, lexical, plan, parts, scope)
+        lex_job = stage_pool().submit(lexical_side, backend, lexical, plan, parts, scope)
     try:
         dense_rows = backend.dense(np.asarray(qvecs, dtype=np.float32), plan.n_candidates, scope)
     except BaseException:
@@ -281,8 +299,11 @@ def candidates(
     if lex_job is None:
         return _dense_candidates(parts, dense_rows)
     assert lexical is not None
-    lexical_rows = lex_job.result()
-    return _hybrid_candidates(backend, lexical, plan, parts, qvecs, scope, dense_rows, lexical_rows, coverage_for=coverage_for)
+    lexical_rows, prefetched = lex_job.result()
+    return _hybrid_candidates(
+        backend, lexical, plan, parts, qvecs, scope, dense_rows, lexical_rows, coverage_for=coverage_for,
+        prefetched=prefetched,
+    )  # fmt: skip
 
 
 def search_vectors(
