@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from ctxret.storage.tokenize import LUCENE_EN, NLTK_EN, Analysis, analysis, is_question, tokenize
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from ctxret.storage.tokenize import LUCENE_EN, NLTK_EN, Analysis, analysis, is_question, tokenize
 
 TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=200)
 WORDS = st.lists(

@@ -6,12 +6,11 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from ctxret.evaluation.metrics import budget_recall, round_robin
 from ctxret.evaluation.peers import BM25sPeer, bm25s_tokens, ensemble_rrf
 from ctxret.evaluation.stats import paired_diff, per_cluster, stratified_bootstrap
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 TEXTS = [
     "[Session 1 · Caroline · May 8, 2023] I went to the LGBTQ support group yesterday and it was powerful.",

@@ -6,10 +6,9 @@ from __future__ import annotations
 import math
 
 import pytest
+from ctxret.storage.lexical import LexicalIndex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from ctxret.storage.lexical import LexicalIndex
 
 WORDS = ["parking", "garage", "level", "car", "dentist", "appointment", "thursday", "lisbon", "flight", "hotel",
          "the", "is", "my", "code", "locker", "gym", "birthday", "sister", "quote", "plumber", "release", "priya"]  # fmt: skip

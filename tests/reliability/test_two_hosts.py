@@ -9,7 +9,6 @@ import textwrap
 import uuid
 
 import pytest
-
 from ctxret import ContextualIndex
 
 pytestmark = pytest.mark.slow
