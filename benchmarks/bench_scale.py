@@ -134,7 +134,7 @@ def build(c: Corpus, path: Path, batch: int = 5000) -> dict:
         threads = c.thread_of[s:e]
         bodies = c.texts(threads, rng)
         metas = []
-        for i, (t, body) in enumerate(zip(threads.tolist(), bodies)):
+        for i, (t, body) in enumerate(zip(threads.tolist(), bodies, strict=True)):
             metas.append(metadata(c, s + i, t, int(counter[t]), body))
             counter[t] += 1
         docs = [f"{m['header']}\n{m['body']}" for m in metas]

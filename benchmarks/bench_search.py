@@ -17,6 +17,7 @@ import platform
 import statistics
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +31,16 @@ def _median_ms(fn, repeat: int) -> float:
         fn()
         times.append((time.perf_counter() - t) * 1000)
     return statistics.median(times)
+
+
+def _query_each_part(store, queries: np.ndarray, k: int) -> list:
+    return [store.query(q[None, :], k) for q in queries]
+
+
+def _exact_top_k(queries: np.ndarray, vecs: np.ndarray, k: int) -> np.ndarray:
+    sims = queries @ vecs.T
+    top = np.argpartition(-sims, k, axis=1)[:, :k]
+    return np.take_along_axis(sims, top, 1)
 
 
 def bench_query(sizes: list[int], dims: int, k: int, repeat: int, seed: int) -> list[dict]:
@@ -52,16 +63,10 @@ def bench_query(sizes: list[int], dims: int, k: int, repeat: int, seed: int) -> 
             insert_s = time.perf_counter() - t
             queries = vecs[rng.choice(n, 8, replace=False)] + rng.standard_normal((8, dims)).astype(np.float32) * (0.5 / np.sqrt(dims))
             queries /= np.linalg.norm(queries, axis=1, keepdims=True)
-            batched = _median_ms(lambda: store.query(queries, k), repeat)
-            separate = _median_ms(lambda: [store.query(q[None, :], k) for q in queries], repeat)
-            scoped = _median_ms(lambda: store.query(queries, k, {"thread_id": "t7"}), repeat)
-
-            def exact():
-                sims = queries @ vecs.T
-                top = np.argpartition(-sims, k, axis=1)[:, :k]
-                return np.take_along_axis(sims, top, 1)
-
-            numpy_ms = _median_ms(exact, repeat)
+            batched = _median_ms(partial(store.query, queries, k), repeat)
+            separate = _median_ms(partial(_query_each_part, store, queries, k), repeat)
+            scoped = _median_ms(partial(store.query, queries, k, {"thread_id": "t7"}), repeat)
+            numpy_ms = _median_ms(partial(_exact_top_k, queries, vecs, k), repeat)
             # recall of HNSW against the exact top-k
             got = store.query(queries, k)
             exact_top = np.argsort(-(queries @ vecs.T), axis=1)[:, :k]

@@ -22,7 +22,7 @@ def test_no_text_is_lost_for_words_that_are_not_stopwords(text):
     kept = [t for t in tokenize(text) if t not in A.index_stopwords]
     out = A.index_tokens(text)
     assert len(out) == len(kept)  # one token per kept word, in order: its stem or itself
-    for word, token in zip(kept, out):
+    for word, token in zip(kept, out, strict=True):
         assert token and not any(c.isspace() for c in token)
         assert token == word or word.startswith(token[:1])
 

@@ -117,7 +117,7 @@ def test_late_context_with_zero_weight_is_pure_late_chunking(tmp_path, local_emb
     pieces = index.fit_pieces(turn)
     expected = late_context_vectors(local_embedder, pieces)
     stored = {r["id"]: r["embedding"] for r in index.store.chroma.iter_records(None, include=("embeddings",))}
-    for p, e in zip(pieces, expected):
+    for p, e in zip(pieces, expected, strict=True):
         assert float(np.dot(stored[p.id], e)) == pytest.approx(1.0, abs=1e-5)
 
 

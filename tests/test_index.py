@@ -144,7 +144,7 @@ def test_thread_scoping_never_leaks(make_index):
     index = make_index()
     names = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]
     pets = ["a parrot named Kiwi", "a cat named Miso", "a tortoise named Atlas", "two goldfish", "a rabbit named Clover", "a hamster named Pip"]
-    for name, pet in zip(names, pets):
+    for name, pet in zip(names, pets, strict=True):
         index.add_messages(thread([(f"I have {pet} at home.", "Lovely."), ("My flight to Lisbon leaves on Monday.", "Safe travels.")]), thread_id=name)
     queries = ["What pet do I have?", "When is my flight? What is my pet called?", "Lisbon travel plans.", "Tell me about the tortoise."]
     for name in names:

@@ -202,7 +202,7 @@ def test_upsert_replace_delete_clear():
 def test_a_failed_write_leaves_nothing_half_written():
     with LexicalIndex() as lex:
         lex.upsert(["a"], ["alpha"], ["t"], ["t#1"])
-        with pytest.raises(Exception):
+        with pytest.raises(InputError, match="expects a string"):
             lex.write(["b", "c"], ["beta", None], ["t", "t"], ["t#2", "t#3"])  # type: ignore[list-item]
         assert lex.ids() == {"a"}
 

@@ -4,6 +4,7 @@ follow writes made through another connection to the same file."""
 from __future__ import annotations
 
 import math
+import sqlite3
 
 import pytest
 from ctxret.storage.lexical import LexicalIndex
@@ -104,7 +105,7 @@ def test_a_failed_transaction_leaves_the_postings_as_the_file(tmp_path) -> None:
     ix = LexicalIndex(tmp_path / "lexical.sqlite3")
     ix.write(["p1"], ["parking garage"], ["t1"], ["turn"])
     ix.search("garage", 1)
-    with pytest.raises(Exception):  # a duplicate id inside one write breaks the UNIQUE constraint
+    with pytest.raises(sqlite3.IntegrityError):  # a duplicate id inside one write breaks the UNIQUE constraint
         ix.write(["p2", "p2"], ["garage a", "garage b"], ["t1", "t1"], ["turn", "turn"])
     assert [i for i, _ in ix.search("garage", 5)] == ["p1"]
     assert ix.count() == 1

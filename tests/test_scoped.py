@@ -110,7 +110,7 @@ def test_memory_path_gives_chromas_dense_answers(threads_index, where, local_emb
         assert view is not store
         ours = view.dense(q, 5, scope)
         theirs = store.dense(q, 5, scope)  # Chroma's filtered HNSW query
-        for a, b in zip(ours, theirs):
+        for a, b in zip(ours, theirs, strict=True):
             assert [r[0] for r in a] == [r[0] for r in b]
             assert [r[2] for r in a] == pytest.approx([r[2] for r in b], abs=1e-5)
 

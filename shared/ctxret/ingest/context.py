@@ -88,7 +88,7 @@ def late_context_many(embedder: Any, turn_pieces: Sequence[Sequence[Piece]]) -> 
     joined = [_joined(pieces) for pieces in turn_pieces]
     many = getattr(embedder, "embed_tokens_many", None)
     tokens = many([t for t, _ in joined]) if many is not None else [embedder.embed_tokens(t) for t, _ in joined]
-    return [np.asarray(pool_spans(tok, spans), dtype=np.float32) for tok, (_, spans) in zip(tokens, joined)]
+    return [np.asarray(pool_spans(tok, spans), dtype=np.float32) for tok, (_, spans) in zip(tokens, joined, strict=True)]
 
 
 def context_vectors(
@@ -122,7 +122,7 @@ def context_vectors(
         flat = [line for lines in context_texts for line in lines if line]
         vecs = embed_fitting(embedder, flat) if flat else np.zeros((0, piece_vectors.shape[1]), np.float32)
         out, row, v = [], 0, 0
-        for pieces, lines in zip(turn_pieces, context_texts):
+        for pieces, lines in zip(turn_pieces, context_texts, strict=True):
             n = len(pieces)
             fallback = mean_vector(piece_vectors[row : row + n]) if n else None
             ctx = np.zeros((n, piece_vectors.shape[1]), np.float32)
@@ -140,7 +140,7 @@ def context_vectors(
         filled = [i for i, pieces in enumerate(turn_pieces) if pieces]
         late = late_context_many(embedder, [turn_pieces[i] for i in filled])
         out_late = [np.zeros((0, dims), np.float32) for _ in turn_pieces]
-        for i, vecs in zip(filled, late):
+        for i, vecs in zip(filled, late, strict=True):
             out_late[i] = vecs
         return out_late
     raise InputError(f"unknown context strategy {strategy!r}; use one of {CONTEXT_STRATEGIES}")
