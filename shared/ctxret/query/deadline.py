@@ -31,8 +31,8 @@ that follow the last stage):
 The store is read (a thread loaded into the cache, say) on the clock too, beside the embedding.
 Every :class:`~ctxret.results.Group` names the stages that ran (``stages``), the ones the search
 would have run that did not (``skipped``), and ``degraded = bool(skipped)``; a search stopped before
-it read the store knows only of ``embed``, ``dense`` and the ``hyde`` / ``parents`` it was asked for. Without a deadline nothing
-is skipped and the stages run inline, as one pass.
+it read the store knows only of ``embed``, ``dense`` and the ``hyde`` / ``parents`` it was asked for.
+Without a deadline nothing is skipped and the stages run inline, as one pass.
 """
 
 from __future__ import annotations
@@ -139,7 +139,9 @@ class _Search:
         self._set_wanted()
 
     def _set_wanted(self) -> None:
-        on = (True, True, self.lexical is not None, self.views is not None, self.plan.hyde is not None, self.plan.parents)
+        on = (
+            True, True, self.lexical is not None, self.views is not None, self.plan.hyde is not None, self.plan.parents
+        )
         self.wanted = [s for s, yes in zip(STAGES, on, strict=False) if yes]
 
     def bind(self, backends: tuple[Any, Any, Any], replan: Callable[[bool], SearchPlan] | None) -> None:
@@ -169,7 +171,9 @@ class _Search:
         if state.vrows is not None:
             rows, won = merge_views(rows, state.vrows, state.qvecs, self.dense, self.scope, self.n)
         if state.lex is not None and self.lexical is not None:
-            cands = _hybrid_candidates(self.dense, self.lexical, self.plan, self.parts, state.qvecs, self.scope, rows, state.lex)
+            cands = _hybrid_candidates(
+                self.dense, self.lexical, self.plan, self.parts, state.qvecs, self.scope, rows, state.lex
+            )
         else:
             cands = _dense_candidates(self.parts, rows)
         return cands, won
@@ -181,7 +185,11 @@ class _Search:
     def hyde_state(self, state: _State, answers: Sequence[str], answer_vecs: np.ndarray) -> _State:
         qvecs = blend_hyde(state.qvecs, answers, answer_vecs, self.plan.hyde_weight)
         rows = self.dense.dense(qvecs, self.n, self.scope)
-        vrows = self.views.search(qvecs, self.n, self.scope) if state.vrows is not None and self.views is not None else None
+        vrows = (
+            self.views.search(qvecs, self.n, self.scope)
+            if state.vrows is not None and self.views is not None
+            else None
+        )
         return replace(state, qvecs=qvecs, rows=rows, vrows=vrows)
 
     def groups(self, result: _Result | None) -> list[Group]:
@@ -189,7 +197,8 @@ class _Search:
             groups = [Group(i, p, ()) for i, p in enumerate(self.parts)]
         else:
             fetch = _fetcher(self.dense, self.scope) if self.plan.stages.mmr is not None else None
-            groups = annotate(assemble(self.plan, result[0], fetch=fetch, complete=getattr(self.dense, "complete", None)), result[1])
+            assembled = assemble(self.plan, result[0], fetch=fetch, complete=getattr(self.dense, "complete", None))
+            groups = annotate(assembled, result[1])
         return self.finish(groups)
 
     def finish(self, groups: Sequence[Group]) -> list[Group]:
@@ -253,7 +262,8 @@ def run_staged(
     try:
         try:
             _, qvecs = _run(s, "embed", lambda: query_vectors(s.embedder_now(), message, weight=plan.weight,
-                                                               max_parts=plan.max_parts, split=plan.split), optional=False)  # fmt: skip
+                                                               max_parts=plan.max_parts, split=plan.split),
+                            optional=False)  # fmt: skip
             if resolving is not None:
                 try:
                     s.bind(resolving.result(timeout=s.clock.remaining()), replan)
@@ -269,14 +279,20 @@ def run_staged(
         if s.lexical is not None:
             lexical_backend = s.lexical
             try:
-                state, done = _run(s, "lexical", lambda: s.staged(replace(state, lex=_lexical_lists(lexical_backend, plan, s.parts, scope))))
+                state, done = _run(
+                    s,
+                    "lexical",
+                    lambda: s.staged(replace(state, lex=_lexical_lists(lexical_backend, plan, s.parts, scope))),
+                )
                 best = done or best
             except _Skip:
                 pass
         if s.views is not None:
             view_backend = s.views
             try:
-                state, done = _run(s, "views", lambda: s.staged(replace(state, vrows=view_backend.search(state.qvecs, s.n, scope))))
+                state, done = _run(
+                    s, "views", lambda: s.staged(replace(state, vrows=view_backend.search(state.qvecs, s.n, scope)))
+                )
                 best = done or best
             except _Skip:
                 pass
@@ -286,7 +302,11 @@ def run_staged(
 
                 def hyde_stage() -> tuple[_State, _Result | None]:
                     texts = [a for a in answers if a]
-                    vecs = embed_fitting(s.embedder_now(), texts) if texts else np.zeros((0, state.qvecs.shape[1]), np.float32)
+                    vecs = (
+                        embed_fitting(s.embedder_now(), texts)
+                        if texts
+                        else np.zeros((0, state.qvecs.shape[1]), np.float32)
+                    )
                     return s.staged(s.hyde_state(state, answers, vecs))
 
                 state, done = _run(s, "hyde", hyde_stage)
@@ -363,7 +383,8 @@ async def arun_staged(
     try:
         try:
             _, qvecs = await _arun(s, "embed", lambda: aquery_vectors(s.embedder_now(), message, weight=plan.weight,
-                                                                      max_parts=plan.max_parts, split=plan.split), optional=False)  # fmt: skip
+                                                                      max_parts=plan.max_parts, split=plan.split),
+                                   optional=False)  # fmt: skip
             qvecs = np.asarray(qvecs, dtype=np.float32)
             if resolving is not None:
                 rem = s.clock.remaining()
@@ -382,7 +403,8 @@ async def arun_staged(
             lexical_backend = s.lexical
             try:
                 state, done = await _arun(s, "lexical", lambda: asyncio.to_thread(
-                    lambda: s.staged(replace(state, lex=_lexical_lists(lexical_backend, plan, s.parts, scope)))))  # fmt: skip
+                    lambda: s.staged(replace(state, lex=_lexical_lists(lexical_backend, plan, s.parts, scope)))
+                ))  # fmt: skip
                 best = done or best
             except _Skip:
                 pass
@@ -400,7 +422,11 @@ async def arun_staged(
             async def hyde_stage() -> tuple[_State, _Result | None]:
                 answers = list(await asyncio.gather(*tasks))
                 texts = [a for a in answers if a]
-                vecs = await aembed_fitting(s.embedder_now(), texts) if texts else np.zeros((0, state.qvecs.shape[1]), np.float32)
+                vecs = (
+                    await aembed_fitting(s.embedder_now(), texts)
+                    if texts
+                    else np.zeros((0, state.qvecs.shape[1]), np.float32)
+                )
                 return await asyncio.to_thread(lambda: s.staged(s.hyde_state(state, answers, vecs)))
 
             try:
@@ -446,7 +472,12 @@ def prepare_search(
         dense, lexical = store.resolve(scope)
         return dense, lexical, store.views.backend(scope, dense)
 
-    return plan(resolved, has_lexical=True), scope, backends, lambda has_lexical: plan(resolved, has_lexical=has_lexical)
+    return (
+        plan(resolved, has_lexical=True),
+        scope,
+        backends,
+        lambda has_lexical: plan(resolved, has_lexical=has_lexical),
+    )
 
 
 #: The product's executors under their public names (``ctxret.query.run_search`` / ``arun_search``).
