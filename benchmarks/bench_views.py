@@ -67,7 +67,9 @@ def main() -> None:
     for views in ((), ("questions",), ("questions", "summary")):
         with tempfile.TemporaryDirectory() as tmp:
             store = Path(tmp) / "store"
-            index = ContextualIndex(store, embedder=emb, views=list(views), view_writer={k: writers[k] for k in views} or None)
+            index = ContextualIndex(
+                store, embedder=emb, views=list(views), view_writer={k: writers[k] for k in views} or None
+            )
             t = time.perf_counter()
             for conv in convs:
                 index.add_turns(conv.turns)
