@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 WORDS = ["parking", "garage", "level", "car", "dentist", "appointment", "thursday", "lisbon", "flight", "hotel",
-         "the", "is", "my", "code", "locker", "gym", "birthday", "sister", "quote", "plumber", "release", "priya"]  # fmt: skip
+         "the", "is", "my", "code", "locker", "gym", "birthday", "sister", "quote", "plumber", "release",
+         "priya"]  # fmt: skip
 THREADS = ["t1", "t2", "t3"]
 
 text = st.lists(st.sampled_from(WORDS), min_size=0, max_size=12).map(" ".join)
@@ -40,7 +41,12 @@ def _same_ranking(a: list[tuple[str, float]], b: list[tuple[str, float]]) -> Non
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ops=st.lists(op, min_size=1, max_size=8), query=text, k=st.integers(1, 12), scope=st.sampled_from([None, ["t1"], ["t2", "t3"]]))
+@given(
+    ops=st.lists(op, min_size=1, max_size=8),
+    query=text,
+    k=st.integers(1, 12),
+    scope=st.sampled_from([None, ["t1"], ["t2", "t3"]]),
+)
 def test_memory_gives_fts5_numbers_through_any_writes(ops, query, k, scope) -> None:
     fts5 = LexicalIndex(":memory:", memory=False)
     mem = LexicalIndex(":memory:")
