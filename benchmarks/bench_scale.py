@@ -102,7 +102,8 @@ class Corpus:
     def query(self, t: int, rng: np.random.Generator, parts: int = 8) -> tuple[list[str], np.ndarray]:
         topics = self.topics[t, rng.integers(0, 4, parts)]
         q = self.centres[topics] + rng.standard_normal((parts, DIMS)).astype(np.float32)
-        return self.texts(np.full(parts, t), rng, 12, 25), (q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32)
+        unit = (q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32)
+        return self.texts(np.full(parts, t), rng, 12, 25), unit
 
 
 def thread_name(t: int) -> str:
@@ -114,7 +115,8 @@ def metadata(c: Corpus, i: int, t: int, k: int, body: str) -> dict:
     who = "User" if k % 2 == 0 else "Assistant"
     header = f"[Turn {turn + 1} · {who}]"
     return {
-        "thread_id": thread_name(t), "turn_id": f"{thread_name(t)}#{turn + 1}", "parent_id": f"{thread_name(t)}#{turn + 1}",
+        "thread_id": thread_name(t), "turn_id": f"{thread_name(t)}#{turn + 1}",
+        "parent_id": f"{thread_name(t)}#{turn + 1}",
         "turn_index": turn + 1, "turn_label": f"Turn {turn + 1}", "kind": "turn", "source_kind": who.lower(),
         "source_label": who, "source_ordinal": k % 2, "ordinal": 0, "header": header, "body": body,
     }  # fmt: skip
@@ -134,7 +136,7 @@ def build(c: Corpus, path: Path, batch: int = 5000) -> dict:
         threads = c.thread_of[s:e]
         bodies = c.texts(threads, rng)
         metas = []
-        for i, (t, body) in enumerate(zip(threads.tolist(), bodies)):
+        for i, (t, body) in enumerate(zip(threads.tolist(), bodies, strict=True)):
             metas.append(metadata(c, s + i, t, int(counter[t]), body))
             counter[t] += 1
         docs = [f"{m['header']}\n{m['body']}" for m in metas]
@@ -148,7 +150,8 @@ def build(c: Corpus, path: Path, batch: int = 5000) -> dict:
 
 def pct(xs: list[float]) -> dict:
     xs = sorted(xs)
-    return {"p50": round(statistics.median(xs), 2), "p95": round(xs[min(len(xs) - 1, round(0.95 * (len(xs) - 1)))], 2), "n": len(xs)}
+    p95 = xs[min(len(xs) - 1, round(0.95 * (len(xs) - 1)))]
+    return {"p50": round(statistics.median(xs), 2), "p95": round(p95, 2), "n": len(xs)}
 
 
 def search_timings(c: Corpus, store, searches: int, seed: int = 11) -> dict:
@@ -193,8 +196,9 @@ def embed_timing(repeat: int = 10) -> dict:
     emb = LocalEmbedder()
     message = " ".join(
         ["Where did I park the car yesterday?", "What is the locker code at the gym?", "Who owns the billing service?",
-         "When is the dentist appointment?", "Which hotel did we book in Lisbon?", "What did Priya say about the release?",
-         "How much was the plumber's quote?", "Remind me of my sister's birthday."]
+         "When is the dentist appointment?", "Which hotel did we book in Lisbon?",
+         "What did Priya say about the release?", "How much was the plumber's quote?",
+         "Remind me of my sister's birthday."]
     )  # fmt: skip
     assert len(query_vectors(emb, message)[0]) == 8
     times = []

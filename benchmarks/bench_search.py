@@ -1,8 +1,8 @@
 """Search latency and indexing overhead of ContextualIndex.
 
 1. Query latency, excluding embedding, for an 8-part message over N stored pieces (synthetic
-   clustered unit vectors, 384 dims, embedded Chroma, 100 threads): one batched Chroma query for all 8 parts vs 8 separate
-   queries vs exact numpy search (brute-force cosine over all vectors).
+   clustered unit vectors, 384 dims, embedded Chroma, 100 threads): one batched Chroma query for
+   all 8 parts vs 8 separate queries vs exact numpy search (brute-force cosine over all vectors).
 2. Indexing overhead: ContextualIndex.add_messages (pack, label, embed, blend, upsert) vs the raw
    LocalEmbedder.embed of the same piece texts.
 
@@ -17,6 +17,7 @@ import platform
 import statistics
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +31,16 @@ def _median_ms(fn, repeat: int) -> float:
         fn()
         times.append((time.perf_counter() - t) * 1000)
     return statistics.median(times)
+
+
+def _query_each_part(store, queries: np.ndarray, k: int) -> list:
+    return [store.query(q[None, :], k) for q in queries]
+
+
+def _exact_top_k(queries: np.ndarray, vecs: np.ndarray, k: int) -> np.ndarray:
+    sims = queries @ vecs.T
+    top = np.argpartition(-sims, k, axis=1)[:, :k]
+    return np.take_along_axis(sims, top, 1)
 
 
 def bench_query(sizes: list[int], dims: int, k: int, repeat: int, seed: int) -> list[dict]:
@@ -50,18 +61,13 @@ def bench_query(sizes: list[int], dims: int, k: int, repeat: int, seed: int) -> 
             metas = [{"thread_id": f"t{i % 100}"} for i in range(n)]
             store.upsert(ids, vecs, [""] * n, metas)
             insert_s = time.perf_counter() - t
-            queries = vecs[rng.choice(n, 8, replace=False)] + rng.standard_normal((8, dims)).astype(np.float32) * (0.5 / np.sqrt(dims))
+            picked = vecs[rng.choice(n, 8, replace=False)]  # rng draws: the picks, then the noise
+            queries = picked + rng.standard_normal((8, dims)).astype(np.float32) * (0.5 / np.sqrt(dims))
             queries /= np.linalg.norm(queries, axis=1, keepdims=True)
-            batched = _median_ms(lambda: store.query(queries, k), repeat)
-            separate = _median_ms(lambda: [store.query(q[None, :], k) for q in queries], repeat)
-            scoped = _median_ms(lambda: store.query(queries, k, {"thread_id": "t7"}), repeat)
-
-            def exact():
-                sims = queries @ vecs.T
-                top = np.argpartition(-sims, k, axis=1)[:, :k]
-                return np.take_along_axis(sims, top, 1)
-
-            numpy_ms = _median_ms(exact, repeat)
+            batched = _median_ms(partial(store.query, queries, k), repeat)
+            separate = _median_ms(partial(_query_each_part, store, queries, k), repeat)
+            scoped = _median_ms(partial(store.query, queries, k, {"thread_id": "t7"}), repeat)
+            numpy_ms = _median_ms(partial(_exact_top_k, queries, vecs, k), repeat)
             # recall of HNSW against the exact top-k
             got = store.query(queries, k)
             exact_top = np.argsort(-(queries @ vecs.T), axis=1)[:, :k]
@@ -94,7 +100,9 @@ def bench_indexing(repeat_threads: int) -> dict:
     work = [(f"{t['thread_id']}-{r}", t["messages"]) for r in range(repeat_threads) for t in threads]
     # make each copy's text distinct so nothing is de-duplicated
     work = [(tid, [{**m, "content": f"{m.get('content') or ''} (copy {tid})"} for m in msgs]) for tid, msgs in work]
-    per_thread = [[p.text for t in turns_from_messages(msgs, tid) for p in fit_pieces(t, embedder, 600)] for tid, msgs in work]
+    per_thread = [
+        [p.text for t in turns_from_messages(msgs, tid) for p in fit_pieces(t, embedder, 600)] for tid, msgs in work
+    ]
     texts = [x for batch in per_thread for x in batch]
     embedder.embed(texts[:32])  # warm-up
     t = time.perf_counter()
@@ -141,12 +149,18 @@ def main() -> None:
     index_row = bench_indexing(args.index_copies)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"query": query_rows, "indexing": index_row, "python": platform.python_version()}, indent=2))
-    print("\n| pieces | 1 batched query, 8 parts (ms) | 8 separate queries (ms) | ratio | batched + thread filter (ms) | exact numpy (ms) | HNSW recall@k |")
+    out.write_text(
+        json.dumps({"query": query_rows, "indexing": index_row, "python": platform.python_version()}, indent=2)
+    )
+    print(
+        "\n| pieces | 1 batched query, 8 parts (ms) | 8 separate queries (ms) | ratio "
+        "| batched + thread filter (ms) | exact numpy (ms) | HNSW recall@k |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for r in query_rows:
         print(
-            f"| {r['pieces']:,} | {r['batched_8_parts_ms']} | {r['separate_8_queries_ms']} | {r['separate_over_batched']}× | "
+            f"| {r['pieces']:,} | {r['batched_8_parts_ms']} | {r['separate_8_queries_ms']} "
+            f"| {r['separate_over_batched']}× | "
             f"{r['batched_scoped_thread_ms']} | {r['exact_numpy_ms']} | {r['hnsw_recall_at_k']} |"
         )
     r = index_row

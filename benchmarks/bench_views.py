@@ -19,11 +19,22 @@ import platform
 import statistics
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 
 def folder_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def search_scoped(index, m, **options):
+    """Search message ``m`` (a ``(thread_id, text)`` pair) within its own thread."""
+    return index.search(m[1], thread_id=m[0], **options)
+
+
+def search_unscoped(index, m, **options):
+    """Search message ``m`` (a ``(thread_id, text)`` pair) over every thread."""
+    return index.search(m[1], **options)
 
 
 def median_ms(fn, messages: list[str]) -> float:
@@ -56,7 +67,9 @@ def main() -> None:
     for views in ((), ("questions",), ("questions", "summary")):
         with tempfile.TemporaryDirectory() as tmp:
             store = Path(tmp) / "store"
-            index = ContextualIndex(store, embedder=emb, views=list(views), view_writer={k: writers[k] for k in views} or None)
+            index = ContextualIndex(
+                store, embedder=emb, views=list(views), view_writer={k: writers[k] for k in views} or None
+            )
             t = time.perf_counter()
             for conv in convs:
                 index.add_turns(conv.turns)
@@ -70,18 +83,18 @@ def main() -> None:
                 "index_seconds": round(index_s, 1),
                 "store_bytes": folder_bytes(store),
             }
-            scoped = lambda m, **o: index.search(m[1], thread_id=m[0], **o)  # noqa: E731
-            unscoped = lambda m, **o: index.search(m[1], **o)  # noqa: E731
+            scoped = partial(search_scoped, index)
+            unscoped = partial(search_unscoped, index)
             row["search_ms"] = {
                 "scoped": median_ms(scoped, messages),
-                "scoped_hyde": median_ms(lambda m: scoped(m, hyde=FakeLLM.hyde), messages),
-                "scoped_deadline_500": median_ms(lambda m: scoped(m, deadline_ms=500), messages),
+                "scoped_hyde": median_ms(partial(scoped, hyde=FakeLLM.hyde), messages),
+                "scoped_deadline_500": median_ms(partial(scoped, deadline_ms=500), messages),
                 "unscoped": median_ms(unscoped, messages),
-                "unscoped_hyde": median_ms(lambda m: unscoped(m, hyde=FakeLLM.hyde), messages),
+                "unscoped_hyde": median_ms(partial(unscoped, hyde=FakeLLM.hyde), messages),
             }
             if views:
-                row["search_ms"]["scoped_views_off"] = median_ms(lambda m: scoped(m, views=False), messages)
-                row["search_ms"]["unscoped_views_off"] = median_ms(lambda m: unscoped(m, views=False), messages)
+                row["search_ms"]["scoped_views_off"] = median_ms(partial(scoped, views=False), messages)
+                row["search_ms"]["unscoped_views_off"] = median_ms(partial(unscoped, views=False), messages)
             index.close()
         out["configs"].append(row)
         print(json.dumps(row), flush=True)

@@ -124,7 +124,8 @@ def _ai_message(message: AIMessage) -> dict[str, Any]:
         calls.append(_call(tc.get("id"), tc.get("name"), arguments))
     for bad in message.invalid_tool_calls:
         bad_args = bad.get("args")
-        calls.append(_call(bad.get("id"), bad.get("name"), bad_args if isinstance(bad_args, str) else json.dumps(bad_args or "")))
+        args_text = bad_args if isinstance(bad_args, str) else json.dumps(bad_args or "")
+        calls.append(_call(bad.get("id"), bad.get("name"), args_text))
     if not calls and raw_calls:  # hand-made messages that only carry the OpenAI form
         calls = [dict(c) for c in raw_calls.values()]
     content: Any = message.content

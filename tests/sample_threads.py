@@ -14,9 +14,18 @@ def thread(pairs: list[tuple[str, str]], day: int = 1) -> list[dict]:
 
 GARDEN = thread(
     [
-        ("The tomatoes in the back garden have blight on their lower leaves.", "Remove the affected leaves and water at the base."),
+        (
+            "The tomatoes in the back garden have blight on their lower leaves.",
+            "Remove the affected leaves and water at the base.",
+        ),
         ("Our dentist appointment moved to Thursday at 3 pm.", "Noted: dentist on Thursday at 3 pm."),
-        ("I want to repaint the kitchen cabinets a dark green colour.", "A satin finish in forest green would suit oak worktops."),
-        ("Remind me that the car insurance renews on the 14th of November.", "I will remind you before the car insurance renewal."),
+        (
+            "I want to repaint the kitchen cabinets a dark green colour.",
+            "A satin finish in forest green would suit oak worktops.",
+        ),
+        (
+            "Remind me that the car insurance renews on the 14th of November.",
+            "I will remind you before the car insurance renewal.",
+        ),
     ]
 )

@@ -104,5 +104,5 @@ def test_property_order_kept_every_index_once_no_batch_over_limits(texts, max_in
         assert 1 <= len(b) <= max_inputs
         assert sum(sizes[i] for i in b) <= max_bytes
     # greedy: a batch was only closed because the next input would not fit
-    for b, nxt in zip(batches, batches[1:]):
+    for b, nxt in zip(batches, batches[1:], strict=False):
         assert len(b) == max_inputs or sum(sizes[i] for i in b) + sizes[nxt[0]] > max_bytes

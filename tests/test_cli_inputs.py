@@ -39,7 +39,9 @@ def tree(tmp_path):
     (docs / "ops" / "oncall.md").write_text("# On call\nPriya is on call this week.\n", encoding="utf-8")
     (docs / "ops" / "runbooks" / "deploy.md").write_text("# Deploy\nRun make deploy from main.\n", encoding="utf-8")
     (docs / "notes.txt").write_text("Remember to renew the TLS certificate in May.\n", encoding="utf-8")
-    (docs / "chat.jsonl").write_text(json.dumps({"role": "user", "content": "My dog is called Biscuit."}) + "\n", encoding="utf-8")
+    (docs / "chat.jsonl").write_text(
+        json.dumps({"role": "user", "content": "My dog is called Biscuit."}) + "\n", encoding="utf-8"
+    )
     (docs / "image.png").write_bytes(b"\x89PNG\r\n")
     (docs / ".git" / "config").write_text("[core]\n", encoding="utf-8")
     (docs / "draft.md").write_text("# Draft\nNot ready.\n", encoding="utf-8")

@@ -67,7 +67,9 @@ def test_context_strategies_shapes(local_embedder):
 def test_parent_expansion_reassembles_turns_and_dedupes(tmp_path, local_embedder):
     index = ContextualIndex(tmp_path / "p", embedder=local_embedder, piece_bytes=200)
     long = " ".join(f"Step {i}: restart the ingest worker number {i} and check its queue depth." for i in range(12))
-    index.add_messages([{"role": "user", "content": long}, {"role": "assistant", "content": "All workers restarted."}], "ops")
+    index.add_messages(
+        [{"role": "user", "content": long}, {"role": "assistant", "content": "All workers restarted."}], "ops"
+    )
     index.add_messages(MESSAGES, "board")
     groups = index.search("restart the ingest worker and check queue depth", k=5, score_threshold=None, thread_id="ops")
     assert len({h.metadata["parent_id"] for h in groups[0].hits}) == 1 and len(groups[0].hits) > 1
@@ -77,7 +79,9 @@ def test_parent_expansion_reassembles_turns_and_dedupes(tmp_path, local_embedder
     assert text is not None and "Step 0:" in text and "Step 11:" in text and "All workers restarted." in text
     kept = expand_parents(index.store, groups, dedupe=False)
     assert len(kept[0].hits) == len(groups[0].hits) and all(h.parent_text == text for h in kept[0].hits)
-    texts = parent_texts(index.store, [("board", "board#1"), ("board", "board#2"), ("board", "missing#9"), ("ops", "board#1")])
+    texts = parent_texts(
+        index.store, [("board", "board#1"), ("board", "board#2"), ("board", "missing#9"), ("ops", "board#1")]
+    )
     assert set(texts) == {("board", "board#1"), ("board", "board#2")}
     assert texts[("board", "board#1")].index("Maria Chen") < texts[("board", "board#1")].index("He refused")
 
@@ -85,10 +89,14 @@ def test_parent_expansion_reassembles_turns_and_dedupes(tmp_path, local_embedder
 def test_parents_never_cross_threads(tmp_path, local_embedder):
     """Two threads holding the same document id (the issue's case) share a parent id, not a parent."""
     index = ContextualIndex(tmp_path / "leak", embedder=local_embedder)
-    index.add_documents([{"id": "notes.md", "text": "# Notes\nAlice private: diagnosis confidential-alice-777."}], thread_id="alice")
+    index.add_documents(
+        [{"id": "notes.md", "text": "# Notes\nAlice private: diagnosis confidential-alice-777."}], thread_id="alice"
+    )
     index.add_documents([{"id": "notes.md", "text": "# Notes\nBob notes: buy milk."}], thread_id="bob")
     # a document whose id equals another thread's id: its parent id starts with that thread's id
-    index.add_documents([{"id": "alice", "text": "# Alice\nCarol's page about alice: nothing private."}], thread_id="carol")
+    index.add_documents(
+        [{"id": "alice", "text": "# Alice\nCarol's page about alice: nothing private."}], thread_id="carol"
+    )
     for search in (index.search, lambda *a, **kw: asyncio.run(index.asearch(*a, **kw))):
         for thread, mine, theirs in (("bob", "buy milk", "confidential"), ("alice", "confidential", "buy milk")):
             groups = search("buy milk diagnosis notes", k=5, thread_id=thread, score_threshold=None, parents=True)
@@ -117,7 +125,7 @@ def test_late_context_with_zero_weight_is_pure_late_chunking(tmp_path, local_emb
     pieces = index.fit_pieces(turn)
     expected = late_context_vectors(local_embedder, pieces)
     stored = {r["id"]: r["embedding"] for r in index.store.chroma.iter_records(None, include=("embeddings",))}
-    for p, e in zip(pieces, expected):
+    for p, e in zip(pieces, expected, strict=True):
         assert float(np.dot(stored[p.id], e)) == pytest.approx(1.0, abs=1e-5)
 
 
@@ -141,7 +149,9 @@ def test_search_with_parents(tmp_path, local_embedder):
     assert len(groups[0].hits) == 1 and "Step 11:" in groups[0].hits[0].parent_text
     import asyncio
 
-    agroups = asyncio.run(index.asearch("restart the ingest worker and check queue depth", k=5, score_threshold=None, parents=True))
+    agroups = asyncio.run(
+        index.asearch("restart the ingest worker and check queue depth", k=5, score_threshold=None, parents=True)
+    )
     assert [h.id for h in agroups[0].hits] == [h.id for h in groups[0].hits]
 
 
@@ -149,7 +159,9 @@ def test_query_weight_is_separate_from_the_stored_weight(tmp_path, local_embedde
     from ctxret.query.vectors import query_vectors
 
     message = "Who offered to buy out the CEO? How much paper did we order?"
-    index = ContextualIndex(tmp_path / "qw", embedder=local_embedder, context="late", weight=0.0, query_weight=0.8, lexical=False)
+    index = ContextualIndex(
+        tmp_path / "qw", embedder=local_embedder, context="late", weight=0.0, query_weight=0.8, lexical=False
+    )
     parts, vecs = index.query_vectors(message)
     _, expected = query_vectors(local_embedder, message, weight=0.8)
     assert np.allclose(vecs, expected, atol=1e-6)

@@ -146,7 +146,10 @@ def test_an_embedding_that_cannot_finish_gives_empty_degraded_groups(local_embed
                 lambda: asyncio.run(ix.asearch(MESSAGE, thread_id="u1", deadline_ms=BUDGET_MS))):  # fmt: skip
         groups, elapsed = timed(run)
         assert elapsed < BOUND
-        assert [g.part for g in groups] == ["When does my flight to Lisbon leave?", "And when is the vet appointment for my dog?"]
+        assert [g.part for g in groups] == [
+            "When does my flight to Lisbon leave?",
+            "And when is the vet appointment for my dog?",
+        ]
         for g in groups:
             # the search stopped before it read the thread: the stages it knew it would run are skipped
             assert len(g) == 0 and g.degraded and g.stages == () and g.skipped == ("embed", "dense")
@@ -195,7 +198,9 @@ def test_openai_embedding_past_the_deadline(fake_openai, local_embedder):
 
 @pytest.mark.slow
 def test_chroma_server_with_views_and_a_deadline(chroma_server, local_embedder):
-    writer = lambda passage, bodies: [["Which purple zeppelin carries the orchestra?"] if "vet" in b else [] for b in bodies]  # noqa: E731
+    def writer(passage, bodies):
+        return [["Which purple zeppelin carries the orchestra?"] if "vet" in b else [] for b in bodies]
+
     ix = ContextualIndex(host=chroma_server.host, port=chroma_server.port, embedder=local_embedder,
                          collection=f"d-{uuid.uuid4().hex[:10]}", views=["questions"], view_writer=writer)  # fmt: skip
     ix.add_messages(MESSAGES, "u1")
@@ -213,7 +218,8 @@ def test_adapters_say_when_a_deadline_skipped_a_stage(index):
 
     kwargs = {"hyde": slow_hyde, "deadline_ms": BUDGET_MS, "lexical": False}
     docs = ContextualRetriever(index=index, thread_id="u1", score_threshold=None, search_kwargs=kwargs).invoke(MESSAGE)
-    assert docs and all(d.metadata["search_degraded"] is True and d.metadata["search_skipped"] == ["hyde"] for d in docs)
+    assert docs
+    assert all(d.metadata["search_degraded"] is True and d.metadata["search_skipped"] == ["hyde"] for d in docs)
     nodes = LlamaRetriever(index=index, thread_id="u1", score_threshold=None, search_kwargs=kwargs).retrieve(MESSAGE)
     assert nodes and all(n.node.metadata["search_skipped"] == ["hyde"] for n in nodes)
     plain = ContextualRetriever(index=index, thread_id="u1", score_threshold=None).invoke(MESSAGE)

@@ -38,8 +38,11 @@ def test_register_eval_adds_the_three_commands():
     assert (args.fixture, args.json_out, args.plot) == ("fx.json", "o.json", "o.png")
     assert (args.k, cli._weight(args), args.seed) == (5, 0.8, 0)
     assert cli.resolve_settings(args).embedder == "local"
-    args = parser.parse_args(["eval", "threads", "data/", "-k", "3", "--representations", "bm25,pieces", "--limit-queries", "7"])
-    assert args.func is cli.cmd_threads and args.k == 3 and args.representations == "bm25,pieces" and args.limit_queries == 7
+    args = parser.parse_args(
+        ["eval", "threads", "data/", "-k", "3", "--representations", "bm25,pieces", "--limit-queries", "7"]
+    )
+    assert args.func is cli.cmd_threads and args.k == 3
+    assert args.representations == "bm25,pieces" and args.limit_queries == 7
     args = parser.parse_args(["eval", "calibrate", "data/", "--weight", "0.9"])
     assert args.func is cli.cmd_calibrate and cli._weight(args) == 0.9
     args = parser.parse_args(["eval", "threads", "data/", "--weight", "1.5"])
@@ -59,7 +62,8 @@ def test_markdown_table_rendering():
     )
     assert pct(0.5843) == "58.4%" and pct(None) == "—"
     rows = [
-        {"representation": "bm25", "query_set": "facts", "top1_section": 0.863, "mrr": 0.9, "recall_at_5": 0.5, "n": 10},
+        {"representation": "bm25", "query_set": "facts", "top1_section": 0.863, "mrr": 0.9, "recall_at_5": 0.5,
+         "n": 10},
         {"representation": "pieces", "query_set": "composite", "coverage": 0.788, "n": 30},
     ]
     text = threads_table(rows)
@@ -69,8 +73,8 @@ def test_markdown_table_rendering():
 
 def test_controlled_command_writes_table_json_and_png(run, tmp_path):
     out_json, out_png = tmp_path / "c.json", tmp_path / "c.png"
-    code, out, _ = run("eval", "controlled", SMALL, "--limit-families", "3", "--representations", "isolated,whole,blend,bm25",
-                       "--json", out_json, "--plot", out_png)
+    code, out, _ = run("eval", "controlled", SMALL, "--limit-families", "3",
+                       "--representations", "isolated,whole,blend,bm25", "--json", out_json, "--plot", out_png)
     assert code == 0
     assert "| Representation" in out and "| isolated" in out and "Generic: top 4" in out
     data = json.loads(out_json.read_text())

@@ -166,7 +166,12 @@ def test_same_seed_same_rows(result, local_embedder):
 
 def test_weight_one_blend_equals_isolated(local_embedder):
     res = run_controlled(
-        SMALL, local_embedder, representations=["isolated", "blend", "late"], conditions=["clean"], weight=1.0, generic=False
+        SMALL,
+        local_embedder,
+        representations=["isolated", "blend", "late"],
+        conditions=["clean"],
+        weight=1.0,
+        generic=False,
     )
     by = {(r["representation"], r["block"]): r["top1"] for r in res.rows}
     assert by[("blend", "all")] == by[("isolated", "all")] == by[("late", "all")] == 0.25

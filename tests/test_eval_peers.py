@@ -6,12 +6,11 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from ctxret.evaluation.metrics import budget_recall, round_robin
 from ctxret.evaluation.peers import BM25sPeer, bm25s_tokens, ensemble_rrf
 from ctxret.evaluation.stats import paired_diff, per_cluster, stratified_bootstrap
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 TEXTS = [
     "[Session 1 · Caroline · May 8, 2023] I went to the LGBTQ support group yesterday and it was powerful.",
@@ -59,7 +58,10 @@ def test_ensemble_rrf_is_langchains_rule():
     """EnsembleRetriever(weights=[0.5, 0.5], c=60): Σ w/(rank + c), ties in first-appearance order (BM25 first)."""
     bm25, dense = [3, 1, 4, 5, 9], [2, 6, 5, 3, 8]
     fused = ensemble_rrf([bm25, dense])
-    expected = {d: sum(0.5 / (r + 1 + 60) for lst in (bm25, dense) for r, x in enumerate(lst) if x == d) for d in {*bm25, *dense}}
+    expected = {
+        d: sum(0.5 / (r + 1 + 60) for lst in (bm25, dense) for r, x in enumerate(lst) if x == d)
+        for d in {*bm25, *dense}
+    }
     assert dict(fused) == pytest.approx(expected)
     assert [d for d, _ in fused] == sorted(dict.fromkeys(bm25 + dense), key=lambda d: expected[d], reverse=True)
     assert [d for d, _ in fused][:2] == [3, 5]  # in both lists: first
@@ -78,7 +80,8 @@ def test_round_robin_takes_each_item_once_rank_by_rank(groups):
 def test_budget_recall_cuts_every_system_at_the_same_bytes():
     units = [{"a"}, {"b"}, {"c"}, {"d"}]
     assert budget_recall([[0, 1, 2]], [400, 400, 400, 400], units, {"a", "b", "c"}, 1000) == pytest.approx(2 / 3)
-    assert budget_recall([[0], [1], [2]], [400, 700, 10, 10], units, {"a", "c"}, 1000) == 0.5  # stops at the first misfit
+    # stops at the first misfit
+    assert budget_recall([[0], [1], [2]], [400, 700, 10, 10], units, {"a", "c"}, 1000) == 0.5
     assert budget_recall([[0, 0, 0]], [400] * 4, units, {"a", "b"}, 4000) == 0.5  # repeats cost nothing, gain nothing
     assert math.isnan(budget_recall([[0]], [1] * 4, units, set(), 100))
 

@@ -26,8 +26,8 @@ from ctxret.evaluation.threads import (
 )
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev"
-THREAD_KEYS = {"representation", "query_set", "top1_section", "top1_section_floor", "mrr", "recall_at_5", "recall_1000b",
-               "recall_4000b", "coverage", "n"}
+THREAD_KEYS = {"representation", "query_set", "top1_section", "top1_section_floor", "mrr", "recall_at_5",
+               "recall_1000b", "recall_4000b", "coverage", "n"}
 
 
 # -- metric functions, by hand ----------------------------------------------------------------
@@ -88,9 +88,11 @@ HOME = {
                "Hollis & Sons is the only quote that finishes the kitchen before Christmas.", "2026-10-03T09:14:00"),
         *_turn("For the record, my dogs are called Biscuit and Pepper. Biscuit is the beagle.",
                "Noted: Biscuit the beagle and Pepper.", "2026-10-03T09:31:00"),
-        {"role": "user", "content": "Book a table at Luigi's for four people on Friday at eight.", "timestamp": "2026-10-04T18:00:00"},
+        {"role": "user", "content": "Book a table at Luigi's for four people on Friday at eight.",
+         "timestamp": "2026-10-04T18:00:00"},
         {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {
-            "name": "book_table", "arguments": "{\"restaurant\": \"Luigi's\", \"guests\": 4, \"time\": \"Friday 20:00\"}"}}]},
+            "name": "book_table",
+            "arguments": "{\"restaurant\": \"Luigi's\", \"guests\": 4, \"time\": \"Friday 20:00\"}"}}]},
         {"role": "tool", "tool_call_id": "c1", "content": "Booked: Luigi's, Friday 20:00, 4 guests, reference LX42."},
         {"role": "assistant", "content": "Your table at Luigi's is booked, reference LX42."},
         *_turn("I'm flying to Lisbon on 14 October with TAP, seat 12A by the window.",
@@ -117,7 +119,8 @@ OPS = {
         *_turn("The payments API returned 502 errors for twenty minutes after the load balancer change.",
                "Rolling back the load balancer config fixed the 502 errors.", "2026-10-07T10:00:00"),
         *_turn("Plan the Postgres 16 migration of the orders database for the weekend maintenance window.",
-               "The orders database migration is planned for Saturday night with a logical replica.", "2026-10-07T11:00:00"),
+               "The orders database migration is planned for Saturday night with a logical replica.",
+               "2026-10-07T11:00:00"),
         *_turn("Who is on call next week? Put Ravi on the rota from Monday.",
                "Ravi is on call from Monday to Sunday next week.", "2026-10-08T09:00:00"),
         *_turn("The TLS certificate for shop.example.com expires in nine days.",
@@ -195,7 +198,8 @@ def test_synthetic_rows_schema_and_sanity(synthetic):
             assert set(r) == {"representation", "query_set", "coverage", "n"}
         else:
             assert "coverage" not in r
-            no_cosine = r["representation"] in ("bm25", "peer_bm25s", "peer_ensemble_rrf", "peer_query_fusion")  # no floor
+            # no floor
+            no_cosine = r["representation"] in ("bm25", "peer_bm25s", "peer_ensemble_rrf", "peer_query_fusion")
             assert ("top1_section_floor" in r) == (not no_cosine)
     by = {(r["representation"], r["query_set"]): r for r in rows}
     assert by[("pieces_blend", "facts")]["n"] == 9
@@ -228,7 +232,9 @@ def test_calibrate_on_synthetic_threads(synthetic, local_embedder):
         fusion_configs=fusion_grid((0.5, 0.8), (60.0,)),
     )
     assert set(res.recommended) == {"weight", "piece_bytes", "threshold", "fusion", "relevance"}
-    assert set(res.recommended["relevance"]["hybrid"]) == {"intercept", "cosine_weight", "coverage_weight", "coverage_sq_weight"}
+    assert set(res.recommended["relevance"]["hybrid"]) == {
+        "intercept", "cosine_weight", "coverage_weight", "coverage_sq_weight"
+    }
     assert res.recommended["weight"] in (0.8, 1.0)
     assert res.recommended["piece_bytes"] in (300, 600)
     assert 0.0 <= res.recommended["threshold"] <= 0.8
@@ -351,7 +357,8 @@ def test_hybrid_default_is_the_runtime_search(home_index, local_embedder):
         for lexical_floor in ("default", None):
             for q in RUNTIME_QUERIES:
                 kw = {} if lexical_floor == "default" else {"lexical_floor": None}
-                runtime = [[h.id for h in g.hits] for g in index.search(q, k=5, score_threshold=floor, thread_id="home", **kw)]
+                groups = index.search(q, k=5, score_threshold=floor, thread_id="home", **kw)
+                runtime = [[h.id for h in g.hits] for g in groups]
                 ret = THREAD_REPRESENTATIONS["hybrid_default"](home_index, q)
                 harness = []
                 for g in ret.groups:
@@ -392,7 +399,8 @@ class _NoTokens:
     def __init__(self, inner):
         self.inner = inner
         self.model_id, self.dims, self.max_tokens = inner.model_id, inner.dims, inner.max_tokens
-        self.default_piece_bytes, self.default_score_threshold = inner.default_piece_bytes, inner.default_score_threshold
+        self.default_piece_bytes = inner.default_piece_bytes
+        self.default_score_threshold = inner.default_score_threshold
 
     def embed(self, texts):
         return self.inner.embed(texts)

@@ -20,8 +20,14 @@ from sample_threads import GARDEN, thread
 
 TRAVEL = thread(
     [
-        ("Book me a flight to Lisbon on the 3rd of December.", "Your flight TP1347 to Lisbon is booked for December 3rd."),
-        ("The hotel booking reference is XJ42Q for the Alfama guesthouse.", "Saved: Alfama guesthouse, reference XJ42Q."),
+        (
+            "Book me a flight to Lisbon on the 3rd of December.",
+            "Your flight TP1347 to Lisbon is booked for December 3rd.",
+        ),
+        (
+            "The hotel booking reference is XJ42Q for the Alfama guesthouse.",
+            "Saved: Alfama guesthouse, reference XJ42Q.",
+        ),
         ("My passport expires in March, should I renew it?", "Yes, renew the passport before travelling."),
     ],
     day=2,
@@ -40,7 +46,10 @@ TENANTS = [f"tenant-{n}" for n in range(6)]
 def tenant_thread(n: int) -> list[dict]:
     return thread(
         [
-            (f"Invoice INV-{n}00 for the shipping of order {n}42 is overdue.", f"I flagged invoice INV-{n}00 as overdue."),
+            (
+                f"Invoice INV-{n}00 for the shipping of order {n}42 is overdue.",
+                f"I flagged invoice INV-{n}00 as overdue.",
+            ),
             (f"The refund for order {n}42 should go to account ending {n}{n}7.", "Refund noted."),
         ],
         day=4 + n,
@@ -109,7 +118,9 @@ def test_lexical_defaults_per_store(tmp_path, local_embedder, make):
     scoped = plain.search("tomatoes", thread_id="g", score_threshold=None)[0].hits
     assert scoped and "bm25" in scoped[0].scores  # a thread scope gets BM25 from the thread's pieces
     assert "bm25" not in plain.search("tomatoes", score_threshold=None)[0].hits[0].scores
-    custom = ContextualIndex(client=client, collection=name, embedder=local_embedder, lexical_path=tmp_path / "c.sqlite3")
+    custom = ContextualIndex(
+        client=client, collection=name, embedder=local_embedder, lexical_path=tmp_path / "c.sqlite3"
+    )
     assert custom.lexical_index is not None
 
     off = make(tmp_path / "off", lexical=False)
@@ -275,7 +286,9 @@ def test_reopen_gives_the_same_lexical_results(tmp_path, make):
 
 # -- search behaviour ------------------------------------------------------------------------------
 def test_thread_scoping_never_leaks(corpus):
-    queries = ["invoice overdue shipping", "refund account", "tomatoes blight", "Lisbon flight", "東京タワー", "order 142"]
+    queries = [
+        "invoice overdue shipping", "refund account", "tomatoes blight", "Lisbon flight", "東京タワー", "order 142"
+    ]  # fmt: skip
     for th in [*TENANTS, "garden", "travel", "ja"]:
         for q in queries:
             for g in corpus.search(q, k=5, thread_id=th, score_threshold=None):
@@ -319,14 +332,20 @@ def test_groups_never_exceed_k_and_keep_per_part_separation(corpus):
 
 def test_where_filter_holds_for_lexical_hits(corpus):
     # the user pieces match these words best, but only assistant pieces may come back
-    groups = corpus.search("tomatoes blight lower leaves back garden", k=5, where={"source_kind": "assistant"}, score_threshold=None)
+    groups = corpus.search(
+        "tomatoes blight lower leaves back garden", k=5, where={"source_kind": "assistant"}, score_threshold=None
+    )
     hits = [h for g in groups for h in g.hits]
     assert hits and all(h.metadata["source_kind"] == "assistant" for h in hits)
-    groups = corpus.search("XJ42Q passport Lisbon invoice tomatoes", k=10, where={"project": "trips"}, score_threshold=None)
+    groups = corpus.search(
+        "XJ42Q passport Lisbon invoice tomatoes", k=10, where={"project": "trips"}, score_threshold=None
+    )
     hits = [h for g in groups for h in g.hits]
     assert hits and all(h.metadata["thread_id"] == "travel" for h in hits)
     # filter and thread scope together
-    groups = corpus.search("refund invoice", k=10, thread_id="tenant-2", where={"source_kind": "user"}, score_threshold=None)
+    groups = corpus.search(
+        "refund invoice", k=10, thread_id="tenant-2", where={"source_kind": "user"}, score_threshold=None
+    )
     hits = [h for g in groups for h in g.hits]
     assert hits and all(h.metadata["thread_id"] == "tenant-2" and h.metadata["source_kind"] == "user" for h in hits)
 
@@ -357,9 +376,14 @@ def test_floor_with_fusion_keeps_strong_lexical_hits_and_empty_parts(corpus):
     # a piece holding the part's rare words is kept although no cosine reaches 0.99 ...
     hits = corpus.search("Alfama guesthouse reference", k=10, thread_id="travel", score_threshold=0.99)[0].hits
     assert hits and all("Alfama" in h.text for h in hits)
-    assert corpus.search("Alfama guesthouse reference", k=10, thread_id="travel", score_threshold=0.99, lexical=False)[0].hits == ()
+    dense_only = corpus.search(
+        "Alfama guesthouse reference", k=10, thread_id="travel", score_threshold=0.99, lexical=False
+    )
+    assert dense_only[0].hits == ()
     # ... unless the lexical exemption is off: then the cosine floor holds for every hit
-    strict = corpus.search("Alfama guesthouse reference", k=10, thread_id="travel", score_threshold=0.99, lexical_floor=None)
+    strict = corpus.search(
+        "Alfama guesthouse reference", k=10, thread_id="travel", score_threshold=0.99, lexical_floor=None
+    )
     assert strict[0].hits == ()
     # a part about nothing in memory still comes back empty (common words weigh nothing)
     groups = corpus.search(
@@ -374,7 +398,8 @@ def test_floor_with_fusion_keeps_strong_lexical_hits_and_empty_parts(corpus):
                 for h in g.hits:
                     assert h.scores["cosine"] >= floor or cov[h.id] >= 0.3, (q, h.text, h.scores, cov[h.id])
     # no floor at all: k hits
-    assert len(corpus.search("lattice QCD gluon propagators", k=3, thread_id="travel", score_threshold=None)[0].hits) == 3
+    unfloored = corpus.search("lattice QCD gluon propagators", k=3, thread_id="travel", score_threshold=None)
+    assert len(unfloored[0].hits) == 3
 
 
 def test_dense_only_behaviour_is_unchanged(corpus, local_embedder):
@@ -433,7 +458,11 @@ def test_adapters_pass_the_settings_through(corpus):
     from langchain_ctxret import ContextualRetriever
 
     retriever = ContextualRetriever(
-        index=corpus, k=2, thread_id="travel", score_threshold=None, search_kwargs={"fusion": "weighted_rrf", "lexical_weight": 0.8}
+        index=corpus,
+        k=2,
+        thread_id="travel",
+        score_threshold=None,
+        search_kwargs={"fusion": "weighted_rrf", "lexical_weight": 0.8},
     )
     docs = retriever.invoke("hotel reference XJ42Q")
     assert docs and "XJ42Q" in docs[0].page_content
@@ -446,5 +475,6 @@ def test_adapters_pass_the_settings_through(corpus):
 
     from llamaindex_ctxret import ContextualRetriever as LlamaRetriever
 
-    nodes = LlamaRetriever(index=corpus, similarity_top_k=2, thread_id="travel", score_threshold=None).retrieve("hotel reference XJ42Q")
+    retriever = LlamaRetriever(index=corpus, similarity_top_k=2, thread_id="travel", score_threshold=None)
+    nodes = retriever.retrieve("hotel reference XJ42Q")
     assert nodes and "XJ42Q" in nodes[0].node.get_content()

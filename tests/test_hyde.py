@@ -88,7 +88,9 @@ def test_frameworks_llms_are_taken_directly(index):
     # LangChain: through the retriever's search_kwargs, one LLM call per part
     responses = [*ANSWERS.values(), "unused"]  # the fakes cycle: a third answer makes the count visible
     for llm in (FakeListLLM(responses=responses), FakeListChatModel(responses=responses)):
-        retriever = ContextualRetriever(index=index, k=2, thread_id="u1", search_kwargs={"hyde": llm, "deadline_ms": 30_000})
+        retriever = ContextualRetriever(
+            index=index, k=2, thread_id="u1", search_kwargs={"hyde": llm, "deadline_ms": 30_000}
+        )
         docs = retriever.invoke(MESSAGE)
         assert llm.i == 2 and docs and {d.metadata["group"] for d in docs} == {0, 1}
     # LlamaIndex MockLLM (it echoes the prompt), sync and async

@@ -75,7 +75,9 @@ def test_add_then_search_groups_obey_k_threshold_and_order(make_index):
     result = index.add_messages(GARDEN, thread_id="home")
     assert result.added == index.store.count() > 0
     assert result.turns == 4 and result.turns_changed == 4
-    groups = index.search("When is the dentist appointment? Also what colour for the kitchen cabinets?", k=2, thread_id="home")
+    groups = index.search(
+        "When is the dentist appointment? Also what colour for the kitchen cabinets?", k=2, thread_id="home"
+    )
     assert [g.part_index for g in groups] == [0, 1]
     for g in groups:
         assert len(g.hits) <= 2
@@ -93,18 +95,23 @@ def test_add_then_search_groups_obey_k_threshold_and_order(make_index):
 def test_no_padding_and_groups_kept_when_empty(make_index):
     index = make_index()
     index.add_messages(GARDEN, thread_id="home")
-    groups = index.search("Tell me about the tomato blight. What about quantum chromodynamics lattice gauge theory?", k=5, score_threshold=0.45)
+    message = "Tell me about the tomato blight. What about quantum chromodynamics lattice gauge theory?"
+    groups = index.search(message, k=5, score_threshold=0.45)
     assert len(groups) == 2
     assert all(h.score >= 0.45 for g in groups for h in g.hits)
     assert len(groups[0].hits) < 5  # a part with few good matches is not padded
-    unfloored = index.search("Tell me about the tomato blight. What about quantum chromodynamics lattice gauge theory?", k=5, score_threshold=None)
+    unfloored = index.search(message, k=5, score_threshold=None)
     assert [len(g.hits) for g in unfloored] == [5, 5]
 
 
 def test_duplicates_across_groups_are_kept(make_index):
     index = make_index()
     index.add_messages(GARDEN, thread_id="home")
-    groups = index.search("The tomatoes have blight on the lower leaves. The tomato plants have blight on the lower leaves!", k=1, score_threshold=None)
+    groups = index.search(
+        "The tomatoes have blight on the lower leaves. The tomato plants have blight on the lower leaves!",
+        k=1,
+        score_threshold=None,
+    )
     assert len(groups) == 2
     assert groups[0].hits[0].id == groups[1].hits[0].id
 
@@ -143,10 +150,19 @@ def test_changed_turn_replaces_its_pieces_without_orphans(make_index):
 def test_thread_scoping_never_leaks(make_index):
     index = make_index()
     names = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]
-    pets = ["a parrot named Kiwi", "a cat named Miso", "a tortoise named Atlas", "two goldfish", "a rabbit named Clover", "a hamster named Pip"]
-    for name, pet in zip(names, pets):
-        index.add_messages(thread([(f"I have {pet} at home.", "Lovely."), ("My flight to Lisbon leaves on Monday.", "Safe travels.")]), thread_id=name)
-    queries = ["What pet do I have?", "When is my flight? What is my pet called?", "Lisbon travel plans.", "Tell me about the tortoise."]
+    pets = [
+        "a parrot named Kiwi", "a cat named Miso", "a tortoise named Atlas", "two goldfish", "a rabbit named Clover",
+        "a hamster named Pip",
+    ]  # fmt: skip
+    for name, pet in zip(names, pets, strict=True):
+        index.add_messages(
+            thread([(f"I have {pet} at home.", "Lovely."), ("My flight to Lisbon leaves on Monday.", "Safe travels.")]),
+            thread_id=name,
+        )
+    queries = [
+        "What pet do I have?", "When is my flight? What is my pet called?", "Lisbon travel plans.",
+        "Tell me about the tortoise.",
+    ]  # fmt: skip
     for name in names:
         for q in queries:
             for g in index.search(q, k=5, score_threshold=None, thread_id=name):
@@ -246,8 +262,13 @@ def test_async_search_matches_sync(make_index):
 
 def test_documents_sections_are_context(make_index):
     index = make_index()
-    doc = "# Runbook\n\n## Rollback\nRun deploy.sh --rollback and page the on-call.\n\n## Backups\nSnapshots run nightly at 2 am."
-    result = index.add_documents([{"text": doc, "title": "Ops runbook", "id": "runbook", "metadata": {"team": "infra"}}])
+    doc = (
+        "# Runbook\n\n## Rollback\nRun deploy.sh --rollback and page the on-call.\n\n"
+        "## Backups\nSnapshots run nightly at 2 am."
+    )
+    result = index.add_documents(
+        [{"text": doc, "title": "Ops runbook", "id": "runbook", "metadata": {"team": "infra"}}]
+    )
     assert result.turns == 2
     groups = index.search("How do I roll back a deploy?", k=1, where={"team": "infra"})
     hit = groups[0].hits[0]
@@ -255,7 +276,9 @@ def test_documents_sections_are_context(make_index):
     assert hit.metadata["doc_id"] == "runbook" and hit.metadata["kind"] == "section"
     # re-adding an edited document with the same id replaces its changed section only
     edited = doc.replace("Snapshots run nightly at 2 am.", "Snapshots run hourly.")
-    again = index.add_documents([{"text": edited, "title": "Ops runbook", "id": "runbook", "metadata": {"team": "infra"}}])
+    again = index.add_documents(
+        [{"text": edited, "title": "Ops runbook", "id": "runbook", "metadata": {"team": "infra"}}]
+    )
     assert again.turns_changed == 1 and again.replaced == 1
     bodies = [r["metadata"]["body"] for r in index.store.chroma.iter_records({"doc_id": "runbook"})]
     assert any("hourly" in b for b in bodies) and not any("nightly" in b for b in bodies)
@@ -276,14 +299,26 @@ def test_large_tool_result_is_packed_to_fit_the_model(make_index, local_embedder
     rows = rows.replace("SHP-4271, Rotterdam, delivered", "SHP-4271, Reykjavik, held at customs: missing EORI number")
     messages = [
         {"role": "user", "content": "Export the shipments please."},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "logistics_export", "arguments": "{\"warehouse\": \"north\"}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "logistics_export", "arguments": "{\"warehouse\": \"north\"}"},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": rows},
     ]
     index.add_messages(messages, thread_id="ops")
     records = list(index.store.chroma.iter_records(None, include=("metadatas", "documents")))
     texts = [r["document"] for r in records]
     assert max(local_embedder.count_tokens(texts)) <= local_embedder.max_tokens
-    tool = sorted((r["metadata"] for r in records if r["metadata"]["source_kind"] == "tool"), key=lambda m: m["ordinal"])
+    tool = sorted(
+        (r["metadata"] for r in records if r["metadata"]["source_kind"] == "tool"), key=lambda m: m["ordinal"]
+    )
     assert len(tool) > 10
     joined = "".join("".join(m["body"] for m in tool).split())
     assert "".join(rows.split()) in joined  # the whole result is stored, nothing truncated
@@ -292,7 +327,8 @@ def test_large_tool_result_is_packed_to_fit_the_model(make_index, local_embedder
 
 
 def test_the_seed_dogs_case(tmp_path, local_embedder):
-    """A long engineering correction that also asks for the dogs' names: the dog part's group finds them; one vector does not."""
+    """A long engineering correction that also asks for the dogs' names: the dog part's group finds them;
+    one vector does not."""
     case = json.loads((DATA / "dogs_thread.json").read_text())
     index = ContextualIndex(tmp_path / "dogs", embedder=local_embedder)
     index.add_messages(case["messages"], thread_id=case["thread_id"])
@@ -301,7 +337,9 @@ def test_the_seed_dogs_case(tmp_path, local_embedder):
     assert len(groups) > 2
     dog_groups = [g for g in groups if "dog" in g.part.lower()]
     assert dog_groups, [g.part for g in groups]
-    assert any(fact in h.text for g in dog_groups for h in g.hits[:1]), [(g.part, [h.text[:60] for h in g.hits]) for g in dog_groups]
+    assert any(fact in h.text for g in dog_groups for h in g.hits[:1]), [
+        (g.part, [h.text[:60] for h in g.hits]) for g in dog_groups
+    ]
     single = index.search(case["message"], k=5, split=False, thread_id=case["thread_id"], score_threshold=None)
     assert fact not in single[0].hits[0].text
 
@@ -350,5 +388,7 @@ def test_async_search_awaits_the_embedders_async_path(tmp_path, local_embedder):
     index = ContextualIndex(tmp_path / "a", embedder=emb)
     index.add_messages(GARDEN, thread_id="home")
     emb.sync_allowed = False
-    groups = asyncio.run(index.asearch("When is the dentist appointment now? What colour are the kitchen cabinets?", k=1))
+    groups = asyncio.run(
+        index.asearch("When is the dentist appointment now? What colour are the kitchen cabinets?", k=1)
+    )
     assert emb.async_calls == 1 and len(groups) == 2

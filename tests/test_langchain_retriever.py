@@ -635,16 +635,20 @@ def _langchain_thread() -> list:
 
 def _openai_dicts() -> list[dict]:
     def call(cid, name, args):
-        return {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}}
+        return {
+            "id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}
+        }  # fmt: skip
 
     return [
-        {"role": "user", "content": [{"type": "text", "text": _ASK}, {"type": "image_url", "image_url": {"url": _PNG}}]},
+        {"role": "user",
+         "content": [{"type": "text", "text": _ASK}, {"type": "image_url", "image_url": {"url": _PNG}}]},
         {"role": "assistant", "content": "Let me search.",
          "tool_calls": [call("toolu_1", "search_flights", _ARGS), call("toolu_2", "get_weather", {"city": "Lisbon"})]},
         {"role": "tool", "tool_call_id": "toolu_1", "content": _FLIGHTS},
         {"role": "tool", "tool_call_id": "toolu_2", "content": "weather service down", "is_error": True},
         {"role": "assistant", "content": "TP 541 leaves at 07:05."},
-        {"role": "user", "content": [{"type": "text", "text": "Book it."}, {"type": "image_url", "image_url": {"url": _MAP}}]},
+        {"role": "user",
+         "content": [{"type": "text", "text": "Book it."}, {"type": "image_url", "image_url": {"url": _MAP}}]},
         {"role": "assistant", "content": None, "tool_calls": [call("toolu_3", "book_flight", {"flight": "TP 541"})]},
         {"role": "tool", "tool_call_id": "toolu_3", "content": "PNR X7K2QP"},
     ]
@@ -671,7 +675,8 @@ def _anthropic_dicts() -> list[dict]:
             {"type": "text", "text": "Book it."},
             {"type": "image", "source": {"type": "url", "url": _MAP}},
         ]},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_3", "name": "book_flight", "input": {"flight": "TP 541"}}]},
+        {"role": "assistant",
+         "content": [{"type": "tool_use", "id": "toolu_3", "name": "book_flight", "input": {"flight": "TP 541"}}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_3", "content": "PNR X7K2QP"}]},
     ]
 
@@ -688,7 +693,8 @@ def test_langchain_openai_and_anthropic_forms_make_identical_pieces():
     assert texts == [
         f"[Turn 1 · User]\n{_ASK}\n[image: image/png]",
         "[Turn 1 · Assistant]\nLet me search.",
-        f'[Turn 1 · Tool search_flights]\nsearch_flights arguments: {json.dumps(_ARGS, ensure_ascii=False)}\nResult: {_FLIGHTS}',
+        f"[Turn 1 · Tool search_flights]\nsearch_flights arguments: {json.dumps(_ARGS, ensure_ascii=False)}\n"
+        f"Result: {_FLIGHTS}",
         '[Turn 1 · Tool get_weather]\nget_weather arguments: {"city": "Lisbon"}\nResult (error): weather service down',
         "[Turn 1 · Assistant]\nTP 541 leaves at 07:05.",
         f"[Turn 2 · User]\nBook it.\n[image: {_MAP}]",
@@ -713,6 +719,8 @@ def test_langchain_ai_message_with_only_tool_use_blocks():
 
 
 def test_tool_message_with_error_status_is_marked():
-    out = messages_to_openai([ToolMessage("boom", tool_call_id="c", status="error"), ToolMessage("ok", tool_call_id="d")])
+    out = messages_to_openai(
+        [ToolMessage("boom", tool_call_id="c", status="error"), ToolMessage("ok", tool_call_id="d")]
+    )
     assert out[0] == {"role": "tool", "tool_call_id": "c", "content": "boom", "is_error": True}
     assert "is_error" not in out[1]

@@ -171,7 +171,8 @@ def test_coverage_weighs_rare_words_and_ignores_common_ones():
         lex.upsert(list(texts), list(texts.values()), ["t"] * 6, [f"t#{i}" for i in range(6)])
         cov = lex.coverage("How long do I bake the chocolate cake?", list(texts))
         n = 6
-        idf = {t: math.log((n - df + 0.5) / (df + 0.5)) for t, df in {"how": 1, "long": 1, "bake": 2, "chocolate": 1, "cake": 2}.items()}
+        df_of = {"how": 1, "long": 1, "bake": 2, "chocolate": 1, "cake": 2}
+        idf = {t: math.log((n - df + 0.5) / (df + 0.5)) for t, df in df_of.items()}
         absent = math.log((n + 0.5) / 0.5)  # "do", "i": no piece holds them
         total = sum(idf.values()) + 2 * absent
         assert cov["cake"] == pytest.approx(sum(idf.values()) / total)
@@ -202,7 +203,7 @@ def test_upsert_replace_delete_clear():
 def test_a_failed_write_leaves_nothing_half_written():
     with LexicalIndex() as lex:
         lex.upsert(["a"], ["alpha"], ["t"], ["t#1"])
-        with pytest.raises(Exception):
+        with pytest.raises(InputError, match="expects a string"):
             lex.write(["b", "c"], ["beta", None], ["t", "t"], ["t#2", "t#3"])  # type: ignore[list-item]
         assert lex.ids() == {"a"}
 

@@ -450,7 +450,8 @@ async def test_pipeline_store_retriever_query_engine(index):
 
 
 def test_hybrid_scores_are_named_and_ranked(tmp_path, local_embedder):
-    """With the default hybrid search, NodeWithScore.score is the relevance; the ranking score is named in the metadata."""
+    """With the default hybrid search, NodeWithScore.score is the relevance; the ranking score is named in the
+    metadata."""
     idx = ContextualIndex(tmp_path / "hy", embedder=local_embedder)
     add_documents_to_index(idx, _documents())
     nodes = ContextualRetriever(idx, similarity_top_k=3, score_threshold=None).retrieve(

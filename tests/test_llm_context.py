@@ -22,14 +22,17 @@ MESSAGES = [
 
 def situate(passage: str, bodies):
     """A deterministic contextualizer (stands in for an LLM call): names the passage's subject per piece."""
-    return [f"From the Zephyrine board minutes about the Helix Capital buyout: piece {i + 1}." for i in range(len(bodies))]
+    return [
+        f"From the Zephyrine board minutes about the Helix Capital buyout: piece {i + 1}." for i in range(len(bodies))
+    ]
 
 
 def test_llm_context_is_stored_blended_and_indexed_for_bm25(tmp_path, local_embedder):
     index = ContextualIndex(tmp_path / "llm", embedder=local_embedder, context="llm", contextualizer=situate)
     index.add_messages(MESSAGES, "board")
     records = list(index.store.chroma.iter_records(None, include=("metadatas", "documents", "embeddings")))
-    assert records and all(r["metadata"]["context_text"].startswith("From the Zephyrine board minutes") for r in records)
+    assert records
+    assert all(r["metadata"]["context_text"].startswith("From the Zephyrine board minutes") for r in records)
     # the shown/embedded piece text stays the original; the line is the context vector
     for r in records:
         assert "Zephyrine" not in r["document"]
@@ -48,7 +51,9 @@ def test_llm_context_is_stored_blended_and_indexed_for_bm25(tmp_path, local_embe
 
 
 def test_contextualizer_errors_write_nothing(tmp_path, local_embedder):
-    index = ContextualIndex(tmp_path / "bad", embedder=local_embedder, context="llm", contextualizer=lambda p, b: ["only one"])
+    index = ContextualIndex(
+        tmp_path / "bad", embedder=local_embedder, context="llm", contextualizer=lambda p, b: ["only one"]
+    )
     with pytest.raises(InputError, match="one context line"):
         index.add_messages(MESSAGES, "board")
     assert index.store.count() == 0
@@ -88,8 +93,12 @@ def test_parse_numbered_lines():
 @pytest.mark.parametrize("make", [FakeListLLM, FakeListChatModel])
 def test_langchain_llm_contextualizer(tmp_path, local_embedder, make):
     turn = turns_from_messages(MESSAGES, "board")[0]
-    llm = make(responses=["1. Helix Capital's buyout offer to CEO Maria Chen.\n2. Maria Chen refuses the Helix buyout."])
-    index = ContextualIndex(tmp_path / "lc", embedder=local_embedder, context="llm", contextualizer=llm_contextualizer(llm))
+    llm = make(
+        responses=["1. Helix Capital's buyout offer to CEO Maria Chen.\n2. Maria Chen refuses the Helix buyout."]
+    )
+    index = ContextualIndex(
+        tmp_path / "lc", embedder=local_embedder, context="llm", contextualizer=llm_contextualizer(llm)
+    )
     pieces = index.fit_pieces(turn)
     assert len(pieces) == 2
     index.add_messages(MESSAGES, "board")
@@ -102,9 +111,14 @@ def test_langchain_llm_contextualizer(tmp_path, local_embedder, make):
 
 def test_missing_line_falls_back_to_the_mean_context(tmp_path, local_embedder):
     llm = FakeListLLM(responses=["1. Helix Capital's buyout offer to CEO Maria Chen."])  # no line 2
-    index = ContextualIndex(tmp_path / "fb", embedder=local_embedder, context="llm", contextualizer=llm_contextualizer(llm), lexical=False)
+    index = ContextualIndex(
+        tmp_path / "fb", embedder=local_embedder, context="llm", contextualizer=llm_contextualizer(llm), lexical=False
+    )
     index.add_messages(MESSAGES, "board")
-    records = sorted(index.store.chroma.iter_records(None, include=("metadatas", "embeddings", "documents")), key=lambda r: r["metadata"]["source_ordinal"])
+    records = sorted(
+        index.store.chroma.iter_records(None, include=("metadatas", "embeddings", "documents")),
+        key=lambda r: r["metadata"]["source_ordinal"],
+    )
     assert "context_text" in records[0]["metadata"] and "context_text" not in records[1]["metadata"]
     own = local_embedder.embed([r["document"] for r in records])
     mean = own.mean(axis=0)

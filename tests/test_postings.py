@@ -4,15 +4,16 @@ follow writes made through another connection to the same file."""
 from __future__ import annotations
 
 import math
+import sqlite3
 
 import pytest
+from ctxret.storage.lexical import LexicalIndex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxret.storage.lexical import LexicalIndex
-
 WORDS = ["parking", "garage", "level", "car", "dentist", "appointment", "thursday", "lisbon", "flight", "hotel",
-         "the", "is", "my", "code", "locker", "gym", "birthday", "sister", "quote", "plumber", "release", "priya"]  # fmt: skip
+         "the", "is", "my", "code", "locker", "gym", "birthday", "sister", "quote", "plumber", "release",
+         "priya"]  # fmt: skip
 THREADS = ["t1", "t2", "t3"]
 
 text = st.lists(st.sampled_from(WORDS), min_size=0, max_size=12).map(" ".join)
@@ -40,7 +41,12 @@ def _same_ranking(a: list[tuple[str, float]], b: list[tuple[str, float]]) -> Non
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ops=st.lists(op, min_size=1, max_size=8), query=text, k=st.integers(1, 12), scope=st.sampled_from([None, ["t1"], ["t2", "t3"]]))
+@given(
+    ops=st.lists(op, min_size=1, max_size=8),
+    query=text,
+    k=st.integers(1, 12),
+    scope=st.sampled_from([None, ["t1"], ["t2", "t3"]]),
+)
 def test_memory_gives_fts5_numbers_through_any_writes(ops, query, k, scope) -> None:
     fts5 = LexicalIndex(":memory:", memory=False)
     mem = LexicalIndex(":memory:")
@@ -105,7 +111,7 @@ def test_a_failed_transaction_leaves_the_postings_as_the_file(tmp_path) -> None:
     ix = LexicalIndex(tmp_path / "lexical.sqlite3")
     ix.write(["p1"], ["parking garage"], ["t1"], ["turn"])
     ix.search("garage", 1)
-    with pytest.raises(Exception):  # a duplicate id inside one write breaks the UNIQUE constraint
+    with pytest.raises(sqlite3.IntegrityError):  # a duplicate id inside one write breaks the UNIQUE constraint
         ix.write(["p2", "p2"], ["garage a", "garage b"], ["t1", "t1"], ["turn", "turn"])
     assert [i for i, _ in ix.search("garage", 5)] == ["p1"]
     assert ix.count() == 1

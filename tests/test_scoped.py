@@ -24,8 +24,8 @@ TEXTS = {
     "a6": "Running shoes, running socks and a running watch for the marathon.",
     "a7": "Dogs and foxes are related animals; the fox is wild.",
 }
-QUERIES = ["When did Caroline attend a support group?", "fox dog", "running marathon shoes", "東京タワー", "painting the lake",
-           "What did Melanie paint?", "the", "nothing matches zzz"]
+QUERIES = ["When did Caroline attend a support group?", "fox dog", "running marathon shoes", "東京タワー",
+           "painting the lake", "What did Melanie paint?", "the", "nothing matches zzz"]
 
 
 def test_scoped_bm25_is_the_lexical_files_bm25():
@@ -42,7 +42,9 @@ def test_scoped_bm25_is_the_lexical_files_bm25():
             assert corpus.coverage(q, list(TEXTS)) == pytest.approx(lex.coverage(q, list(TEXTS)), rel=1e-9)
 
 
-SCALARS = st.one_of(st.integers(-3, 3), st.floats(-3, 3, allow_nan=False), st.sampled_from(["red", "blue", "x"]), st.booleans())
+SCALARS = st.one_of(
+    st.integers(-3, 3), st.floats(-3, 3, allow_nan=False), st.sampled_from(["red", "blue", "x"]), st.booleans()
+)
 KEYS = st.sampled_from(["n", "colour", "flag", "missing"])
 LEAF = st.builds(lambda k, op, v: {k: {op: v}} if op != "=" else {k: v}, KEYS,
                  st.sampled_from(["=", "$eq", "$ne", "$gt", "$gte", "$lt", "$lte"]), SCALARS) | st.builds(
@@ -110,7 +112,7 @@ def test_memory_path_gives_chromas_dense_answers(threads_index, where, local_emb
         assert view is not store
         ours = view.dense(q, 5, scope)
         theirs = store.dense(q, 5, scope)  # Chroma's filtered HNSW query
-        for a, b in zip(ours, theirs):
+        for a, b in zip(ours, theirs, strict=True):
             assert [r[0] for r in a] == [r[0] for r in b]
             assert [r[2] for r in a] == pytest.approx([r[2] for r in b], abs=1e-5)
 

@@ -102,7 +102,13 @@ def test_part_accuracy_ignores_whitespace_differences():
 
 def test_part_accuracy_reads_a_jsonl_path(tmp_path):
     path = tmp_path / "f.jsonl"
-    rows = [{"id": "x", "message": "Who is on call? Where is the runbook?", "parts": ["Who is on call?", "Where is the runbook?"]}]
+    rows = [
+        {
+            "id": "x",
+            "message": "Who is on call? Where is the runbook?",
+            "parts": ["Who is on call?", "Where is the runbook?"],
+        }
+    ]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n\n", encoding="utf-8")
     assert part_accuracy(path).exact == 1.0
     assert part_accuracy(str(path), seed_split_prompt_chunks).exact == 0.0
@@ -220,7 +226,10 @@ def test_list_items_are_their_own_parts_and_the_lead_in_joins_the_first():
 
 
 def test_a_fenced_code_block_stays_in_one_part():
-    message = "Why does this fail?\n```python\n# Load it. Then print!\nprint(df.head())\n\nx = 1\n```\nAlso, which version do we pin?"
+    message = (
+        "Why does this fail?\n```python\n# Load it. Then print!\nprint(df.head())\n\nx = 1\n```\n"
+        "Also, which version do we pin?"
+    )
     assert split_prompt_chunks(message) == [
         "Why does this fail? ```python # Load it. Then print! print(df.head()) x = 1 ```",
         "Also, which version do we pin?",
@@ -246,7 +255,10 @@ def test_an_unclosed_fence_is_ordinary_text():
 
 
 def test_quoted_lines_stay_together():
-    message = "> Can we move the launch? Marketing needs a week.\n> Please reply by Monday.\nWho asked for this? Is the date confirmed?"
+    message = (
+        "> Can we move the launch? Marketing needs a week.\n> Please reply by Monday.\n"
+        "Who asked for this? Is the date confirmed?"
+    )
     assert split_prompt_chunks(message) == [
         "> Can we move the launch? Marketing needs a week. > Please reply by Monday. Who asked for this?",
         "Is the date confirmed?",
@@ -261,9 +273,15 @@ def test_headings_and_pasted_logs():
         "## Deploy When is the next window?",
         "## Billing Who approves refunds?",
     ]
-    log = "Getting this:\n2024-05-02 03:14:07 ERROR svc Timeout. Retrying.\n2024-05-02 03:14:38 ERROR svc Timeout. Giving up.\nSame as Tuesday? Who is on call?"
+    log = (
+        "Getting this:\n"
+        "2024-05-02 03:14:07 ERROR svc Timeout. Retrying.\n"
+        "2024-05-02 03:14:38 ERROR svc Timeout. Giving up.\n"
+        "Same as Tuesday? Who is on call?"
+    )
     assert split_prompt_chunks(log) == [
-        "Getting this: 2024-05-02 03:14:07 ERROR svc Timeout. Retrying. 2024-05-02 03:14:38 ERROR svc Timeout. Giving up. Same as Tuesday?",
+        "Getting this: 2024-05-02 03:14:07 ERROR svc Timeout. Retrying. "
+        "2024-05-02 03:14:38 ERROR svc Timeout. Giving up. Same as Tuesday?",
         "Who is on call?",
     ]
 
@@ -308,7 +326,9 @@ _word = st.text(alphabet=st.sampled_from(list("abcdefghijklmnopqrstuvwxyz")), mi
     lambda w: w not in _ABBREVIATION_WORDS
 )
 _qword = st.sampled_from(["Who", "What", "Where", "When", "Why", "How", "Is", "Can", "Did", "Wer", "Où", "¿Dónde"])
-_verb = st.sampled_from(["Send", "Book", "List", "Check", "Restart", "Email", "Schick", "Envoie", "Reserva", "Please send"])
+_verb = st.sampled_from(
+    ["Send", "Book", "List", "Check", "Restart", "Email", "Schick", "Envoie", "Reserva", "Please send"]
+)
 _question = st.builds(lambda q, ws: f"{q} {' '.join(ws)}?", _qword, st.lists(_word, min_size=1, max_size=5))
 _request = st.builds(lambda v, ws: f"{v} {' '.join(ws)}.", _verb, st.lists(_word, min_size=1, max_size=5))
 _ask = st.one_of(_question, _request)
@@ -333,7 +353,11 @@ def test_property_more_asks_than_parts(asks, max_parts):
 
 
 @PROPS
-@given(ask=_question, words=st.lists(_word, min_size=0, max_size=4), lead=st.sampled_from(["Or", "or", "Oder", "Ou", "¿O"]))
+@given(
+    ask=_question,
+    words=st.lists(_word, min_size=0, max_size=4),
+    lead=st.sampled_from(["Or", "or", "Oder", "Ou", "¿O"]),
+)
 def test_property_an_or_fragment_joins_the_question_before(ask, words, lead):
     fragment = " ".join([lead, *words]) + "?"
     assert split_prompt_chunks(f"{ask} {fragment}") == [f"{ask} {fragment}"]

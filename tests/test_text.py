@@ -31,7 +31,10 @@ def nbytes(text: str) -> int:
     return len(text.encode("utf-8"))
 
 
-_CJK_END = re.compile("[\u3002\uff01\uff1f\uff61][\u3002\uff01\uff1f\uff61!?\"'\u201d\u2019\u00bb\u300d\u300f\uff09)\\]}\u203a]*$")
+_CJK_END = re.compile(
+    "[\u3002\uff01\uff1f\uff61]"  # a CJK full stop, exclamation or question mark
+    "[\u3002\uff01\uff1f\uff61!?\"'\u201d\u2019\u00bb\u300d\u300f\uff09)\\]}\u203a]*$"  # closing marks after it
+)
 
 
 def words_kept(parts: list[str], text: str) -> bool:

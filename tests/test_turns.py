@@ -209,7 +209,10 @@ def test_content_as_a_list_of_parts():
                 {"type": "text", "text": "and tell me the breed."},
             ],
         },
-        {"role": "assistant", "content": [{"type": "output_text", "text": "A beagle."}, {"type": "refusal", "refusal": "No more."}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "A beagle."}, {"type": "refusal", "refusal": "No more."}],
+        },
     ]
     (turn,) = turns_from_messages(msgs)
     # media is described, never dropped to a bare "[image_url]"
@@ -332,7 +335,9 @@ def test_format_time_none_and_all_months():
 
 def test_make_header_leaves_out_missing_parts():
     ts = datetime(2026, 10, 16, 14, 2)
-    assert make_header("Turn 4", "Tool logistics_export", ts) == "[Turn 4 · Tool logistics_export · Oct 16, 2026, 2:02 PM]"
+    assert (
+        make_header("Turn 4", "Tool logistics_export", ts) == "[Turn 4 · Tool logistics_export · Oct 16, 2026, 2:02 PM]"
+    )
     assert make_header("Turn 4", "User", None) == "[Turn 4 · User]"
     assert make_header("Runbook", "", None) == "[Runbook]"
     assert make_header("Runbook", None, ts) == "[Runbook · Oct 16, 2026, 2:02 PM]"
@@ -633,7 +638,10 @@ def test_tool_call_function_that_is_not_a_dict_is_refused():
 def test_control_characters_and_lone_surrogates_in_messages():
     msgs = [
         {"role": "user", "content": "bell\x07 nul\x00 and a lone \ud83d surrogate."},
-        {"role": "assistant", "tool_calls": [{"id": "1", "function": {"name": "t\x00ool", "arguments": '{"a": "\udc00"}'}}]},
+        {
+            "role": "assistant",
+            "tool_calls": [{"id": "1", "function": {"name": "t\x00ool", "arguments": '{"a": "\udc00"}'}}],
+        },
         {"role": "tool", "tool_call_id": "1", "content": "esc\x1b[31m red"},
     ]
     (turn,) = turns_from_messages(msgs)
@@ -674,7 +682,9 @@ _body = st.text(
 def test_property_label_pieces_within_budget_and_nothing_dropped(texts, tool_name, max_bytes):
     msgs = [{"role": "user", "content": texts[0], "timestamp": "2026-10-16T14:02:00"}]
     for i, t in enumerate(texts[1:]):
-        msgs.append({"role": "assistant", "tool_calls": [{"id": str(i), "function": {"name": tool_name, "arguments": "{}"}}]})
+        msgs.append(
+            {"role": "assistant", "tool_calls": [{"id": str(i), "function": {"name": tool_name, "arguments": "{}"}}]}
+        )
         msgs.append({"role": "tool", "tool_call_id": str(i), "content": t})
     turns = turns_from_messages(msgs, "p")
     for turn in turns:
@@ -727,12 +737,14 @@ def test_openai_fixture_thread_exact_sources():
             ("tool", "Tool search_flights",
              'search_flights arguments: {"origin":"BER","destination":"LIS","date":"2026-10-20"}\n'
              f"Result: {FLIGHTS}"),
-            ("tool", "Tool get_weather", f'get_weather arguments: {{"city":"Lisbon","date":"2026-10-20"}}\nResult: {WEATHER}'),
+            ("tool", "Tool get_weather",
+             f'get_weather arguments: {{"city":"Lisbon","date":"2026-10-20"}}\nResult: {WEATHER}'),
             ("assistant", "Assistant", SUMMARY),
         ],
         [
             ("user", "User", f"{ASK_2}\n{SEATMAP}"),
-            ("assistant", "Assistant", "I can't pick a seat from an image, so I'll ask the airline for any window seat."),
+            ("assistant", "Assistant",
+             "I can't pick a seat from an image, so I'll ask the airline for any window seat."),
             ("tool", "Tool book_flight",
              'book_flight arguments: {"flight":"TP 541","seat":"window"}\nResult: Booked. PNR X7K2QP, seat 14A.'),
             ("assistant", "Assistant", "Done: PNR X7K2QP, seat 14A."),
@@ -755,14 +767,17 @@ def test_anthropic_fixture_thread_exact_sources():
             ("user", "User", f"{ASK_1}\n[image: image/png]"),
             ("assistant", "Assistant", "Let me search flights and check the weather."),
             ("tool", "Tool search_flights",
-             f'search_flights arguments: {{"origin": "BER", "destination": "LIS", "date": "2026-10-20"}}\nResult: {FLIGHTS}'),
-            ("tool", "Tool get_weather", f'get_weather arguments: {{"city": "Lisbon", "date": "2026-10-20"}}\nResult: {WEATHER}'),
+             'search_flights arguments: {"origin": "BER", "destination": "LIS", "date": "2026-10-20"}\n'
+             f"Result: {FLIGHTS}"),
+            ("tool", "Tool get_weather",
+             f'get_weather arguments: {{"city": "Lisbon", "date": "2026-10-20"}}\nResult: {WEATHER}'),
             ("assistant", "Assistant", SUMMARY),
         ],
         [
             ("user", "User", f"{ASK_2}\n{SEATMAP}"),
             ("tool", "Tool book_flight",
-             'book_flight arguments: {"flight": "TP 541", "seat": "14A"}\nResult (error): Seat 14A is no longer available.'),
+             'book_flight arguments: {"flight": "TP 541", "seat": "14A"}\n'
+             "Result (error): Seat 14A is no longer available."),
             ("tool", "Tool book_flight",
              'book_flight arguments: {"flight": "TP 541", "seat": "window"}\n'
              "Result: Booked. PNR X7K2QP, seat 15A.\n[image: image/jpeg]"),
@@ -773,18 +788,23 @@ def test_anthropic_fixture_thread_exact_sources():
         ],
     ]
     texts = " ".join(p.text for t in turns for p in label_pieces(t))
-    for absent in ("[tool_use]", "[tool_result]", "[thinking]", "thinking", "signature", "iVBORw0", "/9j/4AAQ", "EmwKAhgB"):
+    for absent in (
+        "[tool_use]", "[tool_result]", "[thinking]", "thinking", "signature", "iVBORw0", "/9j/4AAQ", "EmwKAhgB"
+    ):  # fmt: skip
         assert absent not in texts
 
 
 def _same_thread_openai() -> list[dict]:
     return [
         {"role": "user", "content": [{"type": "text", "text": ASK_1},
-                                     {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]},
+                                     {"type": "image_url",
+                                      "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]},
         {"role": "assistant", "content": "Let me search.", "tool_calls": [
             {"id": "c1", "type": "function",
-             "function": {"name": "search_flights", "arguments": json.dumps({"origin": "BER", "destination": "LIS"}, ensure_ascii=False)}},
-            {"id": "c2", "type": "function", "function": {"name": "get_weather", "arguments": json.dumps({"city": "Lisboa ☀"}, ensure_ascii=False)}},
+             "function": {"name": "search_flights",
+                          "arguments": json.dumps({"origin": "BER", "destination": "LIS"}, ensure_ascii=False)}},
+            {"id": "c2", "type": "function",
+             "function": {"name": "get_weather", "arguments": json.dumps({"city": "Lisboa ☀"}, ensure_ascii=False)}},
         ]},
         {"role": "tool", "tool_call_id": "c1", "content": FLIGHTS},
         {"role": "tool", "tool_call_id": "c2", "content": "timeout", "is_error": True},
@@ -797,11 +817,13 @@ def _same_thread_openai() -> list[dict]:
 def _same_thread_anthropic() -> list[dict]:
     return [
         {"role": "user", "content": [{"type": "text", "text": ASK_1},
-                                     {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}]},
+                                     {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                                  "data": "iVBORw0KGgo="}}]},
         {"role": "assistant", "content": [
             {"type": "thinking", "thinking": "search, then weather", "signature": "x"},
             {"type": "text", "text": "Let me search."},
-            {"type": "tool_use", "id": "c1", "name": "search_flights", "input": {"origin": "BER", "destination": "LIS"}},
+            {"type": "tool_use", "id": "c1", "name": "search_flights",
+             "input": {"origin": "BER", "destination": "LIS"}},
             {"type": "tool_use", "id": "c2", "name": "get_weather", "input": {"city": "Lisboa ☀"}},
         ]},
         {"role": "user", "content": [
@@ -847,7 +869,10 @@ def test_a_tool_use_block_and_tool_calls_with_the_same_id_are_one_call():
         {"role": "tool", "tool_call_id": "c1", "content": "done"},
     ]
     (turn,) = turns_from_messages(msgs)
-    assert [(s.kind, s.text) for s in turn.sources] == [("user", "go"), ("tool", 'act arguments: {"a": 1}\nResult: done')]
+    assert [(s.kind, s.text) for s in turn.sources] == [
+        ("user", "go"),
+        ("tool", 'act arguments: {"a": 1}\nResult: done'),
+    ]
 
 
 def test_anthropic_tool_result_without_a_matching_call_is_kept_with_a_warning(caplog):
@@ -857,7 +882,10 @@ def test_anthropic_tool_result_without_a_matching_call_is_kept_with_a_warning(ca
     ]
     with caplog.at_level(logging.WARNING, logger="ctxret.turns"):
         (turn,) = turns_from_messages(msgs)
-    assert [(s.label, s.text) for s in turn.sources] == [("User", "What happened?"), ("Tool result", "Result: 3 rows deleted")]
+    assert [(s.label, s.text) for s in turn.sources] == [
+        ("User", "What happened?"),
+        ("Tool result", "Result: 3 rows deleted"),
+    ]
     assert "no matching tool call" in caplog.text
 
 
@@ -867,13 +895,17 @@ def test_anthropic_tool_result_without_a_matching_call_is_kept_with_a_warning(ca
         ({"type": "image_url", "image_url": {"url": "https://x.example/a.png"}}, "[image: https://x.example/a.png]"),
         ({"type": "image_url", "image_url": {"url": "data:image/webp;base64," + "A" * 100_000}}, "[image: image/webp]"),
         ({"type": "image_url", "image_url": {"url": "data:;base64,AAAA"}}, "[image: inline data]"),
-        ({"type": "image", "source": {"type": "base64", "media_type": "image/gif", "data": "R0lGOD"}}, "[image: image/gif]"),
+        ({"type": "image", "source": {"type": "base64", "media_type": "image/gif", "data": "R0lGOD"}},
+         "[image: image/gif]"),
         ({"type": "image", "source": {"type": "file", "file_id": "file_011"}}, "[image: file_011]"),
         ({"type": "input_audio", "input_audio": {"data": "UklGR" * 1000, "format": "wav"}}, "[audio: wav]"),
-        ({"type": "file", "file": {"filename": "invoice.pdf", "file_data": "data:application/pdf;base64,JVBER"}}, "[file: invoice.pdf]"),
+        ({"type": "file", "file": {"filename": "invoice.pdf", "file_data": "data:application/pdf;base64,JVBER"}},
+         "[file: invoice.pdf]"),
         ({"type": "file", "file": {"file_id": "file-abc"}}, "[file: file-abc]"),
-        ({"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBER"}}, "[document: application/pdf]"),
-        ({"type": "document", "title": "Q3 report", "source": {"type": "text", "data": "..."}}, "[document: Q3 report]"),
+        ({"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBER"}},
+         "[document: application/pdf]"),
+        ({"type": "document", "title": "Q3 report", "source": {"type": "text", "data": "..."}},
+         "[document: Q3 report]"),
         ({"type": "refusal", "refusal": "I can't help with that."}, "I can't help with that."),
         ({"type": "mystery_block"}, "[mystery_block]"),
     ],
@@ -923,7 +955,8 @@ def test_tool_calls_that_are_not_a_list_are_refused(bad):
         ([{"type": "text"}], r"needs 'text' as a string"),
         ([{"type": "tool_use", "id": "x", "input": {}}], r"needs the tool's 'name'"),
         ([{"type": "tool_result", "tool_use_id": "x", "content": 5}], r"must be a string or a list of blocks, got int"),
-        ([{"type": "tool_result", "tool_use_id": "x", "content": [{"no": "type"}]}], r"content\[0\].content\[0\]: content block has no 'type'"),
+        ([{"type": "tool_result", "tool_use_id": "x", "content": [{"no": "type"}]}],
+         r"content\[0\].content\[0\]: content block has no 'type'"),
     ],
 )
 def test_malformed_blocks_are_refused_with_the_fix(content, fragment):

@@ -31,7 +31,9 @@ def index(tmp_path_factory, local_embedder):
     ix = ContextualIndex(tmp_path_factory.mktemp("unscoped"), embedder=local_embedder)
     ix.add_messages(GARDEN, thread_id="garden")
     ix.add_messages(WORK, thread_id="work")
-    ix.add_messages(thread([("My sister's birthday is on the 3rd of May.", "I'll remember May 3rd.")]), thread_id="family")
+    ix.add_messages(
+        thread([("My sister's birthday is on the 3rd of May.", "I'll remember May 3rd.")]), thread_id="family"
+    )
     yield ix
     ix.close()
 

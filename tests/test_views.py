@@ -34,7 +34,10 @@ class Writer:
 
     def __call__(self, passage, bodies):
         self.calls.append(len(bodies))
-        return [[self.question, "When is the vet appointment?"] if "vet appointment" in b else [f"What about {b[:20]}?"] for b in bodies]
+        return [
+            [self.question, "When is the vet appointment?"] if "vet appointment" in b else [f"What about {b[:20]}?"]
+            for b in bodies
+        ]
 
 
 def make(local_embedder, writer=None, **kwargs):
@@ -184,8 +187,12 @@ class Crash(BaseException):
 
 
 @pytest.mark.parametrize(
-    "point", ["rebuild:before-swap", "swap:after-views", "swap:after-rename-old", "swap:after-rename-new", "swap:before-lexical"]
-)
+    "point",
+    [
+        "rebuild:before-swap", "swap:after-views", "swap:after-rename-old", "swap:after-rename-new",
+        "swap:before-lexical",
+    ],
+)  # fmt: skip
 def test_a_crash_during_a_rebuild_keeps_pieces_and_views_together(tmp_path, local_embedder, monkeypatch, point):
     index = ContextualIndex(tmp_path / "s", embedder=local_embedder, views=["questions"], view_writer=Writer())
     index.add_messages(MESSAGES, "u1")
@@ -246,7 +253,8 @@ def test_writer_errors_write_nothing(local_embedder):
     # an empty answer is a piece without views, not an error
     index = make(local_embedder, lambda passage, bodies: [[] for _ in bodies])
     index.add_messages(MESSAGES, "u1")
-    assert view_records(index) == [] and all(json.loads(r["metadata"][VIEWS_KEY]) == {"questions": []} for r in index.store.records())
+    assert view_records(index) == []
+    assert all(json.loads(r["metadata"][VIEWS_KEY]) == {"questions": []} for r in index.store.records())
 
 
 def test_two_kinds_from_a_dict_of_writers(local_embedder):
@@ -273,7 +281,9 @@ def test_harness_views_and_hyde_are_opt_in_and_use_the_runtime_merge(tmp_path, l
     from test_eval_threads import write_synthetic
 
     convs = load_threads(write_synthetic(tmp_path))
-    res = run_threads(convs, local_embedder, representations=["late_only", "views_questions", "hybrid_views_both", "hyde"])
+    res = run_threads(
+        convs, local_embedder, representations=["late_only", "views_questions", "hybrid_views_both", "hyde"]
+    )
     assert {r["representation"] for r in res.rows} == {"late_only", "views_questions", "hybrid_views_both", "hyde"}
     default = run_threads(convs, local_embedder, representations=None, query_sets=["facts"], limit_queries=1)
     assert not set(harness.VIEW_REPRESENTATIONS) & {r["representation"] for r in default.rows}

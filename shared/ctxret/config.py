@@ -90,7 +90,9 @@ class IndexConfig:
         default_context = str(getattr(embedder, "default_context", "mean"))
         chosen: dict[str, Any] = {
             "context": context if context is not None else stored.get("context", default_context),
-            "piece_bytes": piece_bytes if piece_bytes is not None else stored.get("piece_bytes", int(embedder.default_piece_bytes)),
+            "piece_bytes": (
+                piece_bytes if piece_bytes is not None else stored.get("piece_bytes", int(embedder.default_piece_bytes))
+            ),
         }
         if weight is not None:
             chosen["weight"] = weight
@@ -126,7 +128,11 @@ class IndexConfig:
     def differences(self, stored: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
         """``{key: (stored, this)}`` for every compared key that differs."""
         mine = self.as_dict()
-        return {k: (stored.get(k, _ABSENT.get(k)), mine[k]) for k in COMPARED_KEYS if stored.get(k, _ABSENT.get(k)) != mine[k]}
+        return {
+            k: (stored.get(k, _ABSENT.get(k)), mine[k])
+            for k in COMPARED_KEYS
+            if stored.get(k, _ABSENT.get(k)) != mine[k]
+        }
 
 
 _UNSET: Any = object()
@@ -217,12 +223,16 @@ class SearchSettings:
         object.__setattr__(self, "hyde", as_hyde(self.hyde))
         hw = self.hyde_weight
         if isinstance(hw, bool) or not isinstance(hw, (int, float)) or not 0.0 <= float(hw) <= 1.0:
-            raise InputError(f"hyde_weight (the part's share against its hypothetical answer) must be between 0 and 1, got {hw!r}")
+            raise InputError(
+                f"hyde_weight (the part's share against its hypothetical answer) must be between 0 and 1, got {hw!r}"
+            )
         object.__setattr__(self, "hyde_weight", float(hw))
         dl = self.deadline_ms
         if dl is not None:
             if isinstance(dl, bool) or not isinstance(dl, (int, float)) or not math.isfinite(float(dl)) or dl <= 0:
-                raise InputError(f"deadline_ms must be a positive number of milliseconds (or None: no deadline), got {dl!r}")
+                raise InputError(
+                    f"deadline_ms must be a positive number of milliseconds (or None: no deadline), got {dl!r}"
+                )
             object.__setattr__(self, "deadline_ms", float(dl))
 
     def _check_group_stages(self) -> None:

@@ -22,14 +22,18 @@ pytestmark = pytest.mark.slow
 ANY_CHAR = st.characters(min_codepoint=0, max_codepoint=0x10FFFF, blacklist_categories=())  # surrogates too
 TEXT = st.text(alphabet=ANY_CHAR, max_size=40)
 SCALARS = st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70) | st.floats() | TEXT
-VALUES = st.recursive(SCALARS, lambda kids: st.lists(kids, max_size=3) | st.dictionaries(TEXT, kids, max_size=3), max_leaves=12)
+VALUES = st.recursive(
+    SCALARS, lambda kids: st.lists(kids, max_size=3) | st.dictionaries(TEXT, kids, max_size=3), max_leaves=12
+)
 ROLES = st.sampled_from(["user", "assistant", "tool", "system", "function", "bogus", "", 5, None])
 MESSAGE = st.fixed_dictionaries(
     {"role": ROLES, "content": VALUES},
     optional={"tool_calls": VALUES, "tool_call_id": VALUES, "name": VALUES, "timestamp": VALUES},
 ) | VALUES
 THREAD_ID = TEXT | st.integers() | st.none() | st.lists(TEXT, max_size=2)
-FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FAST = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +59,13 @@ def test_add_messages_either_works_or_raises_a_ctxret_error(index, messages, thr
 
 
 @FAST
-@given(docs=st.lists(VALUES | st.fixed_dictionaries({"text": VALUES}, optional={"id": VALUES, "title": VALUES, "metadata": VALUES}), max_size=3), thread_id=THREAD_ID)
+@given(
+    docs=st.lists(
+        VALUES | st.fixed_dictionaries({"text": VALUES}, optional={"id": VALUES, "title": VALUES, "metadata": VALUES}),
+        max_size=3,
+    ),
+    thread_id=THREAD_ID,
+)
 def test_add_documents_either_works_or_raises_a_ctxret_error(index, docs, thread_id):
     before = _ids(index)
     try:
@@ -110,14 +120,18 @@ def test_limits_have_clear_errors_and_overrides(tmp_path, local_embedder):
     assert index.search("word " * 20_000, max_message_bytes=None, k=1) is not None
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(lines=st.lists(st.one_of(MESSAGE.map(lambda m: json.dumps(m, default=str)), TEXT), min_size=1, max_size=4))
 def test_cli_index_reports_a_bad_file_and_writes_nothing(tmp_path_factory, lines):
     folder = tmp_path_factory.mktemp("cli")
     good = folder / "a-good.jsonl"
     good.write_text(json.dumps({"role": "user", "content": "a good file comes first"}) + "\n", encoding="utf-8")
     bad = folder / "b-hostile.jsonl"
-    bad.write_text("\n".join(line.encode("utf-8", "surrogatepass").decode("utf-8", "replace") for line in lines), encoding="utf-8")
+    bad.write_text(
+        "\n".join(line.encode("utf-8", "surrogatepass").decode("utf-8", "replace") for line in lines), encoding="utf-8"
+    )
     proc = subprocess.run(
         [sys.executable, "-m", "ctxret", "index", str(good), str(bad), "--store", str(folder / "s")],
         capture_output=True, text=True, timeout=300,

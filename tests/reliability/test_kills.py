@@ -64,7 +64,9 @@ def test_kill_at_each_step_then_reopen_and_redo(point, tmp_path, reference):
     assert setup.returncode == 0, setup.stderr
     before = state(store)
     killed = run(store, op, fault=point)
-    assert killed.returncode == -signal.SIGKILL, f"{point}: the operation did not reach its step ({killed.stderr[-500:]})"
+    assert killed.returncode == -signal.SIGKILL, (
+        f"{point}: the operation did not reach its step ({killed.stderr[-500:]})"
+    )
     after = state(store)  # reopening repairs / finishes
     assert after["chroma"] == after["lexical"], f"{point}: Chroma and the lexical index differ after reopening"
     assert after["pending"] is False

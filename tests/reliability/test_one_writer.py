@@ -27,7 +27,9 @@ OPEN_AND_WRITE = textwrap.dedent(
 
 
 def second_process(store) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", OPEN_AND_WRITE, str(store)], capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", OPEN_AND_WRITE, str(store)], capture_output=True, text=True, timeout=300
+    )
 
 
 def test_second_process_is_refused_with_the_holder_and_the_fix(tmp_path, local_embedder):

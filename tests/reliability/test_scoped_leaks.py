@@ -37,7 +37,9 @@ def tenants(tmp_path_factory, local_embedder):
         other = THREADS[(i + 1) % len(THREADS)]
         index.add_documents(
             [
-                {"id": "notes.md", "text": f"# Notes\nMeeting notes of {t}: secret-{t} is the vault code.\n## Budget\nBudget for {t} is {i} thousand."},
+                {"id": "notes.md",
+                 "text": f"# Notes\nMeeting notes of {t}: secret-{t} is the vault code.\n"
+                         f"## Budget\nBudget for {t} is {i} thousand."},
                 {"id": "todo.md", "text": f"# Todo\nCall the bank about secret-{t}. Renew the lease."},
                 {"id": other, "text": f"# About {other}\nA page {t} wrote about {other}; it mentions secret-{t} only."},
             ],
@@ -51,14 +53,19 @@ def tenants(tmp_path_factory, local_embedder):
             ],
             thread_id=t,
         )
-        lc.add_documents([LCDocument(page_content=f"Shared doc title, secret-{t} inside.", metadata={"title": "shared"})], thread_id=t)
+        lc.add_documents(
+            [LCDocument(page_content=f"Shared doc title, secret-{t} inside.", metadata={"title": "shared"})],
+            thread_id=t,
+        )
     return index
 
 
 def _queries(rng: random.Random) -> str:
     words = ["vault code", "meeting notes", "budget", "call the bank", "lease", "page about", "shared doc"]
     target = rng.choice(THREADS)
-    return rng.choice([f"What is the {rng.choice(words)}?", f"secret-{target} {rng.choice(words)}", f"{target} notes. And the lease?"])
+    return rng.choice(
+        [f"What is the {rng.choice(words)}?", f"secret-{target} {rng.choice(words)}", f"{target} notes. And the lease?"]
+    )
 
 
 def _check(hits, scope: set[str], label: str) -> int:
@@ -96,14 +103,21 @@ def test_no_hit_or_parent_crosses_a_thread(tenants):
         elif via == 2:
             k = options.pop("k")
             threshold = options.pop("score_threshold")
-            docs = lc.invoke(message, k=k, score_threshold=threshold, thread_id=thread_id, where=where, search_kwargs=options)
+            docs = lc.invoke(
+                message, k=k, score_threshold=threshold, thread_id=thread_id, where=where, search_kwargs=options
+            )
             hits = [(d.metadata["thread_id"], d.page_content, d.metadata.get("parent_text")) for d in docs]
         else:
             k = options.pop("k")
             options.pop("score_threshold")
-            retriever = LIRetriever(index, similarity_top_k=k, score_threshold=None, thread_id=thread_id, where=where, search_kwargs=options)
+            retriever = LIRetriever(
+                index, similarity_top_k=k, score_threshold=None, thread_id=thread_id, where=where, search_kwargs=options
+            )
             nodes = retriever.retrieve(message)
-            hits = [(nd.node.metadata["thread_id"], nd.node.get_content(), nd.node.metadata.get("parent_text")) for nd in nodes]
+            hits = [
+                (nd.node.metadata["thread_id"], nd.node.get_content(), nd.node.metadata.get("parent_text"))
+                for nd in nodes
+            ]
         seen += _check(hits, scope, f"search {n} via {['core', 'async', 'langchain', 'llamaindex'][via]}")
         searches += 1
     assert searches == SEARCHES and seen > SEARCHES  # the searches found things, none outside their scope

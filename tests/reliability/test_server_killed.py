@@ -16,7 +16,10 @@ def _thread(n: int) -> list[dict[str, str]]:
     for i in range(n):
         out += [
             {"role": "user", "content": f"Question {i}: where did we leave deployment {i}?"},
-            {"role": "assistant", "content": f"Deployment {i} is paused at step {i % 7}; the rollback plan is in doc {i}."},
+            {
+                "role": "assistant",
+                "content": f"Deployment {i} is paused at step {i % 7}; the rollback plan is in doc {i}.",
+            },
         ]
     return out
 

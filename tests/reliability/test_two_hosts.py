@@ -9,7 +9,6 @@ import textwrap
 import uuid
 
 import pytest
-
 from ctxret import ContextualIndex
 
 pytestmark = pytest.mark.slow
@@ -66,9 +65,8 @@ def test_a_write_on_one_host_is_seen_by_the_others_next_search(chroma_server, tm
     assert not here.lexical_index.search("locker 7730 dentist alvarez", 10)
 
 
-def test_a_change_record_chroma_does_not_take_is_kept_and_sent_at_the_next_call(chroma_server, tmp_path, local_embedder):
+def test_a_change_record_chroma_refuses_is_kept_and_sent_at_the_next_call(chroma_server, tmp_path, local_embedder):
     import chromadb
-
     from ctxret import StoreError
 
     collection = f"unsent-{uuid.uuid4().hex[:8]}"

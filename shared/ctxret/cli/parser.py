@@ -68,7 +68,9 @@ def _add_index_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "--include", action="append", metavar="GLOB",
         help="in folders, index files matching GLOB (repeatable; default *.jsonl *.md *.markdown *.txt)",
     )
-    p.add_argument("--exclude", action="append", metavar="GLOB", help="in folders, skip files matching GLOB (repeatable)")
+    p.add_argument(
+        "--exclude", action="append", metavar="GLOB", help="in folders, skip files matching GLOB (repeatable)"
+    )
     p.add_argument(
         "--root", metavar="DIR",
         help="document ids are paths relative to DIR (default: the common folder of the documents given); "

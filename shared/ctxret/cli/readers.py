@@ -1,4 +1,5 @@
-"""Reading input files for ``ctxret index``: JSONL threads and text/markdown documents, checked completely before anything is written."""
+"""Reading input files for ``ctxret index``: JSONL threads and text/markdown documents, checked completely
+before anything is written."""
 
 from __future__ import annotations
 
@@ -76,17 +77,25 @@ def collect_paths(
                 if not _matches(rel, include) or _matches(rel, exclude):
                     continue
                 if child.suffix.lower() not in JSONL_SUFFIXES + DOCUMENT_SUFFIXES:
-                    raise UsageError(f"{child}: --include picked a file of type {child.suffix or '(none)'!r}; ctxret indexes {supported}")
+                    raise UsageError(
+                        f"{child}: --include picked a file of type {child.suffix or '(none)'!r}; "
+                        f"ctxret indexes {supported}"
+                    )
                 files.append(child)
                 found += 1
             if not found:
-                raise UsageError(f"{name}: the folder holds no file matching {', '.join(include)} (see --include/--exclude)")
+                raise UsageError(
+                    f"{name}: the folder holds no file matching {', '.join(include)} (see --include/--exclude)"
+                )
             continue
         suffix = path.suffix.lower()
         if not path.exists():
             raise FileProblem(name, None, "no such file or folder")
         if suffix not in JSONL_SUFFIXES + DOCUMENT_SUFFIXES:
-            raise UsageError(f"{name}: unsupported file type {suffix or '(none)'!r}; ctxret indexes {supported} (and folders of them)")
+            raise UsageError(
+                f"{name}: unsupported file type {suffix or '(none)'!r}; "
+                f"ctxret indexes {supported} (and folders of them)"
+            )
         files.append(path)
     unique = list(dict.fromkeys(p.resolve() for p in files))
     return [Path(p) for p in unique], roots
@@ -102,9 +111,13 @@ def document_root(files: Sequence[Path], root: str | None = None) -> Path:
         base = Path(root).resolve()
         if not base.is_dir():
             raise UsageError(f"--root {root}: not a folder")
-        outside = [str(f) for f in files if f.suffix.lower() in DOCUMENT_SUFFIXES and not f.resolve().is_relative_to(base)]
+        outside = [
+            str(f) for f in files if f.suffix.lower() in DOCUMENT_SUFFIXES and not f.resolve().is_relative_to(base)
+        ]
         if outside:
-            raise UsageError(f"--root {root}: {outside[0]} is not inside it; document ids are paths relative to the root")
+            raise UsageError(
+                f"--root {root}: {outside[0]} is not inside it; document ids are paths relative to the root"
+            )
         return base
     docs = [f.resolve().parent for f in files if f.suffix.lower() in DOCUMENT_SUFFIXES]
     if not docs:

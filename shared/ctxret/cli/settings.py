@@ -120,7 +120,10 @@ def add_common_options(parser: argparse.ArgumentParser, *, suppress: bool) -> No
         "--openai-timeout",
         metavar="SECONDS",
         default=default(None),
-        help=f"seconds one OpenAI request attempt may take [env {ENV['openai_timeout']}; default {DEFAULT_OPENAI_TIMEOUT:g}]",
+        help=(
+            "seconds one OpenAI request attempt may take "
+            f"[env {ENV['openai_timeout']}; default {DEFAULT_OPENAI_TIMEOUT:g}]"
+        ),
     )
     emb.add_argument(
         "--openai-retries",

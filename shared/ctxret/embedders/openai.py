@@ -324,7 +324,11 @@ class OpenAIEmbedder:
         """
         try:
             return read_body(
-                raw.content, str(raw.headers.get("content-type") or ""), where, redact=self._redact, check_dims=self._check_dims
+                raw.content,
+                str(raw.headers.get("content-type") or ""),
+                where,
+                redact=self._redact,
+                check_dims=self._check_dims,
             )
         except BadAnswer as exc:
             status = getattr(raw, "status_code", 200)

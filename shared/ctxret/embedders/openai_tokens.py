@@ -19,7 +19,9 @@ from .batching import utf8_len
 logger = logging.getLogger(__name__)
 
 #: tiktoken encoding of each known model (an unknown model is counted in bytes).
-MODEL_ENCODINGS = {model: "cl100k_base" for model in ("text-embedding-3-small", "text-embedding-3-large", "text-embedding-ada-002")}
+MODEL_ENCODINGS = {
+    model: "cl100k_base" for model in ("text-embedding-3-small", "text-embedding-3-large", "text-embedding-ada-002")
+}
 #: Where tiktoken fetches each encoding from (its cache file is named by the URL's sha1).
 _ENCODING_URLS = {
     "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",

@@ -31,10 +31,11 @@ the embedder's piece budget and floor), on the thread protocol of :mod:`.threads
 * ``relevance``: fits the coefficients of ``relevance`` (:mod:`ctxret.query.relevance`) on every
   candidate among the top :data:`~ctxret.query.relevance.CALIBRATION_POOL` of each query part's
   runtime hybrid ranking over the embedder's default stored side (facts and questions), labelled
-  right when the piece holds one of the query's evidence units; reports how well it separates right from wrong (AUC, log loss; the same
-  for the cosine and the fused score), a reliability table (predicted vs observed share right), and
-  with two or more conversations the same measured on each conversation with the coefficients
-  fitted on the others. Recommended: the coefficients, printed ready to paste.
+  right when the piece holds one of the query's evidence units; reports how well it separates
+  right from wrong (AUC, log loss; the same for the cosine and the fused score), a reliability
+  table (predicted vs observed share right), and with two or more conversations the same measured
+  on each conversation with the coefficients fitted on the others. Recommended: the coefficients,
+  printed ready to paste.
 
 The sweep chooses on the same queries it reports, so its best number is optimistic. With two or
 more conversations a leave-one-conversation-out estimate is reported too: for each conversation,
@@ -137,7 +138,9 @@ OFF_TOPIC_QUESTIONS = (
 )
 
 
-def fusion_grid(lexical_weights: Sequence[float] = LEXICAL_WEIGHTS, rrf_ks: Sequence[float] = RRF_KS) -> list[FusionSettings]:
+def fusion_grid(
+    lexical_weights: Sequence[float] = LEXICAL_WEIGHTS, rrf_ks: Sequence[float] = RRF_KS
+) -> list[FusionSettings]:
     """Equal RRF at every k, weighted RRF at every weight × k, convex at every weight."""
     grid = [FusionSettings(FusionMethod.RRF, 0.5, k) for k in rrf_ks]
     grid += [FusionSettings(FusionMethod.WEIGHTED_RRF, w, k) for w in lexical_weights for k in rrf_ks]
@@ -249,7 +252,9 @@ def run_calibrate(
         curve = []
         for w in weights:
             say(f"weight {w:g}")
-            res = run_threads(convs, emb, representations=[DENSE], weight=w, piece_bytes=base_bytes, threshold=floor, **common)
+            res = run_threads(
+                convs, emb, representations=[DENSE], weight=w, piece_bytes=base_bytes, threshold=floor, **common
+            )
             curve.append({"weight": w, **_metrics(res.rows, k)})
             n_main = _main_n(res.rows)
         curves["weight"] = curve
@@ -262,7 +267,9 @@ def run_calibrate(
         curve = []
         for b in grid:
             say(f"piece_bytes {b}")
-            res = run_threads(convs, emb, representations=[DENSE], weight=weight, piece_bytes=b, threshold=floor, **common)
+            res = run_threads(
+                convs, emb, representations=[DENSE], weight=weight, piece_bytes=b, threshold=floor, **common
+            )
             curve.append({"piece_bytes": b, "pieces": res.config["counts"].get("pieces", 0), **_metrics(res.rows, k)})
             n_main = _main_n(res.rows)
         curves["piece_bytes"] = curve
@@ -276,11 +283,18 @@ def run_calibrate(
             piece_bytes=base_bytes, threshold=floor, **common,
         )
         tops = {
-            qs: [(q["top_cosine"], q["top1_section"]) for q in res.per_query if q["query_set"] == qs and "top_cosine" in q]
+            qs: [
+                (q["top_cosine"], q["top1_section"])
+                for q in res.per_query
+                if q["query_set"] == qs and "top_cosine" in q
+            ]
             for qs in ("facts", "qa")
         }
         main = tops["facts"] or tops["qa"]
-        say(f"threshold: recall after the floor, {len(off_topic or ())} off-topic questions x {len(convs)} conversations")
+        say(
+            f"threshold: recall after the floor, {len(off_topic or ())} off-topic questions x "
+            f"{len(convs)} conversations"
+        )
         effects = floor_effects(
             convs, emb, thresholds, questions=off_topic, representations=(floor_representation, OFFTOPIC_HYBRID),
             k=k, weight=weight, piece_bytes=base_bytes, candidates=candidates, lexical_floor=lexical_floor,
@@ -312,7 +326,8 @@ def run_calibrate(
         )
         if "qa_correct_kept" in chosen:
             note += (
-                f"; questions: keeps {chosen['qa_correct_kept'] * 100:.1f}%, rejects {chosen['qa_wrong_rejected'] * 100:.1f}%"
+                f"; questions: keeps {chosen['qa_correct_kept'] * 100:.1f}%, "
+                f"rejects {chosen['qa_wrong_rejected'] * 100:.1f}%"
             )
         offtopic = [key for key in chosen if key.startswith("offtopic_any_")]
         if offtopic:
@@ -574,9 +589,10 @@ def fusion_sweep(
         out["leave_one_out"] = loo
         fused_f = loo.get("fused_facts_top1_section", math.nan)
         fused_r = loo.get(f"fused_qa_{rkey}", math.nan)
+        dense_f = loo.get(f"{FUSION_DENSE}_facts_top1_section", math.nan)
         notes.append(
             "fusion, leave-one-conversation-out (config chosen on the other conversations): "
-            f"facts top1_section {fused_f * 100:.1f}% (dense {loo.get(f'{FUSION_DENSE}_facts_top1_section', math.nan) * 100:.1f}%, "
+            f"facts top1_section {fused_f * 100:.1f}% (dense {dense_f * 100:.1f}%, "
             f"bm25 {loo.get('bm25_facts_top1_section', math.nan) * 100:.1f}%), QA {rkey} {fused_r * 100:.1f}% "
             f"(dense {loo.get(f'{FUSION_DENSE}_qa_{rkey}', math.nan) * 100:.1f}%, "
             f"bm25 {loo.get(f'bm25_qa_{rkey}', math.nan) * 100:.1f}%); "
@@ -685,8 +701,8 @@ def relevance_sweep(conversations: Sequence[Conversation], embedder: Embedder, *
                    "coverage_sq_weight": h.coverage_sq_weight},
         "dense": {"intercept": d.intercept, "cosine_weight": d.cosine_weight},
         "code": (
-            f"RelevanceCalibration(hybrid=RelevanceModel({h.intercept:.3f}, {h.cosine_weight:.3f}, {h.coverage_weight:.3f}, "
-            f"{h.coverage_sq_weight:.3f}), "
+            f"RelevanceCalibration(hybrid=RelevanceModel({h.intercept:.3f}, {h.cosine_weight:.3f}, "
+            f"{h.coverage_weight:.3f}, {h.coverage_sq_weight:.3f}), "
             f"dense=RelevanceModel({d.intercept:.3f}, {d.cosine_weight:.3f}))"
         ),
     }

@@ -28,7 +28,8 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
 
 def make_embedder(args: argparse.Namespace) -> Any:
-    """The embedder the common options name (``--embedder``, ``--model``, ``--dims``, env), as every ctxret command builds it."""
+    """The embedder the common options name (``--embedder``, ``--model``, ``--dims``, env), as every ctxret
+    command builds it."""
     from ..cli.settings import make_embedder as build
 
     settings = resolve_settings(args)
@@ -73,8 +74,10 @@ def _positive_int(value: str) -> int:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("-k", type=_positive_int, default=5, help="results per part (default 5)")
-    p.add_argument("--piece-bytes", type=_positive_int, default=None, help="piece byte budget (default: the embedder's)")
-    p.add_argument("--threshold", type=float, default=None, help="cosine floor (default: the embedder's default_score_threshold)")
+    p.add_argument("--piece-bytes", type=_positive_int, default=None,
+                   help="piece byte budget (default: the embedder's)")
+    p.add_argument("--threshold", type=float, default=None,
+                   help="cosine floor (default: the embedder's default_score_threshold)")
     p.add_argument("--representations", default=None, help="comma-separated representations (default: all)")
     p.add_argument("--lexical-weight", type=_unit_float, default=DEFAULT_LEXICAL_WEIGHT,
                    help=f"lexical weight of hybrid_weighted / hybrid_convex (default {DEFAULT_LEXICAL_WEIGHT})")
@@ -82,10 +85,13 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--candidates", type=_positive_int, default=DEFAULT_CANDIDATES,
                    help=f"candidates per side before fusion (default {DEFAULT_CANDIDATES})")
     p.add_argument("--lexical-floor", type=_floor_or_none, default=DEFAULT_LEXICAL_FLOOR,
-                   help="hybrid: a hit under the cosine floor is kept if it holds this share of its part's IDF-weighted "
-                        f"words; 'none' applies the cosine floor to every hit (default {DEFAULT_LEXICAL_FLOOR})")
-    p.add_argument("--limit-conversations", type=_positive_int, default=None, help="use only the first N conversations")
-    p.add_argument("--limit-queries", type=_positive_int, default=None, help="first N facts and questions per conversation")
+                   help="hybrid: a hit under the cosine floor is kept if it holds this share of its part's "
+                        "IDF-weighted words; 'none' applies the cosine floor to every hit "
+                        f"(default {DEFAULT_LEXICAL_FLOOR})")
+    p.add_argument("--limit-conversations", type=_positive_int, default=None,
+                   help="use only the first N conversations")
+    p.add_argument("--limit-queries", type=_positive_int, default=None,
+                   help="first N facts and questions per conversation")
     p.add_argument("--seed", type=int, default=0, help="seed for distractors and composite messages (default 0)")
     p.add_argument("--json", dest="json_out", default=None, help="write {\"rows\": [...], \"config\": {...}} here")
     p.add_argument("--plot", default=None, help="write a PNG figure here")
@@ -109,7 +115,8 @@ def register_eval(subparsers: Any, common: argparse.ArgumentParser | None = None
     sub = ev.add_subparsers(dest="eval_command", metavar="{controlled,threads,calibrate}")
     sub.required = True
 
-    c = sub.add_parser("controlled", parents=parents, help="one sentence in four contexts: does the right context come first?")
+    c = sub.add_parser("controlled", parents=parents,
+                       help="one sentence in four contexts: does the right context come first?")
     c.add_argument("fixture", nargs="?", default=None,
                    help="controlled fixture JSON (see ctxret.evaluation.controlled; default: the bundled 24 families)")
     _common(c)
@@ -117,16 +124,19 @@ def register_eval(subparsers: Any, common: argparse.ArgumentParser | None = None
     c.add_argument("--limit-families", type=_positive_int, default=None, help="use only the first N families")
     c.set_defaults(func=cmd_controlled)
 
-    t = sub.add_parser("threads", parents=parents, help="the production-thread protocol on LoCoMo files and JSONL threads")
+    t = sub.add_parser("threads", parents=parents,
+                       help="the production-thread protocol on LoCoMo files and JSONL threads")
     t.add_argument("path", help="a LoCoMo .json, a .jsonl threads file, or a folder of them")
     _common(t)
     t.add_argument("--query-sets", default=None, help="comma-separated: facts,qa,composite (default: all)")
     t.set_defaults(func=cmd_threads)
 
-    cal = sub.add_parser("calibrate", parents=parents, help="sweep blend weight, piece budget, floor and fusion on your threads")
+    cal = sub.add_parser("calibrate", parents=parents,
+                         help="sweep blend weight, piece budget, floor and fusion on your threads")
     cal.add_argument("path", help="a LoCoMo .json, a .jsonl threads file, or a folder of them")
     _common(cal)
-    cal.add_argument("--sweeps", default=None, help="comma-separated: weight,piece_bytes,threshold,fusion,relevance (default: all)")
+    cal.add_argument("--sweeps", default=None,
+                     help="comma-separated: weight,piece_bytes,threshold,fusion,relevance (default: all)")
     cal.set_defaults(func=cmd_calibrate)
     return ev
 
@@ -214,8 +224,8 @@ def _threads(args: argparse.Namespace) -> int:
     print(f"Threads — {args.path}: {c.get('conversations', 0)} conversations, {c.get('sections', 0)} sections, "
           f"{c.get('pieces', 0)} pieces; {c.get('facts', 0)} facts, {c.get('qa', 0)} questions, "
           f"{c.get('composite_messages', 0)} composite messages ({c.get('composite_facts', 0)} facts); "
-          f"embedder {res.config['embedder']}, k={args.k}, weight {_weight(args):g}, piece bytes {res.config['piece_bytes']}, "
-          f"floor {res.config['threshold']:g}")
+          f"embedder {res.config['embedder']}, k={args.k}, weight {_weight(args):g}, "
+          f"piece bytes {res.config['piece_bytes']}, floor {res.config['threshold']:g}")
     if res.config["data_notes"]:
         print("Data repairs: " + "; ".join(f"{k}: {v}" for k, v in sorted(res.config["data_notes"].items())))
     if res.config.get("skipped_representations"):
@@ -256,7 +266,8 @@ def _calibrate(args: argparse.Namespace) -> int:
         **kwargs,
     )
     print(f"Calibration — {args.path}: embedder {res.config['embedder']}, k={args.k}; each sweep varies one setting "
-          f"(weight {_weight(args):g}, piece bytes {res.config['piece_bytes']}, floor {res.config['threshold']:g} otherwise)")
+          f"(weight {_weight(args):g}, piece bytes {res.config['piece_bytes']}, "
+          f"floor {res.config['threshold']:g} otherwise)")
     print()
     print(calibration_report(res))
     config = {**res.config, "recommended": res.recommended, "notes": res.notes}

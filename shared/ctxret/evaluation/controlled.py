@@ -215,7 +215,9 @@ def _sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
 
 
-def noisy_passage(passage: str, sentence: str, distractors: Sequence[str], rng: random.Random, n: int = NOISE_SENTENCES) -> str:
+def noisy_passage(
+    passage: str, sentence: str, distractors: Sequence[str], rng: random.Random, n: int = NOISE_SENTENCES
+) -> str:
     """``passage`` with ``n`` distractors inserted at random sentence boundaries; ``sentence`` stays intact."""
     at = passage.index(sentence)
     units = _sentences(passage[:at]) + [sentence] + _sentences(passage[at + len(sentence) :])
@@ -241,7 +243,8 @@ def late_sentence_vector(embedder: Any, passage: str, sentence: str) -> np.ndarr
     if not hasattr(embedder, "embed_tokens"):
         raise InputError(
             f"the late-chunking representations {', '.join(LATE_REPRESENTATIONS)} need token-level output, which "
-            f"{type(getattr(embedder, 'inner', embedder)).__name__} does not give; use the local embedder or leave them out"
+            f"{type(getattr(embedder, 'inner', embedder)).__name__} does not give; "
+            "use the local embedder or leave them out"
         )
     from ..embedders.local import pool_spans
 
@@ -316,7 +319,9 @@ def run_controlled(
 
     def record(rep: str, cond: str, block: str, query_id: str, credit: float) -> None:
         credits[(rep, cond, block)].append(credit)
-        per_query.append({"representation": rep, "condition": cond, "block": block, "query_id": query_id, "top1": credit})
+        per_query.append(
+            {"representation": rep, "condition": cond, "block": block, "query_id": query_id, "top1": credit}
+        )
     blocks = list(dict.fromkeys(f.block for f in families))
     for block in blocks:
         fams = [f for f in families if f.block == block]
@@ -347,7 +352,9 @@ def run_controlled(
 
         stores: dict[str, ExactStore] = {}
 
-        def exact(side: str, records: Sequence[_Record] = records, ids: Sequence[str] = ids, block: str = block) -> ExactStore:
+        def exact(
+            side: str, records: Sequence[_Record] = records, ids: Sequence[str] = ids, block: str = block
+        ) -> ExactStore:
             """The block's records with their blended vectors, for the runtime's hybrid search."""
             if side not in stores:
                 metas = [{"thread_id": block, "turn_id": r.context.id} for r in records]
@@ -426,9 +433,13 @@ def run_controlled(
                 if vals is None:
                     continue
                 every += vals
-                rows.append({"representation": rep, "condition": cond, "block": block, "top1": mean(vals), "n": len(vals)})
+                rows.append(
+                    {"representation": rep, "condition": cond, "block": block, "top1": mean(vals), "n": len(vals)}
+                )
             if every:
-                rows.append({"representation": rep, "condition": cond, "block": "all", "top1": mean(every), "n": len(every)})
+                rows.append(
+                    {"representation": rep, "condition": cond, "block": "all", "top1": mean(every), "n": len(every)}
+                )
     config = {
         "harness": "controlled",
         "fixture": fx.source,

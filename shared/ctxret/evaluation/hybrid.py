@@ -40,7 +40,9 @@ HYBRID_REPRESENTATIONS: dict[str, FusionMethod] = {
 RUNTIME_DEFAULT = FusionSettings()
 
 
-def fusion_for(representation: str, lexical_weight: float = DEFAULT_LEXICAL_WEIGHT, rrf_k: float = DEFAULT_RRF_K) -> FusionSettings:
+def fusion_for(
+    representation: str, lexical_weight: float = DEFAULT_LEXICAL_WEIGHT, rrf_k: float = DEFAULT_RRF_K
+) -> FusionSettings:
     """The fusion setting of a hybrid representation name."""
     method = HYBRID_REPRESENTATIONS[representation]
     return FusionSettings(method, 0.5 if method is FusionMethod.RRF else lexical_weight, rrf_k)

@@ -40,7 +40,8 @@ BM25S_EN_STOPWORDS = frozenset(
 
 
 def bm25s_tokens(text: str, stemmer: Any = None) -> list[str]:
-    """``bm25s.tokenize``'s tokens of one text: lower-cased ``\\w\\w+`` words, the ``en`` stopwords out, Snowball English stems."""
+    """``bm25s.tokenize``'s tokens of one text: lower-cased ``\\w\\w+`` words, the ``en`` stopwords out,
+    Snowball English stems."""
     toks = [t for t in TOKEN_PATTERN.findall(text.lower()) if t not in BM25S_EN_STOPWORDS]
     if stemmer is None:
         import Stemmer
@@ -68,7 +69,9 @@ class BM25sPeer:
         for i, toks in enumerate(docs):
             for t in toks:
                 post[t][i] += 1
-        self._post = {t: (np.fromiter(d.keys(), np.int64), np.fromiter(d.values(), np.float64)) for t, d in post.items()}
+        self._post = {
+            t: (np.fromiter(d.keys(), np.int64), np.fromiter(d.values(), np.float64)) for t, d in post.items()
+        }
 
     def scores(self, query: str) -> tuple[np.ndarray, np.ndarray]:
         """(score of every text, which texts hold a query token)."""
@@ -93,7 +96,9 @@ class BM25sPeer:
         return [(int(i), float(s[i])) for i in order]
 
 
-def ensemble_rrf(rankings: Sequence[Sequence[int]], weights: Sequence[float] = (0.5, 0.5), c: float = 60.0) -> list[tuple[int, float]]:
+def ensemble_rrf(
+    rankings: Sequence[Sequence[int]], weights: Sequence[float] = (0.5, 0.5), c: float = 60.0
+) -> list[tuple[int, float]]:
     """LangChain EnsembleRetriever's weighted RRF over already-cut rankings (ids best first)."""
     if len(rankings) != len(weights):
         raise ValueError("one weight per ranking")

@@ -40,9 +40,11 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], align:
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
 
     def line(r: Sequence[str]) -> str:
-        return "| " + " | ".join(c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(r, widths, align, strict=False)) + " |"
+        padded = (c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(r, widths, align, strict=False))
+        return "| " + " | ".join(padded) + " |"
 
-    sep = "|" + "|".join(("-" * (w + 1) + ":") if a == "r" else (":" + "-" * (w + 1)) for w, a in zip(widths, align, strict=False)) + "|"
+    rules = (("-" * (w + 1) + ":") if a == "r" else (":" + "-" * (w + 1)) for w, a in zip(widths, align, strict=False))
+    sep = "|" + "|".join(rules) + "|"
     return "\n".join([line(cells[0]), sep] + [line(r) for r in cells[1:]])
 
 
@@ -107,7 +109,9 @@ def threads_table(rows: Sequence[Mapping[str, Any]]) -> str:
 
 def peer_table(comparison: Sequence[Mapping[str, Any]]) -> str:
     """The runtime default against each peer, paired per query (points, 95% intervals)."""
-    headers = ["Peer", "Query set", "Metric", "ctxret default", "Peer", "Δ (95% CI)", "Δ bootstrap CI", "Δ per conversation"]
+    headers = [
+        "Peer", "Query set", "Metric", "ctxret default", "Peer", "Δ (95% CI)", "Δ bootstrap CI", "Δ per conversation"
+    ]  # fmt: skip
     body = []
     for r in comparison:
         d, bs = r["diff"], r["bootstrap"]
@@ -139,7 +143,9 @@ def calibration_report(result: Any) -> str:
         verdict = "meets" if f["meets_criterion"] else "misses"
         lines.append(["fusion", f["label"], f"margin {f['margin'] * 100:+.1f} points ({verdict} the criterion)"])
     if "relevance" in rec:
-        lines.append(["relevance", rec["relevance"]["code"], "pass as SearchSettings(relevance=...) (ctxret.query.relevance)"])
+        lines.append(
+            ["relevance", rec["relevance"]["code"], "pass as SearchSettings(relevance=...) (ctxret.query.relevance)"]
+        )
     out.append(markdown_table(["Setting", "Recommended", "Note"], lines, ["l", "l", "l"]))
     for name, curve in result.curves.items():
         if not curve:

@@ -106,9 +106,15 @@ def _record(obj: Any, where: str) -> SplitRecord:
         raise InputError(f"{where}: expected an object with 'id', 'message' and 'parts', got {type(obj).__name__}")
     missing = [k for k in ("id", "message", "parts") if k not in obj]
     if missing:
-        raise InputError(f"{where}: missing {', '.join(map(repr, missing))}; each record needs 'id', 'message' and 'parts'")
+        raise InputError(
+            f"{where}: missing {', '.join(map(repr, missing))}; each record needs 'id', 'message' and 'parts'"
+        )
     message, parts = obj["message"], obj["parts"]
-    if not isinstance(message, str) or not isinstance(parts, list) or not all(isinstance(p, str) and p.strip() for p in parts):
+    if (
+        not isinstance(message, str)
+        or not isinstance(parts, list)
+        or not all(isinstance(p, str) and p.strip() for p in parts)
+    ):
         raise InputError(f"{where}: 'message' must be a string and 'parts' a list of non-empty strings")
     if _nonws("".join(parts)) != _nonws(clean_text(message)):
         raise InputError(

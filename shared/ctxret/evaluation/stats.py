@@ -73,7 +73,12 @@ def stratified_bootstrap(
     stats = np.empty(reps)
     for r in range(reps):
         stats[r] = sum(d[rng.choice(g, size=g.size, replace=True)].sum() for g in groups) / max(d.size, 1)
-    return Diff(float(d.mean()) if d.size else math.nan, float(np.quantile(stats, 0.025)), float(np.quantile(stats, 0.975)), int(d.size))
+    return Diff(
+        float(d.mean()) if d.size else math.nan,
+        float(np.quantile(stats, 0.025)),
+        float(np.quantile(stats, 0.975)),
+        int(d.size),
+    )
 
 
 def per_cluster(a: Sequence[float], b: Sequence[float], clusters: Sequence[Hashable]) -> dict[Hashable, float]:

@@ -56,8 +56,9 @@ Representations (register more with :func:`register_representation`)
   windows averaged when over the model's limit) at the run's weight; ``late`` (late chunking: each
   piece's span pooled from the token vectors of the section's text) at the run's weight; and
   ``late`` at weight 0 — the pure late-chunked vector, with query parts still blended at the run's
-  weight (runtime: ``ContextualIndex(context="late", weight=0.0, query_weight=0.8)``). The two ``late`` representations need an embedder with
-  token output (``embed_tokens``: the local model); runs over the default set skip them otherwise.
+  weight (runtime: ``ContextualIndex(context="late", weight=0.0, query_weight=0.8)``). The two ``late``
+  representations need an embedder with token output (``embed_tokens``: the local model); runs over the
+  default set skip them otherwise.
 * ``bm25``: BM25 (:class:`ctxret.lexical.LexicalIndex`) over the piece texts, whole message as
   the query, one ranking.
 * ``hybrid_rrf`` / ``hybrid_weighted`` / ``hybrid_convex``: per part, the top ``candidates``
@@ -193,7 +194,9 @@ def parse_locomo_time(value: Any) -> datetime | None:
     if not m:
         return None
     hour, minute, ampm, day, month, year = m.groups()
-    month_n = _MONTHS.get(month.lower()) or next((v for k, v in _MONTHS.items() if k.startswith(month.lower()[:3])), None)
+    month_n = _MONTHS.get(month.lower()) or next(
+        (v for k, v in _MONTHS.items() if k.startswith(month.lower()[:3])), None
+    )
     if month_n is None:
         return None
     h = int(hour) % 12 + (12 if ampm.lower() == "p" else 0)
@@ -277,7 +280,9 @@ def load_locomo(path: str | os.PathLike[str]) -> Conversation:
             notes["qa (cat 1-4) without usable evidence (skipped)"] += 1
             continue
         questions.append(
-            Query(f"{cid}/qa{i}", str(qa["question"]), frozenset(unit_session[d] for d in ids), frozenset(ids), int(cat))
+            Query(
+                f"{cid}/qa{i}", str(qa["question"]), frozenset(unit_session[d] for d in ids), frozenset(ids), int(cat)
+            )
         )
     return Conversation(cid, str(path), turns, facts, questions, units, notes)
 
@@ -317,14 +322,22 @@ def load_jsonl(path: str | os.PathLike[str]) -> list[Conversation]:
         known = {t.index for t in turns}
 
         def gold_of(
-            item: dict, key_one: str, key_many: str, what: str, where: str = where, known: set[int] = known, n: int = len(turns)
+            item: dict,
+            key_one: str,
+            key_many: str,
+            what: str,
+            where: str = where,
+            known: set[int] = known,
+            n: int = len(turns),
         ) -> frozenset[int]:
             raw = item.get(key_many, item.get(key_one))
             nums = raw if isinstance(raw, list) else [raw]
             try:
                 gold = frozenset(int(x) for x in nums)  # type: ignore[arg-type]  # bad values raise below
             except (TypeError, ValueError):
-                raise InputError(f"{where}: {what} needs \"{key_one}\" (a turn number) or \"{key_many}\" (a list)") from None
+                raise InputError(
+                    f"{where}: {what} needs \"{key_one}\" (a turn number) or \"{key_many}\" (a list)"
+                ) from None
             missing = sorted(gold - known)
             if missing or not gold:
                 raise InputError(f"{where}: {what} points at turn(s) {missing or '[]'}; the thread has turns 1..{n}")
@@ -928,7 +941,9 @@ def run_threads(
     for ci, conv in enumerate(convs):
         sets = select_queries(conv, limit_queries, seed)
         sets = {s: sets[s] for s in query_sets}
-        messages = [q.text for s in ("facts", "qa") for q in sets.get(s, [])] + [c.text for c in sets.get("composite", [])]
+        messages = [q.text for s in ("facts", "qa") for q in sets.get(s, [])] + [
+            c.text for c in sets.get("composite", [])
+        ]
         prewarm(emb, messages)
         ix = ConversationIndex(
             conv, emb, piece_bytes=piece_bytes, weight=weight, candidates=candidates, lexical_weight=lexical_weight,
@@ -945,7 +960,8 @@ def run_threads(
         if progress:
             print(
                 f"[eval threads] {ci + 1}/{len(convs)} {conv.id}: {len(conv.turns)} sections, {len(ix.pieces)} pieces, "
-                f"{len(sets.get('facts', []))} facts, {len(sets.get('qa', []))} qa, {len(sets.get('composite', []))} composite",
+                f"{len(sets.get('facts', []))} facts, {len(sets.get('qa', []))} qa, "
+                f"{len(sets.get('composite', []))} composite",
                 file=sys.stderr,
                 flush=True,
             )
@@ -958,11 +974,15 @@ def run_threads(
                     if ret.level == "pieces":
                         groups = [g.items.tolist() for g in ret.groups]
                         for budget in BUDGETS:
-                            m[f"recall_{budget}b"] = budget_recall(groups, ix.piece_nbytes, ix.piece_units, q.evidence, budget)
+                            m[f"recall_{budget}b"] = budget_recall(
+                                groups, ix.piece_nbytes, ix.piece_units, q.evidence, budget
+                            )
                     for key, val in m.items():
                         if key in _AGGREGATED:
                             acc[(rep, qs)][key].append(val)
-                    per_query.append({"conversation": conv.id, "representation": rep, "query_set": qs, "query_id": q.id, **m})
+                    per_query.append(
+                        {"conversation": conv.id, "representation": rep, "query_set": qs, "query_id": q.id, **m}
+                    )
             if "composite" in sets and rep != "whole_turn":
                 for cq in sets["composite"]:
                     cov = score_composite(ix, fn(ix, cq.text), cq, k)
@@ -1011,7 +1031,8 @@ def run_threads(
         "candidates": candidates,
         "lexical_floor": lexical_floor,
         "runtime_default_fusion": {**RUNTIME_DEFAULT.fusion_dict(),
-                                   "candidates": RUNTIME_DEFAULT.candidates, "lexical_floor": RUNTIME_DEFAULT.lexical_floor},
+                                   "candidates": RUNTIME_DEFAULT.candidates,
+                                   "lexical_floor": RUNTIME_DEFAULT.lexical_floor},
         "seed": seed,
         "limit_conversations": limit_conversations,
         "limit_queries": limit_queries,

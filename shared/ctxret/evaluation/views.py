@@ -57,7 +57,9 @@ _SKIP = frozenset(
     "your yours just like also really very much some more than then into because while will shall know think "
     "going doing being said says yeah okay".split()
 )
-_WH = re.compile(r"^(what|when|where|which|who|whom|whose|why|how|did|does|do|is|are|was|were|can|could|would)\b\s*", re.I)
+_WH = re.compile(
+    r"^(what|when|where|which|who|whom|whose|why|how|did|does|do|is|are|was|were|can|could|would)\b\s*", re.I
+)
 
 
 class FakeLLM:
@@ -113,7 +115,9 @@ def use_llm(llm: Any | None) -> None:
     if llm is None:
         _SETUP = _Setup({"questions": FakeLLM.questions, "summary": FakeLLM.summary}, FakeLLM.hyde, "fake")
     else:
-        _SETUP = _Setup({k: llm_view_writer(llm, k) for k in ("questions", "summary")}, llm_hyde(llm), type(llm).__name__)
+        _SETUP = _Setup(
+            {k: llm_view_writer(llm, k) for k in ("questions", "summary")}, llm_hyde(llm), type(llm).__name__
+        )
 
 
 # -- per conversation: view texts and vectors, built once per writer ----------------------------------
@@ -131,7 +135,9 @@ def _views(ix: ConversationIndex, kinds: tuple[str, ...]) -> _Views:
         per_piece: list[list[str]] = []
         row = 0
         for turn, pieces in zip(ix.conv.turns, ix.turn_pieces, strict=False):
-            views = write_views(_SETUP.writers, kinds, clean_text(turn.text), [p.body for p in pieces], f"section {turn.index}")
+            views = write_views(
+                _SETUP.writers, kinds, clean_text(turn.text), [p.body for p in pieces], f"section {turn.index}"
+            )
             for v in views:
                 mine = []
                 for kind in kinds:
@@ -143,7 +149,12 @@ def _views(ix: ConversationIndex, kinds: tuple[str, ...]) -> _Views:
                 per_piece.append(mine)
                 row += 1
         vecs = ix.emb.embed(texts) if texts else np.zeros((0, ix.emb.dims), np.float32)
-        base = Block(ix.piece_ids, np.zeros((len(ix.piece_ids), 1), np.float32), ["" for _ in ix.piece_ids], [{} for _ in ix.piece_ids])
+        base = Block(
+            ix.piece_ids,
+            np.zeros((len(ix.piece_ids), 1), np.float32),
+            ["" for _ in ix.piece_ids],
+            [{} for _ in ix.piece_ids],
+        )
         cache[key] = _Views(ViewedBlock(base, vecs, rows, kind_of, texts), per_piece)
     return cache[key]
 
@@ -181,7 +192,8 @@ def search(
     if hyde:
         answers = [_SETUP.hyde(p) for p in parts]
         texts = [a for a in answers if a]
-        q = blend_hyde(q, answers, ix.emb.embed(texts) if texts else np.zeros((0, q.shape[1]), np.float32), DEFAULT_HYDE_WEIGHT)
+        answer_vecs = ix.emb.embed(texts) if texts else np.zeros((0, q.shape[1]), np.float32)
+        q = blend_hyde(q, answers, answer_vecs, DEFAULT_HYDE_WEIGHT)
     stored = ix.default_stored
     v = _views(ix, kinds) if kinds else None
     store = _bm25_store(ix, stored, v) if (bm25_views and v is not None) else ix.exact_store(stored)

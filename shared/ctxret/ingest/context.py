@@ -33,7 +33,9 @@ CONTEXT_STRATEGIES = ("mean", "turn", "late", "llm")
 Contextualizer = Callable[[str, Sequence[str]], Sequence[str]]
 
 
-def contextualize(contextualizer: Contextualizer | None, turn_text: str, pieces: Sequence[Piece], where: str) -> list[str]:
+def contextualize(
+    contextualizer: Contextualizer | None, turn_text: str, pieces: Sequence[Piece], where: str
+) -> list[str]:
     """Call the contextualizer for one turn and check what it returned (one string per piece)."""
     if contextualizer is None:
         raise InputError(
@@ -43,7 +45,10 @@ def contextualize(contextualizer: Contextualizer | None, turn_text: str, pieces:
         )
     lines = contextualizer(turn_text, [p.body for p in pieces])
     if isinstance(lines, str) or not isinstance(lines, Sequence) or len(lines) != len(pieces):
-        got = "a string" if isinstance(lines, str) else f"{len(lines) if isinstance(lines, Sequence) else type(lines).__name__}"
+        if isinstance(lines, str):
+            got = "a string"
+        else:
+            got = f"{len(lines) if isinstance(lines, Sequence) else type(lines).__name__}"
         raise InputError(
             f"the contextualizer returned {got} for {where}, which has {len(pieces)} pieces; "
             "it must return one context line (str) per piece, in order"
@@ -88,7 +93,9 @@ def late_context_many(embedder: Any, turn_pieces: Sequence[Sequence[Piece]]) -> 
     joined = [_joined(pieces) for pieces in turn_pieces]
     many = getattr(embedder, "embed_tokens_many", None)
     tokens = many([t for t, _ in joined]) if many is not None else [embedder.embed_tokens(t) for t, _ in joined]
-    return [np.asarray(pool_spans(tok, spans), dtype=np.float32) for tok, (_, spans) in zip(tokens, joined)]
+    return [
+        np.asarray(pool_spans(tok, spans), dtype=np.float32) for tok, (_, spans) in zip(tokens, joined, strict=True)
+    ]
 
 
 def context_vectors(
@@ -122,7 +129,7 @@ def context_vectors(
         flat = [line for lines in context_texts for line in lines if line]
         vecs = embed_fitting(embedder, flat) if flat else np.zeros((0, piece_vectors.shape[1]), np.float32)
         out, row, v = [], 0, 0
-        for pieces, lines in zip(turn_pieces, context_texts):
+        for pieces, lines in zip(turn_pieces, context_texts, strict=True):
             n = len(pieces)
             fallback = mean_vector(piece_vectors[row : row + n]) if n else None
             ctx = np.zeros((n, piece_vectors.shape[1]), np.float32)
@@ -140,7 +147,7 @@ def context_vectors(
         filled = [i for i, pieces in enumerate(turn_pieces) if pieces]
         late = late_context_many(embedder, [turn_pieces[i] for i in filled])
         out_late = [np.zeros((0, dims), np.float32) for _ in turn_pieces]
-        for i, vecs in zip(filled, late):
+        for i, vecs in zip(filled, late, strict=True):
             out_late[i] = vecs
         return out_late
     raise InputError(f"unknown context strategy {strategy!r}; use one of {CONTEXT_STRATEGIES}")

@@ -83,7 +83,9 @@ def _json_text(value: Any, where: str, *, sort_keys: bool = False) -> str:
     try:
         return json.dumps(value, ensure_ascii=False, sort_keys=sort_keys, default=str)
     except (TypeError, ValueError) as e:
-        raise InputError(f"{where}: cannot serialise as JSON ({e}); pass plain dicts, lists, strings and numbers") from None
+        raise InputError(
+            f"{where}: cannot serialise as JSON ({e}); pass plain dicts, lists, strings and numbers"
+        ) from None
 
 
 def _media_note(kind: str, url: Any, media_type: Any = None) -> str:
@@ -225,7 +227,8 @@ def _read_content(content: Any, where: str) -> _Content:
                 stack.append(("block", f"{path}.content", inner, parts, True))
             else:
                 raise InputError(
-                    f"{path}: a tool_result's 'content' must be a string or a list of blocks, got {type(inner).__name__}"
+                    f"{path}: a tool_result's 'content' must be a string or a list of blocks, "
+                    f"got {type(inner).__name__}"
                 )
         else:
             note = _block_note(kind, block)
@@ -259,7 +262,8 @@ def _openai_calls(msg: Mapping[str, Any], where: str) -> list[_Call]:
     if isinstance(raw, (str, bytes, Mapping)) or not isinstance(raw, (list, tuple)):
         raise InputError(
             f"{where}: tool_calls must be a list of call dicts "
-            f"({{'id', 'type': 'function', 'function': {{'name', 'arguments'}}}}), got {type(raw).__name__}: {raw!r:.60}"
+            "({'id', 'type': 'function', 'function': {'name', 'arguments'}}), "
+            f"got {type(raw).__name__}: {raw!r:.60}"
         )
     calls = []
     for j, call in enumerate(raw):
@@ -277,7 +281,8 @@ def _openai_calls(msg: Mapping[str, Any], where: str) -> list[_Call]:
     fc = msg.get("function_call")
     if isinstance(fc, Mapping):
         tool = str(fc.get("name") or "function")
-        calls.append(_Call(f"__function__{tool}", tool, _args_text(fc.get("arguments"), f"{where}.function_call.arguments")))
+        args = _args_text(fc.get("arguments"), f"{where}.function_call.arguments")
+        calls.append(_Call(f"__function__{tool}", tool, args))
     return calls
 
 

@@ -85,7 +85,9 @@ class Piece:
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
-def piece_id(thread_id: str, turn_index: int, source_ordinal: int, ordinal: int, text: str, doc_id: str | None = None) -> str:
+def piece_id(
+    thread_id: str, turn_index: int, source_ordinal: int, ordinal: int, text: str, doc_id: str | None = None
+) -> str:
     """A deterministic id from thread, turn, source, ordinal and text: stable across runs and machines."""
     key = json.dumps([thread_id, doc_id, turn_index, source_ordinal, ordinal, text], ensure_ascii=True)
     return hashlib.sha256(key.encode("ascii")).hexdigest()[:32]

@@ -166,7 +166,9 @@ def llm_view_writer(
     return write
 
 
-def llm_view_writers(llm: Any, kinds: Sequence[str] = ("questions", "summary"), **options: Any) -> dict[str, ViewWriter]:
+def llm_view_writers(
+    llm: Any, kinds: Sequence[str] = ("questions", "summary"), **options: Any
+) -> dict[str, ViewWriter]:
     """``{kind: llm_view_writer(llm, kind, **options)}`` for ``ContextualIndex(..., view_writer=...)``."""
     return {kind: llm_view_writer(llm, kind, **options) for kind in normalize_views(kinds)}
 
@@ -180,7 +182,11 @@ def resolve_view_writers(kinds: Sequence[str], writer: Any) -> dict[str, ViewWri
         unknown = sorted(set(writer) - set(VIEW_KINDS))
         if unknown:
             raise InputError(f"view_writer has unknown view kind(s) {unknown}; use keys from {VIEW_KINDS}")
-        return {k: (llm_view_writer(w, k) if is_llm(w) else _checked_callable(w, k)) for k, w in writer.items() if k in kinds}
+        return {
+            k: (llm_view_writer(w, k) if is_llm(w) else _checked_callable(w, k))
+            for k, w in writer.items()
+            if k in kinds
+        }
     if is_llm(writer):
         return {k: llm_view_writer(writer, k) for k in kinds}
     if len(kinds) > 1:
@@ -232,7 +238,9 @@ def _clean_texts(texts: Any, kind: str, where: str, i: int) -> list[str]:
     if isinstance(texts, str):
         texts = [texts]
     if not isinstance(texts, Sequence):
-        raise InputError(f"the {kind!r} view writer's item {i} for {where} is {type(texts).__name__}, not a list of str")
+        raise InputError(
+            f"the {kind!r} view writer's item {i} for {where} is {type(texts).__name__}, not a list of str"
+        )
     out: list[str] = []
     for t in texts:
         if not isinstance(t, str):

@@ -1,4 +1,5 @@
-"""Query: a message → parts (:mod:`.split`) and their vectors → dense and lexical candidates → fused, floored groups → parents.
+"""Query: a message → parts (:mod:`.split`) and their vectors → dense and lexical candidates → fused,
+floored groups → parents.
 
 * :mod:`.vectors` — parts and blended query vectors from one embedding request;
 * :mod:`.fusion` — fusion methods (convex, RRF, weighted RRF) and the floor rule;

@@ -31,8 +31,8 @@ that follow the last stage):
 The store is read (a thread loaded into the cache, say) on the clock too, beside the embedding.
 Every :class:`~ctxret.results.Group` names the stages that ran (``stages``), the ones the search
 would have run that did not (``skipped``), and ``degraded = bool(skipped)``; a search stopped before
-it read the store knows only of ``embed``, ``dense`` and the ``hyde`` / ``parents`` it was asked for. Without a deadline nothing
-is skipped and the stages run inline, as one pass.
+it read the store knows only of ``embed``, ``dense`` and the ``hyde`` / ``parents`` it was asked for.
+Without a deadline nothing is skipped and the stages run inline, as one pass.
 """
 
 from __future__ import annotations
@@ -130,7 +130,9 @@ class _Search:
         self._set_wanted()
 
     def _set_wanted(self) -> None:
-        on = (True, True, self.lexical is not None, self.views is not None, self.plan.hyde is not None, self.plan.parents)
+        on = (
+            True, True, self.lexical is not None, self.views is not None, self.plan.hyde is not None, self.plan.parents
+        )
         self.wanted = [s for s, yes in zip(STAGES, on, strict=False) if yes]
 
     def bind(self, backends: tuple[Any, Any, Any], replan: Callable[[bool], SearchPlan] | None) -> None:
@@ -181,7 +183,11 @@ class _Search:
     def hyde_state(self, state: _State, answers: Sequence[str], answer_vecs: np.ndarray) -> _State:
         qvecs = blend_hyde(state.qvecs, answers, answer_vecs, self.plan.hyde_weight)
         rows = self.dense.dense(qvecs, self.n, self.scope)
-        vrows = self.views.search(qvecs, self.n, self.scope) if state.vrows is not None and self.views is not None else None
+        vrows = (
+            self.views.search(qvecs, self.n, self.scope)
+            if state.vrows is not None and self.views is not None
+            else None
+        )
         return replace(state, qvecs=qvecs, rows=rows, vrows=vrows)
 
     def groups(self, result: _Result | None) -> list[Group]:
@@ -189,7 +195,8 @@ class _Search:
             groups = [Group(i, p, ()) for i, p in enumerate(self.parts)]
         else:
             fetch = _fetcher(self.dense, self.scope) if self.plan.stages.mmr is not None else None
-            groups = annotate(assemble(self.plan, result[0], fetch=fetch, complete=getattr(self.dense, "complete", None)), result[1])
+            assembled = assemble(self.plan, result[0], fetch=fetch, complete=getattr(self.dense, "complete", None))
+            groups = annotate(assembled, result[1])
         return self.finish(groups)
 
     def finish(self, groups: Sequence[Group]) -> list[Group]:
@@ -255,7 +262,8 @@ def run_staged(
     try:
         try:
             _, qvecs = _run(s, "embed", lambda: query_vectors(s.embedder_now(), message, weight=plan.weight,
-                                                               max_parts=plan.max_parts, split=plan.split), optional=False)  # fmt: skip
+                                                               max_parts=plan.max_parts, split=plan.split),
+                            optional=False)  # fmt: skip
             if resolving is not None:
                 try:
                     s.bind(resolving.result(timeout=s.clock.remaining()), replan)
@@ -285,7 +293,9 @@ def run_staged(
         if s.views is not None:
             view_backend = s.views
             try:
-                state, done = _run(s, "views", lambda: s.staged(replace(state, vrows=view_backend.search(state.qvecs, s.n, scope))))
+                state, done = _run(
+                    s, "views", lambda: s.staged(replace(state, vrows=view_backend.search(state.qvecs, s.n, scope)))
+                )
                 best = done or best
             except _Skip:
                 pass
@@ -295,7 +305,11 @@ def run_staged(
 
                 def hyde_stage() -> tuple[_State, _Result | None]:
                     texts = [a for a in answers if a]
-                    vecs = embed_fitting(s.embedder_now(), texts) if texts else np.zeros((0, state.qvecs.shape[1]), np.float32)
+                    vecs = (
+                        embed_fitting(s.embedder_now(), texts)
+                        if texts
+                        else np.zeros((0, state.qvecs.shape[1]), np.float32)
+                    )
                     return s.staged(s.hyde_state(state, answers, vecs))
 
                 state, done = _run(s, "hyde", hyde_stage)
@@ -374,7 +388,8 @@ async def arun_staged(
     try:
         try:
             _, qvecs = await _arun(s, "embed", lambda: aquery_vectors(s.embedder_now(), message, weight=plan.weight,
-                                                                      max_parts=plan.max_parts, split=plan.split), optional=False)  # fmt: skip
+                                                                      max_parts=plan.max_parts, split=plan.split),
+                                   optional=False)  # fmt: skip
             qvecs = np.asarray(qvecs, dtype=np.float32)
             if resolving is not None:
                 rem = s.clock.remaining()
@@ -417,7 +432,11 @@ async def arun_staged(
             async def hyde_stage() -> tuple[_State, _Result | None]:
                 answers = list(await asyncio.gather(*tasks))
                 texts = [a for a in answers if a]
-                vecs = await aembed_fitting(s.embedder_now(), texts) if texts else np.zeros((0, state.qvecs.shape[1]), np.float32)
+                vecs = (
+                    await aembed_fitting(s.embedder_now(), texts)
+                    if texts
+                    else np.zeros((0, state.qvecs.shape[1]), np.float32)
+                )
                 return await asyncio.to_thread(lambda: s.staged(s.hyde_state(state, answers, vecs)))
 
             try:
@@ -467,7 +486,12 @@ def prepare_search(
         dense, lexical = store.resolve(scope)
         return dense, lexical, store.views.backend(scope, dense)
 
-    return plan(resolved, has_lexical=True), scope, backends, lambda has_lexical: plan(resolved, has_lexical=has_lexical)
+    return (
+        plan(resolved, has_lexical=True),
+        scope,
+        backends,
+        lambda has_lexical: plan(resolved, has_lexical=has_lexical),
+    )
 
 
 #: The product's executors under their public names (``ctxret.query.run_search`` / ``arun_search``).

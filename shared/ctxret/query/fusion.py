@@ -94,7 +94,9 @@ def check_lexical_floor(lexical_floor: Any) -> float | None:
     if isinstance(lexical_floor, bool) or not isinstance(lexical_floor, (int, float)) or not (
         0.0 <= float(lexical_floor) <= 1.0
     ):
-        raise InputError(f"lexical_floor (share of the query's term weight) must be between 0 and 1, got {lexical_floor!r}")
+        raise InputError(
+            f"lexical_floor (share of the query's term weight) must be between 0 and 1, got {lexical_floor!r}"
+        )
     return float(lexical_floor)
 
 
@@ -104,7 +106,9 @@ def check_candidates(candidates: Any) -> int:
     return int(candidates)
 
 
-def rrf(rankings: Sequence[Sequence[str]], k: float = DEFAULT_RRF_K, weights: Sequence[float] | None = None) -> list[tuple[str, float]]:
+def rrf(
+    rankings: Sequence[Sequence[str]], k: float = DEFAULT_RRF_K, weights: Sequence[float] | None = None
+) -> list[tuple[str, float]]:
     """Weighted reciprocal rank fusion of several rankings (ids best first).
 
     Ties are broken by the best rank any list gave, then by the earlier list.

@@ -95,8 +95,8 @@ def plan_search(
         MMRSettings(settings.fetch_k, settings.lambda_mult) if settings.mmr else None,
     )  # fmt: skip
     return SearchPlan(
-        settings.k, floor, float(weight), settings.max_parts, settings.split, hybrid, settings.parents, settings.max_message_bytes,
-        stages,
+        settings.k, floor, float(weight), settings.max_parts, settings.split, hybrid, settings.parents,
+        settings.max_message_bytes, stages,
         hyde=settings.hyde, hyde_weight=settings.hyde_weight, views=settings.views, deadline_ms=settings.deadline_ms,
     )  # fmt: skip
 
@@ -117,7 +117,15 @@ class PartCandidates:
 
 def fuse_candidates(c: PartCandidates, fusion: FusionSettings) -> PartCandidates:
     """``c`` ranked by ``fusion`` (the candidates and their scores do not depend on the fusion settings)."""
-    ranked = fuse(c.dense, c.lexical, fusion.method, lexical_weight=fusion.lexical_weight, rrf_k=fusion.rrf_k, cosine=c.cosine, bm25=c.bm25)
+    ranked = fuse(
+        c.dense,
+        c.lexical,
+        fusion.method,
+        lexical_weight=fusion.lexical_weight,
+        rrf_k=fusion.rrf_k,
+        cosine=c.cosine,
+        bm25=c.bm25,
+    )
     return replace(c, ranked=ranked)
 
 
@@ -146,7 +154,9 @@ def _dense_candidates(parts: Sequence[str], rows: Sequence[Sequence[Row]]) -> li
     return out
 
 
-def _lexical_lists(lexical: LexicalBackend, plan: SearchPlan, parts: Sequence[str], scope: Scope) -> list[list[tuple[str, float]]]:
+def _lexical_lists(
+    lexical: LexicalBackend, plan: SearchPlan, parts: Sequence[str], scope: Scope
+) -> list[list[tuple[str, float]]]:
     n = plan.n_candidates * WHERE_OVERFETCH if scope.where else plan.n_candidates
     thread_ids = list(scope.thread_ids) if scope.thread_ids is not None else None
     return [lexical.search(part, n, thread_ids) for part in parts]
@@ -307,7 +317,12 @@ def candidates(
 
 
 def search_vectors(
-    plan: SearchPlan, parts: Sequence[str], qvecs: np.ndarray, scope: Scope, backend: DenseBackend, lexical: LexicalBackend | None
+    plan: SearchPlan,
+    parts: Sequence[str],
+    qvecs: np.ndarray,
+    scope: Scope,
+    backend: DenseBackend,
+    lexical: LexicalBackend | None,
 ) -> list[Group]:
     """Stages 1–5 for query vectors already made (the harness calls this with its own vectors)."""
     cands = candidates(plan, parts, qvecs, scope, backend, lexical)

@@ -88,7 +88,9 @@ _QUOTE_LINE = re.compile(r"^\s*>")
 _HEADING = re.compile(r"^\s*#{1,6}\s+\S")
 #: A pasted log line: it opens with a date, a time or a level (``2024-05-02 03:14:07 ERROR …``).
 _LOG_LINE = re.compile(
-    r"^\s*(?:\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}|\[?\d{2}:\d{2}:\d{2}|\[?(?:ERROR|WARN|WARNING|INFO|DEBUG|TRACE|FATAL)\b)"
+    r"^\s*(?:\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}"  # a date and time
+    r"|\[?\d{2}:\d{2}:\d{2}"  # a time
+    r"|\[?(?:ERROR|WARN|WARNING|INFO|DEBUG|TRACE|FATAL)\b)"  # a level
 )
 #: A list marker at the start of a line: bullets (with an optional checkbox), ``1.``, ``1)``, ``(1)``, ``a)``.
 _INLINE_CODE = re.compile(r"`[^`\n]+`")

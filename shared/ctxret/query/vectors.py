@@ -44,7 +44,12 @@ def _blend(vecs: np.ndarray, n_parts: int, weight: float) -> np.ndarray:
 
 
 def query_vectors(
-    embedder: Embedder, message: str, *, weight: float = CHUNK_FOCUS_WEIGHT, max_parts: int = MAX_PARTS, split: bool = True
+    embedder: Embedder,
+    message: str,
+    *,
+    weight: float = CHUNK_FOCUS_WEIGHT,
+    max_parts: int = MAX_PARTS,
+    split: bool = True,
 ) -> tuple[list[str], np.ndarray]:
     """The parts of ``message`` and their blended query vectors, from one embedding request.
 
@@ -58,7 +63,12 @@ def query_vectors(
 
 
 async def aquery_vectors(
-    embedder: Embedder, message: str, *, weight: float = CHUNK_FOCUS_WEIGHT, max_parts: int = MAX_PARTS, split: bool = True
+    embedder: Embedder,
+    message: str,
+    *,
+    weight: float = CHUNK_FOCUS_WEIGHT,
+    max_parts: int = MAX_PARTS,
+    split: bool = True,
 ) -> tuple[list[str], np.ndarray]:
     """Async :func:`query_vectors`: the embedding request awaits the embedder's async path."""
     parts, whole = query_texts(message, max_parts=max_parts, split=split)

@@ -90,6 +90,10 @@ def annotate(groups: Sequence[Group], won: Sequence[dict[str, ViewMatch]]) -> li
                 hits.append(h)
                 continue
             kind, cos, text = m
-            hits.append(replace(h, scores={**h.scores, "view": cos}, metadata={**h.metadata, "view_kind": kind, "view_text": text}))
+            hits.append(
+                replace(
+                    h, scores={**h.scores, "view": cos}, metadata={**h.metadata, "view_kind": kind, "view_text": text}
+                )
+            )
         out.append(replace(g, hits=tuple(hits)))
     return out

@@ -46,7 +46,9 @@ class BM25Corpus:
         for i, toks in enumerate(tokens):
             for t in toks:
                 post[t][i] += 1
-        self._post = {t: (np.fromiter(d.keys(), np.int64), np.fromiter(d.values(), np.float64)) for t, d in post.items()}
+        self._post = {
+            t: (np.fromiter(d.keys(), np.int64), np.fromiter(d.values(), np.float64)) for t, d in post.items()
+        }
         self._order = np.argsort(np.array(self.ids, dtype=object), kind="stable") if self.n else np.zeros(0, np.int64)
         self._rank_of_id = np.empty(self.n, dtype=np.int64)
         self._rank_of_id[self._order] = np.arange(self.n)
@@ -97,8 +99,9 @@ class BM25Corpus:
             return {}
         terms = self.analysis.coverage_terms(query)
         n = self.n
-        idf = {t: max(math.log((n - len(self._post[t][0]) + 0.5) / (len(self._post[t][0]) + 0.5)), 0.0) if t in self._post
-               else math.log((n + 0.5) / 0.5) for t in terms}  # fmt: skip
+        idf = {t: max(math.log((n - len(self._post[t][0]) + 0.5) / (len(self._post[t][0]) + 0.5)), 0.0)
+                  if t in self._post else math.log((n + 0.5) / 0.5)
+               for t in terms}  # fmt: skip
         total = sum(idf.values())
         if total <= 0:
             return {rid: 0.0 for rid, _ in wanted}

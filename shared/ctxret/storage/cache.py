@@ -42,7 +42,11 @@ class Block:
         self, ids: Sequence[str], vectors: np.ndarray, documents: Sequence[str], metadatas: Sequence[Mapping[str, Any]]
     ) -> None:
         self.ids = list(ids)
-        self.vectors = np.asarray(vectors, dtype=np.float32).reshape(len(self.ids), -1) if len(self.ids) else np.zeros((0, 0), np.float32)
+        self.vectors = (
+            np.asarray(vectors, dtype=np.float32).reshape(len(self.ids), -1)
+            if len(self.ids)
+            else np.zeros((0, 0), np.float32)
+        )
         self.documents = [d or "" for d in documents]
         self.metadatas = [dict(m or {}) for m in metadatas]
         self._tokens: list[list[str]] | None = None
@@ -56,7 +60,10 @@ class Block:
         if self._tokens is None:
             from .lexical_sync import lexical_text
 
-            self._tokens = [analysis.index_tokens(lexical_text(d, m)) for d, m in zip(self.documents, self.metadatas, strict=False)]
+            self._tokens = [
+                analysis.index_tokens(lexical_text(d, m))
+                for d, m in zip(self.documents, self.metadatas, strict=False)
+            ]
         return self._tokens
 
     def bm25(self, analysis: Analysis) -> BM25Corpus:

@@ -250,7 +250,9 @@ class ChromaStore:
         page_size = _GET_PAGE if limit is None else max(1, min(_GET_PAGE, limit))
         while True:
             try:
-                page = col.get(where=dict(where) if where else None, include=list(include), limit=page_size, offset=offset)
+                page = col.get(
+                    where=dict(where) if where else None, include=list(include), limit=page_size, offset=offset
+                )
             except CtxretError:
                 raise
             except Exception as e:
@@ -265,7 +267,10 @@ class ChromaStore:
 
     @_calls_chroma("read pieces by id")
     def get(
-        self, ids: Sequence[str], include: Sequence[str] = ("documents", "metadatas"), where: Mapping[str, Any] | None = None
+        self,
+        ids: Sequence[str],
+        include: Sequence[str] = ("documents", "metadatas"),
+        where: Mapping[str, Any] | None = None,
     ) -> list[dict[str, Any]]:
         """The records of ``ids`` that exist (and match ``where``), in batches, as :meth:`iter_records` gives them."""
         ids = list(dict.fromkeys(ids))
@@ -277,7 +282,9 @@ class ChromaStore:
             out.extend(_records(page, include))
         return out
 
-    def records_of(self, key: str, values: Sequence[str], include: Sequence[str] = ("metadatas",)) -> Iterator[dict[str, Any]]:
+    def records_of(
+        self, key: str, values: Sequence[str], include: Sequence[str] = ("metadatas",)
+    ) -> Iterator[dict[str, Any]]:
         """Records whose metadata ``key`` is one of ``values`` (filtered reads of 256 values at a time)."""
         wanted = sorted(set(values))
         for start in range(0, len(wanted), _IN_CHUNK):
@@ -313,7 +320,10 @@ class ChromaStore:
             ids, docs = res["ids"][row], res["documents"][row]
             metas, dists = res["metadatas"][row], res["distances"][row]
             out.append(
-                [(ids[j], docs[j] or "", float(np.clip(1.0 - dists[j], -1.0, 1.0)), dict(metas[j] or {})) for j in range(len(ids))]
+                [
+                    (ids[j], docs[j] or "", float(np.clip(1.0 - dists[j], -1.0, 1.0)), dict(metas[j] or {}))
+                    for j in range(len(ids))
+                ]
             )
         return out
 

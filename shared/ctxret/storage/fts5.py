@@ -34,7 +34,9 @@ def _match_expr(tokens: Sequence[str], thread_ids: Sequence[str] | None) -> str:
     return expr
 
 
-def fts5_search(db: sqlite3.Connection, tokens: Sequence[str], k: int, thread_ids: list[str] | None) -> list[tuple[str, float]]:
+def fts5_search(
+    db: sqlite3.Connection, tokens: Sequence[str], k: int, thread_ids: list[str] | None
+) -> list[tuple[str, float]]:
     """Top ``k`` ``(id, bm25)`` holding any token (``bm25``: FTS5's with the sign flipped, > 0)."""
     params: list[object] = [_match_expr(tokens, thread_ids)]
     check = ""
@@ -50,7 +52,9 @@ def fts5_search(db: sqlite3.Connection, tokens: Sequence[str], k: int, thread_id
     return [(r[0], float(r[1])) for r in rows]
 
 
-def fts5_scores(db: sqlite3.Connection, tokens: Sequence[str], ids: list[str], thread_ids: list[str] | None) -> dict[str, float]:
+def fts5_scores(
+    db: sqlite3.Connection, tokens: Sequence[str], ids: list[str], thread_ids: list[str] | None
+) -> dict[str, float]:
     """Exact BM25 of ``ids`` (0.0 without any token; unknown ids or ids outside ``thread_ids`` left out)."""
     out: dict[str, float] = {}
     for start in range(0, len(ids), _SQL_CHUNK):

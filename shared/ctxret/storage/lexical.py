@@ -171,7 +171,8 @@ class LexicalIndex:
             try:
                 self._postings_generation = self._generation()
                 rows = self._db.execute(
-                    "SELECT p.id, p.thread_id, f.tokens FROM pieces p JOIN pieces_fts f ON f.rowid = p.rowid ORDER BY p.rowid"
+                    "SELECT p.id, p.thread_id, f.tokens FROM pieces p JOIN pieces_fts f ON f.rowid = p.rowid "
+                    "ORDER BY p.rowid"
                 )
                 self._postings = Postings.from_rows(rows, self.analysis)
             finally:
@@ -277,14 +278,19 @@ class LexicalIndex:
             self._next_generation()
             self._delete(gone)
             for (pid, thread, turn), tokens in zip(rows, toks, strict=False):
-                cur = self._db.execute("INSERT INTO pieces(id, thread_id, turn_id) VALUES (?, ?, ?)", (pid, thread, turn))
+                cur = self._db.execute(
+                    "INSERT INTO pieces(id, thread_id, turn_id) VALUES (?, ?, ?)", (pid, thread, turn)
+                )
                 self._db.execute(
-                    "INSERT INTO pieces_fts(rowid, scope, tokens) VALUES (?, ?, ?)", (cur.lastrowid, scope_token(thread), tokens)
+                    "INSERT INTO pieces_fts(rowid, scope, tokens) VALUES (?, ?, ?)",
+                    (cur.lastrowid, scope_token(thread), tokens),
                 )
             if settle:
                 self._settle()
 
-    def upsert(self, ids: Sequence[str], texts: Sequence[str], thread_ids: Sequence[str], turn_ids: Sequence[str]) -> None:
+    def upsert(
+        self, ids: Sequence[str], texts: Sequence[str], thread_ids: Sequence[str], turn_ids: Sequence[str]
+    ) -> None:
         """Add or replace pieces (one transaction)."""
         self.write(ids, texts, thread_ids, turn_ids)
 
@@ -311,7 +317,8 @@ class LexicalIndex:
             self._db.execute("DELETE FROM pieces")
             for pid, text, thread, turn in records:
                 cur = self._db.execute(
-                    "INSERT INTO pieces(id, thread_id, turn_id) VALUES (?, ?, ?)", (str(pid), _safe(str(thread)), _safe(str(turn)))
+                    "INSERT INTO pieces(id, thread_id, turn_id) VALUES (?, ?, ?)",
+                    (str(pid), _safe(str(thread)), _safe(str(turn))),
                 )
                 self._db.execute(
                     "INSERT INTO pieces_fts(rowid, scope, tokens) VALUES (?, ?, ?)",
@@ -326,7 +333,9 @@ class LexicalIndex:
         for start in range(0, len(ids), _SQL_CHUNK):
             chunk = ids[start : start + _SQL_CHUNK]
             marks = ",".join("?" * len(chunk))
-            self._db.execute(f"DELETE FROM pieces_fts WHERE rowid IN (SELECT rowid FROM pieces WHERE id IN ({marks}))", chunk)
+            self._db.execute(
+                f"DELETE FROM pieces_fts WHERE rowid IN (SELECT rowid FROM pieces WHERE id IN ({marks}))", chunk
+            )
             self._db.execute(f"DELETE FROM pieces WHERE id IN ({marks})", chunk)
 
     # -- reads ---------------------------------------------------------------------------------
@@ -379,7 +388,8 @@ class LexicalIndex:
             return fts5_scores(self._db, tokens, ids, thread_ids)
 
     def coverage(self, query: str, ids: Iterable[str]) -> dict[str, float]:
-        """Share of the query's term weight each piece holds: ``sum idf(t) for t in query ∩ piece / sum idf(t) for t in query``.
+        """Share of the query's term weight each piece holds:
+        ``sum idf(t) for t in query ∩ piece / sum idf(t) for t in query``.
 
         ``idf`` is BM25's (Robertson) over the whole index, floored at 0, so words in half the
         pieces or more (``the``, ``is``) weigh nothing. 1.0: the piece holds every weighted query

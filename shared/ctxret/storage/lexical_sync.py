@@ -45,7 +45,9 @@ def _records(store: Any, ids: Sequence[str]) -> Iterator[tuple[str, str, str, st
             yield rec["id"], lexical_text(doc, meta), str(meta.get("thread_id", "")), str(meta.get("turn_id", ""))
 
 
-def sync_from_store(lexical: LexicalIndex, store: Any, *, full: bool | None = None, rebuild: bool = False) -> SyncReport:
+def sync_from_store(
+    lexical: LexicalIndex, store: Any, *, full: bool | None = None, rebuild: bool = False
+) -> SyncReport:
     """Make ``lexical`` hold exactly the pieces of ``store`` (a :class:`~ctxret.storage.chroma.ChromaStore`).
 
     Compares id sets and copies the missing pieces' stored documents from Chroma (no embedding),
@@ -58,7 +60,9 @@ def sync_from_store(lexical: LexicalIndex, store: Any, *, full: bool | None = No
         before = lexical.ids()
         lexical.replace_all(_records(store, store_ids))
         lexical.fresh = False
-        return SyncReport(added=len(set(store_ids) - before), removed=len(before - set(store_ids)), checked=len(store_ids))
+        return SyncReport(
+            added=len(set(store_ids) - before), removed=len(before - set(store_ids)), checked=len(store_ids)
+        )
     n_store = store.count()
     if full is None:
         full = lexical.fresh or lexical.pending or lexical.count() != n_store
@@ -84,5 +88,10 @@ def sync_from_store(lexical: LexicalIndex, store: Any, *, full: bool | None = No
     lexical.settle_all()
     lexical.fresh = False
     if missing or extra:
-        logger.info("lexical index %s repaired from the vector store: %d added, %d removed", lexical.path, len(missing), len(extra))
+        logger.info(
+            "lexical index %s repaired from the vector store: %d added, %d removed",
+            lexical.path,
+            len(missing),
+            len(extra),
+        )
     return SyncReport(added=len(missing), removed=len(extra), checked=len(store_ids))

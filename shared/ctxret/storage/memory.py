@@ -46,7 +46,12 @@ class ExactStore:
         for i, m in enumerate(self.metadatas):
             rows[str(m.get("thread_id"))].append(i)
         self._blocks = {
-            t: Block([self.ids[i] for i in r], self.vectors[r], [self.documents[i] for i in r], [self.metadatas[i] for i in r])
+            t: Block(
+                [self.ids[i] for i in r],
+                self.vectors[r],
+                [self.documents[i] for i in r],
+                [self.metadatas[i] for i in r],
+            )
             for t, r in rows.items()
         }
         self._row = {rid: i for i, rid in enumerate(self.ids)}
@@ -74,7 +79,10 @@ class ExactStore:
         for j in range(q.shape[0]):
             top = np.argsort(-scores[:, j], kind="stable")[:n]
             out.append(
-                [(self.ids[r], self.documents[r], float(np.clip(scores[r, j], -1.0, 1.0)), dict(self.metadatas[r])) for r in map(int, top)]
+                [
+                    (self.ids[r], self.documents[r], float(np.clip(scores[r, j], -1.0, 1.0)), dict(self.metadatas[r]))
+                    for r in map(int, top)
+                ]
             )
         return out
 

@@ -74,11 +74,20 @@ class PieceStore:
             # the thread's ids from the lexical file's index, then Chroma by id: 9 ms at 1M pieces,
             # where Chroma's own thread filter costs 80 ms (it scales with the collection)
             ids = sorted(self.lexical.ids(thread_id))
-            recs = [r for r in self.chroma.get(ids, include=include) if (r.get("metadata") or {}).get("thread_id") == thread_id]
+            recs = [
+                r
+                for r in self.chroma.get(ids, include=include)
+                if (r.get("metadata") or {}).get("thread_id") == thread_id
+            ]
         else:
             recs = list(self.chroma.iter_records({"thread_id": thread_id}, include=include))
         vectors = np.asarray([r["embedding"] for r in recs], dtype=np.float32) if recs else np.zeros((0, 0), np.float32)
-        block = Block([r["id"] for r in recs], vectors, [r.get("document") or "" for r in recs], [r.get("metadata") or {} for r in recs])
+        block = Block(
+            [r["id"] for r in recs],
+            vectors,
+            [r.get("document") or "" for r in recs],
+            [r.get("metadata") or {} for r in recs],
+        )
         return self.views.load_thread(block, thread_id)  # views hook: the thread's views join its block
 
     def resolve(self, scope: Scope) -> tuple[Any, Any]:
@@ -337,7 +346,9 @@ class PieceStore:
             deleted += rec.get("del", [])
         if self.lexical is not None and (upserted or deleted):
             gone = set(deleted) - set(upserted)
-            found = {r["id"]: r for r in self.chroma.get(upserted, include=("documents", "metadatas"))} if upserted else {}
+            found = (
+                {r["id"]: r for r in self.chroma.get(upserted, include=("documents", "metadatas"))} if upserted else {}
+            )
             rows = [(rid, found[rid]) for rid in dict.fromkeys(upserted) if rid in found]
             self.lexical.write(
                 [rid for rid, _ in rows],

@@ -52,8 +52,8 @@ RESERVED_KEYS = frozenset(
 )  # fmt: skip
 #: Keys the adapters add to every retrieved Document / node (plus ``score_<name>`` per named score).
 RETRIEVAL_KEYS = frozenset(
-    {"group", "group_query", "group_rank", "group_count", "group_parts", "score", "score_scale", "parent_text", "relevance",
-     "view_kind", "view_text", "search_degraded", "search_skipped"}
+    {"group", "group_query", "group_rank", "group_count", "group_parts", "score", "score_scale", "parent_text",
+     "relevance", "view_kind", "view_text", "search_degraded", "search_skipped"}
 )
 #: Prefix given to a caller metadata key that ctxret or the adapters use themselves.
 METADATA_PREFIX = "meta_"

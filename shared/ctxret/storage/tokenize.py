@@ -39,7 +39,10 @@ MAX_TOKEN_CHARS = 64
 #: At most this many distinct query tokens are searched per query part (the first ones).
 MAX_QUERY_TOKENS = 256
 # Accents removed: combining diacritical marks after a Latin or Greek letter (after NFKD).
-_LATIN_GREEK = "A-Za-z\u00aa\u00ba\u00c0-\u024f\u0370-\u03ff\u1d00-\u1dbf\u1e00-\u1fff\u2c60-\u2c7f\ua720-\ua7ff\uab30-\uab6f"
+_LATIN_GREEK = (
+    "A-Za-z\u00aa\u00ba\u00c0-\u024f\u0370-\u03ff\u1d00-\u1dbf\u1e00-\u1fff"
+    "\u2c60-\u2c7f\ua720-\ua7ff\uab30-\uab6f"
+)
 _DIACRITICS = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
 _STRIP_ACCENTS = re.compile(f"(?<=[{_LATIN_GREEK}])[{_DIACRITICS}]+")
 # Scripts written without spaces between words: one token per character, plus bigrams.
@@ -211,9 +214,14 @@ class Analysis:
             try:
                 import Stemmer  # PyStemmer
             except ImportError as e:  # pragma: no cover - a dependency of ctxret
-                raise InputError("stemming needs the PyStemmer package: pip install PyStemmer (or language=None)") from e
+                raise InputError(
+                    "stemming needs the PyStemmer package: pip install PyStemmer (or language=None)"
+                ) from e
             if language not in Stemmer.algorithms():
-                raise InputError(f"no Snowball stemmer for language {language!r}; choose one of {sorted(Stemmer.algorithms())} or None")
+                raise InputError(
+                    f"no Snowball stemmer for language {language!r}; "
+                    f"choose one of {sorted(Stemmer.algorithms())} or None"
+                )
             self._stem = Stemmer.Stemmer(language).stemWords
             self._stemmable = re.compile(f"[{SCRIPTS.get(language, _LATIN)}]+").fullmatch
         digest = hashlib.sha256(

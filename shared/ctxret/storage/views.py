@@ -39,7 +39,9 @@ from .schema import Scope
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["VIEWS_SUFFIX", "ViewRecords", "ViewRow", "ViewedBlock", "MemoryViews", "ChromaViews", "ViewIndex", "view_id"]
+__all__ = [
+    "VIEWS_SUFFIX", "ViewRecords", "ViewRow", "ViewedBlock", "MemoryViews", "ChromaViews", "ViewIndex", "view_id"
+]  # fmt: skip
 
 #: The views of collection ``X`` live in ``X-views``.
 VIEWS_SUFFIX = "-views"
@@ -77,9 +79,15 @@ class ViewedBlock(Block):
 
     __slots__ = ("view_vectors", "view_rows", "view_kinds", "view_texts")
 
-    def __init__(self, block: Block, vectors: np.ndarray, rows: Sequence[int], kinds: Sequence[str], texts: Sequence[str]) -> None:
+    def __init__(
+        self, block: Block, vectors: np.ndarray, rows: Sequence[int], kinds: Sequence[str], texts: Sequence[str]
+    ) -> None:
         super().__init__(block.ids, block.vectors, block.documents, block.metadatas)
-        self.view_vectors = np.asarray(vectors, dtype=np.float32).reshape(len(rows), -1) if len(rows) else np.zeros((0, 0), np.float32)
+        self.view_vectors = (
+            np.asarray(vectors, dtype=np.float32).reshape(len(rows), -1)
+            if len(rows)
+            else np.zeros((0, 0), np.float32)
+        )
         self.view_rows = np.asarray(rows, dtype=np.int64)
         self.view_kinds = list(kinds)
         self.view_texts = list(texts)
@@ -124,10 +132,15 @@ class MemoryViews:
         if self.vectors.shape[1] != q.shape[1]:
             return [[] for _ in range(len(q))]
         scores = self.vectors @ q.T
-        return [_best_per_piece(scores[:, j], self.rows, self.piece_ids, self.kinds, self.texts, n) for j in range(q.shape[0])]
+        return [
+            _best_per_piece(scores[:, j], self.rows, self.piece_ids, self.kinds, self.texts, n)
+            for j in range(q.shape[0])
+        ]
 
 
-def _best_per_piece(col: np.ndarray, rows: np.ndarray, ids: Sequence[str], kinds: Sequence[str], texts: Sequence[str], n: int) -> list[ViewRow]:
+def _best_per_piece(
+    col: np.ndarray, rows: np.ndarray, ids: Sequence[str], kinds: Sequence[str], texts: Sequence[str], n: int
+) -> list[ViewRow]:
     out: list[ViewRow] = []
     seen: set[int] = set()
     for i in np.argsort(-col, kind="stable"):
@@ -232,10 +245,16 @@ class ViewIndex:
         if not self.enabled or not len(block):
             return block
         recs = list(
-            self.chroma.iter_records({"thread_id": thread_id}, include=("embeddings", "documents", "metadatas"), name=self.name())
+            self.chroma.iter_records(
+                {"thread_id": thread_id}, include=("embeddings", "documents", "metadatas"), name=self.name()
+            )
         )
         row_of = {pid: i for i, pid in enumerate(block.ids)}
-        keep = [(row_of[str((r.get("metadata") or {}).get("piece_id"))], r) for r in recs if str((r.get("metadata") or {}).get("piece_id")) in row_of]
+        keep = [
+            (row_of[str((r.get("metadata") or {}).get("piece_id"))], r)
+            for r in recs
+            if str((r.get("metadata") or {}).get("piece_id")) in row_of
+        ]
         if not keep:
             return block
         return ViewedBlock(
@@ -257,7 +276,8 @@ class ViewIndex:
 
     # -- rebuild --------------------------------------------------------------------------------
     def begin_rebuild(self, temp: str, config: Mapping[str, Any]) -> None:
-        """Before a rebuild refills ``temp``: no leftovers, and ``temp``'s views collection when the new config has views."""
+        """Before a rebuild refills ``temp``: no leftovers, and ``temp``'s views collection when the new config
+        has views."""
         self.chroma.drop(self.name(temp))
         self.chroma.drop(self.name(self.chroma.collection_name + _PREVIOUS))
         self._rebuilt_enabled = bool(config.get("views"))

@@ -4,9 +4,9 @@ Supports what Chroma documents for metadata: ``{key: value}`` (equality), ``{key
 ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``, ``$in``, ``$nin``, and ``$and`` / ``$or`` of
 clauses. As in Chroma 1.5, ``$ne`` and ``$nin`` are the negations of ``$eq`` and ``$in`` (so a record
 that lacks the key, or holds another type, matches them), the other operators never match a
-record without the key, the order operators compare numbers only, and a boolean is not a number. A filter using anything else
-raises :class:`Unsupported`, and the caller hands the search to Chroma instead; a test holds this
-evaluator to Chroma's answers on random filters.
+record without the key, the order operators compare numbers only, and a boolean is not a number. A filter
+using anything else raises :class:`Unsupported`, and the caller hands the search to Chroma instead; a test
+holds this evaluator to Chroma's answers on random filters.
 """
 
 from __future__ import annotations

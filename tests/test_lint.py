@@ -1,0 +1,39 @@
+"""The code stays lint-clean and type-clean: ``ruff check`` and ``mypy`` as configured in pyproject.toml.
+
+Both tools come with the ``test`` extra; without them these tests skip and say so.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+#: What ``ruff check`` covers (``notebooks`` is excluded in pyproject.toml).
+RUFF_PATHS = ["shared/ctxret", "langchain_ctxret", "llamaindex_ctxret", "tests", "benchmarks"]
+
+
+def _run(tool: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m <tool> <args>`` from the project root (where pyproject.toml configures it)."""
+    if importlib.util.find_spec(tool) is None:
+        pytest.skip(f"{tool} is not installed (it comes with the test extra: pip install -e '.[test]')")
+    return subprocess.run(
+        [sys.executable, "-m", tool, *args], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_ruff_finds_nothing():
+    proc = _run("ruff", "check", "--output-format", "concise", *RUFF_PATHS)
+    code = proc.returncode
+    assert code == 0, f"ruff check {' '.join(RUFF_PATHS)}:\n{proc.stdout}{proc.stderr}"
+
+
+def test_mypy_finds_nothing():
+    # no paths: mypy checks the packages [tool.mypy] lists under `files`
+    proc = _run("mypy")
+    code = proc.returncode
+    assert code == 0, f"mypy:\n{proc.stdout}{proc.stderr}"
