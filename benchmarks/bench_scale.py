@@ -203,8 +203,8 @@ def search_with_embedding(c: Corpus, store, searches: int, seed: int = 13) -> di
     the thread's first search) and unscoped. The message is real text; the stored vectors are
     synthetic, so the hits mean nothing, but the work is the same."""
     from ctxret.embedders.local import LocalEmbedder
-    from ctxret.query.fusion import FusionSettings
     from ctxret.query.deadline import run_search
+    from ctxret.query.fusion import FusionSettings
     from ctxret.query.search import SearchPlan
     from ctxret.storage.schema import Scope
 
