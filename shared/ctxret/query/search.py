@@ -209,11 +209,11 @@ def _hybrid_candidates(
         cosine = {r[0]: float(r[2]) for r in rows}
         # lexical hits the store does not return inside the scope (or at all) are dropped here
         kept = [(rid, sc) for rid, sc in lex if rid in info or rid in fetched][: plan.n_candidates]
-        for rid, _ in kept:
-            if rid not in info:
-                doc, meta, vec = fetched[rid]
-                info[rid] = (doc, meta)
-                cosine[rid] = _cosine(vec, q)
+        new = [rid for rid, _ in kept if rid not in info]
+        for rid, cos in zip(new, _cosines([fetched[rid][2] for rid in new], q), strict=True):
+            doc, meta, _ = fetched[rid]
+            info[rid] = (doc, meta)
+            cosine[rid] = cos
         listed = dict(kept)
         only_dense = [r[0] for r in rows if r[0] not in listed]
         bm25 = {rid: 0.0 for rid in cosine}
@@ -238,6 +238,18 @@ def _cosine(vec: np.ndarray, q: np.ndarray) -> float:
         return -1.0
     denom = float(np.linalg.norm(vec) * np.linalg.norm(q))
     return float(np.clip(float(vec @ q) / denom, -1.0, 1.0)) if denom > 0 else 0.0
+
+
+def _cosines(vecs: Sequence[Any], q: np.ndarray) -> list[float]:
+    """:func:`_cosine` of each vector against ``q``, in one product when they all have ``q``'s size."""
+    arrays = [np.asarray(v, dtype=np.float32).ravel() for v in vecs]
+    if not arrays or any(a.size != q.size for a in arrays) or q.size == 0:
+        return [_cosine(a, q) for a in arrays]
+    m = np.stack(arrays)
+    denom = np.linalg.norm(m, axis=1) * np.float32(np.linalg.norm(q))
+    dots = m @ q
+    safe = np.where(denom > 0, denom, 1.0)
+    return [float(c) if d > 0 else 0.0 for c, d in zip(np.clip(dots / safe, -1.0, 1.0).tolist(), denom, strict=True)]
 
 
 def assemble(
