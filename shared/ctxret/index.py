@@ -25,7 +25,7 @@ from .ingest.documents import documents_to_turns
 from .ingest.messages import turns_from_messages
 from .ingest.turns import Piece, Turn
 from .ingest.views import resolve_view_writers
-from .ingest.writer import DEFAULT_MAX_TURN_BYTES, plan_turns, rebuild_store, write_turns
+from .ingest.writer import DEFAULT_MAX_TURN_BYTES, PlannedTurn, plan_turns, rebuild_store, write_turns
 from .query.deadline import arun_staged, prepare_search, run_staged
 from .query.relevance import calibration_for
 from .query.search import SearchPlan, plan_search
@@ -191,17 +191,21 @@ class ContextualIndex:
         """
         return self.add_turns(documents_to_turns(documents, thread_id=thread_id, metadata=metadata))
 
-    def add_turns(self, turns: Sequence[Turn], *, metadata: Mapping[str, Any] | None = None) -> IndexResult:
-        """Index prepared turns (or sections): the one write path every ingest goes through."""
+    def add_turns(
+        self, turns: Sequence[Turn | PlannedTurn], *, metadata: Mapping[str, Any] | None = None
+    ) -> IndexResult:
+        """Index prepared turns (or sections) of any threads in one call: the one write path every ingest goes through,
+        in bounded batches (a failure part-way sets ``error.written``: :func:`.ingest.writer.write_turns`)."""
         return write_turns(
             self.store, self.embedder, self.config, list(turns),
             metadata=metadata, contextualizer=self.contextualizer, progress=self.progress, max_turn_bytes=self.max_turn_bytes,
             view_writers=resolve_view_writers(self.config.view_kinds, self.view_writer),
         )  # fmt: skip
 
-    def check_turns(self, turns: Sequence[Turn]) -> None:
-        """Raise the :class:`InputError` that :meth:`add_turns` would raise for ``turns``, writing nothing."""
-        plan_turns(list(turns), self.embedder, self.config, max_turn_bytes=self.max_turn_bytes)
+    def check_turns(self, turns: Sequence[Turn]) -> list[PlannedTurn]:
+        """Raise the :class:`InputError` that :meth:`add_turns` would raise for ``turns``, writing nothing;
+        else return them planned (fitted pieces and metadata), which :meth:`add_turns` takes as they are."""
+        return plan_turns(list(turns), self.embedder, self.config, max_turn_bytes=self.max_turn_bytes)
 
     def fit_pieces(self, turn: Turn, max_bytes: int | None = None) -> list[Piece]:
         """The pieces of ``turn`` as this index stores them (labelled, re-packed to the model's limit)."""
