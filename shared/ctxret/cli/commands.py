@@ -15,10 +15,6 @@ from .readers import DEFAULT_INCLUDE, FileProblem, collect_paths, document_root,
 from .render import clip, error, floor_text, hit_line, one_line, search_json, terminal_width, warn
 from .settings import EXIT_ERROR, EXIT_OK, UsageError, make_embedder, open_index, resolve_settings
 
-#: Turns per write while indexing many files: turns of several files share embedding batches
-#: (length-sorted batches pad far less across threads than within one).
-INDEX_BATCH_TURNS = 2_000
-
 
 def cmd_index(args: argparse.Namespace) -> int:
     settings = resolve_settings(args)
@@ -35,9 +31,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     if problems:
         return _refuse(problems, len(paths))
     index = open_index(settings, max_turn_bytes=args.max_bytes)
+    planned = []
     for f in files:  # pieces are sized to the model, and limits checked, before anything is written
         try:
-            index.check_turns(f.turns)
+            planned += index.check_turns(f.turns)
         except InputError as e:
             problems.append(FileProblem(f.path, None, str(e)))
     if problems:
@@ -48,20 +45,17 @@ def cmd_index(args: argparse.Namespace) -> int:
             warn(f"{f.path}: nothing to index (no text)")
         else:
             print(f"{f.path}: {len(f.turns)} {unit}(s) in {_threads(f.threads)}")
-    turns = [t for f in files for t in f.turns]
     started = time.perf_counter()
-    total = IndexResult()
-    for start in range(0, len(turns), INDEX_BATCH_TURNS):
-        batch = turns[start : start + INDEX_BATCH_TURNS]
-        try:
-            total += index.add_turns(batch)
-        except CtxretError as e:  # e.g. the embedding service failed: this batch was not written
-            error(str(e))
-            error(
-                f"stopped after {start:,} of {len(turns):,} turns (those are stored; run the same command again "
-                "to finish: unchanged turns cost nothing)"
-            )
-            return EXIT_ERROR
+    try:  # one call: the turns of all files share embedding batches, written in bounded batches
+        total = index.add_turns(planned)
+    except CtxretError as e:  # e.g. the embedding service failed: the batches before it are stored
+        done: IndexResult = getattr(e, "written", None) or IndexResult()
+        error(str(e))
+        error(
+            f"stopped after {done.turns:,} of {len(planned):,} turns were stored (run the same command again "
+            "to finish: unchanged turns cost nothing)"
+        )
+        return EXIT_ERROR
     store = index.store
     print(
         f"indexed {total.turns:,} turn(s) from {len(files)} file(s): {total.added:,} piece(s) added, "
