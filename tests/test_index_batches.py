@@ -201,10 +201,17 @@ class FailingEmbedder(CountingEmbedder):
         super().__init__(inner)
         self.marker = marker
 
-    def embed(self, texts):
+    def _check(self, texts):
         if any(self.marker in t for t in texts):
             raise EmbeddingError("the embedding service failed (HTTP 503 after 5 retries)")
+
+    def embed(self, texts):
+        self._check(texts)
         return super().embed(texts)
+
+    def embed_tokens_many(self, texts):
+        self._check(texts)
+        return super().embed_tokens_many(texts)
 
 
 def test_a_failure_part_way_leaves_whole_turns_and_says_what_is_stored(make, local_embedder, monkeypatch):
@@ -222,6 +229,10 @@ def test_a_failure_part_way_leaves_whole_turns_and_says_what_is_stored(make, loc
     with pytest.raises(EmbeddingError) as caught:
         index.add_turns(all_turns())
     written = caught.value.written
+    message = str(caught.value)  # the same error type, saying how far it got and how to finish
+    assert message.startswith("the embedding service failed (HTTP 503 after 5 retries)")
+    assert f"stopped after {written.turns} of {len(all_turns())} turns were stored, each whole" in message
+    assert "the same call again finishes it" in message and isinstance(caught.value.__cause__, EmbeddingError)
     stored = snapshot(index)
     expected = {x.id for b in batches[:2] for p in b for x in p.pieces}
     assert set(stored["records"]) == expected and {r[0] for r in stored["lexical"]} == expected
@@ -239,3 +250,54 @@ def test_one_batch_is_all_or_nothing(make, local_embedder):
     with pytest.raises(EmbeddingError) as caught:
         index.add_turns(all_turns())
     assert index.store.count() == 0 and caught.value.written.added == 0
+    assert f"stopped after 0 of {len(all_turns())} turns were stored" in str(caught.value)
+
+
+def test_a_rebuild_that_fails_keeps_the_old_collection_and_its_message(make, local_embedder):
+    """A rebuild's refill is not a call to finish by adding again: its error keeps its own message."""
+    failing = FailingEmbedder(local_embedder, "\x00never")
+    index = make(failing, context="mean", weight=0.8)
+    index.add_turns(all_turns())
+    before = snapshot(index)
+    failing.marker = "sourdough"
+    with pytest.raises(EmbeddingError) as caught:
+        ContextualIndex.rebuild(index.store.location, embedder=failing, context="mean", weight=0.5, progress=False)
+    assert "stopped after" not in str(caught.value)
+    failing.marker = "\x00never"
+    assert_same_store(before, snapshot(index))
+
+
+@pytest.mark.parametrize("path", ["langchain", "llamaindex"])
+def test_an_adapter_bulk_call_that_fails_part_way_raises_the_ctxret_error_that_says_so(
+    make, local_embedder, monkeypatch, path
+):
+    """The adapters stay thin: their bulk add raises the core's error, which says what is stored and how to
+    finish, and the same call again completes the store."""
+    from langchain_core.documents import Document
+
+    from langchain_ctxret import ContextualRetriever
+    from llamaindex_ctxret import ContextualStoreIndex, documents_from_messages
+
+    monkeypatch.setattr(writer, "WRITE_BATCH_PIECES", 3)
+    texts = {tid: "\n".join(m["content"] for m in msgs) for tid, msgs in THREADS.items()}
+    if path == "langchain":
+        docs = [Document(page_content=text, id=tid) for tid, text in texts.items()]
+
+        def add(ix):
+            ContextualRetriever(index=ix).add_documents(docs)
+    else:
+        li_docs = [d for tid, msgs in THREADS.items() for d in documents_from_messages(msgs, tid)]
+
+        def add(ix):
+            ContextualStoreIndex(ix).insert_documents(li_docs)
+
+    reference = make()
+    add(reference)
+    failing = FailingEmbedder(local_embedder, "buy euros")  # the longest turn: the last write batch
+    index = make(failing)
+    with pytest.raises(EmbeddingError, match=r"stopped after \d+ of \d+ turns were stored, each whole") as caught:
+        add(index)
+    assert 0 < caught.value.written.turns_changed and index.store.count() == caught.value.written.added
+    failing.marker = "\x00never"
+    add(index)
+    assert_same_store(snapshot(reference), snapshot(index))

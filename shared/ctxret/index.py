@@ -194,11 +194,11 @@ class ContextualIndex:
     def add_turns(
         self, turns: Sequence[Turn | PlannedTurn], *, metadata: Mapping[str, Any] | None = None
     ) -> IndexResult:
-        """Index prepared turns (or sections) of any threads in one call: the one write path every ingest goes through,
-        in bounded batches (a failure part-way sets ``error.written``: :func:`.ingest.writer.write_turns`)."""
+        """Index prepared turns (or sections) of any threads in one call: the one write path every ingest goes
+        through, in bounded batches (a failure part-way says what is stored: :func:`.ingest.writer.write_turns`)."""
         return write_turns(
-            self.store, self.embedder, self.config, list(turns),
-            metadata=metadata, contextualizer=self.contextualizer, progress=self.progress, max_turn_bytes=self.max_turn_bytes,
+            self.store, self.embedder, self.config, list(turns), metadata=metadata, contextualizer=self.contextualizer,
+            progress=self.progress, max_turn_bytes=self.max_turn_bytes,
             view_writers=resolve_view_writers(self.config.view_kinds, self.view_writer),
         )  # fmt: skip
 

@@ -20,13 +20,13 @@ from ..blend import chunk_search_vector
 from ..config import IndexConfig
 from ..embedders.base import Embedder
 from ..embedders.fitting import EMBED_CHUNK, embed_in_batches, fit_pieces
-from ..errors import EmbeddingError, InputError
+from ..errors import CtxretError, EmbeddingError, InputError
 from ..results import IndexResult
 from ..storage.schema import check_id, piece_metadata
 from ..text import clean_text
 from .context import Contextualizer, context_vectors, contextualize
-from .views import VIEWS_KEY, ViewWriter, stored_views, views_json, write_views
 from .turns import Piece, Source, Turn, parse_time
+from .views import VIEWS_KEY, ViewWriter, stored_views, views_json, write_views
 
 __all__ = ["PieceSink", "PlannedTurn", "plan_turns", "turns_from_records", "write_turns"]
 
@@ -93,7 +93,9 @@ def plan_turns(
         if i in ready:
             continue
         if not isinstance(turn, Turn):
-            raise InputError(f"add_turns takes ctxret Turns (from turns_from_messages or document_turns), got {type(turn).__name__}")
+            raise InputError(
+                f"add_turns takes ctxret Turns (from turns_from_messages or document_turns), got {type(turn).__name__}"
+            )
         check_id(turn.thread_id)
         if turn.doc_id is not None:
             check_id(turn.doc_id, "document id")
@@ -148,9 +150,10 @@ def write_turns(
     batches (:data:`WRITE_BATCH_PIECES`, :data:`WRITE_BATCH_BYTES`; a turn is never split), each
     batch's store write overlapping the next batch's embedding on one background thread. A call
     that fits in one batch writes all or nothing; a larger one that fails part-way leaves the
-    batches before the failure stored (whole turns, Chroma and the lexical index in step) and
-    the exception's ``written`` attribute holds their :class:`IndexResult`: run the same call
-    again to finish (unchanged turns cost nothing).
+    batches before the failure stored (whole turns, Chroma and the lexical index in step); the
+    error (a ctxret error keeps its type, its message then says how many turns are stored and
+    how to finish) has a ``written`` attribute, the :class:`IndexResult` of what is stored: run
+    the same call again to finish (unchanged turns cost nothing).
 
     With ``config.views``, each changed turn's pieces get their LLM-written views
     (:mod:`.views`): from ``known_views`` (piece id → ``{kind: texts}``, what a rebuild read from
@@ -178,11 +181,10 @@ def write_turns(
         writes.finish()
     except BaseException as e:
         writes.finish(quiet=True)  # the write in flight completes (or fails) before the error goes up
-        try:
-            e.written = stored + writes.done  # type: ignore[attr-defined]
-        except (AttributeError, TypeError):  # an exception type that takes no attributes
-            pass
-        raise
+        stopped = _stopped(e, stored + writes.done, len(planned), rebuild=name is not None)
+        if stopped is e:
+            raise
+        raise stopped from e
     finally:
         if bar is not None:
             bar.close()
@@ -191,6 +193,30 @@ def write_turns(
 
 #: Whether a batch's store write runs on a background thread while the next batch embeds.
 OVERLAP_WRITES = True
+
+
+def _stopped(e: BaseException, written: IndexResult, total: int, *, rebuild: bool) -> BaseException:
+    """The error a call that stopped part-way raises: ``e`` with ``written`` (what is stored: the
+    batches before the failure, and the turns that were stored unchanged) and, for a ctxret error
+    of a write to the store's own collection, a message that says how far it got and how to finish
+    (the same type, raised from ``e``). Other exceptions keep their type and message (a note says it)."""
+    note = (
+        f"indexing stopped after {written.turns:,} of {total:,} turns were stored, each whole (the vector store "
+        "and the lexical index agree); the same call again finishes it: the stored turns are unchanged and cost nothing"
+    )
+    out = e
+    if not rebuild and isinstance(e, CtxretError):
+        try:
+            out = type(e)(f"{e} ({note})")
+        except Exception:  # an error type built from something other than its message
+            out = e
+    elif not rebuild and isinstance(e, Exception) and hasattr(e, "add_note"):
+        e.add_note(note)
+    try:
+        out.written = written  # type: ignore[attr-defined]
+    except (AttributeError, TypeError):  # an exception type that takes no attributes
+        pass
+    return out
 
 
 def write_batches(
@@ -247,8 +273,8 @@ def _embed_batch(
         lines = [
             contextualize(contextualizer, clean_text(p.turn.text), p.pieces, f"turn {p.turn.turn_id!r}") for p in batch
         ]
-        for p, turn_lines in zip(batch, lines):
-            for meta, line in zip(p.metadatas, turn_lines):
+        for p, turn_lines in zip(batch, lines, strict=False):
+            for meta, line in zip(p.metadatas, turn_lines, strict=False):
                 if line:
                     meta["context_text"] = line
     view_records = _view_records(batch, embedder, config, view_writers, known_views)
@@ -363,7 +389,7 @@ def _view_records(
         else:
             bodies = [x.body for x in p.pieces]
             per_piece = write_views(writers, kinds, clean_text(p.turn.text), bodies, f"turn {p.turn.turn_id!r}")
-        for piece, meta, views in zip(p.pieces, p.metadatas, per_piece):
+        for piece, meta, views in zip(p.pieces, p.metadatas, per_piece, strict=False):
             meta[VIEWS_KEY] = views_json(views)
             records.pieces.append(piece.id)
             for kind in kinds:
@@ -384,7 +410,9 @@ def check_vectors(vectors: np.ndarray, n: int, dims: int, model: str) -> None:
     """Refuse an embedder's answer that cannot be stored as is (nothing is truncated or padded)."""
     shape = getattr(vectors, "shape", None)
     if shape is None or len(shape) != 2 or shape[0] != n:
-        raise EmbeddingError(f"the embedder returned {shape} for {n} texts; it must return one vector per text, in order")
+        raise EmbeddingError(
+            f"the embedder returned {shape} for {n} texts; it must return one vector per text, in order"
+        )
     if shape[1] != dims:
         raise EmbeddingError(
             f"the embedder returned {shape[1]}-dimensional vectors but this index holds {dims}-dimensional ones "
