@@ -585,3 +585,24 @@ def test_a_failure_while_writing_says_what_is_stored_and_how_to_finish(tmp_path,
     assert cli.main(["stats", "--json", "--store", store]) == 0
     after = json.loads(capsys.readouterr().out)
     assert after["turns"] == total and len(after["pieces_per_thread"]) == 2
+
+
+def test_two_files_giving_the_same_turn_are_refused_before_anything_is_written(tmp_path, files, monkeypatch, capsys):
+    """``--thread`` over two message files puts both in one thread: their turns collide, and the command says
+    which files before writing anything (the one indexing call takes each turn once)."""
+    other = write_jsonl(tmp_path / "pets-log.jsonl", PETS)
+    monkeypatch.chdir(tmp_path)
+    for name in cli.ENV.values():
+        monkeypatch.delenv(name, raising=False)
+    store = str(tmp_path / "s")
+    code = cli.main(["index", str(files["messages"]), str(other), "--thread", "trip", "--store", store])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert f"{other}: turn " in err and f"of thread 'trip' is also in {files['messages']}" in err
+    assert "nothing was written (1 of 2 file(s) had problems)" in err
+    assert cli.main(["stats", "--json", "--store", store]) == 0
+    assert json.loads(capsys.readouterr().out)["pieces"] == 0
+    assert cli.main(["index", str(files["messages"]), str(other), "--store", store]) == 0  # each its own thread
+    capsys.readouterr()
+    assert cli.main(["stats", "--json", "--store", store]) == 0
+    assert set(json.loads(capsys.readouterr().out)["pieces_per_thread"]) == {"travel-log", "pets-log"}

@@ -10,7 +10,6 @@ import time
 from typing import Any
 
 from ..errors import CtxretError, InputError
-from ..results import IndexResult
 from .readers import DEFAULT_INCLUDE, FileProblem, collect_paths, document_root, read_input_file
 from .render import clip, error, floor_text, hit_line, one_line, search_json, terminal_width, warn
 from .settings import EXIT_ERROR, EXIT_OK, UsageError, make_embedder, open_index, resolve_settings
@@ -31,12 +30,21 @@ def cmd_index(args: argparse.Namespace) -> int:
     if problems:
         return _refuse(problems, len(paths))
     index = open_index(settings, max_turn_bytes=args.max_bytes)
-    planned = []
+    planned, owner = [], {}
     for f in files:  # pieces are sized to the model, and limits checked, before anything is written
         try:
-            planned += index.check_turns(f.turns)
+            mine = index.check_turns(f.turns)
         except InputError as e:
             problems.append(FileProblem(f.path, None, str(e)))
+            continue
+        clash = next((p.key for p in mine if owner.get(p.key, f.path) != f.path), None)
+        if clash is not None:  # one call takes each turn once: two files must not give the same turn
+            problem = f"turn {clash[1]!r} of thread {clash[0]!r} is also in {owner[clash]}"
+            why = "each file needs its own thread (--thread gives every file the same one)"
+            problems.append(FileProblem(f.path, None, f"{problem}: {why}"))
+            continue
+        owner.update((p.key, f.path) for p in mine)
+        planned += mine
     if problems:
         return _refuse(problems, len(paths))
     for f in files:
@@ -49,12 +57,9 @@ def cmd_index(args: argparse.Namespace) -> int:
     try:  # one call: the turns of all files share embedding batches, written in bounded batches
         total = index.add_turns(planned)
     except CtxretError as e:  # e.g. the embedding service failed: the batches before it are stored
-        done: IndexResult = getattr(e, "written", None) or IndexResult()
-        error(str(e))
-        error(
-            f"stopped after {done.turns:,} of {len(planned):,} turns were stored (run the same command again "
-            "to finish: unchanged turns cost nothing)"
-        )
+        error(str(e))  # the core's message says how many turns are stored (whole turns)
+        if getattr(e, "written", None) is not None:
+            error("run the same command again to finish: the stored turns are unchanged and cost nothing")
         return EXIT_ERROR
     store = index.store
     print(
