@@ -16,7 +16,10 @@ from ctxret import ContextualIndex
 
 def thread(name: str, version: int) -> list[dict[str, str]]:
     turns = [
-        (f"{name}: what is the plan for sprint {i}?", f"{name} sprint {i}: ship the importer, then the exporter, review on day {i}.")
+        (
+            f"{name}: what is the plan for sprint {i}?",
+            f"{name} sprint {i}: ship the importer, then the exporter, review on day {i}.",
+        )
         for i in range(1, 5)
     ]
     if version == 2:  # turn 2 changed, a fifth turn added
