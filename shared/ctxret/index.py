@@ -112,10 +112,11 @@ class ContextualIndex:
         self.config: IndexConfig = IndexConfig.resolve(
             embedder, stored, weight=weight, context=context, piece_bytes=piece_bytes, views=views
         )
-        resolve_view_writers(self.config.view_kinds, view_writer)  # a bad writer is an error now, not at the first write
+        resolve_view_writers(self.config.view_kinds, view_writer)  # a bad writer fails now, not at the first write
         self._stored_differs = bool(stored is not None and self.config.differences(stored))
         if self._stored_differs and not getattr(self, "_rebuilding", False):
-            raise ConfigMismatchError(self.config.mismatch_message(stored or {}, self.store.collection_name, self.store.location))
+            store = self.store
+            raise ConfigMismatchError(self.config.mismatch_message(stored or {}, store.collection_name, store.location))
         if not self._stored_differs:
             self.store.open(self.config.as_dict())
             self.store.sync_lexical()  # a crash between the two writes, or lexical newly on: repair
@@ -212,18 +213,23 @@ class ContextualIndex:
         return fit_pieces(turn, self.embedder, int(max_bytes or self.piece_bytes))
 
     # -- search -------------------------------------------------------------------------------------
-    def query_vectors(self, message: str, *, max_parts: int | None = None, split: bool = True) -> tuple[list[str], np.ndarray]:
+    def query_vectors(
+        self, message: str, *, max_parts: int | None = None, split: bool = True
+    ) -> tuple[list[str], np.ndarray]:
         """The parts of ``message`` and their blended query vectors (one embedding request)."""
         s = self.settings
         weight = self.weight if s.query_weight is None else s.query_weight
         return query_vectors(self.embedder, message, weight=weight, max_parts=max_parts or s.max_parts, split=split)
 
-    def plan(self, settings: SearchSettings | None = None, *, has_lexical: bool | None = None, **options: Any) -> SearchPlan:
+    def plan(
+        self, settings: SearchSettings | None = None, *, has_lexical: bool | None = None, **options: Any
+    ) -> SearchPlan:
         """This index's search plan for ``settings`` (default: its own) with ``options`` applied."""
         resolved = (settings or self.settings).with_options(**options)
         return plan_search(
             resolved, default_floor=float(self.embedder.default_score_threshold), stored_weight=self.weight,
-            has_lexical=self.store.has_lexical if has_lexical is None else has_lexical, relevance=calibration_for(self.embedder),
+            has_lexical=self.store.has_lexical if has_lexical is None else has_lexical,
+            relevance=calibration_for(self.embedder),
         )  # fmt: skip
 
     def search(
@@ -247,13 +253,16 @@ class ContextualIndex:
         self, message: str, k: int | None = None, score_threshold: Any = ..., thread_id: Any = None,
         where: Mapping[str, Any] | None = None, *, settings: SearchSettings | None = None, **options: Any,
     ) -> list[Group]:  # fmt: skip
-        """Async :meth:`search`: the embedding runs on the embedder's async path, the store queries off the event loop."""
+        """Async :meth:`search`: the embedding on the embedder's async path, the store queries off the event loop."""
         plan, scope, backends, replan = self._resolve(k, score_threshold, thread_id, where, settings, options)
         return await arun_staged(plan, message, scope, self.embedder, backends, replan=replan)
 
-    def _resolve(self, k: Any, threshold: Any, thread_id: Any, where: Any, settings: Any, options: dict[str, Any]) -> Any:
+    def _resolve(
+        self, k: Any, threshold: Any, thread_id: Any, where: Any, settings: Any, options: dict[str, Any]
+    ) -> Any:
         """The search's provisional plan, scope, its backends' resolver and re-planner (:func:`prepare_search`)."""
-        return prepare_search(self.store, self.settings if settings is None else settings, self.plan, k, threshold, thread_id, where, options)
+        settings = self.settings if settings is None else settings
+        return prepare_search(self.store, settings, self.plan, k, threshold, thread_id, where, options)
 
     # -- maintenance --------------------------------------------------------------------------------
     def sync_lexical(self) -> SyncReport:

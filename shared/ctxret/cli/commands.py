@@ -7,9 +7,11 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from ..errors import CtxretError, InputError
+from ..ingest.writer import PlannedTurn
 from .readers import DEFAULT_INCLUDE, FileProblem, collect_paths, document_root, read_input_file
 from .render import clip, error, floor_text, hit_line, one_line, search_json, terminal_width, warn
 from .settings import EXIT_ERROR, EXIT_OK, UsageError, make_embedder, open_index, resolve_settings
@@ -30,7 +32,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     if problems:
         return _refuse(problems, len(paths))
     index = open_index(settings, max_turn_bytes=args.max_bytes)
-    planned, owner = [], {}
+    planned: list[PlannedTurn] = []
+    owner: dict[tuple[str, str], Path] = {}  # each turn's file
     for f in files:  # pieces are sized to the model, and limits checked, before anything is written
         try:
             mine = index.check_turns(f.turns)
