@@ -201,13 +201,14 @@ def _stopped(e: BaseException, written: IndexResult, total: int, *, rebuild: boo
     of a write to the store's own collection, a message that says how far it got and how to finish
     (the same type, raised from ``e``). Other exceptions keep their type and message (a note says it)."""
     note = (
-        f"indexing stopped after {written.turns:,} of {total:,} turns were stored, each whole (the vector store "
-        "and the lexical index agree); the same call again finishes it: the stored turns are unchanged and cost nothing"
+        f"indexing stopped after {written.turns:,} of {total:,} turns were stored, each whole (the vector store and "
+        "any lexical index in step); the same call again finishes it: the stored turns are unchanged and cost nothing"
     )
     out = e
     if not rebuild and isinstance(e, CtxretError):
         try:
             out = type(e)(f"{e} ({note})")
+            out.__dict__.update(e.__dict__)  # what else the error carries
         except Exception:  # an error type built from something other than its message
             out = e
     elif not rebuild and isinstance(e, Exception) and hasattr(e, "add_note"):
