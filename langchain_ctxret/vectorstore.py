@@ -28,7 +28,6 @@ from ctxret.embedders.wrappers import _WrappedEmbedder
 from ctxret.errors import InputError
 from ctxret.index import ContextualIndex
 from ctxret.ingest.documents import documents_to_turns
-from ctxret.ingest.writer import plan_turns
 from ctxret.results import Hit
 from ctxret.storage.schema import METADATA_PREFIX, RESERVED_KEYS, RETRIEVAL_KEYS, Scope
 from langchain_core.documents import Document
@@ -113,7 +112,7 @@ class ContextualVectorStore(VectorStore):
         if len(set(doc_ids)) != len(doc_ids):
             raise InputError("the same document id appears twice in one call; give each document its own id")
         turns = documents_to_turns(items, thread_id=thread_id)
-        planned = plan_turns(turns, self.index.embedder, self.index.config)
+        planned = self.index.check_turns(turns)  # planned once: add_turns takes them as they are
         new: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
         for p in planned:
             for piece, meta in zip(p.pieces, p.metadatas, strict=False):
@@ -125,7 +124,7 @@ class ContextualVectorStore(VectorStore):
         stale = [d for d in doc_ids if d in old and old[d] != new.get(d, {})]
         if stale:
             self.index.delete(where=_doc_where(stale))
-        self.index.add_turns(turns)
+        self.index.add_turns(planned)
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
         """Delete documents by id (all their pieces); ids that are not stored are ignored."""

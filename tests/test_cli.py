@@ -551,21 +551,23 @@ def test_demo_names_where_the_expected_facts_are(local_embedder, capsys):
 
 
 def test_a_failure_while_writing_says_what_is_stored_and_how_to_finish(tmp_path, files, monkeypatch, capsys):
-    """An embedding failure in the second batch: the first batch stays stored, the message says how far
-    it got, and running the same command again finishes the job."""
-    from ctxret.cli import commands
+    """An embedding failure in the third write batch: the batches before it stay stored (whole turns), the
+    message says how many turns that is, and running the same command again finishes the job."""
+    from ctxret.embedders.local import LocalEmbedder
     from ctxret.errors import EmbeddingError
-    from ctxret.index import ContextualIndex
+    from ctxret.ingest import writer
 
-    real = ContextualIndex.add_turns
-    monkeypatch.setattr(commands, "INDEX_BATCH_TURNS", 1)  # one turn per write, so the failure comes mid-way
+    real = LocalEmbedder.embed_tokens_many
+    calls = []
+    monkeypatch.setattr(writer, "WRITE_BATCH_PIECES", 1)  # a batch per turn, so the failure comes mid-way
 
-    def flaky(self, turns, **kwargs):
-        if any(t.doc_id for t in turns):
+    def flaky(self, texts):
+        calls.append(len(texts))
+        if len(calls) == 3:
             raise EmbeddingError("the embedding service failed (HTTP 503 after 5 retries)")
-        return real(self, turns, **kwargs)
+        return real(self, texts)
 
-    monkeypatch.setattr(ContextualIndex, "add_turns", flaky)
+    monkeypatch.setattr(LocalEmbedder, "embed_tokens_many", flaky)
     monkeypatch.chdir(tmp_path)
     for name in cli.ENV.values():
         monkeypatch.delenv(name, raising=False)
@@ -574,11 +576,33 @@ def test_a_failure_while_writing_says_what_is_stored_and_how_to_finish(tmp_path,
     err = capsys.readouterr().err
     assert code == 1
     assert "HTTP 503" in err and "run the same command again" in err
-    assert re.search(r"stopped after \d+ of \d+ turns", err)
-    monkeypatch.setattr(ContextualIndex, "add_turns", real)
+    stored, total = map(int, re.search(r"stopped after (\d+) of (\d+) turns were stored", err).groups())
+    monkeypatch.setattr(LocalEmbedder, "embed_tokens_many", real)
     assert cli.main(["stats", "--json", "--store", store]) == 0
-    assert json.loads(capsys.readouterr().out)["pieces_per_thread"].keys() == {"travel-log"}
+    assert 0 < json.loads(capsys.readouterr().out)["turns"] == stored < total
     assert cli.main(["index", str(files["messages"]), str(files["doc"]), "--store", store]) == 0
     capsys.readouterr()
     assert cli.main(["stats", "--json", "--store", store]) == 0
-    assert len(json.loads(capsys.readouterr().out)["pieces_per_thread"]) == 2
+    after = json.loads(capsys.readouterr().out)
+    assert after["turns"] == total and len(after["pieces_per_thread"]) == 2
+
+
+def test_two_files_giving_the_same_turn_are_refused_before_anything_is_written(tmp_path, files, monkeypatch, capsys):
+    """``--thread`` over two message files puts both in one thread: their turns collide, and the command says
+    which files before writing anything (the one indexing call takes each turn once)."""
+    other = write_jsonl(tmp_path / "pets-log.jsonl", PETS)
+    monkeypatch.chdir(tmp_path)
+    for name in cli.ENV.values():
+        monkeypatch.delenv(name, raising=False)
+    store = str(tmp_path / "s")
+    code = cli.main(["index", str(files["messages"]), str(other), "--thread", "trip", "--store", store])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert f"{other}: turn " in err and f"of thread 'trip' is also in {files['messages']}" in err
+    assert "nothing was written (1 of 2 file(s) had problems)" in err
+    assert cli.main(["stats", "--json", "--store", store]) == 0
+    assert json.loads(capsys.readouterr().out)["pieces"] == 0
+    assert cli.main(["index", str(files["messages"]), str(other), "--store", store]) == 0  # each its own thread
+    capsys.readouterr()
+    assert cli.main(["stats", "--json", "--store", store]) == 0
+    assert set(json.loads(capsys.readouterr().out)["pieces_per_thread"]) == {"travel-log", "pets-log"}

@@ -2,7 +2,8 @@
 
 ``tests/reliability`` runs a write, delete or rebuild in a subprocess with ``CTXRET_FAULT_AT`` set
 to one of :data:`POINTS`, which kills the process with SIGKILL exactly there, then checks that
-reopening the store repairs or finishes what was cut off and loses nothing. Unset (always, outside
+reopening the store repairs or finishes what was cut off and loses nothing. ``<point>#<n>`` kills
+the n-th time the point is passed (e.g. the second write batch of one call). Unset (always, outside
 those tests), a point is one comparison.
 """
 
@@ -25,9 +26,14 @@ POINTS = (
     "swap:before-lexical",  # collections swapped, the lexical file not refilled
 )
 _AT = os.environ.get("CTXRET_FAULT_AT") or None
+_POINT, _, _NTH = (_AT or "").partition("#")
+_passed = 0
 
 
 def fault_point(name: str) -> None:
     """Kill this process here if ``CTXRET_FAULT_AT`` names this point (tests only)."""
-    if _AT is not None and _AT == name:
-        os.kill(os.getpid(), signal.SIGKILL)
+    global _passed
+    if _AT is not None and _POINT == name:
+        _passed += 1
+        if _passed >= int(_NTH or 1):
+            os.kill(os.getpid(), signal.SIGKILL)

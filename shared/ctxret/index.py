@@ -25,7 +25,7 @@ from .ingest.documents import documents_to_turns
 from .ingest.messages import turns_from_messages
 from .ingest.turns import Piece, Turn
 from .ingest.views import resolve_view_writers
-from .ingest.writer import DEFAULT_MAX_TURN_BYTES, plan_turns, rebuild_store, write_turns
+from .ingest.writer import DEFAULT_MAX_TURN_BYTES, PlannedTurn, plan_turns, rebuild_store, write_turns
 from .query.deadline import arun_staged, prepare_search, run_staged
 from .query.relevance import calibration_for
 from .query.search import SearchPlan, plan_search
@@ -112,10 +112,11 @@ class ContextualIndex:
         self.config: IndexConfig = IndexConfig.resolve(
             embedder, stored, weight=weight, context=context, piece_bytes=piece_bytes, views=views
         )
-        resolve_view_writers(self.config.view_kinds, view_writer)  # a bad writer is an error now, not at the first write
+        resolve_view_writers(self.config.view_kinds, view_writer)  # a bad writer fails now, not at the first write
         self._stored_differs = bool(stored is not None and self.config.differences(stored))
         if self._stored_differs and not getattr(self, "_rebuilding", False):
-            raise ConfigMismatchError(self.config.mismatch_message(stored or {}, self.store.collection_name, self.store.location))
+            store = self.store
+            raise ConfigMismatchError(self.config.mismatch_message(stored or {}, store.collection_name, store.location))
         if not self._stored_differs:
             self.store.open(self.config.as_dict())
             self.store.sync_lexical()  # a crash between the two writes, or lexical newly on: repair
@@ -191,35 +192,44 @@ class ContextualIndex:
         """
         return self.add_turns(documents_to_turns(documents, thread_id=thread_id, metadata=metadata))
 
-    def add_turns(self, turns: Sequence[Turn], *, metadata: Mapping[str, Any] | None = None) -> IndexResult:
-        """Index prepared turns (or sections): the one write path every ingest goes through."""
+    def add_turns(
+        self, turns: Sequence[Turn | PlannedTurn], *, metadata: Mapping[str, Any] | None = None
+    ) -> IndexResult:
+        """Index prepared turns (or sections) of any threads in one call: the one write path every ingest goes
+        through, in bounded batches (a failure part-way says what is stored: :func:`.ingest.writer.write_turns`)."""
         return write_turns(
-            self.store, self.embedder, self.config, list(turns),
-            metadata=metadata, contextualizer=self.contextualizer, progress=self.progress, max_turn_bytes=self.max_turn_bytes,
+            self.store, self.embedder, self.config, list(turns), metadata=metadata, contextualizer=self.contextualizer,
+            progress=self.progress, max_turn_bytes=self.max_turn_bytes,
             view_writers=resolve_view_writers(self.config.view_kinds, self.view_writer),
         )  # fmt: skip
 
-    def check_turns(self, turns: Sequence[Turn]) -> None:
-        """Raise the :class:`InputError` that :meth:`add_turns` would raise for ``turns``, writing nothing."""
-        plan_turns(list(turns), self.embedder, self.config, max_turn_bytes=self.max_turn_bytes)
+    def check_turns(self, turns: Sequence[Turn]) -> list[PlannedTurn]:
+        """Raise the :class:`InputError` that :meth:`add_turns` would raise for ``turns``, writing nothing;
+        else return them planned (fitted pieces and metadata), which :meth:`add_turns` takes as they are."""
+        return plan_turns(list(turns), self.embedder, self.config, max_turn_bytes=self.max_turn_bytes)
 
     def fit_pieces(self, turn: Turn, max_bytes: int | None = None) -> list[Piece]:
         """The pieces of ``turn`` as this index stores them (labelled, re-packed to the model's limit)."""
         return fit_pieces(turn, self.embedder, int(max_bytes or self.piece_bytes))
 
     # -- search -------------------------------------------------------------------------------------
-    def query_vectors(self, message: str, *, max_parts: int | None = None, split: bool = True) -> tuple[list[str], np.ndarray]:
+    def query_vectors(
+        self, message: str, *, max_parts: int | None = None, split: bool = True
+    ) -> tuple[list[str], np.ndarray]:
         """The parts of ``message`` and their blended query vectors (one embedding request)."""
         s = self.settings
         weight = self.weight if s.query_weight is None else s.query_weight
         return query_vectors(self.embedder, message, weight=weight, max_parts=max_parts or s.max_parts, split=split)
 
-    def plan(self, settings: SearchSettings | None = None, *, has_lexical: bool | None = None, **options: Any) -> SearchPlan:
+    def plan(
+        self, settings: SearchSettings | None = None, *, has_lexical: bool | None = None, **options: Any
+    ) -> SearchPlan:
         """This index's search plan for ``settings`` (default: its own) with ``options`` applied."""
         resolved = (settings or self.settings).with_options(**options)
         return plan_search(
             resolved, default_floor=float(self.embedder.default_score_threshold), stored_weight=self.weight,
-            has_lexical=self.store.has_lexical if has_lexical is None else has_lexical, relevance=calibration_for(self.embedder),
+            has_lexical=self.store.has_lexical if has_lexical is None else has_lexical,
+            relevance=calibration_for(self.embedder),
         )  # fmt: skip
 
     def search(
@@ -243,13 +253,16 @@ class ContextualIndex:
         self, message: str, k: int | None = None, score_threshold: Any = ..., thread_id: Any = None,
         where: Mapping[str, Any] | None = None, *, settings: SearchSettings | None = None, **options: Any,
     ) -> list[Group]:  # fmt: skip
-        """Async :meth:`search`: the embedding runs on the embedder's async path, the store queries off the event loop."""
+        """Async :meth:`search`: the embedding on the embedder's async path, the store queries off the event loop."""
         plan, scope, backends, replan = self._resolve(k, score_threshold, thread_id, where, settings, options)
         return await arun_staged(plan, message, scope, self.embedder, backends, replan=replan)
 
-    def _resolve(self, k: Any, threshold: Any, thread_id: Any, where: Any, settings: Any, options: dict[str, Any]) -> Any:
+    def _resolve(
+        self, k: Any, threshold: Any, thread_id: Any, where: Any, settings: Any, options: dict[str, Any]
+    ) -> Any:
         """The search's provisional plan, scope, its backends' resolver and re-planner (:func:`prepare_search`)."""
-        return prepare_search(self.store, self.settings if settings is None else settings, self.plan, k, threshold, thread_id, where, options)
+        settings = self.settings if settings is None else settings
+        return prepare_search(self.store, settings, self.plan, k, threshold, thread_id, where, options)
 
     # -- maintenance --------------------------------------------------------------------------------
     def sync_lexical(self) -> SyncReport:

@@ -1,6 +1,6 @@
 """A subprocess for the fault-injection tests: one operation on an embedded store, then exit.
 
-    python faults_worker.py STORE setup|write|delete|rebuild|check
+    python faults_worker.py STORE setup|write|bulk|delete|rebuild|check
 
 ``CTXRET_FAULT_AT`` (see ``ctxret._faults``) kills the process at a named step of the operation.
 ``check`` opens the store (which repairs or finishes what a kill cut off) and prints its state as JSON.
@@ -16,7 +16,10 @@ from ctxret import ContextualIndex
 
 def thread(name: str, version: int) -> list[dict[str, str]]:
     turns = [
-        (f"{name}: what is the plan for sprint {i}?", f"{name} sprint {i}: ship the importer, then the exporter, review on day {i}.")
+        (
+            f"{name}: what is the plan for sprint {i}?",
+            f"{name} sprint {i}: ship the importer, then the exporter, review on day {i}.",
+        )
         for i in range(1, 5)
     ]
     if version == 2:  # turn 2 changed, a fifth turn added
@@ -43,6 +46,11 @@ def main(store: str, op: str) -> None:
                 *index_turns("charlie", 1),
             ]
         )
+    elif op == "bulk":  # five threads in one call, cut into small write batches (each overlapping the next embedding)
+        from ctxret.ingest import writer
+
+        writer.WRITE_BATCH_PIECES = 4
+        index.add_turns([t for name, version in BULK for t in index_turns(name, version)])
     elif op == "delete":
         index.delete(thread_id="bravo")
     elif op == "check":
@@ -58,12 +66,24 @@ def main(store: str, op: str) -> None:
                     "collections": store_.chroma.names(),
                     "weight": index.config.weight,
                     "threads": sorted({str(r["metadata"]["thread_id"]) for r in store_.records()}),
+                    "turns": turns_of(store_),
                 }
             )
         )
     else:
         raise SystemExit(f"unknown operation {op!r}")
     index.close()
+
+
+BULK = (("alpha", 2), ("bravo", 2), ("charlie", 1), ("delta", 1), ("echo", 1))
+
+
+def turns_of(store) -> dict[str, list[str]]:
+    """The stored piece ids of each turn, ``thread/turn`` -> sorted ids."""
+    out: dict[str, list[str]] = {}
+    for r in store.records():
+        out.setdefault(f"{r['metadata']['thread_id']}/{r['metadata']['turn_id']}", []).append(r["id"])
+    return {k: sorted(v) for k, v in sorted(out.items())}
 
 
 def index_turns(name: str, version: int):

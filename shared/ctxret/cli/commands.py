@@ -7,17 +7,14 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from ..errors import CtxretError, InputError
-from ..results import IndexResult
+from ..ingest.writer import PlannedTurn
 from .readers import DEFAULT_INCLUDE, FileProblem, collect_paths, document_root, read_input_file
 from .render import clip, error, floor_text, hit_line, one_line, search_json, terminal_width, warn
 from .settings import EXIT_ERROR, EXIT_OK, UsageError, make_embedder, open_index, resolve_settings
-
-#: Turns per write while indexing many files: turns of several files share embedding batches
-#: (length-sorted batches pad far less across threads than within one).
-INDEX_BATCH_TURNS = 2_000
 
 
 def cmd_index(args: argparse.Namespace) -> int:
@@ -35,11 +32,22 @@ def cmd_index(args: argparse.Namespace) -> int:
     if problems:
         return _refuse(problems, len(paths))
     index = open_index(settings, max_turn_bytes=args.max_bytes)
+    planned: list[PlannedTurn] = []
+    owner: dict[tuple[str, str], Path] = {}  # each turn's file
     for f in files:  # pieces are sized to the model, and limits checked, before anything is written
         try:
-            index.check_turns(f.turns)
+            mine = index.check_turns(f.turns)
         except InputError as e:
             problems.append(FileProblem(f.path, None, str(e)))
+            continue
+        clash = next((p.key for p in mine if owner.get(p.key, f.path) != f.path), None)
+        if clash is not None:  # one call takes each turn once: two files must not give the same turn
+            problem = f"turn {clash[1]!r} of thread {clash[0]!r} is also in {owner[clash]}"
+            why = "each file needs its own thread (--thread gives every file the same one)"
+            problems.append(FileProblem(f.path, None, f"{problem}: {why}"))
+            continue
+        owner.update((p.key, f.path) for p in mine)
+        planned += mine
     if problems:
         return _refuse(problems, len(paths))
     for f in files:
@@ -48,20 +56,14 @@ def cmd_index(args: argparse.Namespace) -> int:
             warn(f"{f.path}: nothing to index (no text)")
         else:
             print(f"{f.path}: {len(f.turns)} {unit}(s) in {_threads(f.threads)}")
-    turns = [t for f in files for t in f.turns]
     started = time.perf_counter()
-    total = IndexResult()
-    for start in range(0, len(turns), INDEX_BATCH_TURNS):
-        batch = turns[start : start + INDEX_BATCH_TURNS]
-        try:
-            total += index.add_turns(batch)
-        except CtxretError as e:  # e.g. the embedding service failed: this batch was not written
-            error(str(e))
-            error(
-                f"stopped after {start:,} of {len(turns):,} turns (those are stored; run the same command again "
-                "to finish: unchanged turns cost nothing)"
-            )
-            return EXIT_ERROR
+    try:  # one call: the turns of all files share embedding batches, written in bounded batches
+        total = index.add_turns(planned)
+    except CtxretError as e:  # e.g. the embedding service failed: the batches before it are stored
+        error(str(e))  # the core's message says how many turns are stored (whole turns)
+        if getattr(e, "written", None) is not None:
+            error("run the same command again to finish: the stored turns are unchanged and cost nothing")
+        return EXIT_ERROR
     store = index.store
     print(
         f"indexed {total.turns:,} turn(s) from {len(files)} file(s): {total.added:,} piece(s) added, "

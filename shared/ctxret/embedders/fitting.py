@@ -11,6 +11,7 @@ import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -119,22 +120,31 @@ async def aembed_fitting(embedder: Embedder, texts: Sequence[str]) -> np.ndarray
     return _combine_windows(await embedder.aembed(flat), owner, len(texts))
 
 
-def embed_in_batches(embedder: Embedder, texts: Sequence[str], *, progress: bool | None, desc: str) -> np.ndarray:
+def embed_in_batches(
+    embedder: Embedder, texts: Sequence[str], *, progress: bool | None, desc: str, bar: Any = None
+) -> np.ndarray:
     """Embed texts that already fit, with a progress bar when asked (``None``: on a terminal, for more than one batch).
 
     With a bar, texts go to the model :data:`EMBED_CHUNK` at a time, so it moves from the first batch;
-    the texts are sorted by length first, so the batches pad as little as one call would.
+    the texts are sorted by length first, so the batches pad as little as one call would. ``bar``: a
+    tqdm bar of the caller's to move instead of a new one.
     """
-    show = progress if progress is not None else (len(texts) > EMBED_CHUNK and sys.stderr.isatty())
+    show = bar is not None or (progress if progress is not None else (len(texts) > EMBED_CHUNK and sys.stderr.isatty()))
     if not show or not texts:
         return np.asarray(embedder.embed(list(texts)), dtype=np.float32)
     from tqdm.auto import tqdm
 
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     out = np.zeros((len(texts), int(embedder.dims)), np.float32)
-    with tqdm(total=len(texts), desc=desc, unit="piece", file=sys.stderr, mininterval=0, miniters=1) as bar:
+    own = bar is None
+    if own:
+        bar = tqdm(total=len(texts), desc=desc, unit="piece", file=sys.stderr, mininterval=0, miniters=1)
+    try:
         for start in range(0, len(order), EMBED_CHUNK):
             rows = order[start : start + EMBED_CHUNK]
             out[rows] = np.asarray(embedder.embed([texts[i] for i in rows]), dtype=np.float32)
             bar.update(len(rows))
+    finally:
+        if own:
+            bar.close()
     return out

@@ -204,12 +204,10 @@ def pool_spans(tokens: TokenEmbeddings, char_spans: Sequence[tuple[int, int]]) -
     # Token starts and ends never decrease, so the tokens overlapping (s, e) are a contiguous run.
     first = np.searchsorted(tok[:, 1], bounds[:, 0], side="right")  # first token with end > s
     stop = np.searchsorted(tok[:, 0], bounds[:, 1], side="left")  # tokens with start < e
-    prefix = np.zeros((n_tokens + 1, dims), dtype=np.float64)
-    np.cumsum(tokens.vectors, axis=0, dtype=np.float64, out=prefix[1:])
     counts = np.maximum(stop - first, 0)
-    sums = prefix[np.maximum(stop, first)] - prefix[first]
-    means = sums / np.maximum(counts, 1)[:, None]
-    means[counts == 0] = 0.0
+    means = np.zeros((len(spans), dims), dtype=np.float64)
+    for j in np.flatnonzero(counts):  # a sum per span: a prefix sum over every token costs more
+        means[j] = tokens.vectors[first[j] : stop[j]].sum(axis=0, dtype=np.float64) / counts[j]
     return _unit_rows(means)
 
 

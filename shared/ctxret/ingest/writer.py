@@ -7,8 +7,10 @@ removed, in the store's Chroma-then-lexical order).
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -17,14 +19,14 @@ import numpy as np
 from ..blend import chunk_search_vector
 from ..config import IndexConfig
 from ..embedders.base import Embedder
-from ..embedders.fitting import embed_in_batches, fit_pieces
-from ..errors import EmbeddingError, InputError
+from ..embedders.fitting import EMBED_CHUNK, embed_in_batches, fit_pieces
+from ..errors import CtxretError, EmbeddingError, InputError
 from ..results import IndexResult
 from ..storage.schema import check_id, piece_metadata
 from ..text import clean_text
 from .context import Contextualizer, context_vectors, contextualize
-from .views import VIEWS_KEY, ViewWriter, stored_views, views_json, write_views
 from .turns import Piece, Source, Turn, parse_time
+from .views import VIEWS_KEY, ViewWriter, stored_views, views_json, write_views
 
 __all__ = ["PieceSink", "PlannedTurn", "plan_turns", "turns_from_records", "write_turns"]
 
@@ -49,11 +51,17 @@ class PieceSink(Protocol):
 
 @dataclass
 class PlannedTurn:
-    """A turn with its fitted pieces and their metadata, validated and ready to embed."""
+    """A turn with its fitted pieces and their metadata, validated and ready to embed.
+
+    ``plan`` names what the pieces were fitted to (model, piece budget, turn limit): a planned
+    turn handed back to :func:`write_turns` (``ContextualIndex.check_turns`` returns them) is
+    written as planned when it matches, and planned again otherwise.
+    """
 
     turn: Turn
     pieces: list[Piece]
     metadatas: list[dict[str, Any]]
+    plan: tuple[Any, ...] = ()
 
     @property
     def key(self) -> tuple[str, str]:
@@ -66,17 +74,28 @@ DEFAULT_MAX_TURN_BYTES = 2_000_000
 
 
 def plan_turns(
-    turns: Sequence[Turn],
+    turns: Sequence[Turn | PlannedTurn],
     embedder: Embedder,
     config: IndexConfig,
     metadata: Mapping[str, Any] | None = None,
     *,
     max_turn_bytes: int | None = DEFAULT_MAX_TURN_BYTES,
 ) -> list[PlannedTurn]:
-    """Fit and label every turn's pieces and build their metadata; raises before anything is written."""
-    for turn in turns:
+    """Fit and label every turn's pieces and build their metadata; raises before anything is written.
+
+    A :class:`PlannedTurn` planned under the same model, piece budget and turn limit (and no
+    ``metadata`` to add) is taken as it is.
+    """
+    plan = (str(config.model_id), config.piece_bytes, int(embedder.max_tokens), max_turn_bytes)
+    ready = {i: t for i, t in enumerate(turns) if isinstance(t, PlannedTurn) and t.plan == plan and not metadata}
+    raw = [t.turn if isinstance(t, PlannedTurn) else t for t in turns]
+    for i, turn in enumerate(raw):
+        if i in ready:
+            continue
         if not isinstance(turn, Turn):
-            raise InputError(f"add_turns takes ctxret Turns (from turns_from_messages or document_turns), got {type(turn).__name__}")
+            raise InputError(
+                f"add_turns takes ctxret Turns (from turns_from_messages or document_turns), got {type(turn).__name__}"
+            )
         check_id(turn.thread_id)
         if turn.doc_id is not None:
             check_id(turn.doc_id, "document id")
@@ -87,23 +106,35 @@ def plan_turns(
                 f"for one turn or section ({size // 1_200:,}+ pieces to embed); split it, or raise the limit with "
                 "ContextualIndex(..., max_turn_bytes=N) (CLI: --max-bytes N; None / 0 for no limit)"
             )
-    keys = [(t.thread_id, t.turn_id) for t in turns]
+    keys = [(t.thread_id, t.turn_id) for t in raw]
     if len(set(keys)) != len(keys):
         raise InputError("the same turn appears twice in one call; pass each turn (thread, number) once")
     planned = []
-    for turn in turns:
+    for i, turn in enumerate(raw):
+        if i in ready:
+            planned.append(ready[i])
+            continue
         if metadata:
             turn = replace(turn, metadata={**dict(metadata), **dict(turn.metadata)})
         pieces = fit_pieces(turn, embedder, config.piece_bytes)
-        planned.append(PlannedTurn(turn, pieces, [piece_metadata(turn, p) for p in pieces]))
+        planned.append(PlannedTurn(turn, pieces, [piece_metadata(turn, p) for p in pieces], plan))
     return planned
+
+
+#: One write batch holds at most this many pieces and this much piece text (UTF-8 bytes): one
+#: embedding pass and one store write each, so memory stays bounded however many turns one call
+#: adds (late chunking holds ~1.5 KB per token of a batch: 256 KB of text is ~100 MB), and while a
+#: batch is written the next one embeds. Turns are batched by size, so the model's length-sorted
+#: runs pad as little as in one pass over everything.
+WRITE_BATCH_PIECES = 2_048
+WRITE_BATCH_BYTES = 256_000
 
 
 def write_turns(
     sink: PieceSink,
     embedder: Embedder,
     config: IndexConfig,
-    turns: Sequence[Turn],
+    turns: Sequence[Turn | PlannedTurn],
     *,
     metadata: Mapping[str, Any] | None = None,
     contextualizer: Contextualizer | None = None,
@@ -114,6 +145,15 @@ def write_turns(
     known_views: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
 ) -> IndexResult:
     """Index ``turns`` into ``sink`` under ``config`` (``name``: another collection, for a rebuild).
+
+    Every turn is planned and checked first, then the changed ones are embedded and written in
+    batches (:data:`WRITE_BATCH_PIECES`, :data:`WRITE_BATCH_BYTES`; a turn is never split), each
+    batch's store write overlapping the next batch's embedding on one background thread. A call
+    that fits in one batch writes all or nothing; a larger one that fails part-way leaves the
+    batches before the failure stored (whole turns, Chroma and the lexical index in step); the
+    error (a ctxret error keeps its type, its message then says how many turns are stored and
+    how to finish) has a ``written`` attribute, the :class:`IndexResult` of what is stored: run
+    the same call again to finish (unchanged turns cost nothing).
 
     With ``config.views``, each changed turn's pieces get their LLM-written views
     (:mod:`.views`): from ``known_views`` (piece id → ``{kind: texts}``, what a rebuild read from
@@ -128,39 +168,139 @@ def write_turns(
     changed = [p for p in planned if {x.id for x in p.pieces} != existing.get(p.key, set())]
     changed_keys = {p.key for p in changed}
     unchanged = sum(len(p.pieces) for p in planned if p.key not in changed_keys)
+    stored = IndexResult(unchanged=unchanged, turns=len(planned) - len(changed))
     if not changed:
-        return IndexResult(unchanged=unchanged, turns=len(turns))
-    # LLM-written context lines (context="llm"), then one batched embedding pass.
+        return stored
+    batches = write_batches(changed)
+    bar = _progress_bar(progress, sum(len(p.pieces) for p in changed))
+    writes = _Writes(sink, overlap=len(batches) > 1 and OVERLAP_WRITES)
+    try:
+        for batch in batches:
+            views = (view_writers or {}, known_views or {})
+            writes.put(_embed_batch(batch, embedder, config, existing, contextualizer, bar, *views), name)
+        writes.finish()
+    except BaseException as e:
+        writes.finish(quiet=True)  # the write in flight completes (or fails) before the error goes up
+        stopped = _stopped(e, stored + writes.done, len(planned), rebuild=name is not None)
+        if stopped is e:
+            raise
+        raise stopped from e
+    finally:
+        if bar is not None:
+            bar.close()
+    return stored + writes.done
+
+
+#: Whether a batch's store write runs on a background thread while the next batch embeds.
+OVERLAP_WRITES = True
+
+
+def _stopped(e: BaseException, written: IndexResult, total: int, *, rebuild: bool) -> BaseException:
+    """The error a call that stopped part-way raises: ``e`` with ``written`` (what is stored: the
+    batches before the failure, and the turns that were stored unchanged) and, for a ctxret error
+    of a write to the store's own collection, a message that says how far it got and how to finish
+    (the same type, raised from ``e``). Other exceptions keep their type and message (a note says it)."""
+    note = (
+        f"indexing stopped after {written.turns:,} of {total:,} turns were stored, each whole (the vector store and "
+        "any lexical index in step); the same call again finishes it: the stored turns are unchanged and cost nothing"
+    )
+    out = e
+    if not rebuild and isinstance(e, CtxretError):
+        try:
+            out = type(e)(f"{e} ({note})")
+            out.__dict__.update(e.__dict__)  # what else the error carries
+        except Exception:  # an error type built from something other than its message
+            out = e
+    elif not rebuild and isinstance(e, Exception) and hasattr(e, "add_note"):
+        e.add_note(note)
+    try:
+        out.written = written  # type: ignore[attr-defined]
+    except (AttributeError, TypeError):  # an exception type that takes no attributes
+        pass
+    return out
+
+
+def write_batches(
+    changed: Sequence[PlannedTurn], max_pieces: int | None = None, max_bytes: int | None = None
+) -> list[list[PlannedTurn]]:
+    """The write batches of ``changed``: turns taken by size (so the model's length-sorted runs pad as
+    little as in one pass) until a batch would exceed ``max_pieces`` or ``max_bytes`` of piece text
+    (a bigger turn is a batch of its own); in each batch the turns keep their given order."""
+    max_pieces = WRITE_BATCH_PIECES if max_pieces is None else max_pieces
+    max_bytes = WRITE_BATCH_BYTES if max_bytes is None else max_bytes
+    sizes = [sum(len(x.text.encode("utf-8", "surrogatepass")) for x in p.pieces) for p in changed]
+    batches: list[list[int]] = []
+    current: list[int] = []
+    pieces = size = 0
+    for i in sorted(range(len(changed)), key=sizes.__getitem__):
+        n = len(changed[i].pieces)
+        if current and (pieces + n > max_pieces or size + sizes[i] > max_bytes):
+            batches.append(current)
+            current, pieces, size = [], 0, 0
+        current.append(i)
+        pieces += n
+        size += sizes[i]
+    if current:
+        batches.append(current)
+    return [[changed[i] for i in sorted(b)] for b in batches]
+
+
+@dataclass
+class _Ready:
+    """One batch embedded and blended: what its store write takes, and what it counts."""
+
+    ids: list[str]
+    vectors: np.ndarray
+    documents: list[str]
+    metadatas: list[dict[str, Any]]
+    stale: list[str]
+    views: Any
+    result: IndexResult
+
+
+def _embed_batch(
+    batch: Sequence[PlannedTurn],
+    embedder: Embedder,
+    config: IndexConfig,
+    existing: Mapping[tuple[str, str], set[str]],
+    contextualizer: Contextualizer | None,
+    bar: Any,
+    view_writers: Mapping[str, ViewWriter],
+    known_views: Mapping[str, Mapping[str, Sequence[str]]],
+) -> _Ready:
+    """LLM-written context lines (``context="llm"``) and views, one embedding pass, context, blend."""
     lines: list[list[str]] | None = None
     if config.context == "llm":
-        lines = [contextualize(contextualizer, clean_text(p.turn.text), p.pieces, f"turn {p.turn.turn_id!r}") for p in changed]
-        for p, turn_lines in zip(changed, lines):
-            for meta, line in zip(p.metadatas, turn_lines):
+        lines = [
+            contextualize(contextualizer, clean_text(p.turn.text), p.pieces, f"turn {p.turn.turn_id!r}") for p in batch
+        ]
+        for p, turn_lines in zip(batch, lines, strict=False):
+            for meta, line in zip(p.metadatas, turn_lines, strict=False):
                 if line:
                     meta["context_text"] = line
-    view_records = _view_records(changed, embedder, config, view_writers or {}, known_views or {})
-    texts = [x.text for p in changed for x in p.pieces]
+    view_records = _view_records(batch, embedder, config, view_writers, known_views)
+    texts = [x.text for p in batch for x in p.pieces]
     if config.weight == 0.0 and config.context in ("late", "turn"):
         # the stored vector is the context alone: the pieces' own vectors would not be used
         vectors = np.zeros((len(texts), config.dims), np.float32)
     else:
-        vectors = embed_in_batches(embedder, texts, progress=progress, desc="embedding pieces")
+        vectors = embed_in_batches(embedder, texts, progress=bar is not None, desc="embedding pieces", bar=bar)
         check_vectors(vectors, len(texts), config.dims, str(config.model_id))
     contexts = context_vectors(
-        config.context, embedder, [p.pieces for p in changed], vectors, [clean_text(p.turn.text) for p in changed], lines
+        config.context, embedder, [p.pieces for p in batch], vectors, [clean_text(p.turn.text) for p in batch], lines
     )
-    # Blend, then write; stale pieces are removed after the new ones are in.
+    if bar is not None and config.weight == 0.0 and config.context in ("late", "turn"):
+        bar.update(len(texts))
+    # one blend over the batch: each piece's row with its turn's context (one vector, or one per piece)
+    dims = vectors.shape[1]
+    rows = [np.broadcast_to(ctx, (len(p.pieces), dims)) for p, ctx in zip(batch, contexts, strict=True) if p.pieces]
+    blended = chunk_search_vector(vectors, np.concatenate(rows), config.weight) if rows else np.zeros((0, config.dims))
     ids: list[str] = []
     docs: list[str] = []
     metas: list[dict[str, Any]] = []
-    blended: list[np.ndarray] = []
     stale: list[str] = []
-    row = added = kept = 0
-    for p, ctx in zip(changed, contexts):
-        n = len(p.pieces)
-        if n:
-            blended.append(chunk_search_vector(vectors[row : row + n], ctx, config.weight))
-        row += n
+    added = kept = 0
+    for p in batch:
         old = existing.get(p.key, set())
         new_ids = {x.id for x in p.pieces}
         added += len(new_ids - old)
@@ -169,12 +309,63 @@ def write_turns(
         ids.extend(x.id for x in p.pieces)
         docs.extend(x.text for x in p.pieces)
         metas.extend(p.metadatas)
-    vecs = np.vstack(blended) if blended else np.zeros((0, config.dims), np.float32)
-    if view_records is None:
-        sink.write(ids, vecs, docs, metas, stale=stale, name=name)
-    else:
-        sink.write(ids, vecs, docs, metas, stale=stale, name=name, views=view_records)
-    return IndexResult(added=added, unchanged=unchanged + kept, replaced=len(stale), turns=len(turns), turns_changed=len(changed))
+    result = IndexResult(added=added, unchanged=kept, replaced=len(stale), turns=len(batch), turns_changed=len(batch))
+    return _Ready(ids, np.asarray(blended, dtype=np.float32), docs, metas, stale, view_records, result)
+
+
+class _Writes:
+    """The store writes of one call, in batch order; with ``overlap`` each runs on one background
+    thread while the next batch embeds (the next write waits for it: one write at a time, each in
+    the store's own crash-safe order)."""
+
+    def __init__(self, sink: PieceSink, *, overlap: bool) -> None:
+        self.sink = sink
+        self.done = IndexResult()
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="ctxret-write") if overlap else None
+        self._pending: tuple[Future[None], IndexResult] | None = None
+
+    def _write(self, ready: _Ready, name: str | None) -> None:
+        r = ready
+        if r.views is None:
+            self.sink.write(r.ids, r.vectors, r.documents, r.metadatas, stale=r.stale, name=name)
+        else:
+            self.sink.write(r.ids, r.vectors, r.documents, r.metadatas, stale=r.stale, name=name, views=r.views)
+
+    def put(self, ready: _Ready, name: str | None) -> None:
+        self._wait()
+        if self._pool is None:
+            self._write(ready, name)
+            self.done += ready.result
+        else:
+            self._pending = (self._pool.submit(self._write, ready, name), ready.result)
+
+    def _wait(self) -> None:
+        if self._pending is not None:
+            future, result = self._pending
+            self._pending = None
+            future.result()  # a failed write raises here
+            self.done += result
+
+    def finish(self, *, quiet: bool = False) -> None:
+        try:
+            self._wait()
+        except BaseException:
+            if not quiet:
+                raise
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
+
+
+def _progress_bar(progress: bool | None, total: int) -> Any:
+    """One bar for a whole call (``None``: shown on a terminal for more than one embedding chunk)."""
+    show = progress if progress is not None else (total > EMBED_CHUNK and sys.stderr.isatty())
+    if not show:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="indexing", unit="piece", file=sys.stderr, mininterval=0, miniters=1)
 
 
 def _view_records(
@@ -199,7 +390,7 @@ def _view_records(
         else:
             bodies = [x.body for x in p.pieces]
             per_piece = write_views(writers, kinds, clean_text(p.turn.text), bodies, f"turn {p.turn.turn_id!r}")
-        for piece, meta, views in zip(p.pieces, p.metadatas, per_piece):
+        for piece, meta, views in zip(p.pieces, p.metadatas, per_piece, strict=False):
             meta[VIEWS_KEY] = views_json(views)
             records.pieces.append(piece.id)
             for kind in kinds:
@@ -220,7 +411,9 @@ def check_vectors(vectors: np.ndarray, n: int, dims: int, model: str) -> None:
     """Refuse an embedder's answer that cannot be stored as is (nothing is truncated or padded)."""
     shape = getattr(vectors, "shape", None)
     if shape is None or len(shape) != 2 or shape[0] != n:
-        raise EmbeddingError(f"the embedder returned {shape} for {n} texts; it must return one vector per text, in order")
+        raise EmbeddingError(
+            f"the embedder returned {shape} for {n} texts; it must return one vector per text, in order"
+        )
     if shape[1] != dims:
         raise EmbeddingError(
             f"the embedder returned {shape[1]}-dimensional vectors but this index holds {dims}-dimensional ones "
@@ -279,7 +472,7 @@ def turns_from_records(records: Iterable[Mapping[str, Any]]) -> list[Turn]:
 
 def rebuild_store(
     store: Any, embedder: Embedder, config: IndexConfig, *, contextualizer: Contextualizer | None = None,
-    progress: bool | None = None, view_writers: Mapping[str, ViewWriter] | None = None, batch_turns: int = 256,
+    progress: bool | None = None, view_writers: Mapping[str, ViewWriter] | None = None,
 ) -> IndexResult:  # fmt: skip
     """Re-embed every stored piece of ``store`` under ``config`` into a new collection swapped in when
     complete (``PieceStore.rebuild``). The stored views are re-embedded, never written again (a piece
@@ -288,14 +481,10 @@ def rebuild_store(
     turns = turns_from_records(r["metadata"] for r in records)
     known = {r["id"]: v for r in records if (v := stored_views(r["metadata"])) is not None}
 
-    def refill(target: str) -> IndexResult:
-        result = IndexResult()
-        for start in range(0, len(turns), batch_turns):
-            result += write_turns(
-                store, embedder, config, turns[start : start + batch_turns],
-                contextualizer=contextualizer, progress=progress, name=target, max_turn_bytes=None,
-                view_writers=view_writers, known_views=known,
-            )  # fmt: skip
-        return result
+    def refill(target: str) -> IndexResult:  # one call: write_turns batches it (bounded memory, overlapped writes)
+        return write_turns(
+            store, embedder, config, turns, contextualizer=contextualizer, progress=progress, name=target,
+            max_turn_bytes=None, view_writers=view_writers, known_views=known,
+        )  # fmt: skip
 
     return store.rebuild(config.as_dict(), refill)
