@@ -184,12 +184,9 @@ class ContextualIndex:
         thread_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> IndexResult:
-        """Index plain-text or markdown documents, split into sections (each section is its pieces' context).
-
-        Each document is a string or a dict ``{"text", "title"?, "id"?, "metadata"?}``. The
-        document id defaults to a hash of its title and text; give an ``id`` so that re-adding an
-        edited document replaces its changed sections. ``thread_id`` (the search scope) defaults to the id.
-        """
+        """Index plain-text or markdown documents (strings or ``{"text", "title"?, "id"?, "metadata"?}``),
+        split into sections. The id defaults to a hash of title and text: give an ``id`` so that re-adding
+        an edited document replaces its changed sections. ``thread_id`` (the scope) defaults to the id."""
         return self.add_turns(documents_to_turns(documents, thread_id=thread_id, metadata=metadata))
 
     def add_turns(
@@ -246,7 +243,9 @@ class ContextualIndex:
         ``parents``, ``rerank``, ``mmr``, ``hyde``, ``deadline_ms``, ...). ``Hit.scores`` names every
         score; ``Group.stages`` / ``Group.degraded`` say which stages ran (:mod:`ctxret.query.deadline`).
         """
-        plan, scope, backends, replan = self._resolve(k, score_threshold, thread_id, where, settings, options)
+        plan, scope, backends, replan = prepare_search(
+            self.store, settings or self.settings, self.plan, k, score_threshold, thread_id, where, options
+        )
         return run_staged(plan, message, scope, self.embedder, backends, replan=replan)
 
     async def asearch(
@@ -254,23 +253,15 @@ class ContextualIndex:
         where: Mapping[str, Any] | None = None, *, settings: SearchSettings | None = None, **options: Any,
     ) -> list[Group]:  # fmt: skip
         """Async :meth:`search`: the embedding on the embedder's async path, the store queries off the event loop."""
-        plan, scope, backends, replan = self._resolve(k, score_threshold, thread_id, where, settings, options)
+        plan, scope, backends, replan = prepare_search(
+            self.store, settings or self.settings, self.plan, k, score_threshold, thread_id, where, options
+        )
         return await arun_staged(plan, message, scope, self.embedder, backends, replan=replan)
-
-    def _resolve(
-        self, k: Any, threshold: Any, thread_id: Any, where: Any, settings: Any, options: dict[str, Any]
-    ) -> Any:
-        """The search's provisional plan, scope, its backends' resolver and re-planner (:func:`prepare_search`)."""
-        settings = self.settings if settings is None else settings
-        return prepare_search(self.store, settings, self.plan, k, threshold, thread_id, where, options)
 
     # -- maintenance --------------------------------------------------------------------------------
     def sync_lexical(self) -> SyncReport:
-        """Compare the lexical index with the collection id by id and repair it from Chroma's stored texts.
-
-        Opening an index already does this when cheap signals (counts, the pending-write marker)
-        disagree; call it after writing to the collection behind ctxret's back.
-        """
+        """Compare the lexical index with the collection id by id and repair it from Chroma's stored texts
+        (opening does it when counts or the pending-write marker disagree): after writes behind ctxret's back."""
         if not self.store.has_lexical:
             raise InputError("this index has no lexical index; open it with lexical=True (or lexical_path=...)")
         return self.store.sync_lexical(full=True)
@@ -294,11 +285,8 @@ class ContextualIndex:
         return out
 
     def reindex(self) -> IndexResult:
-        """Rebuild the whole collection from its stored pieces under this index's config.
-
-        The new collection is built beside the old one and swapped in only when complete, so a
-        failure part-way leaves the old collection untouched.
-        """
+        """Rebuild the whole collection from its stored pieces under this index's config: the new one is
+        built beside the old one and swapped in only when complete (a failure leaves the old one untouched)."""
         result = rebuild_store(
             self.store, self.embedder, self.config, contextualizer=self.contextualizer, progress=self.progress,
             view_writers=resolve_view_writers(self.config.view_kinds, self.view_writer),
