@@ -47,7 +47,7 @@ from __future__ import annotations
 import math
 import sys
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -452,6 +452,24 @@ def floor_effects(
     return rows
 
 
+
+def _indexed(
+    conversations: Sequence[Conversation], emb: Any, piece_bytes: int | None, weight: float, candidates: int,
+    lexical_floor: float | None, k: int, limit_queries: int | None, seed: int,
+) -> Iterator[tuple[Conversation, dict[str, list[Any]], ConversationIndex]]:
+    """Each conversation with its selected facts and questions (their texts embedded ahead) and its
+    index, closed when the caller moves on."""
+    for conv in conversations:
+        sets = select_queries(conv, limit_queries, seed)
+        prewarm(emb, [q.text for s in ("facts", "qa") for q in sets[s]])
+        ix = ConversationIndex(
+            conv, emb, piece_bytes=piece_bytes, weight=weight, candidates=candidates, lexical_floor=lexical_floor, k=k
+        )
+        try:
+            yield conv, sets, ix
+        finally:
+            ix.close()
+
 def fusion_sweep(
     conversations: Sequence[Conversation],
     embedder: Embedder,
@@ -471,12 +489,8 @@ def fusion_sweep(
     rkey = f"recall_at_{k}"
     # per (label, conversation, query set) → metric lists
     vals: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for conv in conversations:
-        sets = select_queries(conv, limit_queries, seed)
-        prewarm(emb, [q.text for s in ("facts", "qa") for q in sets[s]])
-        ix = ConversationIndex(
-            conv, emb, piece_bytes=piece_bytes, weight=weight, candidates=candidates, lexical_floor=lexical_floor, k=k
-        )
+    indexed = _indexed(conversations, emb, piece_bytes, weight, candidates, lexical_floor, k, limit_queries, seed)
+    for conv, sets, ix in indexed:
         for qs in ("facts", "qa"):
             for q in sets[qs]:
                 for name in (FUSION_DENSE, "bm25"):
@@ -492,7 +506,6 @@ def fusion_sweep(
                     groups = ix.ranked([fuse_candidates(c, cfg) for c in pool], lexical_floor)
                     m = score_query(ix, Retrieval("pieces", True, groups), q, k, floor)
                     _add(vals[(cfg.label, conv.id, qs)], m)
-        ix.close()
     conv_ids = [c.id for c in conversations]
 
     def pooled(label: str, convs: Sequence[str]) -> dict[str, float]:
@@ -628,12 +641,8 @@ def relevance_samples(
     pool = int(pool or CALIBRATION_POOL)
     emb = cached_embedder(embedder)
     out: list[dict[str, Any]] = []
-    for conv in conversations:
-        sets = select_queries(conv, limit_queries, seed)
-        prewarm(emb, [q.text for s in ("facts", "qa") for q in sets[s]])
-        ix = ConversationIndex(
-            conv, emb, piece_bytes=piece_bytes, weight=weight, candidates=candidates, lexical_floor=lexical_floor, k=k
-        )
+    indexed = _indexed(conversations, emb, piece_bytes, weight, candidates, lexical_floor, k, limit_queries, seed)
+    for conv, sets, ix in indexed:
         for qs in ("facts", "qa"):
             for q in sets[qs]:
                 parts, qv = ix.query(q.text, split=True)
@@ -655,7 +664,6 @@ def relevance_samples(
                             "bm25": float((c.bm25 or {}).get(rid, 0.0)),
                             "n_candidates": len(c.ranked), "right": right,
                         })  # fmt: skip
-        ix.close()
     return out
 
 
