@@ -49,6 +49,7 @@ class Postings:
         self._sum_dl = 0.0
         self._writes = 0  # changes so far: a recent part's scores are reused while it holds
         self._recent: dict[tuple[str, ...], tuple[int, np.ndarray, np.ndarray]] = {}
+        self._norm: tuple[int, np.ndarray] = (-1, np.zeros(0))  # (writes, k1 · (1 − b + b · dl / avgdl) per row)
 
     # -- building --------------------------------------------------------------------------------
     @classmethod
@@ -162,13 +163,14 @@ class Postings:
             return cached[1], cached[2]
         if not self._live:
             return np.zeros(0, np.int64), np.zeros(0)
-        avgdl = self._sum_dl / self._live
+        if self._norm[0] != self._writes:  # each row's length norm, once per change of the statistics
+            self._norm = (self._writes, K1 * (1.0 - B + B * self._dl / (self._sum_dl / self._live)))
+        row_norm = self._norm[1]
         acc = np.zeros(len(self._ids))
         for t in key:  # summed term by term, in the query's order, as FTS5 does
             rows, tf = self._live_postings(t)
             if len(rows):
-                norm = K1 * (1.0 - B + B * self._dl[rows] / avgdl)
-                acc[rows] += self._idf(len(rows)) * tf * (K1 + 1.0) / (tf + norm)
+                acc[rows] += self._idf(len(rows)) * tf * (K1 + 1.0) / (tf + row_norm[rows])
         rows = np.flatnonzero(acc)  # every term's contribution is > 0 (idf >= 1e-6)
         out = rows, acc[rows]
         if len(self._recent) >= 64:
