@@ -113,25 +113,12 @@ class OpenAIEmbedder:
     default_score_threshold: float = 0.35
 
     def __init__(
-        self,
-        model: str = "text-embedding-3-small",
-        *,
-        dimensions: int | None = None,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        timeout: float = 60.0,
-        max_retries: int = 5,
-        total_timeout: float | None = 300.0,
-        max_concurrency: int = 4,
-        max_inputs: int = MAX_INPUTS_PER_REQUEST,
-        max_bytes: int = MAX_BYTES_PER_REQUEST,
-        max_tokens: int = 8191,
-        client: Any | None = None,
-        async_client: Any | None = None,
-        retry_base_delay: float = 0.5,
-        retry_max_delay: float = 30.0,
-        max_retry_after: float = 60.0,
-    ) -> None:
+        self, model: str = "text-embedding-3-small", *, dimensions: int | None = None, api_key: str | None = None,
+        base_url: str | None = None, timeout: float = 60.0, max_retries: int = 5, total_timeout: float | None = 300.0,
+        max_concurrency: int = 4, max_inputs: int = MAX_INPUTS_PER_REQUEST, max_bytes: int = MAX_BYTES_PER_REQUEST,
+        max_tokens: int = 8191, client: Any | None = None, async_client: Any | None = None,
+        retry_base_delay: float = 0.5, retry_max_delay: float = 30.0, max_retry_after: float = 60.0,
+    ) -> None:  # fmt: skip
         if not isinstance(model, str) or not model:
             raise InputError(f"model must be a non-empty model name, got {model!r}")
         native = NATIVE_DIMS.get(model)
@@ -432,15 +419,8 @@ class OpenAIEmbedder:
                 f"total_timeout={self.total_timeout:g} s: last error {self._describe(exc)}; "
                 f"{self._fix(exc)}"
             ) from exc
-        logger.warning(
-            "embedding request to %s%s failed (%s); retry %d of %d in %.2f s",
-            self.model,
-            where,
-            self._describe(exc),
-            attempt + 1,
-            self.max_retries,
-            delay,
-        )
+        logger.warning("embedding request to %s%s failed (%s); retry %d of %d in %.2f s", self.model, where,
+                       self._describe(exc), attempt + 1, self.max_retries, delay)  # fmt: skip
         return delay
 
     def _call_sync(self, inputs: list[str], where: list[int]) -> np.ndarray:
