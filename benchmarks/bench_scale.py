@@ -24,6 +24,7 @@ searches, the time to open the store, its size on disk, the process RSS, and the
     python benchmarks/bench_scale.py --pieces 100000 --threads 1000
     python benchmarks/bench_scale.py --pieces 1000000 --threads 10000 --searches 40
     python benchmarks/bench_scale.py --pieces 100000 --threads 1000 --server   # through `chroma run`
+    python benchmarks/bench_scale.py --pieces 100000 --threads 1000 --real ../shared/data/locomo-dev
 """
 
 from __future__ import annotations
@@ -228,6 +229,54 @@ def search_with_embedding(c: Corpus, store, searches: int, seed: int = 13) -> di
     return {"scoped_later": pct(scoped), "unscoped": pct(unscoped)}
 
 
+def real_threads(store, folder: Path, questions: int = 20) -> dict:
+    """Real conversations among the synthetic ones: the LoCoMo threads in ``folder`` are embedded
+    by the local model (its default stored side) and written into the big store and into a store of
+    their own; each conversation's first ``questions`` questions are searched thread-scoped in both
+    (``run_search``, embedding included). A scoped search must not depend on what else is stored:
+    the hits must be the same, in the same order, with the same scores. The real threads are
+    deleted from the big store afterwards."""
+    from ctxret.config import IndexConfig
+    from ctxret.embedders.local import LocalEmbedder
+    from ctxret.evaluation.threads import load_threads
+    from ctxret.ingest.writer import write_turns
+    from ctxret.query.deadline import run_search
+    from ctxret.query.fusion import FusionSettings
+    from ctxret.query.search import SearchPlan
+    from ctxret.storage.pieces import open_piece_store
+    from ctxret.storage.schema import Scope
+
+    emb = LocalEmbedder()
+    config = IndexConfig.resolve(emb, None)
+    convs = load_threads(folder)
+    turns = [t for c in convs for t in c.turns]
+    alone = open_piece_store(in_memory=True, collection="alone")
+    alone.open(config.as_dict())
+    started = time.perf_counter()
+    written = write_turns(store, emb, config, turns)
+    seconds = time.perf_counter() - started
+    write_turns(alone, emb, config, turns)
+    plan = SearchPlan(k=5, floor=0.3, weight=config.weight, max_parts=8, split=True, hybrid=FusionSettings(),
+                      parents=False)  # fmt: skip
+    times, same, asked = [], 0, 0
+    threads = sorted({t.thread_id for t in turns})
+    for conv in convs:
+        scope = Scope(conv.turns[0].thread_id)
+        for q in conv.questions[:questions]:
+            big = run_search(plan, q.text, scope, emb, (*store.resolve(scope), None))
+            t0 = time.perf_counter()
+            big = run_search(plan, q.text, scope, emb, (*store.resolve(scope), None))
+            times.append((time.perf_counter() - t0) * 1000)
+            small = run_search(plan, q.text, scope, emb, (*alone.resolve(scope), None))
+            asked += 1
+            hits = [[(h.id, h.score) for h in g.hits] for g in big]
+            same += hits == [[(h.id, h.score) for h in g.hits] for g in small]
+    store.delete(Scope(threads))
+    alone.close()
+    return {"threads": len(threads), "pieces": written.added, "embed_and_write_s": round(seconds, 1),
+            "scoped_with_embedding_ms": pct(times), "same_hits_as_alone": f"{same}/{asked}"}  # fmt: skip
+
+
 def embed_timing(repeat: int = 10) -> dict:
     """The local model's embedding of an 8-part message (the part of a search that is not the store's)."""
     from ctxret.embedders.local import LocalEmbedder
@@ -264,6 +313,9 @@ def main() -> None:
     ap.add_argument("--server", action="store_true", help="search through `chroma run` on the built folder")
     ap.add_argument("--dir", default=None, help="keep the store here (default: a temporary folder, removed)")
     ap.add_argument("--json", dest="json_out", default=None)
+    ap.add_argument("--real", default=None, metavar="DIR",
+                    help="also write the LoCoMo threads in DIR (e.g. ../shared/data/locomo-dev) among the synthetic "
+                    "ones and check that their scoped searches equal those of a store holding only them")  # fmt: skip
     args = ap.parse_args()
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
@@ -298,6 +350,8 @@ def main() -> None:
         out["postings_load_ms"] = round((time.perf_counter() - t0) * 1000, 1)
         out["search_ms_excluding_embedding"] = search_timings(c, store, args.searches)
         out["search_ms_including_embedding"] = search_with_embedding(c, store, max(10, args.searches // 3))
+        if args.real:
+            out["real_threads"] = real_threads(store, Path(args.real))
         out["rss_mb"] = rss_mb()
         store.close()
     finally:
