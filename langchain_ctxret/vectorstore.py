@@ -29,7 +29,7 @@ from ctxret.errors import InputError
 from ctxret.index import ContextualIndex
 from ctxret.ingest.documents import documents_to_turns
 from ctxret.results import Hit
-from ctxret.storage.schema import METADATA_PREFIX, RESERVED_KEYS, RETRIEVAL_KEYS, Scope
+from ctxret.storage.schema import Scope, caller_view
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
@@ -219,24 +219,6 @@ class ContextualVectorStore(VectorStore):
 
 def _doc_where(ids: Sequence[str]) -> dict[str, Any]:
     return {"doc_id": ids[0]} if len(ids) == 1 else {"doc_id": {"$in": list(ids)}}
-
-
-def caller_view(meta: dict[str, Any]) -> dict[str, Any]:
-    """The caller's own metadata of a stored piece, under the names the caller gave (``meta_`` undone)."""
-    keys = [k for k in str(meta.get("caller_keys", "")).split(",") if k]
-    out: dict[str, Any] = {}
-    for key in keys:
-        if key not in meta:
-            continue
-        name = key
-        while name.startswith(METADATA_PREFIX) and _taken(name[len(METADATA_PREFIX) :]):
-            name = name[len(METADATA_PREFIX) :]
-        out[name] = meta[key]
-    return out
-
-
-def _taken(name: str) -> bool:
-    return name in RESERVED_KEYS or name in RETRIEVAL_KEYS or name.startswith("score_")
 
 
 def hit_view(hit: Hit) -> Document:

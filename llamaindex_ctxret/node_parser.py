@@ -38,7 +38,7 @@ from ctxret.ingest.documents import document_turns
 from ctxret.ingest.messages import turns_from_messages
 from ctxret.ingest.turns import MIN_BODY_BYTES, Piece, Turn, label_pieces
 from ctxret.results import IndexResult
-from ctxret.storage.schema import RETRIEVAL_KEYS, piece_metadata
+from ctxret.storage.schema import RETRIEVAL_KEYS, caller_keys, piece_metadata
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.node_parser.interface import NodeParser
 from llama_index.core.schema import BaseNode, Document, MetadataMode, NodeRelationship, TextNode
@@ -179,7 +179,7 @@ def _turns_of(
 # -- pieces → nodes -------------------------------------------------------------------------------
 def _llm_excluded(metadata: Mapping[str, Any]) -> list[str]:
     """All keys but the caller's own: the header is already in the text, the rest is bookkeeping."""
-    caller = {k for k in str(metadata.get("caller_keys", "")).split(",") if k}
+    caller = set(caller_keys(metadata))
     return sorted(
         k for k in metadata if k not in caller or k in RETRIEVAL_KEYS or k.startswith(_SCORE_PREFIX)
     )

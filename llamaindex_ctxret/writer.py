@@ -115,11 +115,10 @@ class ContextualIndexWriter(TransformComponent):
 
 
 def _stored_keys(node: BaseNode) -> list[str]:
-    from ctxret.storage.schema import RESERVED_KEYS
+    from ctxret.storage.schema import RESERVED_KEYS, caller_keys
 
     meta = node.metadata
-    caller = [k for k in str(meta.get("caller_keys", "")).split(",") if k]
-    return [k for k in meta if k in RESERVED_KEYS] + caller
+    return [k for k in meta if k in RESERVED_KEYS] + caller_keys(meta)
 
 
 def _stored_metadata(node: BaseNode) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from ..embedders.base import Embedder
 from ..embedders.fitting import EMBED_CHUNK, embed_in_batches, fit_pieces
 from ..errors import CtxretError, EmbeddingError, InputError
 from ..results import IndexResult
-from ..storage.schema import check_id, piece_metadata
+from ..storage.schema import caller_keys, check_id, piece_metadata
 from ..text import clean_text
 from .context import Contextualizer, context_vectors, contextualize
 from .turns import Piece, Source, Turn, parse_time
@@ -452,7 +452,7 @@ def turns_from_records(records: Iterable[Mapping[str, Any]]) -> list[Turn]:
                     name=m0.get("source_name"),
                 )
             )
-        caller_keys = [k for k in str(first.get("caller_keys", "")).split(",") if k]
+        caller = caller_keys(first)
         index = int(first["turn_index"])
         turns.append(
             Turn(
@@ -463,7 +463,7 @@ def turns_from_records(records: Iterable[Mapping[str, Any]]) -> list[Turn]:
                 kind=str(first.get("kind", "turn")),
                 timestamp=parse_time(first.get("timestamp")),
                 doc_id=first.get("doc_id"),
-                metadata={k: first[k] for k in caller_keys if k in first},
+                metadata={k: first[k] for k in caller if k in first},
             )
         )
     turns.sort(key=lambda t: (t.thread_id, t.doc_id or "", t.index))

@@ -12,7 +12,7 @@ import functools
 import logging
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -283,14 +283,14 @@ class ChromaStore:
         return out
 
     def records_of(
-        self, key: str, values: Sequence[str], include: Sequence[str] = ("metadatas",)
+        self, key: str, values: Iterable[str], include: Sequence[str] = ("metadatas",), name: str | None = None
     ) -> Iterator[dict[str, Any]]:
         """Records whose metadata ``key`` is one of ``values`` (filtered reads of 256 values at a time)."""
         wanted = sorted(set(values))
         for start in range(0, len(wanted), _IN_CHUNK):
             chunk = wanted[start : start + _IN_CHUNK]
             where = {key: chunk[0]} if len(chunk) == 1 else {key: {"$in": chunk}}
-            yield from self.iter_records(where, include)
+            yield from self.iter_records(where, include, name=name)
 
     @_calls_chroma("search the collection")
     def query(

@@ -35,7 +35,9 @@ __all__ = [
     "RETRIEVAL_KEYS",
     "METADATA_PREFIX",
     "ParentKey",
+    "caller_keys",
     "caller_metadata",
+    "caller_view",
     "flatten_metadata",
     "hit_metadata",
     "parent_key",
@@ -75,6 +77,25 @@ def caller_metadata(meta: Mapping[str, Any] | None) -> dict[str, Any]:
         while _taken(name) or (name != key and name in flat):
             name = METADATA_PREFIX + name
         out[name] = value
+    return out
+
+
+def caller_keys(meta: Mapping[str, Any]) -> list[str]:
+    """The stored names of a piece's caller metadata (its ``caller_keys`` entry)."""
+    return [k for k in str(meta.get("caller_keys", "")).split(",") if k]
+
+
+def caller_view(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored piece's caller metadata under the names the caller gave (the ``meta_`` that
+    :func:`caller_metadata` added to a name ctxret uses itself is taken off again)."""
+    out: dict[str, Any] = {}
+    for key in caller_keys(meta):
+        if key not in meta:
+            continue
+        name = key
+        while name.startswith(METADATA_PREFIX) and _taken(name[len(METADATA_PREFIX) :]):
+            name = name[len(METADATA_PREFIX) :]
+        out[name] = meta[key]
     return out
 
 

@@ -46,7 +46,6 @@ __all__ = [
 #: The views of collection ``X`` live in ``X-views``.
 VIEWS_SUFFIX = "-views"
 _REBUILD, _PREVIOUS = "-rebuild", "-previous"  # PieceStore's rebuild suffixes
-_IN_CHUNK = 256
 
 #: One view match: ``(piece id, cosine, view kind, view text)``.
 ViewRow = tuple[str, float, str, str]
@@ -223,12 +222,8 @@ class ViewIndex:
             self._delete_of(piece_ids, target)
 
     def _delete_of(self, piece_ids: Iterable[str], target: str) -> None:
-        wanted = sorted(set(piece_ids))
-        for start in range(0, len(wanted), _IN_CHUNK):
-            chunk = wanted[start : start + _IN_CHUNK]
-            where = {"piece_id": chunk[0]} if len(chunk) == 1 else {"piece_id": {"$in": chunk}}
-            ids = [r["id"] for r in self.chroma.iter_records(where, include=(), name=target)]
-            self.chroma.delete_ids(ids, name=target)
+        ids = [r["id"] for r in self.chroma.records_of("piece_id", piece_ids, include=(), name=target)]
+        self.chroma.delete_ids(ids, name=target)
 
     def clear(self) -> None:
         name = self.name()
