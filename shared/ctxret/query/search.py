@@ -233,7 +233,8 @@ def _hybrid_candidates(
     return out
 
 
-def _cosine(vec: np.ndarray, q: np.ndarray) -> float:
+def exact_cosine(vec: np.ndarray, q: np.ndarray) -> float:
+    """The cosine of a stored vector and a query vector (-1.0 for a size mismatch: never NaN in a sort)."""
     if vec.size != q.size or vec.size == 0:  # unreachable with one collection; never let NaN into a sort
         return -1.0
     denom = float(np.linalg.norm(vec) * np.linalg.norm(q))
@@ -241,10 +242,10 @@ def _cosine(vec: np.ndarray, q: np.ndarray) -> float:
 
 
 def _cosines(vecs: Sequence[Any], q: np.ndarray) -> list[float]:
-    """:func:`_cosine` of each vector against ``q``, in one product when they all have ``q``'s size."""
+    """:func:`exact_cosine` of each vector against ``q``, in one product when they all have ``q``'s size."""
     arrays = [np.asarray(v, dtype=np.float32).ravel() for v in vecs]
     if not arrays or any(a.size != q.size for a in arrays) or q.size == 0:
-        return [_cosine(a, q) for a in arrays]
+        return [exact_cosine(a, q) for a in arrays]
     m = np.stack(arrays)
     denom = np.linalg.norm(m, axis=1) * np.float32(np.linalg.norm(q))
     dots = m @ q

@@ -22,6 +22,7 @@ import numpy as np
 from ..results import Group
 from ..storage.base import DenseBackend, Row
 from ..storage.schema import Scope
+from .search import exact_cosine
 
 __all__ = ["ViewMatch", "merge_views", "annotate"]
 
@@ -57,7 +58,7 @@ def merge_views(
                 if got is None:
                     continue  # outside the scope or the where filter, or a view of a deleted piece
                 doc, meta, vec = got
-                row = merged[pid] = [pid, doc, _cosine(vec, q), meta]
+                row = merged[pid] = [pid, doc, exact_cosine(vec, q), meta]
             if vcos > row[2]:
                 row[2] = float(vcos)
                 won[pid] = (kind, float(vcos), text)
@@ -66,13 +67,6 @@ def merge_views(
         kept = {r[0] for r in ranked}
         out_won.append({pid: m for pid, m in won.items() if pid in kept})
     return out_rows, out_won
-
-
-def _cosine(vec: np.ndarray, q: np.ndarray) -> float:
-    if vec.size != q.size or vec.size == 0:
-        return -1.0
-    denom = float(np.linalg.norm(vec) * np.linalg.norm(q))
-    return float(np.clip(float(vec @ q) / denom, -1.0, 1.0)) if denom > 0 else 0.0
 
 
 def annotate(groups: Sequence[Group], won: Sequence[dict[str, ViewMatch]]) -> list[Group]:
