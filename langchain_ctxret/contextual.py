@@ -8,10 +8,10 @@ the passage. The line becomes the piece's context vector and is indexed for BM25
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ctxret.ingest.views import numbered_chunks, parse_view_lines
 from langchain_core.callbacks import Callbacks
 from langchain_core.runnables import RunnableConfig
 
@@ -25,19 +25,10 @@ For every chunk, write one short sentence (at most 40 words) that situates it wi
 to improve search retrieval of the chunk: name the people, things, dates and topics it refers to.
 Answer with one line per chunk, in order, formatted as "N. context", and nothing else."""
 
-_LINE = re.compile(r"^\s*(?:chunk\s*)?(\d+)\s*[.):\-]\s*(.*\S)\s*$", re.IGNORECASE)
-
 
 def parse_numbered_lines(text: str, n: int) -> list[str]:
     """Lines ``"N. context"`` → a list of ``n`` strings (``""`` where the answer has no line ``N``)."""
-    out = [""] * n
-    for raw in text.splitlines():
-        m = _LINE.match(raw)
-        if m:
-            i = int(m.group(1)) - 1
-            if 0 <= i < n and not out[i]:
-                out[i] = m.group(2)
-    return out
+    return [lines[0] if lines else "" for lines in parse_view_lines(text, n, many=False)]
 
 
 def llm_contextualizer(
@@ -68,7 +59,7 @@ def llm_contextualizer(
     def contextualize(passage: str, bodies: Sequence[str]) -> list[str]:
         if not bodies:
             return []
-        chunks = "\n".join(f"{i}. {' '.join(b.split())}" for i, b in enumerate(bodies, start=1))
+        chunks = numbered_chunks(bodies)
         answer = llm.invoke(prompt.format(passage=passage[-max_passage_chars:], chunks=chunks), config=cfg)
         text = answer if isinstance(answer, str) else str(getattr(answer, "content", answer))
         return parse_numbered_lines(text, len(bodies))

@@ -131,6 +131,11 @@ def _answer_text(answer: Any) -> str:
     return str(answer)
 
 
+def numbered_chunks(bodies: Sequence[str]) -> str:
+    """The prompt's ``{chunks}``: one ``"N. body"`` line per piece, its whitespace folded."""
+    return "\n".join(f"{i}. {' '.join(b.split())}" for i, b in enumerate(bodies, start=1))
+
+
 def parse_view_lines(text: str, n: int, *, many: bool) -> list[list[str]]:
     """Lines ``"N. text"`` → one list per chunk (``many=False``: the first line of each chunk only)."""
     out: list[list[str]] = [[] for _ in range(n)]
@@ -158,7 +163,7 @@ def llm_view_writer(
     def write(passage: str, bodies: Sequence[str]) -> list[list[str]]:
         if not bodies:
             return []
-        chunks = "\n".join(f"{i}. {' '.join(b.split())}" for i, b in enumerate(bodies, start=1))
+        chunks = numbered_chunks(bodies)
         text = call_llm(llm, template.format(passage=passage[-max_passage_chars:], chunks=chunks, n=questions))
         return parse_view_lines(text, len(bodies), many=kind == "questions")
 
