@@ -18,7 +18,7 @@ from typing import Any
 
 from ctxret.errors import InputError
 from ctxret.results import Hit
-from ctxret.storage.schema import RETRIEVAL_KEYS
+from ctxret.storage.schema import candidate_metadata
 from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
 
@@ -27,11 +27,9 @@ __all__ = ["compressor_reranker", "documents_to_scores", "as_reranker"]
 
 def hit_document(hit: Hit, part: str) -> Document:
     """What a compressor sees for one candidate."""
-    meta = {k: v for k, v in hit.metadata.items() if k not in RETRIEVAL_KEYS}
-    meta.update({f"score_{name}": float(v) for name, v in hit.scores.items()})
+    meta = candidate_metadata(hit, part)
     if hit.relevance is not None:
         meta.update(score=hit.relevance, score_scale="relevance")
-    meta["group_query"] = part
     return Document(page_content=hit.text, metadata=meta, id=str(hit.id))
 
 

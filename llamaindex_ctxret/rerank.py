@@ -18,7 +18,7 @@ from typing import Any
 
 from ctxret.errors import InputError
 from ctxret.results import Hit
-from ctxret.storage.schema import RETRIEVAL_KEYS
+from ctxret.storage.schema import candidate_metadata
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
@@ -29,9 +29,7 @@ __all__ = ["as_reranker", "postprocessor_reranker"]
 
 def hit_node(hit: Hit, part: str) -> NodeWithScore:
     """What a postprocessor sees for one candidate."""
-    meta = {k: v for k, v in hit.metadata.items() if k not in RETRIEVAL_KEYS}
-    meta.update({f"score_{name}": float(v) for name, v in hit.scores.items()})
-    meta["group_query"] = part
+    meta = candidate_metadata(hit, part)
     score = hit.relevance if hit.relevance is not None else float(hit.score)
     return NodeWithScore(node=piece_node(hit.id, hit.text, meta), score=score)
 

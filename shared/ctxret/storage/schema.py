@@ -37,6 +37,7 @@ __all__ = [
     "ParentKey",
     "caller_keys",
     "caller_metadata",
+    "candidate_metadata",
     "caller_view",
     "flatten_metadata",
     "hit_metadata",
@@ -171,6 +172,15 @@ def parent_key(meta: Mapping[str, Any]) -> ParentKey | None:
     """The ``(thread_id, parent_id)`` a piece's parent is known by, or ``None``."""
     pid, thread = meta.get("parent_id"), meta.get("thread_id")
     return None if pid is None or thread is None else (str(thread), str(pid))
+
+
+def candidate_metadata(hit: Hit, part: str) -> dict[str, Any]:
+    """What a framework reranker sees of one candidate of a group: the stored metadata (no retrieval
+    keys from an earlier search), one ``score_<name>`` per named score and ``group_query`` (the part)."""
+    meta = {k: v for k, v in hit.metadata.items() if k not in RETRIEVAL_KEYS}
+    meta.update({f"{_SCORE_PREFIX}{name}": float(v) for name, v in hit.scores.items()})
+    meta["group_query"] = part
+    return meta
 
 
 def hit_metadata(hit: Hit, group: Group, rank: int, parts: Sequence[str]) -> dict[str, Any]:
