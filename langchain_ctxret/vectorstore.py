@@ -113,50 +113,61 @@ class ContextualVectorStore(VectorStore):
             raise InputError("the same document id appears twice in one call; give each document its own id")
         turns = documents_to_turns(items, thread_id=thread_id)
         planned = self.index.check_turns(turns)  # planned once: add_turns takes them as they are
-        new: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+        # a document is (thread, id): another thread's document of the same id is never read or touched
+        threads = sorted({t.thread_id for t in turns})
+        new: dict[tuple[str, str], dict[str, dict[str, Any]]] = defaultdict(dict)
         for p in planned:
-            for piece, meta in zip(p.pieces, p.metadatas, strict=False):
-                new[str(p.turn.doc_id)][piece.id] = meta
-        old: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
-        for r in self.index.store.records(("metadatas",), Scope(where=_doc_where(doc_ids))):
-            old[str(r["metadata"].get("doc_id"))][r["id"]] = r["metadata"]
+            for piece, meta in zip(p.pieces, p.metadatas, strict=True):
+                new[(p.turn.thread_id, str(p.turn.doc_id))][piece.id] = meta
+        old: dict[tuple[str, str], dict[str, dict[str, Any]]] = defaultdict(dict)
+        for r in self.index.store.records(("metadatas",), Scope(threads, _doc_where(doc_ids))):
+            meta = r["metadata"]
+            old[(str(meta.get("thread_id")), str(meta.get("doc_id")))][r["id"]] = meta
         # a document whose stored pieces differ in any way (sections, text, metadata) is rewritten whole
-        stale = [d for d in doc_ids if d in old and old[d] != new.get(d, {})]
-        if stale:
-            self.index.delete(where=_doc_where(stale))
+        stale: dict[str, list[str]] = defaultdict(list)
+        for (thread, doc), pieces in old.items():
+            if pieces != new.get((thread, doc), {}):
+                stale[thread].append(doc)
+        for thread, docs in stale.items():
+            self.index.delete(thread_id=thread, where=_doc_where(docs))
         self.index.add_turns(planned)
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
-        """Delete documents by id (all their pieces); ids that are not stored are ignored."""
+        """Delete documents by id (all their pieces); ids that are not stored are ignored. With
+        ``thread_id=`` only that thread's documents of those ids, else every thread's."""
+        thread_id = kwargs.pop("thread_id", None)
+        if kwargs:
+            raise InputError(f"unknown keyword(s) {sorted(kwargs)}; delete takes ids and thread_id=")
         if ids is None:
             raise InputError("delete needs ids=[...]; to remove everything use store.index.clear()")
         if ids:
-            self.index.delete(where=_doc_where([str(i) for i in ids]))
+            self.index.delete(thread_id=thread_id, where=_doc_where([str(i) for i in ids]))
         return True
 
     # -- reads --------------------------------------------------------------------------------------
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
         """The stored documents with these ids (missing ids are left out), text re-assembled from
-        their pieces: sections in order, pieces joined by line breaks."""
+        their pieces: sections in order, pieces joined by line breaks. A document is one thread's:
+        an id stored in several threads gives one Document per thread, never one text of both."""
         ids = [str(i) for i in ids]
         if not ids:
             return []
-        by_doc: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        by_doc: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
         for r in self.index.store.records(("metadatas",), Scope(where=_doc_where(ids))):
-            by_doc[str(r["metadata"].get("doc_id"))].append(r["metadata"])
+            meta = r["metadata"]
+            by_doc[str(meta.get("doc_id"))][str(meta.get("thread_id"))].append(meta)
         out = []
         for doc_id in dict.fromkeys(ids):
-            metas = by_doc.get(doc_id)
-            if not metas:
-                continue
-            metas.sort(
-                key=lambda m: (int(m.get("turn_index", 0)), int(m.get("source_ordinal", 0)), int(m.get("ordinal", 0)))
-            )
-            sections: dict[int, list[str]] = defaultdict(list)
-            for m in metas:
-                sections[int(m.get("turn_index", 0))].append(str(m.get("body", "")))
-            text = "\n\n".join("\n".join(bodies) for _, bodies in sorted(sections.items()))
-            out.append(Document(page_content=text, metadata=caller_view(metas[0]), id=doc_id))
+            for _, metas in sorted(by_doc.get(doc_id, {}).items()):
+                metas.sort(
+                    key=lambda m: (int(m.get("turn_index", 0)), int(m.get("source_ordinal", 0)),
+                                   int(m.get("ordinal", 0)))
+                )  # fmt: skip
+                sections: dict[int, list[str]] = defaultdict(list)
+                for m in metas:
+                    sections[int(m.get("turn_index", 0))].append(str(m.get("body", "")))
+                text = "\n\n".join("\n".join(bodies) for _, bodies in sorted(sections.items()))
+                out.append(Document(page_content=text, metadata=caller_view(metas[0]), id=doc_id))
         return out
 
     def _search(self, query: str, k: int, filter: dict[str, Any] | None, **kwargs: Any) -> list[tuple[Document, float]]:

@@ -172,8 +172,9 @@ class ContextualStoreIndex:
         return ref_doc_id(document)
 
     def delete_ref_doc(self, ref_doc_id: str, **kwargs: Any) -> int:
-        """Delete every piece of a document (a chat document: its thread); returns how many."""
-        n = self.index.delete(where={"doc_id": str(ref_doc_id)})
+        """Delete every piece of a document (a chat document: its thread); returns how many. With
+        ``thread_id=`` only that thread's document of this id, else every thread's."""
+        n = self.index.delete(thread_id=kwargs.get("thread_id"), where={"doc_id": str(ref_doc_id)})
         if not n and str(ref_doc_id).startswith("chat:"):
             n = self.index.delete(thread_id=str(ref_doc_id)[5:].split("@", 1)[0])
         return n

@@ -195,3 +195,24 @@ def test_vector_store_flat_search_and_grouped_retriever(local_embedder):
     assert len(groups) == 2 and all(len(g) == 2 for g in groups.values())
     mmr = store.max_marginal_relevance_search("Lisbon", k=2, fetch_k=4)
     assert len(mmr) == 2
+
+
+def test_vector_store_upserts_and_reads_one_thread_of_a_shared_document_id(local_embedder):
+    """Two threads may hold a document with the same id: upserting it in one thread leaves the other's
+    pieces alone, and get_by_ids never stitches the two threads' texts into one Document."""
+    index = ContextualIndex(in_memory=True, collection=f"vs-{uuid.uuid4().hex}", embedder=local_embedder)
+    store = ContextualVectorStore(index)
+    alice = Document(page_content="Alice private: diagnosis confidential-alice-777.", id="notes.md")
+    store.add_documents([alice], thread_id="alice")
+    store.add_documents([Document(page_content="Bob notes: buy milk.", id="notes.md")], thread_id="bob")
+    store.add_documents([Document(page_content="Bob notes: buy milk and eggs.", id="notes.md")], thread_id="bob")
+    alice_hits = index.search("diagnosis", k=3, thread_id="alice", score_threshold=None)
+    assert any("confidential-alice-777" in h.text for g in alice_hits for h in g.hits)  # not deleted by Bob's upsert
+    bob_hits = index.search("buy milk", k=3, thread_id="bob", score_threshold=None)
+    assert [h.body for g in bob_hits for h in g.hits] == ["Bob notes: buy milk and eggs."]  # the old text replaced
+    got = store.get_by_ids(["notes.md"])
+    assert sorted(d.page_content for d in got) == [
+        "Alice private: diagnosis confidential-alice-777.", "Bob notes: buy milk and eggs."
+    ]  # one Document per thread, never one text made of both
+    store.delete(["notes.md"], thread_id="bob")
+    assert [d.page_content for d in store.get_by_ids(["notes.md"])] == [alice.page_content]
