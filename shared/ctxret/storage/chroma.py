@@ -312,24 +312,25 @@ class ChromaStore:
         )
         if not texts:
             return [
-                [(i, "", float(np.clip(1.0 - d, -1.0, 1.0)), DEFERRED) for i, d in zip(ids, dists, strict=True)]
+                [(i, "", c, DEFERRED) for i, c in zip(ids, _cosines(dists), strict=True)]
                 for ids, dists in zip(res["ids"], res["distances"], strict=True)
             ]
         out = []
         for row in range(len(vectors)):
             ids, docs = res["ids"][row], res["documents"][row]
             metas, dists = res["metadatas"][row], res["distances"][row]
-            out.append(
-                [
-                    (ids[j], docs[j] or "", float(np.clip(1.0 - dists[j], -1.0, 1.0)), dict(metas[j] or {}))
-                    for j in range(len(ids))
-                ]
-            )
+            cos = _cosines(dists)
+            out.append([(ids[j], docs[j] or "", cos[j], dict(metas[j] or {})) for j in range(len(ids))])
         return out
 
     @_calls_chroma("count pieces")
     def count(self, name: str | None = None) -> int:
         return int(self._col(name).count())
+
+
+def _cosines(distances: Sequence[float]) -> list[float]:
+    """Chroma's cosine distances as cosines in [-1, 1] (one array operation for a row of hits)."""
+    return np.clip(1.0 - np.asarray(distances, dtype=np.float64), -1.0, 1.0).tolist()
 
 
 def _records(page: Mapping[str, Any], include: Sequence[str]) -> Iterator[dict[str, Any]]:

@@ -14,7 +14,13 @@ its committed transactions (a deleted row is only marked dead, so statistics are
 live rows; dead rows are dropped when they reach a quarter of the rows). The file stays the
 source of truth: the postings are read from it on the first search and read again whenever
 another connection has written to it. Memory: about 12 bytes per token occurrence plus ~250
-bytes per piece (~60 MB at 100,000 pieces of 20 tokens).
+bytes per piece (~60 MB at 100,000 pieces of 20 tokens), and up to 64 MB of the BM25
+contributions of recently searched terms (kept until the next write).
+
+A part's top ``k`` costs what its terms' posting lists hold, not what the file holds: the
+contributions are summed per row in one ``bincount`` and the best rows are chosen among the rows
+the terms hold (at 1M pieces a part's dozen terms hold ~440,000 postings: ~2–3 ms); the BM25 of
+given pieces (the dense hits') is read from each term's list by binary search.
 """
 
 from __future__ import annotations
@@ -29,7 +35,9 @@ from .tokenize import Analysis
 
 __all__ = ["Postings"]
 
-_Chunk = tuple[np.ndarray, np.ndarray]  # (rows int64 ascending, term frequencies float64)
+_Chunk = tuple[np.ndarray, np.ndarray]  # (rows int64 ascending, term frequencies or BM25 contributions float64)
+#: Postings whose BM25 contributions are kept between searches (8 bytes each: 64 MB).
+CACHED_POSTINGS = 1 << 23
 
 
 class Postings:
@@ -47,9 +55,10 @@ class Postings:
         self._chunks: dict[str, list[_Chunk]] = {}
         self._live = 0
         self._sum_dl = 0.0
-        self._writes = 0  # changes so far: a recent part's scores are reused while it holds
-        self._recent: dict[tuple[str, ...], tuple[int, np.ndarray, np.ndarray]] = {}
+        self._writes = 0  # changes so far (the length norms below are recomputed after one)
         self._norm: tuple[int, np.ndarray] = (-1, np.zeros(0))  # (writes, k1 · (1 − b + b · dl / avgdl) per row)
+        self._weights: dict[str, _Chunk] = {}  # term -> (live rows, BM25 contributions) while self._norm holds
+        self._weighted = 0  # postings held in self._weights
 
     # -- building --------------------------------------------------------------------------------
     @classmethod
@@ -154,29 +163,65 @@ class Postings:
         v = math.log((self._live - df + 0.5) / (df + 0.5))
         return v if v > 0 else 1e-6
 
-    def _score(self, terms: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """The rows holding any term (ascending) and their BM25 (a part's search and its scores of
-        the dense candidates share one computation while nothing is written)."""
-        key = tuple(dict.fromkeys(terms))
-        cached = self._recent.get(key)
-        if cached is not None and cached[0] == self._writes:
-            return cached[1], cached[2]
+    def _term_lists(self, terms: Sequence[str]) -> list[_Chunk]:
+        """Per distinct term held by a live row, in the query's order: its live rows (ascending) and
+        each one's BM25 contribution ``idf · tf · (k1 + 1) / (tf + k1 · (1 − b + b · dl / avgdl))``
+        (> 0, as idf >= 1e-6). A term's contributions are kept until the next write (they depend
+        on every row's length and the term's document frequency), at most
+        :data:`CACHED_POSTINGS` postings in all: the parts of a message share most of their terms."""
         if not self._live:
-            return np.zeros(0, np.int64), np.zeros(0)
+            return []
         if self._norm[0] != self._writes:  # each row's length norm, once per change of the statistics
             self._norm = (self._writes, K1 * (1.0 - B + B * self._dl / (self._sum_dl / self._live)))
-        row_norm = self._norm[1]
-        acc = np.zeros(len(self._ids))
-        for t in key:  # summed term by term, in the query's order, as FTS5 does
-            rows, tf = self._live_postings(t)
-            if len(rows):
-                acc[rows] += self._idf(len(rows)) * tf * (K1 + 1.0) / (tf + row_norm[rows])
-        rows = np.flatnonzero(acc)  # every term's contribution is > 0 (idf >= 1e-6)
-        out = rows, acc[rows]
-        if len(self._recent) >= 64:
-            self._recent.pop(next(iter(self._recent)))
-        self._recent[key] = (self._writes, *out)
+            self._weights.clear()
+            self._weighted = 0
+        out = []
+        for t in dict.fromkeys(terms):
+            held = self._weights.get(t)
+            if held is None:
+                rows, tf = self._live_postings(t)
+                held = (rows, self._idf(len(rows)) * tf * (K1 + 1.0) / (tf + self._norm[1][rows]))
+                self._weights[t] = held
+                self._weighted += len(rows)
+                while self._weighted > CACHED_POSTINGS and len(self._weights) > 1:
+                    self._weighted -= len(self._weights.pop(next(iter(self._weights)))[0])
+            if len(held[0]):
+                out.append(held)
         return out
+
+    def _top_rows(
+        self, terms: Sequence[str], k: int, thread_ids: Sequence[str] | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Every row (inside ``thread_ids``) scoring at least the ``k``-th best row, ties included,
+        and their BM25, summed term by term in the query's order as FTS5 does. The cost follows the
+        terms' posting lists, not the number of rows: the rows of the best ``k × terms`` postings
+        (at least ``k`` distinct rows, as a row is listed once per term it holds) give the
+        ``k``-th best score — every row scoring above those postings' lowest is among them, so the
+        ``k``-th best of them is the ``k``-th best of all — and only rows reaching it are kept."""
+        lists = self._term_lists(terms)
+        if not lists:
+            return np.zeros(0, np.int64), np.zeros(0)
+        held = np.concatenate([rows for rows, _ in lists]) if len(lists) > 1 else lists[0][0]
+        weights = np.concatenate([w for _, w in lists]) if len(lists) > 1 else lists[0][1]
+        acc = np.bincount(held, weights, minlength=len(self._ids))  # summed per row in the terms' order
+        mask = self._thread_mask(held, thread_ids)
+        if mask is not None:
+            held = held[mask]
+        best = k * len(lists)
+        if len(held) > best:
+            vals = acc[held]
+            top = np.unique(held[np.argpartition(vals, len(vals) - best)[len(vals) - best :]])
+            if len(top) >= k:
+                top_scores = acc[top]
+                kth = np.partition(top_scores, len(top) - k)[len(top) - k]
+                held = held[vals >= kth]
+        rows = np.unique(held) if len(lists) > 1 else held
+        scores = acc[rows]
+        if len(rows) > k:
+            kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+            top = scores >= kth
+            rows, scores = rows[top], scores[top]
+        return rows, scores
 
     def _thread_mask(self, rows: np.ndarray, thread_ids: Sequence[str] | None) -> np.ndarray | None:
         if thread_ids is None:
@@ -189,20 +234,14 @@ class Postings:
         terms = self.analysis.query_terms(query)
         if not terms or k < 1:
             return []
-        rows, scores = self._score(terms)
-        mask = self._thread_mask(rows, thread_ids)
-        if mask is not None:
-            rows, scores = rows[mask], scores[mask]
-        if len(rows) > k:  # every row scoring at least the k-th best, ties included
-            kth = np.partition(scores, len(scores) - k)[len(scores) - k]
-            top = scores >= kth
-            rows, scores = rows[top], scores[top]
+        rows, scores = self._top_rows(terms, k, thread_ids)
         ranked = sorted(zip(scores.tolist(), rows.tolist(), strict=True), key=lambda x: (-x[0], self._ids[x[1]]))
         return [(str(self._ids[r]), s) for s, r in ranked[:k]]
 
     def scores(self, query: str, ids: Iterable[str], thread_ids: Sequence[str] | None = None) -> dict[str, float]:
         """Exact BM25 of given pieces (0.0 for one holding none of the query's terms); unknown ids, or
-        ids outside ``thread_ids``, left out."""
+        ids outside ``thread_ids``, left out. The same numbers as :meth:`search` (the same sums in
+        the same order), found in each term's posting list by binary search."""
         wanted = [(pid, self._row[pid]) for pid in dict.fromkeys(str(i) for i in ids) if pid in self._row]
         if thread_ids is not None and wanted:
             allowed = self._thread_mask(np.asarray([r for _, r in wanted], np.int64), thread_ids)
@@ -210,17 +249,15 @@ class Postings:
             wanted = [w for w, ok in zip(wanted, allowed.tolist(), strict=True) if ok]
         if not wanted:
             return {}
-        out = {pid: 0.0 for pid, _ in wanted}
         terms = self.analysis.query_terms(query)
-        if not terms:
-            return out
-        rows, scores = self._score(terms)
         want_rows = np.asarray([r for _, r in wanted], np.int64)
-        at = np.searchsorted(rows, want_rows)
-        for (pid, r), i in zip(wanted, at.tolist(), strict=True):
-            if i < len(rows) and rows[i] == r:
-                out[pid] = float(scores[i])
-        return out
+        total = np.zeros(len(wanted))
+        if terms:
+            for rows, weights in self._term_lists(terms):  # the same numbers, summed in the same order
+                at = np.minimum(np.searchsorted(rows, want_rows), len(rows) - 1)
+                hit = rows[at] == want_rows
+                total[hit] += weights[at[hit]]
+        return {pid: float(s) for (pid, _), s in zip(wanted, total.tolist(), strict=True)}
 
     def coverage(self, query: str, ids: Iterable[str]) -> dict[str, float]:
         """Share of the part's IDF-weighted terms each piece holds (``LexicalIndex.coverage``'s numbers)."""

@@ -182,6 +182,10 @@ def is_question(part: str) -> bool:
     return bool(_QUESTION_END.search(part))
 
 
+#: Query parts whose terms an :class:`Analysis` keeps (a search asks for each part's terms several times).
+_RECENT_PARTS = 1024
+
+
 class Analysis:
     """What BM25 indexes and searches: :func:`tokenize`, minus stopwords, Snowball-stemmed where the script fits.
 
@@ -210,6 +214,7 @@ class Analysis:
         )
         self._stem: Any = None
         self._stemmable: Any = None
+        self._recent: dict[tuple[str, str], tuple[str, ...]] = {}  # a search's parts -> their terms
         if language is not None:
             try:
                 import Stemmer  # PyStemmer
@@ -249,12 +254,28 @@ class Analysis:
 
     def query_terms(self, part: str) -> list[str]:
         """The distinct terms a query part searches for (questions also drop ``question_stopwords``)."""
-        stop = self.question_stopwords if is_question(part) else self.index_stopwords
-        return list(dict.fromkeys(self._analyse(part, stop)))[:MAX_QUERY_TOKENS]
+        key = ("query", part)
+        terms = self._recent.get(key)
+        if terms is None:
+            stop = self.question_stopwords if is_question(part) else self.index_stopwords
+            terms = self._remember(key, tuple(dict.fromkeys(self._analyse(part, stop)))[:MAX_QUERY_TOKENS])
+        return list(terms)
 
     def coverage_terms(self, part: str) -> list[str]:
         """The distinct terms of a part under the index analysis (the floor rule's lexical evidence)."""
-        return list(dict.fromkeys(self.index_tokens(part)))[:MAX_QUERY_TOKENS]
+        key = ("coverage", part)
+        terms = self._recent.get(key)
+        if terms is None:
+            terms = self._remember(key, tuple(dict.fromkeys(self.index_tokens(part)))[:MAX_QUERY_TOKENS])
+        return list(terms)
+
+    def _remember(self, key: tuple[str, str], terms: tuple[str, ...]) -> tuple[str, ...]:
+        """Keep a part's terms: one search asks for them several times (its lists, the scores of
+        dense hits, the coverage of candidates). At most :data:`_RECENT_PARTS` parts are kept."""
+        if len(self._recent) >= _RECENT_PARTS:
+            self._recent.clear()
+        self._recent[key] = terms
+        return terms
 
 
 def _single_tokens(words: Sequence[str]) -> list[str]:
