@@ -186,11 +186,14 @@ def _hybrid_candidates(
     *,
     coverage_for: str = "below_floor",
     prefetched: dict[str, Any] | None = None,
+    dense_side: Sequence[tuple[dict[str, float], dict[str, float]]] | None = None,
 ) -> list[PartCandidates]:
     """Complete every part's candidates and fuse them: one fetch for all lexical-only hits (which
     enforces the scope and gives their exact cosine; ``prefetched``: :func:`lexical_side` read them
     already), the exact BM25 of dense-only hits, and the lexical coverage of candidates under the
-    floor (``coverage_for="all"``: of every candidate)."""
+    floor (``coverage_for="all"``: of every candidate). ``dense_side``: :func:`dense_side`'s
+    numbers for the dense hits, worked out already (the same numbers: a piece's BM25 and coverage
+    do not depend on the other candidates)."""
     assert plan.hybrid is not None
     s = plan.hybrid
     wanted: dict[str, None] = {}
@@ -215,21 +218,47 @@ def _hybrid_candidates(
             info[rid] = (doc, meta)
             cosine[rid] = cos
         listed = dict(kept)
-        only_dense = [r[0] for r in rows if r[0] not in listed]
+        known_bm25, coverage = dense_side[i] if dense_side is not None else ({}, {})
+        only_dense = [r[0] for r in rows if r[0] not in listed and r[0] not in known_bm25]
         bm25 = {rid: 0.0 for rid in cosine}
+        bm25.update(known_bm25)
         if only_dense:
             bm25.update(lexical.scores(part, only_dense, thread_ids))
         bm25.update(listed)
-        if coverage_for == "all":
-            asked = list(cosine)
-        elif plan.floor is not None and s.lexical_floor is not None:
-            asked = [rid for rid, c in cosine.items() if not c >= plan.floor]
-        else:
-            asked = []
-        coverage = lexical.coverage(part, asked) if asked else {}
+        asked = [rid for rid in _coverage_asked(plan, coverage_for, cosine) if rid not in coverage]
+        coverage = {**coverage, **lexical.coverage(part, asked)} if asked else dict(coverage)
         dense_list = [(r[0], float(r[2])) for r in rows]
         pool = PartCandidates(part, [], info, cosine, bm25, coverage, dense_list, kept)
         out.append(fuse_candidates(pool, s))
+    return out
+
+
+def _coverage_asked(plan: SearchPlan, coverage_for: str, cosine: dict[str, float]) -> list[str]:
+    """The candidates whose lexical coverage is needed: under the floor (the rescue rule), or all."""
+    assert plan.hybrid is not None
+    if coverage_for == "all":
+        return list(cosine)
+    if plan.floor is not None and plan.hybrid.lexical_floor is not None:
+        return [rid for rid, c in cosine.items() if not c >= plan.floor]
+    return []
+
+
+def dense_side(
+    lexical: LexicalBackend, plan: SearchPlan, parts: Sequence[str], scope: Scope, dense_rows: Sequence[Sequence[Row]],
+    coverage_for: str = "below_floor",
+) -> list[tuple[dict[str, float], dict[str, float]]]:  # fmt: skip
+    """Per part, what the dense hits need from the lexical index and no lexical list does: the
+    exact BM25 of every dense hit and the coverage of those the floor asks about. It runs while
+    the lexical worker is still reading its hits' vectors."""
+    thread_ids = list(scope.thread_ids) if scope.thread_ids is not None else None
+    out = []
+    for part, rows in zip(parts, dense_rows, strict=False):
+        cosine = {r[0]: float(r[2]) for r in rows}
+        asked = _coverage_asked(plan, coverage_for, cosine)
+        out.append((
+            lexical.scores(part, list(cosine), thread_ids) if cosine else {},
+            lexical.coverage(part, asked) if asked else {},
+        ))  # fmt: skip
     return out
 
 
@@ -322,10 +351,11 @@ def candidates(
     if lex_job is None:
         return _dense_candidates(parts, dense_rows)
     assert lexical is not None
+    known = dense_side(lexical, plan, parts, scope, dense_rows, coverage_for)  # while the worker reads
     lexical_rows, prefetched = lex_job.result()
     return _hybrid_candidates(
         backend, lexical, plan, parts, qvecs, scope, dense_rows, lexical_rows, coverage_for=coverage_for,
-        prefetched=prefetched,
+        prefetched=prefetched, dense_side=known,
     )  # fmt: skip
 
 
