@@ -305,6 +305,25 @@ def dir_mb(path: Path) -> float:
     return round(sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1e6, 1)
 
 
+def shipped_search_width(path: Path) -> dict:
+    """The store's HNSW settings, its ``ef_search`` set to what new collections get now (a store
+    built earlier keeps its graph, which does not depend on ``ef_search``; Chroma reads the width
+    when it loads the index, so the change is made in a separate process before this one opens it)."""
+    code = (
+        "import json, sys, chromadb\n"
+        "from ctxret.storage.chroma import HNSW\n"
+        "col = chromadb.PersistentClient(path=sys.argv[1]).get_collection('scale')\n"
+        "if (col.configuration_json or {}).get('hnsw', {}).get('ef_search') != HNSW['ef_search']:\n"
+        "    col.modify(configuration={'hnsw': {'ef_search': HNSW['ef_search']}})\n"
+        "col = chromadb.PersistentClient(path=sys.argv[1]).get_collection('scale')\n"
+        "h = (col.configuration_json or {}).get('hnsw', {})\n"
+        "print(json.dumps({k: h.get(k) for k in ('max_neighbors', 'ef_construction', 'ef_search')}))\n"
+    )
+    import subprocess as sp
+
+    return json.loads(sp.run([sys.executable, "-c", code, str(path)], check=True, capture_output=True, text=True).stdout)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pieces", type=int, default=100_000)
@@ -328,6 +347,7 @@ def main() -> None:
                  "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}  # fmt: skip
     if not (path / "chroma.sqlite3").exists():
         out["build"] = build(c, path)
+    out["hnsw"] = shipped_search_width(path)
     out["disk_mb"] = dir_mb(path)
     server = None
     try:
