@@ -1,0 +1,120 @@
+"""Unscoped hybrid search on a ``bench_scale.py`` store, and a paired comparison with other code.
+
+One run: a fresh process opens the store, reads the lexical postings, runs ``--warmup`` then
+``--searches`` unscoped 8-part searches from query vectors (``search_vectors``, as
+``bench_scale.py`` times "excluding embedding"; the same messages every run) and prints the p50 in
+ms and the groups' hit ids (a digest, so two codes can be checked for the same results).
+
+``--vs-code DIR`` compares this checkout with the checkout in ``DIR`` (e.g. a ``git worktree`` of
+an older commit): rounds alternate one fresh process of each, each round's ratio is this code's
+p50 over theirs, and the median ratio is printed. ``--ef-search A B`` sets the store's HNSW search
+width for this code's runs (A) and for theirs (B) before each run, so each code runs on the width
+it gives new collections; the store's width is put back afterwards.
+
+    git worktree add /tmp/ctxret-old 5ec63d5
+    python benchmarks/bench_unscoped.py /tmp/scale100k/store --vs-code /tmp/ctxret-old --ef-search 100 200 --rounds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+_SET_WIDTH = (
+    "import sys, chromadb\n"
+    "col = chromadb.PersistentClient(path=sys.argv[1]).get_collection('scale')\n"
+    "before = (col.configuration_json or {}).get('hnsw', {}).get('ef_search')\n"
+    "if sys.argv[2] != 'keep':\n"
+    "    col.modify(configuration={'hnsw': {'ef_search': int(sys.argv[2])}})\n"
+    "print(before)\n"
+)
+
+
+def one_run(store: str, searches: int, warmup: int, seed: int) -> dict:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_scale
+    import numpy as np
+    from ctxret.query.fusion import FusionSettings
+    from ctxret.query.search import SearchPlan, search_vectors
+    from ctxret.storage.pieces import open_piece_store
+    from ctxret.storage.schema import Scope
+
+    s = open_piece_store(Path(store), collection="scale")
+    s.chroma.open(s.stored_config() or {})
+    s.lexical.search("project meeting", 1)  # the postings are read into memory
+    total = s.count()
+    corpus = bench_scale.Corpus(total, max(1, total // 100))
+    plan = SearchPlan(k=5, floor=0.3, weight=0.8, max_parts=8, split=True, hybrid=FusionSettings(), parents=False)
+    rng = np.random.default_rng(seed)
+    messages = [corpus.query(int(t), rng) for t in rng.choice(corpus.threads, warmup + searches, replace=False)]
+    times, ids = [], []
+    for parts, q in messages:
+        t0 = time.perf_counter()
+        dense, lexical = s.resolve(Scope())
+        groups = search_vectors(plan, parts, q, Scope(), dense, lexical)
+        times.append((time.perf_counter() - t0) * 1000)
+        ids.append([[h.id for h in g.hits] for g in groups])
+    s.close()
+    digest = hashlib.sha256(json.dumps(ids[warmup:]).encode()).hexdigest()[:16]
+    return {"p50_ms": round(statistics.median(times[warmup:]), 2), "searches": searches, "results": digest}
+
+
+def _child(code: str | None, store: str, args: argparse.Namespace) -> dict:
+    env = dict(os.environ)
+    if code is not None:
+        env["PYTHONPATH"] = str(Path(code) / "shared")
+    cmd = [sys.executable, __file__, store, "--searches", str(args.searches), "--warmup", str(args.warmup),
+           "--seed", str(args.seed)]  # fmt: skip
+    return json.loads(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout)
+
+
+def _width(store: str, ef: str) -> str:
+    return subprocess.run([sys.executable, "-c", _SET_WIDTH, store, ef], check=True, capture_output=True,
+                          text=True).stdout.strip()  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("store", help="a store folder bench_scale.py built (its `store` subfolder)")
+    ap.add_argument("--searches", type=int, default=55)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=31)
+    ap.add_argument("--vs-code", default=None, metavar="DIR", help="another checkout to compare with")
+    ap.add_argument("--ef-search", nargs=2, default=None, metavar=("MINE", "THEIRS"))
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    if args.vs_code is None:
+        print(json.dumps(one_run(args.store, args.searches, args.warmup, args.seed)))
+        return
+    before = _width(args.store, "keep")
+    mine_ef, theirs_ef = args.ef_search or ("keep", "keep")
+    rows = []
+    try:
+        for r in range(args.rounds):
+            _width(args.store, mine_ef)
+            mine = _child(None, args.store, args)
+            _width(args.store, theirs_ef)
+            theirs = _child(args.vs_code, args.store, args)
+            rows.append({"mine": mine, "theirs": theirs, "ratio": round(mine["p50_ms"] / theirs["p50_ms"], 3)})
+            print(f"round {r + 1}: this code {mine['p50_ms']} ms, {args.vs_code} {theirs['p50_ms']} ms, "
+                  f"ratio {rows[-1]['ratio']}", file=sys.stderr, flush=True)  # fmt: skip
+    finally:
+        if before not in ("None", ""):
+            _width(args.store, before)
+    ratios = [row["ratio"] for row in rows]
+    print(json.dumps({
+        "store": args.store, "rounds": rows, "median_ratio": statistics.median(ratios),
+        "min_ratio": min(ratios), "max_ratio": max(ratios),
+        "same_results_every_round": len({row["mine"]["results"] for row in rows}) == 1,
+    }, indent=2))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
