@@ -321,7 +321,8 @@ def shipped_search_width(path: Path) -> dict:
     )
     import subprocess as sp
 
-    return json.loads(sp.run([sys.executable, "-c", code, str(path)], check=True, capture_output=True, text=True).stdout)
+    done = sp.run([sys.executable, "-c", code, str(path)], check=True, capture_output=True, text=True)
+    return json.loads(done.stdout)
 
 
 def main() -> None:
