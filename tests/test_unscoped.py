@@ -88,3 +88,16 @@ def test_a_piece_deleted_during_a_search_is_left_out(index, local_embedder, tmp_
     assert first not in {h.id for g in groups for h in g.hits}
     assert all(h.metadata["thread_id"] == "work" for g in groups for h in g.hits)
     ix.close()
+
+
+def test_a_new_collection_gets_the_measured_graph_settings(index) -> None:
+    """New collections get the HNSW settings BENCHMARKS measured ("HNSW search width"): a denser
+    graph than Chroma's defaults, searched at least twice as wide as the candidates a part asks."""
+    from ctxret.query.fusion import DEFAULT_CANDIDATES
+    from ctxret.storage.chroma import HNSW
+
+    hnsw = (index.store.chroma._col(None).configuration_json or {}).get("hnsw", {})
+    assert {k: hnsw.get(k) for k in ("space", "max_neighbors", "ef_construction", "ef_search")} == HNSW
+    measured = ("cosine", 32, 200, 100)  # change BENCHMARKS' measurements with them
+    assert (HNSW["space"], HNSW["max_neighbors"], HNSW["ef_construction"], HNSW["ef_search"]) == measured
+    assert HNSW["ef_search"] >= 2 * DEFAULT_CANDIDATES
