@@ -5,6 +5,10 @@ One run: a fresh process opens the store, reads the lexical postings, runs ``--w
 ``bench_scale.py`` times "excluding embedding"; the same messages every run) and prints the p50 in
 ms and the groups' hit ids (a digest, so two codes can be checked for the same results).
 
+``--vectors-from sqlite|memory`` is a what-if: the lexical hits' vectors are served from a SQLite
+table (built once beside the store) or a dict of every vector instead of Chroma's read by id, to
+measure what a local copy of the vectors would buy; results must not change.
+
 ``--vs-code DIR`` compares this checkout with the checkout in ``DIR`` (e.g. a ``git worktree`` of
 an older commit): rounds alternate one fresh process of each, each round's ratio is this code's
 p50 over theirs, and the median ratio is printed. ``--ef-search A B`` sets the store's HNSW search
@@ -37,7 +41,46 @@ _SET_WIDTH = (
 )
 
 
-def one_run(store: str, searches: int, warmup: int, seed: int) -> dict:
+def _local_vectors(s, store: str, where: str):
+    """A ``fetch(ids, scope)`` for unscoped searches serving stored vectors from outside Chroma."""
+    import sqlite3
+
+    import numpy as np
+    from ctxret.storage.base import DEFERRED
+
+    col = s.chroma._col(None)
+    table = Path(store).parent / "whatif-vectors.sqlite3"
+    db = sqlite3.connect(table, check_same_thread=False)
+    db.execute("CREATE TABLE IF NOT EXISTS v (id TEXT PRIMARY KEY, vec BLOB NOT NULL)")
+    held: dict[str, np.ndarray] = {}
+    if where == "memory" or db.execute("SELECT count(*) FROM v").fetchone()[0] != s.count():
+        offset = 0
+        while True:
+            page = col.get(limit=20_000, offset=offset, include=["embeddings"])
+            if not page["ids"]:
+                break
+            held.update(zip(page["ids"], np.asarray(page["embeddings"], dtype=np.float32), strict=True))
+            offset += len(page["ids"])
+        if where == "sqlite":
+            db.execute("DELETE FROM v")
+            db.executemany("INSERT INTO v VALUES (?, ?)", ((k, v.tobytes()) for k, v in held.items()))
+            db.commit()
+    if where == "memory":
+        return lambda ids, scope: {i: ("", DEFERRED, held[i]) for i in ids if i in held}
+
+    def from_table(ids, scope):
+        out = {}
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            for rid, blob in db.execute(f"SELECT id, vec FROM v WHERE id IN ({marks})", chunk):
+                out[rid] = ("", DEFERRED, np.frombuffer(blob, dtype=np.float32))
+        return out
+
+    return from_table
+
+
+def one_run(store: str, searches: int, warmup: int, seed: int, vectors_from: str = "chroma") -> dict:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import bench_scale
     import numpy as np
@@ -54,16 +97,20 @@ def one_run(store: str, searches: int, warmup: int, seed: int) -> dict:
     plan = SearchPlan(k=5, floor=0.3, weight=0.8, max_parts=8, split=True, hybrid=FusionSettings(), parents=False)
     rng = np.random.default_rng(seed)
     messages = [corpus.query(int(t), rng) for t in rng.choice(corpus.threads, warmup + searches, replace=False)]
+    local = _local_vectors(s, store, vectors_from) if vectors_from != "chroma" else None
     times, ids = [], []
     for parts, q in messages:
         t0 = time.perf_counter()
         dense, lexical = s.resolve(Scope())
+        if local is not None:
+            dense.fetch = local  # the what-if: the lexical hits' vectors from outside Chroma
         groups = search_vectors(plan, parts, q, Scope(), dense, lexical)
         times.append((time.perf_counter() - t0) * 1000)
         ids.append([[h.id for h in g.hits] for g in groups])
     s.close()
     digest = hashlib.sha256(json.dumps(ids[warmup:]).encode()).hexdigest()[:16]
-    return {"p50_ms": round(statistics.median(times[warmup:]), 2), "searches": searches, "results": digest}
+    return {"p50_ms": round(statistics.median(times[warmup:]), 2), "searches": searches, "results": digest,
+            "vectors_from": vectors_from}  # fmt: skip
 
 
 def _child(code: str | None, store: str, args: argparse.Namespace) -> dict:
@@ -71,7 +118,7 @@ def _child(code: str | None, store: str, args: argparse.Namespace) -> dict:
     if code is not None:
         env["PYTHONPATH"] = str(Path(code) / "shared")
     cmd = [sys.executable, __file__, store, "--searches", str(args.searches), "--warmup", str(args.warmup),
-           "--seed", str(args.seed)]  # fmt: skip
+           "--seed", str(args.seed), "--vectors-from", args.vectors_from]  # fmt: skip
     return json.loads(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout)
 
 
@@ -89,9 +136,10 @@ def main() -> None:
     ap.add_argument("--vs-code", default=None, metavar="DIR", help="another checkout to compare with")
     ap.add_argument("--ef-search", nargs=2, default=None, metavar=("MINE", "THEIRS"))
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--vectors-from", choices=["chroma", "sqlite", "memory"], default="chroma")
     args = ap.parse_args()
     if args.vs_code is None:
-        print(json.dumps(one_run(args.store, args.searches, args.warmup, args.seed)))
+        print(json.dumps(one_run(args.store, args.searches, args.warmup, args.seed, args.vectors_from)))
         return
     before = _width(args.store, "keep")
     mine_ef, theirs_ef = args.ef_search or ("keep", "keep")
