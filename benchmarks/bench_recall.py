@@ -132,18 +132,20 @@ def main() -> None:
     if not args.ef_search:
         print(json.dumps(measure(args), indent=2))
         return
-    col = _collection(args.store)
-    before = (col.configuration_json or {}).get("hnsw", {}).get("ef_search")
+    sys.path.insert(0, str(Path(__file__).parent))
+    import bench_scale
+
+    before = bench_scale.search_width(args.store).get("ef_search")
     rows = []
     try:
         for ef in args.ef_search:
-            col.modify(configuration={"hnsw": {"ef_search": ef}})
+            bench_scale.search_width(args.store, ef)
             cmd = [sys.executable, __file__, args.store, "--queries", str(args.queries), "--exact", str(args.exact),
                    "--seed", str(args.seed)]  # fmt: skip
             rows.append(json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout))
     finally:
         if before is not None:
-            col.modify(configuration={"hnsw": {"ef_search": before}})
+            bench_scale.search_width(args.store, before)
     print(json.dumps(rows, indent=2))
 
 

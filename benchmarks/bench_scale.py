@@ -157,11 +157,10 @@ def pct(xs: list[float]) -> dict:
 
 
 def search_timings(c: Corpus, store, searches: int, seed: int = 11) -> dict:
-    from ctxret.query.fusion import FusionSettings
-    from ctxret.query.search import SearchPlan, search_vectors
+    from ctxret.query.search import search_vectors
     from ctxret.storage.schema import Scope
 
-    plan = SearchPlan(k=5, floor=0.3, weight=0.8, max_parts=8, split=True, hybrid=FusionSettings(), parents=False)
+    plan = search_plan()
     rng = np.random.default_rng(seed)
     picks = rng.choice(c.threads, size=searches, replace=False)
     cold, warm, unscoped, identical = [], [], [], 0
@@ -205,12 +204,10 @@ def search_with_embedding(c: Corpus, store, searches: int, seed: int = 13) -> di
     synthetic, so the hits mean nothing, but the work is the same."""
     from ctxret.embedders.local import LocalEmbedder
     from ctxret.query.deadline import run_search
-    from ctxret.query.fusion import FusionSettings
-    from ctxret.query.search import SearchPlan
     from ctxret.storage.schema import Scope
 
     emb = LocalEmbedder()
-    plan = SearchPlan(k=5, floor=0.3, weight=0.8, max_parts=8, split=True, hybrid=FusionSettings(), parents=False)
+    plan = search_plan()
     rng = np.random.default_rng(seed)
     scoped, unscoped = [], []
 
@@ -241,8 +238,6 @@ def real_threads(store, folder: Path, questions: int = 20) -> dict:
     from ctxret.evaluation.threads import load_threads
     from ctxret.ingest.writer import write_turns
     from ctxret.query.deadline import run_search
-    from ctxret.query.fusion import FusionSettings
-    from ctxret.query.search import SearchPlan
     from ctxret.storage.pieces import open_piece_store
     from ctxret.storage.schema import Scope
 
@@ -256,8 +251,7 @@ def real_threads(store, folder: Path, questions: int = 20) -> dict:
     written = write_turns(store, emb, config, turns)
     seconds = time.perf_counter() - started
     write_turns(alone, emb, config, turns)
-    plan = SearchPlan(k=5, floor=0.3, weight=config.weight, max_parts=8, split=True, hybrid=FusionSettings(),
-                      parents=False)  # fmt: skip
+    plan = search_plan(config.weight)
     times, same, asked = [], 0, 0
     threads = sorted({t.thread_id for t in turns})
     for conv in convs:
@@ -305,24 +299,36 @@ def dir_mb(path: Path) -> float:
     return round(sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1e6, 1)
 
 
-def shipped_search_width(path: Path) -> dict:
-    """The store's HNSW settings, its ``ef_search`` set to what new collections get now (a store
-    built earlier keeps its graph, which does not depend on ``ef_search``; Chroma reads the width
-    when it loads the index, so the change is made in a separate process before this one opens it)."""
-    code = (
-        "import json, sys, chromadb\n"
-        "from ctxret.storage.chroma import HNSW\n"
-        "col = chromadb.PersistentClient(path=sys.argv[1]).get_collection('scale')\n"
-        "if (col.configuration_json or {}).get('hnsw', {}).get('ef_search') != HNSW['ef_search']:\n"
-        "    col.modify(configuration={'hnsw': {'ef_search': HNSW['ef_search']}})\n"
-        "col = chromadb.PersistentClient(path=sys.argv[1]).get_collection('scale')\n"
-        "h = (col.configuration_json or {}).get('hnsw', {})\n"
-        "print(json.dumps({k: h.get(k) for k in ('max_neighbors', 'ef_construction', 'ef_search')}))\n"
-    )
+#: Run in a separate process: Chroma reads ``ef_search`` when it loads the index, so a width set by
+#: a process that has already searched the store would not be the width it searches with.
+_WIDTH = (
+    "import json, sys, chromadb\n"
+    "col = chromadb.PersistentClient(path=sys.argv[1]).get_collection('scale')\n"
+    "now = (col.configuration_json or {}).get('hnsw', {}).get('ef_search')\n"
+    "if sys.argv[2] != 'keep' and now != int(sys.argv[2]):\n"
+    "    col.modify(configuration={'hnsw': {'ef_search': int(sys.argv[2])}})\n"
+    "    col = chromadb.PersistentClient(path=sys.argv[1]).get_collection('scale')\n"
+    "h = (col.configuration_json or {}).get('hnsw', {})\n"
+    "print(json.dumps({k: h.get(k) for k in ('max_neighbors', 'ef_construction', 'ef_search')}))\n"
+)
+
+
+def search_width(path: Path | str, ef_search: int | None = None) -> dict:
+    """A ``scale`` store's HNSW settings, its ``ef_search`` set first when given (the graph does not
+    depend on it, so a store built earlier can be searched at another width)."""
     import subprocess as sp
 
-    done = sp.run([sys.executable, "-c", code, str(path)], check=True, capture_output=True, text=True)
+    arg = "keep" if ef_search is None else str(int(ef_search))
+    done = sp.run([sys.executable, "-c", _WIDTH, str(path), arg], check=True, capture_output=True, text=True)
     return json.loads(done.stdout)
+
+
+def search_plan(weight: float = 0.8):
+    """The benchmarks' search: 8 parts, k 5, the default hybrid fusion, floor 0.3, no parents."""
+    from ctxret.query.fusion import FusionSettings
+    from ctxret.query.search import SearchPlan
+
+    return SearchPlan(k=5, floor=0.3, weight=weight, max_parts=8, split=True, hybrid=FusionSettings(), parents=False)
 
 
 def main() -> None:
@@ -348,7 +354,9 @@ def main() -> None:
                  "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}  # fmt: skip
     if not (path / "chroma.sqlite3").exists():
         out["build"] = build(c, path)
-    out["hnsw"] = shipped_search_width(path)
+    from ctxret.storage.chroma import HNSW
+
+    out["hnsw"] = search_width(path, HNSW["ef_search"])  # what new collections get now
     out["disk_mb"] = dir_mb(path)
     server = None
     try:

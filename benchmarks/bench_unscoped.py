@@ -31,15 +31,6 @@ import sys
 import time
 from pathlib import Path
 
-_SET_WIDTH = (
-    "import sys, chromadb\n"
-    "col = chromadb.PersistentClient(path=sys.argv[1]).get_collection('scale')\n"
-    "before = (col.configuration_json or {}).get('hnsw', {}).get('ef_search')\n"
-    "if sys.argv[2] != 'keep':\n"
-    "    col.modify(configuration={'hnsw': {'ef_search': int(sys.argv[2])}})\n"
-    "print(before)\n"
-)
-
 
 def _local_vectors(s, store: str, where: str):
     """A ``fetch(ids, scope)`` for unscoped searches serving stored vectors from outside Chroma."""
@@ -84,8 +75,7 @@ def one_run(store: str, searches: int, warmup: int, seed: int, vectors_from: str
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import bench_scale
     import numpy as np
-    from ctxret.query.fusion import FusionSettings
-    from ctxret.query.search import SearchPlan, search_vectors
+    from ctxret.query.search import search_vectors
     from ctxret.storage.pieces import open_piece_store
     from ctxret.storage.schema import Scope
 
@@ -94,7 +84,7 @@ def one_run(store: str, searches: int, warmup: int, seed: int, vectors_from: str
     s.lexical.search("project meeting", 1)  # the postings are read into memory
     total = s.count()
     corpus = bench_scale.Corpus(total, max(1, total // 100))
-    plan = SearchPlan(k=5, floor=0.3, weight=0.8, max_parts=8, split=True, hybrid=FusionSettings(), parents=False)
+    plan = bench_scale.search_plan()
     rng = np.random.default_rng(seed)
     messages = [corpus.query(int(t), rng) for t in rng.choice(corpus.threads, warmup + searches, replace=False)]
     local = _local_vectors(s, store, vectors_from) if vectors_from != "chroma" else None
@@ -122,9 +112,11 @@ def _child(code: str | None, store: str, args: argparse.Namespace) -> dict:
     return json.loads(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout)
 
 
-def _width(store: str, ef: str) -> str:
-    return subprocess.run([sys.executable, "-c", _SET_WIDTH, store, ef], check=True, capture_output=True,
-                          text=True).stdout.strip()  # fmt: skip
+def _width(store: str, ef: str) -> int | None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_scale
+
+    return bench_scale.search_width(store, None if ef == "keep" else int(ef)).get("ef_search")
 
 
 def main() -> None:
@@ -154,8 +146,8 @@ def main() -> None:
             print(f"round {r + 1}: this code {mine['p50_ms']} ms, {args.vs_code} {theirs['p50_ms']} ms, "
                   f"ratio {rows[-1]['ratio']}", file=sys.stderr, flush=True)  # fmt: skip
     finally:
-        if before not in ("None", ""):
-            _width(args.store, before)
+        if before is not None:
+            _width(args.store, str(before))
     ratios = [row["ratio"] for row in rows]
     print(json.dumps({
         "store": args.store, "rounds": rows, "median_ratio": statistics.median(ratios),

@@ -452,7 +452,6 @@ def floor_effects(
     return rows
 
 
-
 def _indexed(
     conversations: Sequence[Conversation], emb: Any, piece_bytes: int | None, weight: float, candidates: int,
     lexical_floor: float | None, k: int, limit_queries: int | None, seed: int,
@@ -469,6 +468,7 @@ def _indexed(
             yield conv, sets, ix
         finally:
             ix.close()
+
 
 def fusion_sweep(
     conversations: Sequence[Conversation],

@@ -186,12 +186,12 @@ def _hybrid_candidates(
     *,
     coverage_for: str = "below_floor",
     prefetched: dict[str, Any] | None = None,
-    dense_side: Sequence[tuple[dict[str, float], dict[str, float]]] | None = None,
+    known: Sequence[tuple[dict[str, float], dict[str, float]]] | None = None,
 ) -> list[PartCandidates]:
     """Complete every part's candidates and fuse them: one fetch for all lexical-only hits (which
     enforces the scope and gives their exact cosine; ``prefetched``: :func:`lexical_side` read them
     already), the exact BM25 of dense-only hits, and the lexical coverage of candidates under the
-    floor (``coverage_for="all"``: of every candidate). ``dense_side``: :func:`dense_side`'s
+    floor (``coverage_for="all"``: of every candidate). ``known``: :func:`dense_side`'s
     numbers for the dense hits, worked out already (the same numbers: a piece's BM25 and coverage
     do not depend on the other candidates)."""
     assert plan.hybrid is not None
@@ -218,7 +218,7 @@ def _hybrid_candidates(
             info[rid] = (doc, meta)
             cosine[rid] = cos
         listed = dict(kept)
-        known_bm25, coverage = dense_side[i] if dense_side is not None else ({}, {})
+        known_bm25, coverage = known[i] if known is not None else ({}, {})
         only_dense = [r[0] for r in rows if r[0] not in listed and r[0] not in known_bm25]
         bm25 = {rid: 0.0 for rid in cosine}
         bm25.update(known_bm25)
@@ -355,7 +355,7 @@ def candidates(
     lexical_rows, prefetched = lex_job.result()
     return _hybrid_candidates(
         backend, lexical, plan, parts, qvecs, scope, dense_rows, lexical_rows, coverage_for=coverage_for,
-        prefetched=prefetched, dense_side=known,
+        prefetched=prefetched, known=known,
     )  # fmt: skip
 
 
