@@ -155,6 +155,18 @@ def test_store_index_insert_delete_and_query_engine(local_embedder):
     assert "flight" not in {n.node.metadata.get("doc_id") for n in response.source_nodes}
 
 
+def test_delete_ref_doc_with_a_thread_deletes_only_that_thread_s_document(local_embedder):
+    """A document id can be stored in two threads (each user's ``notes``): ``thread_id=`` deletes one
+    thread's copy and leaves the other's; without it both go, as the id names them both."""
+    store = ContextualStoreIndex(index=_index(local_embedder))
+    for who, text in (("alice", "Alice's locker code is 4412."), ("bob", "Bob parks on level 3.")):
+        assert store.insert(Document(text=text, id_="notes", metadata={"thread_id": who})) == "notes"
+    assert store.delete_ref_doc("notes", thread_id="bob") > 0
+    left = store.index.store.records(("metadatas", "documents"))
+    assert {(r["metadata"]["thread_id"], r["document"].endswith("4412.")) for r in left} == {("alice", True)}
+    assert store.delete_ref_doc("notes") > 0 and store.index.stats()["pieces"] == 0
+
+
 # -- rerank: node postprocessors, per group -------------------------------------------------------------
 class ReverseRerank(BaseNodePostprocessor):
     """Reverses the nodes and gives them new scores, as a cross-encoder reranker would."""
