@@ -67,6 +67,7 @@ def main(store: str, op: str) -> None:
                     "weight": index.config.weight,
                     "threads": sorted({str(r["metadata"]["thread_id"]) for r in store_.records()}),
                     "turns": turns_of(store_),
+                    "copy_differs": copy_differs(store_),
                 }
             )
         )
@@ -76,6 +77,18 @@ def main(store: str, op: str) -> None:
 
 
 BULK = (("alpha", 2), ("bravo", 2), ("charlie", 1), ("delta", 1), ("echo", 1))
+
+
+def copy_differs(store) -> list[str]:
+    """Ids whose document and metadata in the lexical file's copy are not what Chroma holds."""
+    held = {
+        r["id"]: (r["document"] or "", dict(r["metadata"] or {}))
+        for r in store.chroma.iter_records(None, include=("documents", "metadatas"))
+    }
+    copy = store.lexical.stored(list(held)) if store.lexical is not None else {}
+    if copy is None:
+        return ["(pending)"]
+    return sorted(i for i in held if i not in copy or copy[i] != held[i])
 
 
 def turns_of(store) -> dict[str, list[str]]:

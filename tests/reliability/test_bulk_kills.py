@@ -48,6 +48,7 @@ def test_kill_during_a_bulk_write_leaves_whole_turns(point, tmp_path, reference)
     after = state(store)
     assert after["chroma"] == after["lexical"], f"{point}: Chroma and the lexical index differ after reopening"
     assert after["pending"] is False
+    assert after["copy_differs"] == [], f"{point}: the lexical file's copy differs from Chroma after reopening"
     old, new = before["turns"], reference["turns"]
     for turn, ids in after["turns"].items():
         whole = [old.get(turn), new.get(turn), sorted(set(old.get(turn, [])) | set(new.get(turn, [])))]

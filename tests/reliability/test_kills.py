@@ -70,6 +70,7 @@ def test_kill_at_each_step_then_reopen_and_redo(point, tmp_path, reference):
     after = state(store)  # reopening repairs / finishes
     assert after["chroma"] == after["lexical"], f"{point}: Chroma and the lexical index differ after reopening"
     assert after["pending"] is False
+    assert after["copy_differs"] == [], f"{point}: the lexical file's copy differs from Chroma after reopening"
     assert not [c for c in after["collections"] if c.endswith(("-rebuild", "-previous"))], after["collections"]
     if op == "rebuild":  # either the old collection or the new one, never a mix, never a loss
         assert after["chroma"] in (before["chroma"], reference["rebuild"]["chroma"])

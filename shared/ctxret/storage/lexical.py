@@ -29,19 +29,30 @@ postings are read again. ``LexicalIndex(memory=False)`` runs every search as an 
 The index is keyed by piece id: ``ContextualIndex`` writes it right after Chroma, deletes from
 both, and repairs it from Chroma's stored documents (:func:`~.lexical_sync.sync_from_store`)
 when the two differ, without re-embedding anything.
+
+Beside each piece's tokens the file keeps a copy of its document and metadata exactly as Chroma
+holds them (:meth:`LexicalIndex.stored`; table ``piece_copies``): an unscoped search reads the
+texts of the hits it keeps, and a thread's first search its pieces' texts, from here (~0.3 ms for
+40 pieces) instead of from Chroma (2.5–6 ms at 100K pieces). The copy is written in the same
+transaction as the tokens, by the same writes, replays and repairs, and is only read while no
+write to Chroma is announced (:attr:`~LexicalIndex.pending`); an announcement lists the pieces it
+writes, so the repair after a crash reads exactly those again from Chroma. A piece the copy
+lacks (metadata JSON does not keep exactly) is read from Chroma.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..errors import CtxretError, InputError
 from .fts5 import fts5_coverage, fts5_scores, fts5_search, scope_token
@@ -53,7 +64,7 @@ logger = logging.getLogger(__name__)
 #: Version of the tokenizer and table layout. A file written by another version is emptied on
 #: open and refilled from Chroma's stored documents (no re-embedding): the Chroma collection's
 #: config does not depend on it.
-LEXICAL_VERSION = "fts5-ascii-3"
+LEXICAL_VERSION = "fts5-ascii-4"
 _SQL_CHUNK = 500  # values per SQL ``IN (...)``
 
 @functools.lru_cache(maxsize=1)
@@ -126,12 +137,14 @@ class LexicalIndex:
             if row is None or row[0] != self.version:
                 if row is not None:
                     logger.warning(
-                        "lexical index %s was written with another tokenizer (%s); refilling it as %s from the stored "
+                        "lexical index %s was written by another version (%s); refilling it as %s from the stored "
                         "texts (no re-embedding)", self.path, row[0], self.version,
                     )  # fmt: skip
                 db.execute("DROP TABLE IF EXISTS pieces_vocab")
                 db.execute("DROP TABLE IF EXISTS pieces_fts")
                 db.execute("DROP TABLE IF EXISTS pieces")
+                db.execute("DROP TABLE IF EXISTS piece_copies")
+                db.execute("DROP TABLE IF EXISTS pending_writes")  # the refill that follows covers them
                 db.execute("DELETE FROM ctxret_meta")
                 db.execute("INSERT INTO ctxret_meta VALUES ('version', ?)", (self.version,))
                 self.fresh = True
@@ -140,9 +153,15 @@ class LexicalIndex:
                 "thread_id TEXT NOT NULL, turn_id TEXT NOT NULL)"
             )
             db.execute("CREATE INDEX IF NOT EXISTS pieces_thread ON pieces(thread_id)")
+            # a piece's document and metadata as the vector store holds them (JSON), by the piece's rowid:
+            # a table of its own, so that reading the postings does not page through them
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS piece_copies (rowid INTEGER PRIMARY KEY, document TEXT NOT NULL, "
+                "metadata TEXT NOT NULL)"
+            )
             db.execute(
                 "CREATE TABLE IF NOT EXISTS pending_writes (token TEXT PRIMARY KEY, pid INTEGER NOT NULL, "
-                "host TEXT NOT NULL, since REAL NOT NULL)"
+                "host TEXT NOT NULL, since REAL NOT NULL, ids TEXT)"
             )
             db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS pieces_fts USING fts5(scope, tokens, tokenize='ascii')")
             db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS pieces_vocab USING fts5vocab(pieces_fts, 'row')")
@@ -214,23 +233,41 @@ class LexicalIndex:
         with self._lock:
             return self._db.execute("SELECT 1 FROM pending_writes LIMIT 1").fetchone() is not None
 
-    def mark_pending(self) -> str:
+    def mark_pending(self, ids: Iterable[str] | None = None) -> str:
         """Announce a write to the vector store; the write that follows (``settle=True``) clears it.
 
-        If that write never comes (a crash, an error between the two stores), the announcement stays
-        in the file until a repair (:func:`sync_from_store`) finds its writer gone.
+        ``ids``: the pieces the write adds, replaces or deletes (``None``: it may touch any piece). If
+        that write never comes (a crash, an error between the two stores), the announcement stays in
+        the file until a repair (:func:`sync_from_store`) finds its writer gone, and reads those
+        pieces again from the vector store.
         """
         token = os.urandom(8).hex()
+        listed = None if ids is None else json.dumps(sorted({str(i) for i in ids}))
         with self._tx():
             self._db.execute(
-                "INSERT INTO pending_writes(token, pid, host, since) VALUES (?, ?, ?, ?)",
-                (token, os.getpid(), _HOST, time.time()),
+                "INSERT INTO pending_writes(token, pid, host, since, ids) VALUES (?, ?, ?, ?, ?)",
+                (token, os.getpid(), _HOST, time.time(), listed),
             )
         stack = getattr(self._outstanding, "tokens", None)
         if stack is None:
             stack = self._outstanding.tokens = []
         stack.append(token)
         return token
+
+    def abandoned(self) -> set[str] | None:
+        """The pieces announced by writers that are gone (:meth:`settle_all` would clear them): their
+        content here may be older than the vector store's. ``None``: a gone writer did not list them
+        (every piece may be affected)."""
+        mine = set(getattr(self._outstanding, "tokens", None) or [])
+        out: set[str] = set()
+        with self._lock:
+            rows = self._db.execute("SELECT token, pid, host, since, ids FROM pending_writes").fetchall()
+        for token, pid, host, since, listed in rows:
+            if token in mine or pid == os.getpid() or not _alive(pid, host, since):
+                if listed is None:
+                    return None
+                out.update(json.loads(listed))
+        return out
 
     def _settle(self) -> None:
         """Inside a transaction: clear this thread's latest announcement."""
@@ -262,12 +299,19 @@ class LexicalIndex:
         *,
         delete: Iterable[str] = (),
         settle: bool = False,
+        stored: Sequence[tuple[str, Mapping[str, Any]]] | None = None,
     ) -> None:
-        """Add or replace pieces and delete others in ONE transaction; ``settle`` clears the pending marker."""
+        """Add or replace pieces and delete others in ONE transaction; ``settle`` clears the pending marker.
+
+        ``stored``: each piece's ``(document, metadata)`` exactly as the vector store holds them,
+        kept beside its tokens for :meth:`stored` (without it, those reads go to the vector store)."""
         if not (len(ids) == len(texts) == len(thread_ids) == len(turn_ids)):
             raise InputError("ids, texts, thread_ids and turn_ids must have the same length")
+        if stored is not None and len(stored) != len(ids):
+            raise InputError("stored must give one (document, metadata) per id")
         rows = [(str(i), _safe(str(th)), _safe(str(tu))) for i, th, tu in zip(ids, thread_ids, turn_ids, strict=False)]
         toks = [" ".join(self.analysis.index_tokens(t)) for t in texts]  # before the transaction: nothing half-written
+        kept = [_stored_row(d, m) for d, m in stored] if stored is not None else [(None, None)] * len(rows)
         gone = [str(i) for i in ids] + [str(i) for i in delete]
 
         def after(postings: Postings) -> None:
@@ -277,10 +321,11 @@ class LexicalIndex:
         with self._tx(after):
             self._next_generation()
             self._delete(gone)
-            for (pid, thread, turn), tokens in zip(rows, toks, strict=False):
+            for (pid, thread, turn), tokens, copy in zip(rows, toks, kept, strict=False):
                 cur = self._db.execute(
                     "INSERT INTO pieces(id, thread_id, turn_id) VALUES (?, ?, ?)", (pid, thread, turn)
                 )
+                self._copy(cur.lastrowid, copy)
                 self._db.execute(
                     "INSERT INTO pieces_fts(rowid, scope, tokens) VALUES (?, ?, ?)",
                     (cur.lastrowid, scope_token(thread), tokens),
@@ -303,23 +348,27 @@ class LexicalIndex:
         with self._tx(Postings.clear):
             self._next_generation()
             self._db.execute("DELETE FROM pieces_fts")
+            self._db.execute("DELETE FROM piece_copies")
             self._db.execute("DELETE FROM pieces")
             if settle:
                 self._settle()
 
-    def replace_all(self, records: Iterable[tuple[str, str, str, str]]) -> int:
-        """Replace the whole content with ``(id, text, thread_id, turn_id)`` records in one transaction."""
+    def replace_all(self, records: Iterable[tuple[Any, ...]]) -> int:
+        """Replace the whole content with ``(id, text, thread_id, turn_id[, document, metadata])``
+        records in one transaction (``document, metadata``: as :meth:`write`'s ``stored``)."""
         n = 0
         with self._tx():
             self._next_generation()
             self._postings = None  # read again from the new content
             self._db.execute("DELETE FROM pieces_fts")
+            self._db.execute("DELETE FROM piece_copies")
             self._db.execute("DELETE FROM pieces")
-            for pid, text, thread, turn in records:
+            for pid, text, thread, turn, *kept in records:
                 cur = self._db.execute(
                     "INSERT INTO pieces(id, thread_id, turn_id) VALUES (?, ?, ?)",
                     (str(pid), _safe(str(thread)), _safe(str(turn))),
                 )
+                self._copy(cur.lastrowid, _stored_row(*kept) if kept else (None, None))
                 self._db.execute(
                     "INSERT INTO pieces_fts(rowid, scope, tokens) VALUES (?, ?, ?)",
                     (cur.lastrowid, scope_token(_safe(str(thread))), " ".join(self.analysis.index_tokens(text))),
@@ -328,14 +377,19 @@ class LexicalIndex:
         self.settle_all()
         return n
 
+    def _copy(self, rowid: int | None, copy: tuple[str | None, str | None]) -> None:
+        if copy[0] is not None and copy[1] is not None:
+            self._db.execute("INSERT INTO piece_copies(rowid, document, metadata) VALUES (?, ?, ?)", (rowid, *copy))
+
     def _delete(self, ids: Sequence[str]) -> None:
         ids = [str(i) for i in ids]
         for start in range(0, len(ids), _SQL_CHUNK):
             chunk = ids[start : start + _SQL_CHUNK]
             marks = ",".join("?" * len(chunk))
-            self._db.execute(
-                f"DELETE FROM pieces_fts WHERE rowid IN (SELECT rowid FROM pieces WHERE id IN ({marks}))", chunk
-            )
+            for table in ("pieces_fts", "piece_copies"):
+                self._db.execute(
+                    f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM pieces WHERE id IN ({marks}))", chunk
+                )
             self._db.execute(f"DELETE FROM pieces WHERE id IN ({marks})", chunk)
 
     # -- reads ---------------------------------------------------------------------------------
@@ -347,6 +401,42 @@ class LexicalIndex:
             else:
                 rows = self._db.execute("SELECT id FROM pieces WHERE thread_id = ?", (_safe(thread_id),)).fetchall()
         return {r[0] for r in rows}
+
+    def stored(self, ids: Iterable[str]) -> dict[str, tuple[str, dict[str, Any]]] | None:
+        """The ``(document, metadata)`` of pieces as the vector store holds them, for the ids kept
+        here with them (the rest: read the vector store). ``None`` while a write to the vector store
+        is announced and not settled (:attr:`pending`): until it settles, this copy may be behind.
+        The announcement check and the rows are one snapshot of the file."""
+        ids = list(dict.fromkeys(str(i) for i in ids))
+        out: dict[str, tuple[str, dict[str, Any]]] = {}
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                if self._db.execute("SELECT 1 FROM pending_writes LIMIT 1").fetchone() is not None:
+                    return None
+                for start in range(0, len(ids), _SQL_CHUNK):
+                    chunk = ids[start : start + _SQL_CHUNK]
+                    rows = self._db.execute(
+                        "SELECT p.id, c.document, c.metadata FROM pieces p JOIN piece_copies c ON c.rowid = p.rowid "
+                        f"WHERE p.id IN ({','.join('?' * len(chunk))})",
+                        chunk,
+                    )
+                    for pid, document, meta in rows:
+                        out[pid] = (document, json.loads(meta))
+            finally:
+                self._db.execute("COMMIT")
+        return out
+
+    def known(self, ids: Iterable[str]) -> set[str]:
+        """Which of ``ids`` the file holds."""
+        ids = list(dict.fromkeys(str(i) for i in ids))
+        out: set[str] = set()
+        with self._lock:
+            for start in range(0, len(ids), _SQL_CHUNK):
+                chunk = ids[start : start + _SQL_CHUNK]
+                marks = ",".join("?" * len(chunk))
+                out.update(r[0] for r in self._db.execute(f"SELECT id FROM pieces WHERE id IN ({marks})", chunk))
+        return out
 
     def count(self) -> int:
         with self._lock:
@@ -456,6 +546,18 @@ def _alive(pid: int, host: str, since: float) -> bool:
     except (PermissionError, OSError):
         return True
     return True
+
+
+def _stored_row(document: Any, metadata: Any) -> tuple[str | None, str | None]:
+    """A piece's document and metadata as the file keeps them (JSON); ``(None, None)`` when the
+    metadata does not survive JSON unchanged: that piece is read from the vector store instead."""
+    if not isinstance(document, str) or not isinstance(metadata, Mapping):
+        return None, None
+    try:
+        encoded = json.dumps(dict(metadata), ensure_ascii=False, allow_nan=True)
+    except (TypeError, ValueError):
+        return None, None
+    return (document, encoded) if json.loads(encoded) == dict(metadata) else (None, None)
 
 
 def _default_analysis() -> Analysis:

@@ -13,7 +13,7 @@ from .lexical import LexicalIndex
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SyncReport", "lexical_text", "sync_from_store"]
+__all__ = ["SyncReport", "lexical_text", "sync_from_store", "write_records"]
 
 
 # -- keeping the index in step with a Chroma collection -----------------------------------------
@@ -36,13 +36,25 @@ def lexical_text(document: str, metadata: Mapping[str, Any] | None) -> str:
     return f"{document}\n{context}" if context else document
 
 
-def _records(store: Any, ids: Sequence[str]) -> Iterator[tuple[str, str, str, str]]:
-    """``(id, document, thread_id, turn_id)`` of ``ids`` from the store, in batches."""
+Record = tuple[str, str, str, str, str, dict[str, Any]]
+
+
+def _records(store: Any, ids: Sequence[str]) -> Iterator[Record]:
+    """``(id, lexical text, thread_id, turn_id, document, metadata)`` of ``ids`` from the store, in batches."""
     for start in range(0, len(ids), 1000):
         for rec in store.get(list(ids[start : start + 1000]), include=("documents", "metadatas")):
-            meta = rec.get("metadata") or {}
+            meta = dict(rec.get("metadata") or {})
             doc = rec.get("document") or ""
-            yield rec["id"], lexical_text(doc, meta), str(meta.get("thread_id", "")), str(meta.get("turn_id", ""))
+            thread, turn = str(meta.get("thread_id", "")), str(meta.get("turn_id", ""))
+            yield rec["id"], lexical_text(doc, meta), thread, turn, doc, meta
+
+
+def write_records(lexical: LexicalIndex, records: Sequence[Record], delete: Sequence[str] = ()) -> None:
+    """One :meth:`LexicalIndex.write` of records as :func:`_records` gives them."""
+    lexical.write(
+        [r[0] for r in records], [r[1] for r in records], [r[2] for r in records], [r[3] for r in records],
+        delete=list(delete), stored=[(r[4], r[5]) for r in records],
+    )  # fmt: skip
 
 
 def sync_from_store(
@@ -68,30 +80,36 @@ def sync_from_store(
         full = lexical.fresh or lexical.pending or lexical.count() != n_store
     if not full:
         return SyncReport(checked=n_store)
+    # Pieces a gone writer announced may hold older content here than in the store (the same id
+    # written again with other metadata): read again, with the missing ones. Read before the id
+    # comparison, so that a writer that finishes meanwhile is not mistaken for a gone one.
+    abandoned = lexical.abandoned()
     store_ids = [r["id"] for r in store.iter_records(None, include=())]
     have = lexical.ids()
     missing = [i for i in store_ids if i not in have]
     extra = have - set(store_ids)
+    again = [i for i in store_ids if i in have and (abandoned is None or i in abandoned)]
     if not have and missing:
         lexical.replace_all(_records(store, missing))
     else:
         # In batches, so a large repair never holds the whole corpus in memory.
-        batch: list[tuple[str, str, str, str]] = []
-        for rec in _records(store, missing):
+        batch: list[Record] = []
+        for rec in _records(store, missing + again):
             batch.append(rec)
             if len(batch) >= 1000:
-                lexical.write(*map(list, zip(*batch, strict=False)))
+                write_records(lexical, batch)
                 batch = []
         if batch:
-            lexical.write(*map(list, zip(*batch, strict=False)))
+            write_records(lexical, batch)
         lexical.write(delete=sorted(extra))
     lexical.settle_all()
     lexical.fresh = False
-    if missing or extra:
+    if missing or extra or again:
         logger.info(
-            "lexical index %s repaired from the vector store: %d added, %d removed",
+            "lexical index %s repaired from the vector store: %d added, %d removed, %d read again",
             lexical.path,
             len(missing),
             len(extra),
+            len(again),
         )
     return SyncReport(added=len(missing), removed=len(extra), checked=len(store_ids))

@@ -72,13 +72,15 @@ class PieceStore:
         include = ("embeddings", "documents", "metadatas")
         if self.lexical is not None and not self.lexical.pending:
             # the thread's ids from the lexical file's index, then Chroma by id: 9 ms at 1M pieces,
-            # where Chroma's own thread filter costs 80 ms (it scales with the collection)
+            # where Chroma's own thread filter costs 80 ms (it scales with the collection); texts and
+            # metadata from the file's copy when it has them (Chroma's read of those costs 3x the vectors')
             ids = sorted(self.lexical.ids(thread_id))
-            recs = [
-                r
-                for r in self.chroma.get(ids, include=include)
-                if (r.get("metadata") or {}).get("thread_id") == thread_id
-            ]
+            kept = self.lexical.stored(ids) or {}
+            recs = self.chroma.get(ids, include=("embeddings",) if kept.keys() >= set(ids) else include)
+            for r in recs:
+                if r["id"] in kept:
+                    r["document"], r["metadata"] = kept[r["id"]]
+            recs = [r for r in recs if (r.get("metadata") or {}).get("thread_id") == thread_id]
         else:
             recs = list(self.chroma.iter_records({"thread_id": thread_id}, include=include))
         vectors = np.asarray([r["embedding"] for r in recs], dtype=np.float32) if recs else np.zeros((0, 0), np.float32)
@@ -169,8 +171,10 @@ class PieceStore:
         lexical = self.lexical if main else None
         if main:
             self.cache.invalidate({str(m.get("thread_id")) for m in metadatas})  # stale ids are of the same turns
+        again: set[str] = set()
         if lexical is not None:
-            lexical.mark_pending()
+            lexical.mark_pending([*ids, *stale])
+            again = lexical.known(ids)  # written before: Chroma merges their metadata
         fault_point("write:before-chroma")
         try:
             self.views.write(views, name=name)  # views hook: before the pieces
@@ -182,6 +186,7 @@ class PieceStore:
                 self.views.delete_pieces(stale, name=name)  # views hook
             fault_point("write:after-stale-delete")
             if lexical is not None:  # after Chroma, in one transaction; clears the pending marker
+                stored = self._as_stored(ids, documents, metadatas, again)
                 lexical.write(
                     list(ids),
                     [lexical_text(d, m) for d, m in zip(documents, metadatas, strict=False)],
@@ -189,6 +194,7 @@ class PieceStore:
                     [str(m["turn_id"]) for m in metadatas],
                     delete=list(stale),
                     settle=True,
+                    stored=stored,
                 )
         finally:
             if main:  # a read between the two writes may have cached the half-written thread
@@ -196,6 +202,23 @@ class PieceStore:
         fault_point("write:after-lexical")
         if main and self.changes is not None:  # after the data: other processes replay it
             self.changes.record(list(ids), list(stale), {str(m.get("thread_id")) for m in metadatas})
+
+    def _as_stored(
+        self, ids: Sequence[str], documents: Sequence[str], metadatas: Sequence[Mapping[str, Any]], again: set[str]
+    ) -> list[tuple[Any, Any]]:
+        """What Chroma now holds for pieces just written, for the lexical file's copy: a new piece's
+        document and metadata as sent (Chroma drops ``None`` values); a piece written before is read
+        back, since Chroma's upsert merges metadata with the keys it had."""
+        back = {}
+        if again:
+            back = {
+                r["id"]: (r.get("document") or "", dict(r.get("metadata") or {}))
+                for r in self.chroma.get(sorted(again), include=("documents", "metadatas"))
+            }
+        return [
+            back.get(i, (None, None)) if i in again else (d, {k: v for k, v in m.items() if v is not None})
+            for i, d, m in zip(ids, documents, metadatas, strict=False)
+        ]
 
     def delete(self, scope: Scope) -> int:
         """Delete every piece inside ``scope``; returns how many."""
@@ -230,7 +253,7 @@ class PieceStore:
 
     def _delete_ids(self, ids: Sequence[str]) -> None:
         if self.lexical is not None:
-            self.lexical.mark_pending()
+            self.lexical.mark_pending(ids)
         self.chroma.delete_ids(ids)
         fault_point("delete:after-chroma")
         if self.lexical is not None:
@@ -263,9 +286,15 @@ class PieceStore:
         return out
 
     def complete(self, ids: Sequence[str]) -> dict[str, tuple[str, dict[str, Any]]]:
-        """The texts and metadata of deferred rows (the ids that still exist)."""
-        recs = self.chroma.get(list(ids), include=("documents", "metadatas")) if ids else []
-        return {r["id"]: (r.get("document") or "", dict(r.get("metadata") or {})) for r in recs}
+        """The texts and metadata of deferred rows (the ids that still exist): from the lexical
+        file's copy when it has them and no write is in flight (:meth:`LexicalIndex.stored`), the
+        rest from Chroma."""
+        ids = list(dict.fromkeys(ids))
+        out = (self.lexical.stored(ids) if self.lexical is not None and ids else None) or {}
+        rest = [i for i in ids if i not in out]
+        recs = self.chroma.get(rest, include=("documents", "metadatas")) if rest else []
+        out.update({r["id"]: (r.get("document") or "", dict(r.get("metadata") or {})) for r in recs})
+        return out
 
     def parents(self, keys: Iterable[ParentKey]) -> dict[ParentKey, list[dict[str, Any]]]:
         by_thread: dict[str, set[str]] = defaultdict(set)
@@ -356,6 +385,7 @@ class PieceStore:
                 [str((r.get("metadata") or {}).get("thread_id", "")) for _, r in rows],
                 [str((r.get("metadata") or {}).get("turn_id", "")) for _, r in rows],
                 delete=sorted(gone | (set(upserted) - set(found))),
+                stored=[(r.get("document") or "", dict(r.get("metadata") or {})) for _, r in rows],
             )
         if check:
             self.sync_lexical()
