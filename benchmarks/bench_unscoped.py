@@ -3,7 +3,8 @@
 One run: a fresh process opens the store, reads the lexical postings, runs ``--warmup`` then
 ``--searches`` unscoped 8-part searches from query vectors (``search_vectors``, as
 ``bench_scale.py`` times "excluding embedding"; the same messages every run) and prints the p50 in
-ms and the groups' hit ids (a digest, so two codes can be checked for the same results).
+ms and a digest of the groups' hits (ids, texts and metadata), so two codes can be checked for the
+same results.
 
 ``--vectors-from sqlite|memory`` is a what-if: the lexical hits' vectors are served from a SQLite
 table (built once beside the store) or a dict of every vector instead of Chroma's read by id, to
@@ -13,7 +14,9 @@ measure what a local copy of the vectors would buy; results must not change.
 an older commit): rounds alternate one fresh process of each, each round's ratio is this code's
 p50 over theirs, and the median ratio is printed. ``--ef-search A B`` sets the store's HNSW search
 width for this code's runs (A) and for theirs (B) before each run, so each code runs on the width
-it gives new collections; the store's width is put back afterwards.
+it gives new collections; the store's width is put back afterwards. ``--their-store DIR``: a copy
+of the store for the other code, when the two write different lexical file versions (each would
+refill the other's on open).
 
     git worktree add /tmp/ctxret-old 5ec63d5
     python benchmarks/bench_unscoped.py /tmp/scale100k/store --vs-code /tmp/ctxret-old --ef-search 100 200 --rounds 5
@@ -96,9 +99,9 @@ def one_run(store: str, searches: int, warmup: int, seed: int, vectors_from: str
             dense.fetch = local  # the what-if: the lexical hits' vectors from outside Chroma
         groups = search_vectors(plan, parts, q, Scope(), dense, lexical)
         times.append((time.perf_counter() - t0) * 1000)
-        ids.append([[h.id for h in g.hits] for g in groups])
+        ids.append([[(h.id, h.text, h.metadata) for h in g.hits] for g in groups])
     s.close()
-    digest = hashlib.sha256(json.dumps(ids[warmup:]).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(json.dumps(ids[warmup:], sort_keys=True).encode()).hexdigest()[:16]
     return {"p50_ms": round(statistics.median(times[warmup:]), 2), "searches": searches, "results": digest,
             "vectors_from": vectors_from}  # fmt: skip
 
@@ -128,26 +131,30 @@ def main() -> None:
     ap.add_argument("--vs-code", default=None, metavar="DIR", help="another checkout to compare with")
     ap.add_argument("--ef-search", nargs=2, default=None, metavar=("MINE", "THEIRS"))
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--their-store", default=None, metavar="DIR",
+                    help="a copy of the store for the other code (when its lexical file version differs)")
     ap.add_argument("--vectors-from", choices=["chroma", "sqlite", "memory"], default="chroma")
     args = ap.parse_args()
     if args.vs_code is None:
         print(json.dumps(one_run(args.store, args.searches, args.warmup, args.seed, args.vectors_from)))
         return
-    before = _width(args.store, "keep")
+    theirs_store = args.their_store or args.store
+    before = {store: _width(store, "keep") for store in {args.store, theirs_store}}
     mine_ef, theirs_ef = args.ef_search or ("keep", "keep")
     rows = []
     try:
         for r in range(args.rounds):
             _width(args.store, mine_ef)
             mine = _child(None, args.store, args)
-            _width(args.store, theirs_ef)
-            theirs = _child(args.vs_code, args.store, args)
+            _width(theirs_store, theirs_ef)
+            theirs = _child(args.vs_code, theirs_store, args)
             rows.append({"mine": mine, "theirs": theirs, "ratio": round(mine["p50_ms"] / theirs["p50_ms"], 3)})
             print(f"round {r + 1}: this code {mine['p50_ms']} ms, {args.vs_code} {theirs['p50_ms']} ms, "
                   f"ratio {rows[-1]['ratio']}", file=sys.stderr, flush=True)  # fmt: skip
     finally:
-        if before is not None:
-            _width(args.store, str(before))
+        for store, width in before.items():
+            if width is not None:
+                _width(store, str(width))
     ratios = [row["ratio"] for row in rows]
     print(json.dumps({
         "store": args.store, "rounds": rows, "median_ratio": statistics.median(ratios),
