@@ -5,15 +5,16 @@ written by the previous version, and while another writer is between its two wri
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 
 import pytest
 from ctxret import ContextualIndex
 from ctxret.storage.lexical import LexicalIndex
-from ctxret.storage.schema import Scope
 from sample_threads import GARDEN, thread
 
 WORK = thread(
@@ -46,6 +47,23 @@ def results(ix: ContextualIndex, **kw) -> list:
         for q in QUERIES
         for g in ix.search(q, k=3, score_threshold=None, **kw)
     ]
+
+
+@contextlib.contextmanager
+def chroma_reads(ix: ContextualIndex) -> Iterator[list[tuple[list[str], tuple[str, ...]]]]:
+    """Every read by id the store makes of Chroma, as ``(ids, include)``; the real read runs."""
+    calls: list[tuple[list[str], tuple[str, ...]]] = []
+    get = ix.store.chroma.get
+
+    def spy(wanted, include=("documents", "metadatas"), where=None):
+        calls.append((list(wanted), tuple(include)))
+        return get(wanted, include=include, where=where)
+
+    ix.store.chroma.get = spy  # type: ignore[method-assign]
+    try:
+        yield calls
+    finally:
+        ix.store.chroma.get = get  # type: ignore[method-assign]
 
 
 @pytest.fixture
@@ -104,19 +122,9 @@ def test_the_copy_is_not_used_while_a_write_is_announced(index) -> None:
     other = LexicalIndex(lexical.path)  # another writer sharing the file, between its two writes
     other.mark_pending(ids[:1])
     assert lexical.stored(ids) is None
-    asked: list[list[str]] = []
-    get = index.store.chroma.get
-
-    def counting(wanted, include=("documents", "metadatas"), where=None):
-        asked.append(list(wanted))
-        return get(wanted, include=include, where=where)
-
-    index.store.chroma.get = counting  # type: ignore[method-assign]
-    try:
+    with chroma_reads(index) as asked:
         done = index.store.complete(ids[:3])
-    finally:
-        index.store.chroma.get = get  # type: ignore[method-assign]
-    assert asked == [ids[:3]] and set(done) == set(ids[:3])
+    assert [wanted for wanted, _ in asked] == [ids[:3]] and set(done) == set(ids[:3])
     other.write(delete=[], settle=True)
     assert lexical.stored(ids) == copy_view(index) and len(lexical.stored(ids) or {}) == len(ids)
     other.close()
@@ -219,18 +227,7 @@ def test_the_copy_holds_only_what_json_keeps_exactly(tmp_path) -> None:
 def test_unscoped_search_reads_kept_hits_from_the_copy(index) -> None:
     index.add_messages(GARDEN, thread_id="garden")
     index.add_messages(WORK, thread_id="work")
-    dense, _ = index.store.resolve(Scope())
-    asked: list[list[str]] = []
-    get = index.store.chroma.get
-
-    def counting(wanted, include=("documents", "metadatas"), where=None):
-        asked.append(list(include))
-        return get(wanted, include=include, where=where)
-
-    index.store.chroma.get = counting  # type: ignore[method-assign]
-    try:
+    with chroma_reads(index) as asked:
         groups = index.search("When is the dentist? And the release date?", score_threshold=None)
-    finally:
-        index.store.chroma.get = get  # type: ignore[method-assign]
     assert any(g.hits for g in groups) and all(h.text and h.metadata["thread_id"] for g in groups for h in g.hits)
-    assert all("documents" not in inc and "metadatas" not in inc for inc in asked), asked  # vectors only
+    assert asked and all(inc == ("embeddings",) for _, inc in asked), asked  # vectors only
