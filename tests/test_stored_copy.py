@@ -15,6 +15,8 @@ from collections.abc import Iterator
 import pytest
 from ctxret import ContextualIndex
 from ctxret.storage.lexical import LexicalIndex
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sample_threads import GARDEN, thread
 
 WORK = thread(
@@ -231,3 +233,31 @@ def test_unscoped_search_reads_kept_hits_from_the_copy(index) -> None:
         groups = index.search("When is the dentist? And the release date?", score_threshold=None)
     assert any(g.hits for g in groups) and all(h.text and h.metadata["thread_id"] for g in groups for h in g.hits)
     assert asked and all(inc == ("embeddings",) for _, inc in asked), asked  # vectors only
+
+
+_TEXT = st.text(st.characters(exclude_categories=()))  # lone surrogates and control characters too
+_VALUES = st.one_of(
+    _TEXT, st.integers(-(2**63), 2**63 - 1), st.floats(allow_nan=True, allow_infinity=True), st.booleans(),
+    st.lists(st.integers(-1000, 1000), max_size=3), st.none(),
+)  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    pieces=st.lists(
+        st.tuples(_TEXT, st.dictionaries(st.text(max_size=12), _VALUES, max_size=4)), min_size=1, max_size=5
+    )
+)
+def test_any_text_and_metadata_is_copied_exactly_or_left_to_chroma(tmp_path, pieces) -> None:
+    """Whatever the text and metadata (lone surrogates, NaN, big ints, ...), a write never fails for
+    the copy's sake, and the copy gives back exactly what was written or nothing for that piece."""
+    lexical = LexicalIndex(":memory:")
+    ids = [f"p{i}" for i in range(len(pieces))]
+    lexical.write(ids, ["words here"] * len(ids), ["t"] * len(ids), ["t#1"] * len(ids), stored=pieces)
+    got = lexical.stored(ids)
+    assert got is not None and lexical.ids() == set(ids)
+    for pid, (document, meta) in zip(ids, pieces, strict=True):
+        if pid in got:
+            assert got[pid] == (document, meta)
+            assert [type(v) for v in got[pid][1].values()] == [type(v) for v in meta.values()]
+    lexical.close()

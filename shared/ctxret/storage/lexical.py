@@ -550,12 +550,15 @@ def _alive(pid: int, host: str, since: float) -> bool:
 
 def _stored_row(document: Any, metadata: Any) -> tuple[str | None, str | None]:
     """A piece's document and metadata as the file keeps them (JSON); ``(None, None)`` when the
-    metadata does not survive JSON unchanged: that piece is read from the vector store instead."""
+    metadata does not survive JSON unchanged or either is not valid UTF-8 (a lone surrogate): that
+    piece is read from the vector store instead."""
     if not isinstance(document, str) or not isinstance(metadata, Mapping):
         return None, None
     try:
         encoded = json.dumps(dict(metadata), ensure_ascii=False, allow_nan=True)
-    except (TypeError, ValueError):
+        for text in (document, encoded):
+            text.encode("utf-8")  # SQLite text is UTF-8: a lone surrogate raises here, not in the transaction
+    except (TypeError, ValueError):  # UnicodeEncodeError is a ValueError
         return None, None
     return (document, encoded) if json.loads(encoded) == dict(metadata) else (None, None)
 
