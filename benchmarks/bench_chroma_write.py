@@ -4,7 +4,8 @@ Indexing's overhead beyond the model (BENCHMARKS.md, "Indexing overhead") is mos
 upsert. This times ``collection.upsert`` of ``--pieces`` pieces shaped like ``bench_scale.py``'s
 (384-d unit vectors, the 12 metadata keys a chat piece gets, ``header + body`` as the document) on
 a fresh embedded collection with ctxret's HNSW settings, in 500-piece calls, for each variant;
-every variant once per round on a new collection, rounds interleaved; the median over rounds.
+every variant once per round on a new collection, rounds interleaved; the median over rounds of
+the wall time and of the process's CPU time.
 
     python benchmarks/bench_chroma_write.py --pieces 1245 --repeat 5
 """
@@ -52,7 +53,8 @@ def pieces(n: int) -> tuple[list[str], np.ndarray, list[str], list[dict]]:
     return [f"p{i:08d}" for i in range(n)], c.vectors(0, n), docs, metas
 
 
-def one_write(folder: Path, data: tuple, meta_kind: str | None, with_docs: bool) -> float:
+def one_write(folder: Path, data: tuple, meta_kind: str | None, with_docs: bool) -> tuple[float, float]:
+    """``(wall s, CPU s)`` of the upserts (the CPU time is the whole process's: Chroma's own threads too)."""
     import chromadb
     from ctxret.storage.chroma import HNSW
 
@@ -63,7 +65,7 @@ def one_write(folder: Path, data: tuple, meta_kind: str | None, with_docs: bool)
         metas = [{k: m[k] for k in FEW} for m in metas]
     client = chromadb.PersistentClient(str(folder / uuid.uuid4().hex[:8]))
     col = client.create_collection(f"w{uuid.uuid4().hex[:8]}", configuration={"hnsw": dict(HNSW)})
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for s in range(0, len(ids), 500):
         kw: dict = {"ids": ids[s : s + 500], "embeddings": vectors[s : s + 500]}
         if meta_kind is not None:
@@ -71,7 +73,7 @@ def one_write(folder: Path, data: tuple, meta_kind: str | None, with_docs: bool)
         if with_docs:
             kw["documents"] = docs[s : s + 500]
         col.upsert(**kw)
-    return time.perf_counter() - started
+    return time.perf_counter() - started, time.process_time() - cpu
 
 
 def main() -> None:
@@ -80,17 +82,22 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
     data = pieces(args.pieces)
-    times: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in VARIANTS}
     names = list(VARIANTS)
     with tempfile.TemporaryDirectory() as tmp:
         one_write(Path(tmp), data, "all", True)  # warm-up
         for r in range(args.repeat):
             for name in names[r % len(names) :] + names[: r % len(names)]:  # rotated order
                 times[name].append(one_write(Path(tmp), data, *VARIANTS[name]))
-    out = {name: round(statistics.median(ts), 3) for name, ts in times.items()}
-    for name, s in out.items():
-        print(f"{name:40s} {s:.3f} s", file=sys.stderr)
-    print(json.dumps({"pieces": args.pieces, "repeat": args.repeat, "median_s": out}, indent=2))
+    def median(values: list[float]) -> float:
+        return round(statistics.median(values), 3)
+
+    out = {
+        name: {"wall_s": median([w for w, _ in ts]), "cpu_s": median([c for _, c in ts])} for name, ts in times.items()
+    }
+    for name, t in out.items():
+        print(f"{name:40s} {t['wall_s']:.3f} s wall, {t['cpu_s']:.3f} s CPU", file=sys.stderr)
+    print(json.dumps({"pieces": args.pieces, "repeat": args.repeat, "median": out}, indent=2))
 
 
 if __name__ == "__main__":
