@@ -25,7 +25,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_scale import Corpus, metadata  # noqa: E402
+from bench_scale import Corpus, chat_pieces  # noqa: E402
 
 SLIM = ("body", "header")  # the two long keys (the document holds both)
 FEW = ("thread_id", "turn_id", "parent_id", "kind")
@@ -41,15 +41,7 @@ VARIANTS = {
 
 def pieces(n: int) -> tuple[list[str], np.ndarray, list[str], list[dict]]:
     c = Corpus(max(n, 1000), max(10, n // 100))
-    rng = np.random.default_rng(5)
-    threads = c.thread_of[:n]
-    bodies = c.texts(threads, rng)
-    counter: dict[int, int] = {}
-    metas = []
-    for i, (t, body) in enumerate(zip(threads.tolist(), bodies, strict=True)):
-        metas.append(metadata(c, i, t, counter.get(t, 0), body))
-        counter[t] = counter.get(t, 0) + 1
-    docs = [f"{m['header']}\n{m['body']}" for m in metas]
+    docs, metas = chat_pieces(c, 0, n, np.random.default_rng(5), np.zeros(c.threads, np.int64))
     return [f"p{i:08d}" for i in range(n)], c.vectors(0, n), docs, metas
 
 

@@ -124,6 +124,19 @@ def metadata(c: Corpus, i: int, t: int, k: int, body: str) -> dict:
     }  # fmt: skip
 
 
+def chat_pieces(
+    c: Corpus, start: int, end: int, rng: np.random.Generator, counter: np.ndarray
+) -> tuple[list[str], list[dict]]:
+    """The documents and metadata of pieces ``start:end`` as a chat turn's pieces are stored
+    (``counter``: pieces so far per thread, advanced here)."""
+    threads = c.thread_of[start:end]
+    metas = []
+    for i, (t, body) in enumerate(zip(threads.tolist(), c.texts(threads, rng), strict=True)):
+        metas.append(metadata(c, start + i, t, int(counter[t]), body))
+        counter[t] += 1
+    return [f"{m['header']}\n{m['body']}" for m in metas], metas
+
+
 def build(c: Corpus, path: Path, batch: int = 5000) -> dict:
     from ctxret.config import IndexConfig
     from ctxret.storage.pieces import open_piece_store
@@ -135,13 +148,7 @@ def build(c: Corpus, path: Path, batch: int = 5000) -> dict:
     started = time.perf_counter()
     for s in range(0, c.n, batch):
         e = min(c.n, s + batch)
-        threads = c.thread_of[s:e]
-        bodies = c.texts(threads, rng)
-        metas = []
-        for i, (t, body) in enumerate(zip(threads.tolist(), bodies, strict=True)):
-            metas.append(metadata(c, s + i, t, int(counter[t]), body))
-            counter[t] += 1
-        docs = [f"{m['header']}\n{m['body']}" for m in metas]
+        docs, metas = chat_pieces(c, s, e, rng, counter)
         store.write([f"p{s + i:08d}" for i in range(e - s)], c.vectors(s, e), docs, metas)
         if (s // batch) % 20 == 0:
             print(f"  built {e:,}/{c.n:,} ({time.perf_counter() - started:.0f}s)", file=sys.stderr, flush=True)

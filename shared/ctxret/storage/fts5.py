@@ -13,9 +13,16 @@ from __future__ import annotations
 import hashlib
 import math
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 _SQL_CHUNK = 500  # values per SQL ``IN (...)``
+
+
+def in_chunks(values: Sequence[str]) -> Iterator[tuple[list[str], str]]:
+    """``values`` in chunks of :data:`_SQL_CHUNK`, each with its ``?,?,...`` placeholders for ``IN (...)``."""
+    for start in range(0, len(values), _SQL_CHUNK):
+        chunk = list(values[start : start + _SQL_CHUNK])
+        yield chunk, ",".join("?" * len(chunk))
 
 __all__ = ["fts5_coverage", "fts5_scores", "fts5_search", "scope_token"]
 
@@ -57,9 +64,7 @@ def fts5_scores(
 ) -> dict[str, float]:
     """Exact BM25 of ``ids`` (0.0 without any token; unknown ids or ids outside ``thread_ids`` left out)."""
     out: dict[str, float] = {}
-    for start in range(0, len(ids), _SQL_CHUNK):
-        chunk = ids[start : start + _SQL_CHUNK]
-        marks = ",".join("?" * len(chunk))
+    for chunk, marks in in_chunks(ids):
         known = db.execute(f"SELECT id, thread_id FROM pieces WHERE id IN ({marks})", chunk).fetchall()
         for pid, thread in known:
             if thread_ids is None or thread in thread_ids:
@@ -84,16 +89,12 @@ def fts5_coverage(db: sqlite3.Connection, tokens: Sequence[str], ids: list[str])
     n = int(db.execute("SELECT count(*) FROM pieces").fetchone()[0])
     # a query token no piece holds weighs the most (df = 0)
     idf: dict[str, float] = dict.fromkeys(tokens, math.log((n + 0.5) / 0.5)) if n else {}
-    for start in range(0, len(tokens), _SQL_CHUNK):
-        chunk = tokens[start : start + _SQL_CHUNK]
-        marks = ",".join("?" * len(chunk))
+    for chunk, marks in in_chunks(tokens):
         for term, df in db.execute(f"SELECT term, doc FROM pieces_vocab WHERE term IN ({marks})", chunk):
             idf[term] = max(math.log((n - df + 0.5) / (df + 0.5)), 0.0)
     total = sum(idf.values())
     out: dict[str, float] = {}
-    for start in range(0, len(ids), _SQL_CHUNK):
-        chunk = ids[start : start + _SQL_CHUNK]
-        marks = ",".join("?" * len(chunk))
+    for chunk, marks in in_chunks(ids):
         rows = db.execute(
             f"SELECT p.id, f.tokens FROM pieces p JOIN pieces_fts f ON f.rowid = p.rowid WHERE p.id IN ({marks})", chunk
         ).fetchall()

@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CtxretError, InputError
-from .fts5 import fts5_coverage, fts5_scores, fts5_search, scope_token
+from .fts5 import fts5_coverage, fts5_scores, fts5_search, in_chunks, scope_token
 from .postings import Postings
 from .tokenize import Analysis, analysis
 
@@ -65,7 +65,6 @@ logger = logging.getLogger(__name__)
 #: open and refilled from Chroma's stored documents (no re-embedding): the Chroma collection's
 #: config does not depend on it.
 LEXICAL_VERSION = "fts5-ascii-4"
-_SQL_CHUNK = 500  # values per SQL ``IN (...)``
 
 @functools.lru_cache(maxsize=1)
 def fts5_available() -> bool:
@@ -258,16 +257,24 @@ class LexicalIndex:
         """The pieces announced by writers that are gone (:meth:`settle_all` would clear them): their
         content here may be older than the vector store's. ``None``: a gone writer did not list them
         (every piece may be affected)."""
-        mine = set(getattr(self._outstanding, "tokens", None) or [])
         out: set[str] = set()
+        for _, listed in self._gone_announcements():
+            if listed is None:
+                return None
+            out.update(json.loads(listed))
+        return out
+
+    def _gone_announcements(self) -> list[tuple[str, str | None]]:
+        """``(token, listed ids as JSON or None)`` of the announcements whose writers are gone, or
+        are this object's (what a full repair settles)."""
+        mine = set(getattr(self._outstanding, "tokens", None) or [])
         with self._lock:
             rows = self._db.execute("SELECT token, pid, host, since, ids FROM pending_writes").fetchall()
-        for token, pid, host, since, listed in rows:
-            if token in mine or pid == os.getpid() or not _alive(pid, host, since):
-                if listed is None:
-                    return None
-                out.update(json.loads(listed))
-        return out
+        return [
+            (token, listed)
+            for token, pid, host, since, listed in rows
+            if token in mine or pid == os.getpid() or not _alive(pid, host, since)
+        ]
 
     def _settle(self) -> None:
         """Inside a transaction: clear this thread's latest announcement."""
@@ -280,12 +287,9 @@ class LexicalIndex:
 
         A live writer's announcement (another process sharing the file) stays: its own write clears it.
         """
-        mine = set(getattr(self._outstanding, "tokens", None) or [])
         with self._tx():
-            rows = self._db.execute("SELECT token, pid, host, since FROM pending_writes").fetchall()
-            for token, pid, host, since in rows:
-                if token in mine or pid == os.getpid() or not _alive(pid, host, since):
-                    self._db.execute("DELETE FROM pending_writes WHERE token = ?", (token,))
+            for token, _ in self._gone_announcements():
+                self._db.execute("DELETE FROM pending_writes WHERE token = ?", (token,))
         if getattr(self._outstanding, "tokens", None):
             self._outstanding.tokens = []
 
@@ -382,10 +386,7 @@ class LexicalIndex:
             self._db.execute("INSERT INTO piece_copies(rowid, document, metadata) VALUES (?, ?, ?)", (rowid, *copy))
 
     def _delete(self, ids: Sequence[str]) -> None:
-        ids = [str(i) for i in ids]
-        for start in range(0, len(ids), _SQL_CHUNK):
-            chunk = ids[start : start + _SQL_CHUNK]
-            marks = ",".join("?" * len(chunk))
+        for chunk, marks in in_chunks([str(i) for i in ids]):
             for table in ("pieces_fts", "piece_copies"):
                 self._db.execute(
                     f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM pieces WHERE id IN ({marks}))", chunk
@@ -414,11 +415,10 @@ class LexicalIndex:
             try:
                 if self._db.execute("SELECT 1 FROM pending_writes LIMIT 1").fetchone() is not None:
                     return None
-                for start in range(0, len(ids), _SQL_CHUNK):
-                    chunk = ids[start : start + _SQL_CHUNK]
+                for chunk, marks in in_chunks(ids):
                     rows = self._db.execute(
                         "SELECT p.id, c.document, c.metadata FROM pieces p JOIN piece_copies c ON c.rowid = p.rowid "
-                        f"WHERE p.id IN ({','.join('?' * len(chunk))})",
+                        f"WHERE p.id IN ({marks})",
                         chunk,
                     )
                     for pid, document, meta in rows:
@@ -432,9 +432,7 @@ class LexicalIndex:
         ids = list(dict.fromkeys(str(i) for i in ids))
         out: set[str] = set()
         with self._lock:
-            for start in range(0, len(ids), _SQL_CHUNK):
-                chunk = ids[start : start + _SQL_CHUNK]
-                marks = ",".join("?" * len(chunk))
+            for chunk, marks in in_chunks(ids):
                 out.update(r[0] for r in self._db.execute(f"SELECT id FROM pieces WHERE id IN ({marks})", chunk))
         return out
 
