@@ -220,6 +220,7 @@ class ContextualRetriever(BaseRetriever):
         ids: Sequence[str] | None = None,
         thread_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        replace: bool = True,
     ) -> list[str]:
         """Index LangChain Documents through the core's document indexer; returns their document ids.
 
@@ -227,8 +228,9 @@ class ContextualRetriever(BaseRetriever):
         ``metadata["title"]`` → the title (it labels the pieces and is not stored again as
         metadata); the document id is ``ids[i]``, else ``Document.id``, else the core's default (a
         hash of title and text, the same id a LlamaIndex ``Document`` with that text and title
-        gets): pages of one file that share a title stay apart. Re-adding an id replaces its
-        changed sections (unchanged ones cost nothing); ``delete(ids=...)`` removes a document.
+        gets): pages of one file that share a title stay apart. Re-adding an id replaces the stored
+        document whole: changed sections are re-embedded (unchanged ones cost nothing) and sections it
+        no longer has are removed (``replace=False`` keeps them); ``delete(ids=...)`` removes a document.
         The rest of the metadata is stored as caller metadata (nested dicts flattened, lists
         JSON-encoded). Keys ctxret writes itself (``thread_id``, ``doc_id``, ``kind``,
         ``timestamp``, ``body``, … and the retrievers' output keys ``group*``/``score*``) are
@@ -238,7 +240,7 @@ class ContextualRetriever(BaseRetriever):
         counts (:class:`ctxret.IndexResult`) instead.
         """
         items, doc_ids = documents_to_items(documents, ids)
-        self.index.add_documents(items, thread_id=thread_id, metadata=metadata)
+        self.index.add_documents(items, thread_id=thread_id, metadata=metadata, replace=replace)
         return doc_ids
 
     async def aadd_documents(
@@ -248,10 +250,11 @@ class ContextualRetriever(BaseRetriever):
         ids: Sequence[str] | None = None,
         thread_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        replace: bool = True,
     ) -> list[str]:
         """:meth:`add_documents` off the event loop."""
         return await asyncio.to_thread(
-            self.add_documents, documents, ids=ids, thread_id=thread_id, metadata=metadata
+            self.add_documents, documents, ids=ids, thread_id=thread_id, metadata=metadata, replace=replace
         )
 
     def delete(

@@ -12,9 +12,9 @@ hits' ``relevance`` in [0, 1] (higher is better, :mod:`ctxret.query.relevance`).
 one group per part, pieces with their labels and every group and score key.
 
 Documents are stored by the core's document indexer (sections by markdown heading, labelled
-pieces blended with their section). Adding a document id again replaces that document (upsert):
-changed or removed sections and changed metadata are rewritten; an unchanged document costs
-nothing.
+pieces blended with their section). Adding a document id again replaces that document (upsert), as
+every ctxret entry point does: changed sections are rewritten and removed ones deleted in one write;
+a document whose metadata changed is deleted, then written again; an unchanged one costs nothing.
 """
 
 from __future__ import annotations
@@ -123,10 +123,12 @@ class ContextualVectorStore(VectorStore):
         for r in self.index.store.records(("metadatas",), Scope(threads, _doc_where(doc_ids))):
             meta = r["metadata"]
             old[(str(meta.get("thread_id")), str(meta.get("doc_id")))][r["id"]] = meta
-        # a document whose stored pieces differ in any way (sections, text, metadata) is rewritten whole
+        # the core replaces a document whose sections changed (in one write); one whose pieces keep their
+        # text but not their metadata is deleted first, so that it is written again whole
         stale: dict[str, list[str]] = defaultdict(list)
         for (thread, doc), pieces in old.items():
-            if pieces != new.get((thread, doc), {}):
+            mine = new.get((thread, doc), {})
+            if any(pid in mine and mine[pid] != meta for pid, meta in pieces.items()):
                 stale[thread].append(doc)
         for thread, docs in stale.items():
             self.index.delete(thread_id=thread, where=_doc_where(docs))

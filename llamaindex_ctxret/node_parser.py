@@ -50,6 +50,7 @@ __all__ = [
     "RETRIEVAL_KEYS",
     "ContextualNodeParser",
     "add_documents_to_index",
+    "index_documents",
     "documents_from_messages",
     "documents_to_turns",
     "piece_node",
@@ -160,20 +161,24 @@ def _turns_of(
             if caller
             else turns
         )
+    text, title, doc_id, thread = _document_fields(node, thread_id)
+    caller = {k: v for k, v in meta.items() if k not in DOCUMENT_KEYS} if include_metadata else {}
+    return document_turns(text, title=title, doc_id=doc_id, thread_id=thread, metadata=caller)
+
+
+def _document_fields(node: BaseNode, thread_id: str | None) -> tuple[str, str | None, str | None, str | None]:
+    """``(text, title, doc_id, thread_id)`` of a text document (``None``: the core's default)."""
+    meta = node.metadata or {}
     text = node.get_content(metadata_mode=MetadataMode.NONE)
     title = meta.get("title") or None
     # An id the caller chose (``Document(id_=...)``, ``filename_as_id=True``) is the document id;
     # LlamaIndex's random default is not (re-adding the same text must find the same pieces).
     doc_id = meta.get("doc_id") or (node.id_ if "id_" in node.model_fields_set else None)
     thread = meta.get("thread_id") or thread_id or None
-    caller = {k: v for k, v in meta.items() if k not in DOCUMENT_KEYS} if include_metadata else {}
-    return document_turns(
-        text,
-        title=str(title) if title is not None else None,
-        doc_id=str(doc_id) if doc_id is not None else None,
-        thread_id=str(thread) if thread is not None else None,
-        metadata=caller,
-    )
+    return (
+        text, str(title) if title is not None else None, str(doc_id) if doc_id is not None else None,
+        str(thread) if thread is not None else None,
+    )  # fmt: skip
 
 
 # -- pieces → nodes -------------------------------------------------------------------------------
@@ -328,20 +333,53 @@ def add_documents_to_index(
     thread_id: str | None = None,
     include_system: bool = False,
     include_metadata: bool = True,
+    replace: bool = True,
 ) -> IndexResult:
     """Index LlamaIndex documents (text or chat) through the core's one write path.
 
     The documents are read exactly as :class:`ContextualNodeParser` reads them and handed to
     ``index.add_turns``: the stored pieces (ids, texts, metadata) are the parser's nodes, with
     their blended vectors, in the collection format every ctxret front end reads. Unchanged turns
-    cost nothing; a changed section or turn replaces its old pieces.
+    cost nothing; a changed turn replaces its old pieces; a text document replaces its stored
+    version whole (sections it no longer has are removed) unless ``replace=False``.
     """
+    return index_documents(
+        index, documents, thread_id=thread_id, include_system=include_system, include_metadata=include_metadata,
+        replace=replace,
+    )[0]  # fmt: skip
+
+
+def index_documents(
+    index: ContextualIndex,
+    documents: Iterable[BaseNode],
+    *,
+    thread_id: str | None = None,
+    include_system: bool = False,
+    include_metadata: bool = True,
+    replace: bool = True,
+) -> tuple[IndexResult, list[bool]]:
+    """:func:`add_documents_to_index`, and for each document whether anything of it was written or removed."""
+    from ctxret.ingest.documents import document_key
+
     if isinstance(documents, BaseNode):
         documents = [documents]
+    documents = list(documents)
     per_doc = documents_to_turns(
         documents,
         thread_id=thread_id,
         include_system=include_system,
         include_metadata=include_metadata,
     )
-    return index.add_turns([t for turns in per_doc for t in turns])
+    units: list[set[tuple[str, str]]] = []  # what each document writes, as IndexResult.changed names it
+    replaced: list[tuple[str, str]] = []
+    for doc, turns in zip(documents, per_doc, strict=True):
+        if "messages" in (doc.metadata or {}):
+            units.append({(t.thread_id, t.turn_id) for t in turns})
+            continue
+        text, title, doc_id, thread = _document_fields(doc, thread_id)
+        key = document_key(text, title, doc_id, thread)
+        replaced.append(key)
+        units.append({key} if replace else {(t.thread_id, t.turn_id) for t in turns})
+    result = index.add_turns([t for turns in per_doc for t in turns], replace=replace, documents=replaced)
+    changed = set(result.changed)
+    return result, [bool(u & changed) for u in units]

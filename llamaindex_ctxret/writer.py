@@ -28,7 +28,7 @@ from ctxret.results import IndexResult
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.schema import BaseNode, TransformComponent
 
-from .node_parser import ContextualNodeParser, add_documents_to_index
+from .node_parser import ContextualNodeParser, add_documents_to_index, index_documents
 from .retriever import ContextualRetriever, open_index
 
 logger = logging.getLogger(__name__)
@@ -157,19 +157,28 @@ class ContextualStoreIndex:
 
     @classmethod
     def from_documents(cls, documents: Iterable[BaseNode], **kwargs: Any) -> ContextualStoreIndex:
-        """An index holding ``documents`` (``kwargs``: as the constructor)."""
+        """An index holding ``documents`` (``kwargs``: as the constructor); over an existing store, each
+        document replaces its stored version (as :meth:`insert`)."""
         store = cls(**kwargs)
         store.insert_documents(documents)
         return store
 
-    def insert_documents(self, documents: Iterable[BaseNode]) -> IndexResult:
-        """Index LlamaIndex documents (text or chat) in one batch; returns the counts."""
-        return add_documents_to_index(self.index, list(documents))
+    def insert_documents(self, documents: Iterable[BaseNode], *, replace: bool = True) -> IndexResult:
+        """Index LlamaIndex documents (text or chat) in one batch; returns the counts. A text document
+        replaces its stored version whole: sections it no longer has are removed (``replace=False``:
+        kept). A chat document's turns replace theirs one by one (other stored turns are kept)."""
+        return add_documents_to_index(self.index, list(documents), replace=replace)
 
     def insert(self, document: BaseNode, **kwargs: Any) -> str:
-        """Index one document (re-inserting it replaces its changed sections); returns its ``ref_doc_id``."""
-        add_documents_to_index(self.index, [document])
+        """Index one document, replacing its stored version (see :meth:`insert_documents`; ``replace=False``
+        keeps the sections it no longer has); returns its ``ref_doc_id``."""
+        add_documents_to_index(self.index, [document], replace=kwargs.get("replace", True))
         return ref_doc_id(document)
+
+    def refresh_ref_docs(self, documents: Sequence[BaseNode], **kwargs: Any) -> list[bool]:
+        """Index documents in one batch, each replacing its stored version; returns, for each, whether
+        anything was written or removed (``False``: stored as it is). LlamaIndex's ``refresh_ref_docs``."""
+        return index_documents(self.index, list(documents), replace=kwargs.get("replace", True))[1]
 
     def delete_ref_doc(self, ref_doc_id: str, **kwargs: Any) -> int:
         """Delete every piece of a document (a chat document: its thread); returns how many. With

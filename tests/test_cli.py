@@ -551,7 +551,7 @@ def test_demo_names_where_the_expected_facts_are(local_embedder, capsys):
 
 
 def test_a_failure_while_writing_says_what_is_stored_and_how_to_finish(tmp_path, files, monkeypatch, capsys):
-    """An embedding failure in the third write batch: the batches before it stay stored (whole turns), the
+    """An embedding failure in the second write batch: the batch before it stays stored (whole turns), the
     message says how many turns that is, and running the same command again finishes the job."""
     from ctxret.embedders.local import LocalEmbedder
     from ctxret.errors import EmbeddingError
@@ -559,11 +559,12 @@ def test_a_failure_while_writing_says_what_is_stored_and_how_to_finish(tmp_path,
 
     real = LocalEmbedder.embed_tokens_many
     calls = []
-    monkeypatch.setattr(writer, "WRITE_BATCH_PIECES", 1)  # a batch per turn, so the failure comes mid-way
+    monkeypatch.setattr(writer, "WRITE_BATCH_PIECES", 1)  # a batch per turn (a document's sections: one), so the
+    # failure comes mid-way
 
     def flaky(self, texts):
         calls.append(len(texts))
-        if len(calls) == 3:
+        if len(calls) == 2:
             raise EmbeddingError("the embedding service failed (HTTP 503 after 5 retries)")
         return real(self, texts)
 

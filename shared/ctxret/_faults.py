@@ -15,9 +15,11 @@ import signal
 #: Every named point, in the order an operation passes them.
 POINTS = (
     "write:before-chroma",  # the lexical file marked pending, Chroma not written yet
+    "write:between-upserts",  # a write's first Chroma call done (the pieces written again), the rest not
     "write:after-upsert",  # new pieces in Chroma, stale ones not removed, lexical not written
     "write:after-stale-delete",  # Chroma complete, lexical not written
     "write:after-lexical",  # both written
+    "delete:between-chunks",  # a delete's first Chroma call done, the rest not
     "delete:after-chroma",  # removed from Chroma, not from the lexical file
     "rebuild:before-swap",  # the new collection complete beside the old one
     "swap:after-views",  # the views swapped (old -> -previous-views, new -> -views), the pieces not yet

@@ -21,7 +21,7 @@ from .embedders.fitting import fit_pieces
 from .embedders.wrappers import as_embedder
 from .errors import ConfigMismatchError, InputError
 from .ingest.context import Contextualizer
-from .ingest.documents import documents_to_turns
+from .ingest.documents import read_documents
 from .ingest.messages import turns_from_messages
 from .ingest.turns import Piece, Turn
 from .ingest.views import resolve_view_writers
@@ -68,6 +68,20 @@ class ContextualIndex:
     or any of its options as keywords (``score_threshold``, ``query_weight``, ``fusion``,
     ``lexical_weight``, ``rrf_k``, ``candidates``, ``lexical_floor``, …); each :meth:`search` may
     override them.
+
+    Updates: a document re-added under its id replaces the stored one whole (sections it lost are
+    removed; ``replace=False`` keeps them); a chat turn replaces its own stored version, and turns a
+    call does not give are kept. A crash part-way leaves each turn in one version: the next open
+    finishes or undoes the interrupted write (an embedded or in-memory store with its lexical file;
+    see :meth:`~ctxret.storage.pieces.PieceStore.repair_writes` for the others).
+
+    Thread-safety: one index may be shared by threads. Searches run in parallel with each other and
+    with writes (no lock on the read path: a search that runs while a turn is being rewritten may
+    see its old and new pieces together, for that moment). Writes (``add_*``, ``delete``, ``clear``,
+    ``reindex``) to one store are serialized inside the process — by every index, adapter or CLI
+    object open on the same folder or server collection — but embed in parallel: what a write
+    removes is worked out under the lock, against what is stored then. Processes sharing a Chroma
+    server are not serialized (see the README).
     """
 
     _rebuilding = False  # set by rebuild(): open a collection whose config differs, to re-embed it
@@ -183,21 +197,43 @@ class ContextualIndex:
         *,
         thread_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        replace: bool = True,
     ) -> IndexResult:
         """Index plain-text or markdown documents (strings or ``{"text", "title"?, "id"?, "metadata"?}``),
         split into sections. The id defaults to a hash of title and text: give an ``id`` so that re-adding
-        an edited document replaces its changed sections. ``thread_id`` (the scope) defaults to the id."""
-        return self.add_turns(documents_to_turns(documents, thread_id=thread_id, metadata=metadata))
+        an edited document replaces it. ``thread_id`` (the scope) defaults to the id.
+
+        A document re-added under its id (in the same thread) replaces the stored one whole: changed
+        sections are re-embedded, unchanged ones cost nothing, and stored sections it no longer has
+        are removed (an empty document removes them all), in one write. ``replace=False`` adds the
+        given sections and keeps the document's other stored sections."""
+        turns, keys = read_documents(documents, thread_id=thread_id, metadata=metadata)
+        return self._write(turns, None, replace, keys)
 
     def add_turns(
-        self, turns: Sequence[Turn | PlannedTurn], *, metadata: Mapping[str, Any] | None = None
-    ) -> IndexResult:
+        self, turns: Sequence[Turn | PlannedTurn], *, metadata: Mapping[str, Any] | None = None, replace: bool = True,
+        documents: Iterable[tuple[str, str]] = (),
+    ) -> IndexResult:  # fmt: skip
         """Index prepared turns (or sections) of any threads in one call: the one write path every ingest goes
-        through, in bounded batches (a failure part-way says what is stored: :func:`.ingest.writer.write_turns`)."""
+        through, in bounded batches (a failure part-way says what is stored: :func:`.ingest.writer.write_turns`).
+
+        Chat turns replace their own stored version, one by one (turns not given are kept). The sections
+        of a document (turns with a ``doc_id``) are the whole document, as in :meth:`add_documents`:
+        its stored sections not given are removed, unless ``replace=False``. ``documents``: more
+        ``(thread_id, doc_id)`` given whole (one with no section here loses every stored one)."""
+        return self._write(list(turns), metadata, replace, documents)
+
+    def _write(
+        self, turns: Sequence[Turn | PlannedTurn], metadata: Mapping[str, Any] | None, replace: bool,
+        documents: Iterable[tuple[str, str]],
+    ) -> IndexResult:  # fmt: skip
+        if not isinstance(replace, bool):
+            raise InputError(f"replace must be True or False, got {replace!r}")
         return write_turns(
             self.store, self.embedder, self.config, list(turns), metadata=metadata, contextualizer=self.contextualizer,
             progress=self.progress, max_turn_bytes=self.max_turn_bytes,
-            view_writers=resolve_view_writers(self.config.view_kinds, self.view_writer),
+            view_writers=resolve_view_writers(self.config.view_kinds, self.view_writer), replace=replace,
+            documents=documents,
         )  # fmt: skip
 
     def check_turns(self, turns: Sequence[Turn]) -> list[PlannedTurn]:

@@ -78,12 +78,16 @@ class IndexResult:
 
     added: int = 0  # pieces written that were not stored before
     unchanged: int = 0  # pieces already stored with the same text and context (nothing written)
-    replaced: int = 0  # stored pieces removed because their turn changed
+    replaced: int = 0  # stored pieces removed because their turn changed or their section is gone
     turns: int = 0  # turns (or sections) seen
     turns_changed: int = 0  # turns written (new or changed)
+    #: What was written or removed: ``(thread_id, doc_id)`` of each document, ``(thread_id, turn_id)`` of each turn.
+    changed: tuple[tuple[str, str], ...] = field(default=(), repr=False, compare=False)
 
     def __add__(self, other: IndexResult) -> IndexResult:
-        return IndexResult(*(a + b for a, b in zip(_vals(self), _vals(other), strict=False)))
+        counts = (a + b for a, b in zip(_vals(self), _vals(other), strict=True))
+        added, unchanged, replaced, turns, turns_changed = counts
+        return IndexResult(added, unchanged, replaced, turns, turns_changed, self.changed + other.changed)
 
 
 def _vals(r: IndexResult) -> tuple[int, ...]:

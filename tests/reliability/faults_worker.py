@@ -36,14 +36,19 @@ def main(store: str, op: str) -> None:
         ContextualIndex.rebuild(store, weight=0.7)
         return
     index = ContextualIndex(store)
+    index.store.chroma.max_batch = 3  # several Chroma calls per write: a kill can fall between two of them
     if op == "setup":
         index.add_messages(thread("alpha", 1), thread_id="alpha")
         index.add_messages(thread("bravo", 1), thread_id="bravo")
-    elif op == "write":
+        index.add_documents({"id": "runbook.md", "text": RUNBOOK_V1})
+    elif op == "write":  # one changed turn, a new turn, a new thread, a document that lost a section
+        from ctxret.ingest import document_turns
+
         index.add_turns(
             [
                 *index_turns("alpha", 2),
                 *index_turns("charlie", 1),
+                *document_turns(RUNBOOK_V2, doc_id="runbook.md"),
             ]
         )
     elif op == "bulk":  # five threads in one call, cut into small write batches (each overlapping the next embedding)
@@ -77,6 +82,14 @@ def main(store: str, op: str) -> None:
 
 
 BULK = (("alpha", 2), ("bravo", 2), ("charlie", 1), ("delta", 1), ("echo", 1))
+RUNBOOK_V1 = (
+    "# Runbook\n\n## Deploys\nDeploy with make ship.\n\n## Rollback\nRoll back with make undo.\n\n"
+    "## Access\nThe admin password is in Vault under ops/admin.\n"
+)
+RUNBOOK_V2 = (
+    "# Runbook\n\n## Deploys\nDeploy with make ship, then watch the dashboards.\n\n"
+    "## Rollback\nRoll back with make undo.\n"
+)
 
 
 def copy_differs(store) -> list[str]:

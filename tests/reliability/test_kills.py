@@ -2,10 +2,12 @@
 
 For each step of ``ctxret._faults.POINTS`` a subprocess runs the operation with
 ``CTXRET_FAULT_AT`` set and dies there (SIGKILL: no cleanup, no finally). Then the store is
-reopened (which repairs the lexical index, or finishes an interrupted rebuild) and must be
-consistent — Chroma and the lexical index hold the same ids, no rebuild leftovers — and running the
-operation again must end exactly where an uninterrupted run ends: same ids, nothing lost,
-duplicated or stale.
+reopened (which finishes or undoes an interrupted write, repairs the lexical index, or finishes an
+interrupted rebuild) and must be consistent — Chroma and the lexical index hold the same ids, no
+rebuild leftovers, and every turn (and the document the write replaces) holds exactly one version:
+the old one or the new one, never both, never a mix; a write of one batch is all there or not at
+all — and running the operation again must end exactly where an uninterrupted run ends: same ids,
+nothing lost, duplicated or stale.
 """
 
 from __future__ import annotations
@@ -43,6 +45,12 @@ def state(store: Path) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def mixed(after: dict, old: dict, new: dict) -> list[str]:
+    """The turns (``thread/turn`` -> ids) that hold neither their old version alone nor their new one
+    (a turn absent from a version is that version's: it may be absent)."""
+    return sorted(t for t in set(after) | set(old) | set(new) if after.get(t) not in (old.get(t), new.get(t)))
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> dict[str, dict]:
     """Where each operation ends when nothing interrupts it."""
@@ -75,6 +83,11 @@ def test_kill_at_each_step_then_reopen_and_redo(point, tmp_path, reference):
     if op == "rebuild":  # either the old collection or the new one, never a mix, never a loss
         assert after["chroma"] in (before["chroma"], reference["rebuild"]["chroma"])
         assert after["weight"] in (before["weight"], 0.7)
+    else:  # one write (or delete) of one batch: all of it or none of it, every turn in one version
+        assert after["turns"] in (before["turns"], reference[op]["turns"]), (
+            f"{point}: turns {mixed(after['turns'], before['turns'], reference[op]['turns'])} hold neither the old "
+            "version alone nor the new one"
+        )
     assert len(after["chroma"]) == len(set(after["chroma"]))
     redo = run(store, op)
     assert redo.returncode == 0, redo.stderr

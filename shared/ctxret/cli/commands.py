@@ -21,8 +21,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     settings = resolve_settings(args)
     if args.thread is not None and not args.thread.strip():
         raise UsageError("--thread needs a non-empty id")
-    paths, _ = collect_paths(args.paths, args.include or DEFAULT_INCLUDE, args.exclude or ())
+    paths, folders = collect_paths(args.paths, args.include or DEFAULT_INCLUDE, args.exclude or ())
     root = document_root(paths, args.root)
+    if args.prune:
+        _check_prune(folders, paths, root, args.root)
     files, problems = [], []
     for path in paths:  # read and check everything before anything is written
         try:
@@ -53,12 +55,23 @@ def cmd_index(args: argparse.Namespace) -> int:
     for f in files:
         unit = "section" if f.kind == "document" else "turn"
         if not f.turns:
-            warn(f"{f.path}: nothing to index (no text)")
+            warn(f"{f.path}: nothing to index (no text)" + (": its stored sections are removed" * bool(f.document)))
         else:
             print(f"{f.path}: {len(f.turns)} {unit}(s) in {_threads(f.threads)}")
+    documents = [f.document for f in files if f.document is not None]
+    if args.prune:
+        gone = _pruned(index, folders, root, args.thread, set(documents))
+        where = ", ".join(str(d) for d in folders)
+        listing = ", ".join(doc for _, doc in gone) if gone else "none"
+        verb = "would prune (dry run)" if args.dry_run else "prune"
+        print(f"{verb}: {len(gone)} stored document(s) under {where} whose file is gone: {listing}")
+        documents += gone
+    if args.dry_run:
+        print("dry run: nothing written")
+        return EXIT_OK
     started = time.perf_counter()
     try:  # one call: the turns of all files share embedding batches, written in bounded batches
-        total = index.add_turns(planned)
+        total = index.add_turns(planned, documents=documents)  # a document replaces its stored version whole
     except CtxretError as e:  # e.g. the embedding service failed: the batches before it are stored
         error(str(e))  # the core's message says how many turns are stored (whole turns)
         if getattr(e, "written", None) is not None:
@@ -71,6 +84,36 @@ def cmd_index(args: argparse.Namespace) -> int:
         f"store {store.location} (collection {store.collection_name}): {store.count():,} pieces"
     )
     return EXIT_OK
+
+
+def _check_prune(folders: list[Path], paths: list[Path], root: Path, given_root: str | None) -> None:
+    if not folders:
+        raise UsageError("--prune needs a folder: it removes the stored documents of that folder whose file is gone")
+    if given_root is None and document_root([*paths, *(f / "x.md" for f in folders)]) != root:
+        raise UsageError(
+            f"--prune: the documents found have ids relative to {root}, not to the folder(s) given; pass --root DIR "
+            "(the root the folder was indexed with) so that no stored document is mistaken for a gone one"
+        )
+
+
+def _pruned(
+    index: Any, folders: list[Path], root: Path, thread: str | None, kept: set[tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """The stored documents (``(thread_id, doc_id)``) whose path under ``root`` is inside ``folders`` and
+    whose file this run did not read (in the run's thread: ``--thread``, else each document's own id)."""
+    from ..storage.schema import Scope
+
+    inside = [f.resolve() for f in folders]
+    gone: set[tuple[str, str]] = set()
+    for rec in index.store.records(("metadatas",), Scope(where={"kind": "section"})):
+        meta = rec["metadata"] or {}
+        key = (str(meta.get("thread_id")), str(meta.get("doc_id")))
+        if key in kept or key in gone or key[0] != (thread or key[1]):
+            continue
+        where = (root / key[1]).resolve()
+        if any(where.is_relative_to(f) for f in inside):
+            gone.add(key)
+    return sorted(gone, key=lambda k: k[1])
 
 
 def _refuse(problems: list[FileProblem], n_paths: int) -> int:

@@ -58,7 +58,8 @@ def _add_index_parser(sub: Any, common: argparse.ArgumentParser) -> None:
             "given), never to the working directory. Every file is read and checked before anything "
             "is written: if one is bad, nothing is written. Turns of all files are embedded "
             "together. A file is a whole thread: index it again when it changes (unchanged turns "
-            "cost nothing)."
+            "cost nothing). A document file replaces its stored version whole (sections it no longer "
+            "has are removed); --prune removes the documents of a folder whose file is gone."
         ),
     )
     p.add_argument(
@@ -82,6 +83,13 @@ def _add_index_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--thread", metavar="ID", help="thread id (search scope) for everything in these files"
+    )
+    p.add_argument(
+        "--prune", action="store_true",
+        help="also remove the stored documents of the folders given whose file is gone (listed before removal)",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="read and check everything, list what --prune removes, write nothing"
     )
     p.set_defaults(func=cmd_index)
 

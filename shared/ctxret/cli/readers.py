@@ -47,6 +47,7 @@ class InputFile:
     turns: list[Turn]
     threads: list[str]
     kind: str  # "messages", "threads" or "document"
+    document: tuple[str, str] | None = None  # a document's (thread_id, doc_id): it replaces the stored one whole
 
 
 #: Files a folder walk picks up by default (``--include``).
@@ -246,7 +247,7 @@ def _read_jsonl(path: Path, thread: str | None) -> InputFile:
 def document_key(path: Path, root: Path) -> str:
     """A document file's id: its path relative to ``root``, with ``/`` (never relative to the working directory).
 
-    Indexing the same file again replaces its changed sections; the id is also the default thread.
+    Indexing the same file again replaces the stored document whole; the id is also the default thread.
     """
     resolved = path.resolve()
     try:
@@ -260,10 +261,11 @@ def _read_document(path: Path, thread: str | None, root: Path) -> InputFile:
 
     lines = _decode_lines(path)  # checks the encoding line by line
     text = "\n".join(line for _, line in lines)
+    doc_id = document_key(path, root)
     try:
-        turns = document_turns(text, title=path.name, doc_id=document_key(path, root), thread_id=thread)
+        turns = document_turns(text, title=path.name, doc_id=doc_id, thread_id=thread)
     except InputError as e:
         raise FileProblem(path, None, str(e)) from None
-    return InputFile(path, turns, sorted({t.thread_id for t in turns}), "document")
+    return InputFile(path, turns, sorted({t.thread_id for t in turns}), "document", (thread or doc_id, doc_id))
 
 

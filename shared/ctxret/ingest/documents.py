@@ -112,14 +112,35 @@ def documents_to_turns(
 ) -> list[Turn]:
     """The section turns of documents given as strings or dicts (see :func:`document_input`);
     ``metadata`` goes on every piece, under each document's own."""
+    return read_documents(documents, thread_id=thread_id, metadata=metadata)[0]
+
+
+def read_documents(
+    documents: Iterable[Any] | str | Mapping[str, Any],
+    *,
+    thread_id: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> tuple[list[Turn], list[tuple[str, str]]]:
+    """:func:`documents_to_turns`, and each document's ``(thread_id, doc_id)`` (a document with no text
+    has no sections, and is still named: re-adding it empty removes the stored one)."""
     if isinstance(documents, (str, Mapping)):
         documents = [documents]
     turns: list[Turn] = []
+    keys: list[tuple[str, str]] = []
     for i, doc in enumerate(documents):
         text, title, doc_id, meta = document_input(doc, i)
         merged = {**dict(metadata or {}), **meta}
         turns.extend(document_turns(text, title=title, doc_id=doc_id, thread_id=thread_id, metadata=merged))
-    return turns
+        keys.append(document_key(text, title, doc_id, thread_id))
+    return turns, keys
+
+
+def document_key(
+    text: str, title: str | None = None, doc_id: str | None = None, thread_id: str | None = None
+) -> tuple[str, str]:
+    """``(thread_id, doc_id)``: what a document is stored under (the thread defaults to the document id)."""
+    doc_id = doc_id or document_id(text, title)
+    return (thread_id or doc_id, doc_id)
 
 
 def document_turns(
@@ -134,8 +155,7 @@ def document_turns(
     """Turn a document into section turns. ``thread_id`` (the search scope) defaults to ``doc_id``."""
     if not isinstance(text, str):
         raise InputError(f"document text must be a string, got {type(text).__name__}")
-    doc_id = doc_id or document_id(text, title)
-    thread = thread_id or doc_id
+    thread, doc_id = document_key(text, title, doc_id, thread_id)
     label = title or doc_id
     turns = []
     for index, (heading, body) in enumerate(split_sections(text, max_section_bytes), start=1):

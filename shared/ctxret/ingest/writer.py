@@ -1,17 +1,22 @@
 """The one write path: turns → fitted, labelled pieces → what changed → context → one embedding pass → blend → store.
 
 Everything is packed and validated before anything is written; re-adding unchanged turns embeds
-nothing; a changed turn replaces its pieces (the new ones are written, then the stale ones
-removed, in the store's Chroma-then-lexical order).
+nothing; a changed turn replaces its pieces, and a document re-added under its id replaces the
+stored document whole (``replace=True``): its changed sections are written, and the stored sections
+it no longer has are removed, in one store write (the new pieces are written, then the stale ones
+removed, in the store's Chroma-then-lexical order). What is stale is decided under the store's
+write lock: a write that finds another write happened since it read what was stored reads again
+(``PieceStore.generation``), so concurrent writers of one turn or document leave one version.
 """
 
 from __future__ import annotations
 
 import sys
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -22,6 +27,7 @@ from ..embedders.base import Embedder
 from ..embedders.fitting import EMBED_CHUNK, embed_in_batches, fit_pieces
 from ..errors import CtxretError, EmbeddingError, InputError
 from ..results import IndexResult
+from ..storage.base import StoredPieces
 from ..storage.schema import caller_keys, check_id, piece_metadata
 from ..text import clean_text
 from .context import Contextualizer, context_vectors, contextualize
@@ -34,7 +40,14 @@ __all__ = ["PieceSink", "PlannedTurn", "plan_turns", "turns_from_records", "writ
 class PieceSink(Protocol):
     """Where the writer puts pieces (``PieceStore`` implements it)."""
 
-    def existing(self, turn_ids: Sequence[str], name: str | None = None) -> Mapping[tuple[str, str], set[str]]: ...
+    @property
+    def generation(self) -> int: ...
+
+    def writing(self) -> AbstractContextManager[Any]: ...
+
+    def existing(
+        self, turns: Iterable[tuple[str, str]] = (), documents: Iterable[tuple[str, str]] = (), name: str | None = None
+    ) -> StoredPieces: ...
 
     def write(
         self,
@@ -44,6 +57,7 @@ class PieceSink(Protocol):
         metadatas: Sequence[Mapping[str, Any]],
         *,
         stale: Sequence[str] = (),
+        new: Collection[str] | None = None,
         name: str | None = None,
         views: Any = None,
     ) -> None: ...
@@ -143,41 +157,56 @@ def write_turns(
     max_turn_bytes: int | None = DEFAULT_MAX_TURN_BYTES,
     view_writers: Mapping[str, ViewWriter] | None = None,
     known_views: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
+    replace: bool = True,
+    documents: Iterable[tuple[str, str]] = (),
 ) -> IndexResult:
     """Index ``turns`` into ``sink`` under ``config`` (``name``: another collection, for a rebuild).
 
     Every turn is planned and checked first, then the changed ones are embedded and written in
-    batches (:data:`WRITE_BATCH_PIECES`, :data:`WRITE_BATCH_BYTES`; a turn is never split), each
-    batch's store write overlapping the next batch's embedding on one background thread. A call
-    that fits in one batch writes all or nothing; a larger one that fails part-way leaves the
-    batches before the failure stored (whole turns, Chroma and the lexical index in step); the
-    error (a ctxret error keeps its type, its message then says how many turns are stored and
-    how to finish) has a ``written`` attribute, the :class:`IndexResult` of what is stored: run
-    the same call again to finish (unchanged turns cost nothing).
+    batches (:data:`WRITE_BATCH_PIECES`, :data:`WRITE_BATCH_BYTES`; a turn, and the sections of one
+    document, are never split), each batch's store write overlapping the next batch's embedding on
+    one background thread. A call that fits in one batch writes all or nothing; a larger one that
+    fails part-way leaves the batches before the failure stored (whole turns, Chroma and the lexical
+    index in step); the error (a ctxret error keeps its type, its message then says how many turns
+    are stored and how to finish) has a ``written`` attribute, the :class:`IndexResult` of what is
+    stored: run the same call again to finish (unchanged turns cost nothing).
+
+    ``replace`` (default): the sections of a document (turns with a ``doc_id``) are the whole
+    document: stored sections of that ``(thread_id, doc_id)`` that the call does not give are
+    removed; ``documents`` names more ``(thread_id, doc_id)`` to replace (a document now empty:
+    every stored section goes). ``replace=False`` writes the given sections and keeps the others.
+    Chat turns are always replaced one by one: turns a call does not give are kept.
 
     With ``config.views``, each changed turn's pieces get their LLM-written views
     (:mod:`.views`): from ``known_views`` (piece id → ``{kind: texts}``, what a rebuild read from
     the stored pieces) when every piece of the turn has them, else from ``view_writers`` (one call
     per kind and turn).
     """
-    if not turns:
+    documents = list(documents)
+    if not turns and not documents:
         return IndexResult()
-    planned = plan_turns(turns, embedder, config, metadata, max_turn_bytes=max_turn_bytes)
-    # Which turns changed? One filtered read per 256 turns.
-    existing = sink.existing(sorted({p.turn.turn_id for p in planned}), name=name)
-    changed = [p for p in planned if {x.id for x in p.pieces} != existing.get(p.key, set())]
-    changed_keys = {p.key for p in changed}
-    unchanged = sum(len(p.pieces) for p in planned if p.key not in changed_keys)
-    stored = IndexResult(unchanged=unchanged, turns=len(planned) - len(changed))
+    planned = plan_turns(turns, embedder, config, metadata, max_turn_bytes=max_turn_bytes) if turns else []
+    units = _units(planned, replace, documents)
+    generation = sink.generation  # before the read: a write after it makes the write below read again
+    # What is stored? One filtered read per 256 turns and per 256 documents.
+    _diff(units, _stored(sink, units, name))
+    changed = [u for u in units if u.changed]
+    written = {t.key for u in changed for t in u.write}
+    unchanged = sum(len(p.pieces) for p in planned if p.key not in written)
+    stored = IndexResult(unchanged=unchanged, turns=len(planned) - len(written))
     if not changed:
         return stored
-    batches = write_batches(changed)
-    bar = _progress_bar(progress, sum(len(p.pieces) for p in changed))
-    writes = _Writes(sink, overlap=len(batches) > 1 and OVERLAP_WRITES)
+    batches = _unit_batches(changed)
+    bar = _progress_bar(progress, sum(len(p.pieces) for u in changed for p in u.write))
+    views = (view_writers or {}, known_views or {})
+
+    def embed(batch: list[_Unit]) -> _Ready:
+        return _embed_batch(batch, embedder, config, contextualizer, bar, *views)
+
+    writes = _Writes(sink, embed, generation, overlap=len(batches) > 1 and OVERLAP_WRITES)
     try:
         for batch in batches:
-            views = (view_writers or {}, known_views or {})
-            writes.put(_embed_batch(batch, embedder, config, existing, contextualizer, bar, *views), name)
+            writes.put(embed(batch), name)
         writes.finish()
     except BaseException as e:
         writes.finish(quiet=True)  # the write in flight completes (or fails) before the error goes up
@@ -189,6 +218,73 @@ def write_turns(
         if bar is not None:
             bar.close()
     return stored + writes.done
+
+
+@dataclass(eq=False)
+class _Unit:
+    """What one write replaces whole: a document (``doc_id``: every section it has) or one turn.
+
+    ``write`` (the turns to embed and write: new or changed) and ``old`` (the piece ids stored for
+    the unit) come from :func:`_diff`."""
+
+    thread_id: str
+    doc_id: str | None
+    turns: list[PlannedTurn]
+    write: list[PlannedTurn] = field(default_factory=list)
+    old: set[str] = field(default_factory=set)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.thread_id, self.doc_id if self.doc_id is not None else self.turns[0].turn.turn_id)
+
+    @property
+    def ids(self) -> set[str]:
+        """Every piece id the unit holds once written."""
+        return {x.id for p in self.turns for x in p.pieces}
+
+    @property
+    def stale(self) -> set[str]:
+        return self.old - self.ids
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.write) or bool(self.stale)
+
+
+def _units(planned: Sequence[PlannedTurn], replace: bool, documents: Iterable[tuple[str, str]]) -> list[_Unit]:
+    """The write units of a call: with ``replace``, one per document (its sections together), else one per turn."""
+    units: list[_Unit] = []
+    docs: dict[tuple[str, str], _Unit] = {}
+    for p in planned:
+        if replace and p.turn.doc_id is not None:
+            key = (p.turn.thread_id, p.turn.doc_id)
+            if key not in docs:
+                docs[key] = _Unit(*key, [])
+                units.append(docs[key])
+            docs[key].turns.append(p)
+        else:
+            units.append(_Unit(p.turn.thread_id, None, [p]))
+    for key in documents:
+        if replace and key not in docs:
+            docs[key] = _Unit(str(key[0]), str(key[1]), [])
+            units.append(docs[key])
+    return units
+
+
+def _stored(sink: PieceSink, units: Sequence[_Unit], name: str | None) -> StoredPieces:
+    turns = [u.turns[0].key for u in units if u.doc_id is None]
+    return sink.existing(turns, [u.key for u in units if u.doc_id is not None], name=name)
+
+
+def _diff(units: Sequence[_Unit], stored: StoredPieces) -> None:
+    """Set each unit's ``write`` (turns whose pieces differ from the stored ones) and ``old``."""
+    for u in units:
+        if u.doc_id is None:
+            by_turn = {u.turns[0].turn.turn_id: stored.turns.get(u.turns[0].key, set())}
+        else:
+            by_turn = stored.documents.get(u.key, {})
+        u.old = set().union(*by_turn.values())
+        u.write = [p for p in u.turns if {x.id for x in p.pieces} != by_turn.get(p.turn.turn_id, set())]
 
 
 #: Whether a batch's store write runs on a background thread while the next batch embeds.
@@ -225,15 +321,29 @@ def write_batches(
 ) -> list[list[PlannedTurn]]:
     """The write batches of ``changed``: turns taken by size (so the model's length-sorted runs pad as
     little as in one pass) until a batch would exceed ``max_pieces`` or ``max_bytes`` of piece text
-    (a bigger turn is a batch of its own); in each batch the turns keep their given order."""
+    (a bigger turn, or document, is a batch of its own); the sections of one document stay in one
+    batch; in each batch the turns keep their given order."""
+    units = _units(changed, True, ())
+    for u in units:
+        u.write = list(u.turns)
+    order = {p.key: i for i, p in enumerate(changed)}
+    batches = _unit_batches(units, max_pieces, max_bytes)
+    return [sorted((p for u in b for p in u.write), key=lambda p: order[p.key]) for b in batches]
+
+
+def _unit_batches(
+    units: Sequence[_Unit], max_pieces: int | None = None, max_bytes: int | None = None
+) -> list[list[_Unit]]:
+    """:func:`write_batches` of write units (the turns each writes)."""
     max_pieces = WRITE_BATCH_PIECES if max_pieces is None else max_pieces
     max_bytes = WRITE_BATCH_BYTES if max_bytes is None else max_bytes
-    sizes = [sum(len(x.text.encode("utf-8", "surrogatepass")) for x in p.pieces) for p in changed]
+    counts = [sum(len(p.pieces) for p in u.write) for u in units]
+    sizes = [sum(len(x.text.encode("utf-8", "surrogatepass")) for p in u.write for x in p.pieces) for u in units]
     batches: list[list[int]] = []
     current: list[int] = []
     pieces = size = 0
-    for i in sorted(range(len(changed)), key=sizes.__getitem__):
-        n = len(changed[i].pieces)
+    for i in sorted(range(len(units)), key=sizes.__getitem__):
+        n = counts[i]
         if current and (pieces + n > max_pieces or size + sizes[i] > max_bytes):
             batches.append(current)
             current, pieces, size = [], 0, 0
@@ -242,33 +352,47 @@ def write_batches(
         size += sizes[i]
     if current:
         batches.append(current)
-    return [[changed[i] for i in sorted(b)] for b in batches]
+    return [[units[i] for i in sorted(b)] for b in batches]
 
 
 @dataclass
 class _Ready:
-    """One batch embedded and blended: what its store write takes, and what it counts."""
+    """One batch embedded and blended: what its store write takes (the stale and new ids are worked
+    out at write time, from its units), and the turns it counts."""
 
     ids: list[str]
     vectors: np.ndarray
     documents: list[str]
     metadatas: list[dict[str, Any]]
-    stale: list[str]
     views: Any
-    result: IndexResult
+    units: list[_Unit]
+
+    def result(self) -> tuple[IndexResult, list[str], set[str]]:
+        """``(counts, stale ids, new ids)`` against the units' stored pieces."""
+        old: set[str] = set().union(*(u.old for u in self.units))
+        stale = sorted(set().union(*(u.stale for u in self.units)))
+        new = set(self.ids) - old
+        turns = sum(len(u.write) for u in self.units)
+        counts = IndexResult(
+            added=len(new), unchanged=len(self.ids) - len(new), replaced=len(stale), turns=turns, turns_changed=turns,
+            changed=tuple(u.key for u in self.units),
+        )  # fmt: skip
+        return counts, stale, new
 
 
 def _embed_batch(
-    batch: Sequence[PlannedTurn],
+    units: Sequence[_Unit],
     embedder: Embedder,
     config: IndexConfig,
-    existing: Mapping[tuple[str, str], set[str]],
     contextualizer: Contextualizer | None,
     bar: Any,
     view_writers: Mapping[str, ViewWriter],
     known_views: Mapping[str, Mapping[str, Sequence[str]]],
 ) -> _Ready:
     """LLM-written context lines (``context="llm"``) and views, one embedding pass, context, blend."""
+    batch = [p for u in units for p in u.write]
+    if not any(p.pieces for p in batch):  # only removals: nothing to embed
+        return _Ready([], np.zeros((0, config.dims), np.float32), [], [], None, list(units))
     lines: list[list[str]] | None = None
     if config.context == "llm":
         lines = [
@@ -295,56 +419,71 @@ def _embed_batch(
     dims = vectors.shape[1]
     rows = [np.broadcast_to(ctx, (len(p.pieces), dims)) for p, ctx in zip(batch, contexts, strict=True) if p.pieces]
     blended = chunk_search_vector(vectors, np.concatenate(rows), config.weight) if rows else np.zeros((0, config.dims))
-    ids: list[str] = []
-    docs: list[str] = []
-    metas: list[dict[str, Any]] = []
-    stale: list[str] = []
-    added = kept = 0
-    for p in batch:
-        old = existing.get(p.key, set())
-        new_ids = {x.id for x in p.pieces}
-        added += len(new_ids - old)
-        kept += len(new_ids & old)
-        stale.extend(sorted(old - new_ids))
-        ids.extend(x.id for x in p.pieces)
-        docs.extend(x.text for x in p.pieces)
-        metas.extend(p.metadatas)
-    result = IndexResult(added=added, unchanged=kept, replaced=len(stale), turns=len(batch), turns_changed=len(batch))
-    return _Ready(ids, np.asarray(blended, dtype=np.float32), docs, metas, stale, view_records, result)
+    ids = [x.id for p in batch for x in p.pieces]
+    docs = [x.text for p in batch for x in p.pieces]
+    metas = [m for p in batch for m in p.metadatas]
+    return _Ready(ids, np.asarray(blended, dtype=np.float32), docs, metas, view_records, list(units))
 
 
 class _Writes:
     """The store writes of one call, in batch order; with ``overlap`` each runs on one background
     thread while the next batch embeds (the next write waits for it: one write at a time, each in
-    the store's own crash-safe order)."""
+    the store's own crash-safe order).
 
-    def __init__(self, sink: PieceSink, *, overlap: bool) -> None:
+    Each write holds the store's write lock while it works out what is stale and writes. If another
+    write happened since this call read what was stored (``sink.generation`` moved), it reads the
+    batch's turns and documents again first; a turn that this batch kept as it was but another
+    writer changed meanwhile is embedded again, under the lock (``embed``; rare)."""
+
+    def __init__(self, sink: PieceSink, embed: Callable[[list[_Unit]], _Ready], generation: int, *,
+                 overlap: bool) -> None:  # fmt: skip
         self.sink = sink
+        self.embed = embed
+        self.generation = generation
         self.done = IndexResult()
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="ctxret-write") if overlap else None
-        self._pending: tuple[Future[None], IndexResult] | None = None
+        self._pending: Future[IndexResult] | None = None
 
-    def _write(self, ready: _Ready, name: str | None) -> None:
-        r = ready
-        if r.views is None:
-            self.sink.write(r.ids, r.vectors, r.documents, r.metadatas, stale=r.stale, name=name)
-        else:
-            self.sink.write(r.ids, r.vectors, r.documents, r.metadatas, stale=r.stale, name=name, views=r.views)
+    def _write(self, ready: _Ready, name: str | None) -> IndexResult:
+        with self.sink.writing():
+            if self.sink.generation != self.generation:
+                ready = self._rebase(ready, name)
+            result, stale, new = ready.result()
+            r = ready
+            if not r.ids and not stale:
+                pass  # another writer already stored this version
+            elif r.views is None:
+                self.sink.write(r.ids, r.vectors, r.documents, r.metadatas, stale=stale, new=new, name=name)
+            else:
+                self.sink.write(
+                    r.ids, r.vectors, r.documents, r.metadatas, stale=stale, new=new, name=name, views=r.views
+                )
+            self.generation = self.sink.generation
+        return result
+
+    def _rebase(self, ready: _Ready, name: str | None) -> _Ready:
+        """``ready`` against what is stored now (under the write lock)."""
+        fresh = [_Unit(u.thread_id, u.doc_id, u.turns) for u in ready.units]
+        _diff(fresh, _stored(self.sink, fresh, name))
+        embedded = {p.key for u in ready.units for p in u.write}
+        if all(p.key in embedded for u in fresh for p in u.write):
+            for u, f in zip(ready.units, fresh, strict=True):
+                u.old = f.old  # the turns embedded are written (those now stored as they are: the same again)
+            return ready
+        return self.embed([u for u in fresh if u.changed])
 
     def put(self, ready: _Ready, name: str | None) -> None:
         self._wait()
         if self._pool is None:
-            self._write(ready, name)
-            self.done += ready.result
+            self.done += self._write(ready, name)
         else:
-            self._pending = (self._pool.submit(self._write, ready, name), ready.result)
+            self._pending = self._pool.submit(self._write, ready, name)
 
     def _wait(self) -> None:
         if self._pending is not None:
-            future, result = self._pending
+            future = self._pending
             self._pending = None
-            future.result()  # a failed write raises here
-            self.done += result
+            self.done += future.result()  # a failed write raises here
 
     def finish(self, *, quiet: bool = False) -> None:
         try:
@@ -477,6 +616,7 @@ def rebuild_store(
     """Re-embed every stored piece of ``store`` under ``config`` into a new collection swapped in when
     complete (``PieceStore.rebuild``). The stored views are re-embedded, never written again (a piece
     is known by its id)."""
+    store.repair_writes()  # a turn a crash cut off holds one version before it is read back
     records = list(store.records())
     turns = turns_from_records(r["metadata"] for r in records)
     known = {r["id"]: v for r in records if (v := stored_views(r["metadata"])) is not None}

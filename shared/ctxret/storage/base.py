@@ -9,7 +9,7 @@ search over vectors held in memory (the evaluation harness, tests). The search e
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -17,6 +17,14 @@ from .schema import ParentKey, Scope
 
 Row = tuple[str, str, float, dict[str, Any]]  # (id, document, cosine, metadata), best first
 Fetched = tuple[str, dict[str, Any], np.ndarray]  # (document, metadata, stored vector)
+
+
+class StoredPieces(NamedTuple):
+    """What a write reads before it diffs (``PieceStore.existing``): the stored piece ids of turns, and
+    of every turn of documents."""
+
+    turns: dict[tuple[str, str], set[str]]  # (thread_id, turn_id) -> piece ids
+    documents: dict[tuple[str, str], dict[str, set[str]]]  # (thread_id, doc_id) -> turn_id -> piece ids
 
 
 class Deferred(dict):

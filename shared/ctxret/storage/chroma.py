@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from .._faults import fault_point
 from ..errors import CtxretError, InputError, StoreError
 from .base import DEFERRED, Row
 from .lock import FolderLock
@@ -228,6 +229,8 @@ class ChromaStore:
                 documents=list(documents[start:end]),
                 metadatas=[dict(m) for m in metadatas[start:end]],
             )
+            if end < n:
+                fault_point("write:between-upserts")
 
     @_calls_chroma("delete pieces")
     def delete_ids(self, ids: Sequence[str], name: str | None = None) -> None:
@@ -236,6 +239,8 @@ class ChromaStore:
             return
         col = self._col(name)
         for start in range(0, len(ids), self.max_batch):
+            if start:
+                fault_point("delete:between-chunks")
             col.delete(ids=ids[start : start + self.max_batch])
 
     # -- reads -------------------------------------------------------------------------------

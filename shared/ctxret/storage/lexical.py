@@ -232,16 +232,35 @@ class LexicalIndex:
         with self._lock:
             return self._db.execute("SELECT 1 FROM pending_writes LIMIT 1").fetchone() is not None
 
-    def mark_pending(self, ids: Iterable[str] | None = None) -> str:
+    def mark_pending(
+        self,
+        ids: Iterable[str] | None = None,
+        *,
+        new: Iterable[str] | None = None,
+        stale: Iterable[str] = (),
+        clear: bool = False,
+    ) -> str:
         """Announce a write to the vector store; the write that follows (``settle=True``) clears it.
 
-        ``ids``: the pieces the write adds, replaces or deletes (``None``: it may touch any piece). If
-        that write never comes (a crash, an error between the two stores), the announcement stays in
-        the file until a repair (:func:`sync_from_store`) finds its writer gone, and reads those
-        pieces again from the vector store.
+        ``ids``: the pieces the write touches (``None`` and nothing else given: it may touch any piece).
+        A piece store's write says more, so that a crash can be finished or undone on the next open
+        (:meth:`abandoned_writes`): ``new`` (ids not stored before; ``ids`` then lists the ones
+        written again under the same id), ``stale`` (ids it deletes), or ``clear`` (it deletes
+        every piece). If that write never comes (a crash, an error between the two stores), the
+        announcement stays in the file until a repair (:func:`sync_from_store`) finds its writer
+        gone, and reads those pieces again from the vector store.
         """
         token = os.urandom(8).hex()
-        listed = None if ids is None else json.dumps(sorted({str(i) for i in ids}))
+        listed: str | None
+        if clear:
+            listed = json.dumps({"clear": True})
+        elif new is not None or stale:
+            listed = json.dumps(
+                {"new": sorted({str(i) for i in new or ()}), "rewritten": sorted({str(i) for i in ids or ()}),
+                 "stale": sorted({str(i) for i in stale})}
+            )  # fmt: skip
+        else:
+            listed = None if ids is None else json.dumps(sorted({str(i) for i in ids}))
         with self._tx():
             self._db.execute(
                 "INSERT INTO pending_writes(token, pid, host, since, ids) VALUES (?, ?, ?, ?, ?)",
@@ -259,17 +278,25 @@ class LexicalIndex:
         (every piece may be affected)."""
         out: set[str] = set()
         for _, listed in self._gone_announcements():
-            if listed is None:
+            found = _listed(listed)
+            if found is None or found.get("clear"):
                 return None
-            out.update(json.loads(listed))
+            for key in ("ids", "new", "rewritten", "stale"):
+                out.update(found.get(key, ()))
         return out
+
+    def abandoned_writes(self) -> list[dict[str, Any]]:
+        """The announcements of gone writers, oldest first, as ``{"new", "rewritten", "stale"}`` id lists,
+        ``{"clear": True}``, ``{"ids": [...]}`` (a write that did not say which ids were new) or ``{}``
+        (it did not list its pieces)."""
+        return [_listed(listed) or {} for _, listed in self._gone_announcements()]
 
     def _gone_announcements(self) -> list[tuple[str, str | None]]:
         """``(token, listed ids as JSON or None)`` of the announcements whose writers are gone, or
-        are this object's (what a full repair settles)."""
+        are this object's (what a full repair settles), oldest first."""
         mine = set(getattr(self._outstanding, "tokens", None) or [])
         with self._lock:
-            rows = self._db.execute("SELECT token, pid, host, since, ids FROM pending_writes").fetchall()
+            rows = self._db.execute("SELECT token, pid, host, since, ids FROM pending_writes ORDER BY since").fetchall()
         return [
             (token, listed)
             for token, pid, host, since, listed in rows
@@ -544,6 +571,14 @@ def _alive(pid: int, host: str, since: float) -> bool:
     except (PermissionError, OSError):
         return True
     return True
+
+
+def _listed(listed: str | None) -> dict[str, Any] | None:
+    """An announcement's id lists (see :meth:`LexicalIndex.mark_pending`); ``None``: none listed."""
+    if listed is None:
+        return None
+    found = json.loads(listed)
+    return {"ids": found} if isinstance(found, list) else dict(found)
 
 
 def _stored_row(document: Any, metadata: Any) -> tuple[str | None, str | None]:

@@ -9,17 +9,21 @@ complete, in steps that a crash at any point leaves recoverable (:meth:`PieceSto
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import threading
+import weakref
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 
 from .._faults import fault_point
 from ..errors import InputError
-from .base import DEFERRED, Fetched, Row, group_parents
+from .base import DEFERRED, Fetched, Row, StoredPieces, group_parents
 from .cache import DEFAULT_CACHE_PIECES, Block, ScopeView, ThreadCache
 from .changes import ChangeLog
 from .chroma import DEFAULT_COLLECTION, ChromaStore
@@ -40,6 +44,35 @@ __all__ = ["PieceStore", "REBUILD_SUFFIX", "PREVIOUS_SUFFIX", "open_piece_store"
 REBUILD_SUFFIX = "-rebuild"
 PREVIOUS_SUFFIX = "-previous"
 _T = TypeVar("_T")
+
+
+class _Writers:
+    """The one write lock and write counter of a store inside this process, shared by every
+    :class:`PieceStore` open on it (two indexes on one folder, or one server collection)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.generation = 0
+        self.stores: weakref.WeakSet[PieceStore] = weakref.WeakSet()
+
+
+_writers: weakref.WeakValueDictionary[tuple[str, str], _Writers] = weakref.WeakValueDictionary()
+_writers_guard = threading.Lock()
+
+
+def _writers_of(chroma: ChromaStore) -> _Writers:
+    if chroma.path is not None:
+        where = str(Path(chroma.path).resolve())
+    elif chroma.location == "memory" or chroma.server and chroma.location.startswith("client"):
+        where = f"{chroma.location}:{id(chroma.client)}"  # a client object is its own store
+    else:
+        where = chroma.location
+    key = (where, chroma.collection_name)
+    with _writers_guard:
+        found = _writers.get(key)
+        if found is None:
+            found = _writers[key] = _Writers()
+        return found
 
 
 class PieceStore:
@@ -67,6 +100,37 @@ class PieceStore:
         self.changes = changes
         #: The LLM-written views' vectors (``<collection>-views``), kept in step with the pieces (:mod:`.views`).
         self.views = ViewIndex(chroma)
+        self._writers = _writers_of(chroma)
+        self._writers.stores.add(self)
+
+    # -- one writer at a time ---------------------------------------------------------------------
+    def writing(self) -> contextlib.AbstractContextManager[Any]:
+        """The store's write lock inside this process (re-entrant; every :class:`PieceStore` on the same
+        folder or server collection shares it). Writes, deletes, clears and swaps take it; searches never do."""
+        return self._writers.lock
+
+    @property
+    def generation(self) -> int:
+        """How many writes this process made to the store: read it before reading what is stored, and a
+        write that finds it unchanged (under :meth:`writing`) knows nothing was written in between."""
+        return self._writers.generation
+
+    @contextlib.contextmanager
+    def _write(self, threads: Iterable[str] | None) -> Iterator[None]:
+        """One change of the pieces: under the write lock; afterwards (even if it failed part-way) the
+        changed threads leave every cache of the store in this process and the write counter moves on."""
+        threads = None if threads is None else set(threads)
+        with self._writers.lock:
+            self._invalidate(threads)
+            try:
+                yield
+            finally:  # a read between the two stores' writes may have cached the half-written thread
+                self._invalidate(threads)
+                self._writers.generation += 1
+
+    def _invalidate(self, threads: set[str] | None) -> None:
+        for store in list(self._writers.stores):
+            store.cache.invalidate(threads)
 
     def _load_thread(self, thread_id: str) -> Block:
         include = ("embeddings", "documents", "metadatas")
@@ -138,16 +202,31 @@ class PieceStore:
         self.recover()
         self.chroma.open(config)
         self.views.open(config)  # views hook
+        self.repair_writes()
 
     # -- writes -----------------------------------------------------------------------------------
-    def existing(self, turn_ids: Iterable[str], name: str | None = None) -> dict[tuple[str, str], set[str]]:
-        """Stored piece ids of the given turns, by ``(thread_id, turn_id)``."""
-        out: dict[tuple[str, str], set[str]] = defaultdict(set)
+    def existing(
+        self,
+        turns: Iterable[tuple[str, str]] = (),
+        documents: Iterable[tuple[str, str]] = (),
+        name: str | None = None,
+    ) -> StoredPieces:
+        """The stored piece ids of the given turns (``(thread_id, turn_id)``) and of every turn of the given
+        documents (``(thread_id, doc_id)``): one filtered read per 256 turn ids and per 256 document ids."""
+        out = StoredPieces(defaultdict(set), defaultdict(lambda: defaultdict(set)))
         if name is not None and name != self.collection_name:
             return out  # a rebuild target starts empty
-        for rec in self.chroma.records_of("turn_id", list(turn_ids)):
+        turns, documents = set(turns), set(documents)
+        for rec in self.chroma.records_of("turn_id", {t for _, t in turns}):
             meta = rec["metadata"] or {}
-            out[(str(meta.get("thread_id")), str(meta.get("turn_id")))].add(rec["id"])
+            key = (str(meta.get("thread_id")), str(meta.get("turn_id")))
+            if key in turns:
+                out.turns[key].add(rec["id"])
+        for rec in self.chroma.records_of("doc_id", {d for _, d in documents}):
+            meta = rec["metadata"] or {}
+            key = (str(meta.get("thread_id")), str(meta.get("doc_id")))
+            if key in documents:
+                out.documents[key][str(meta.get("turn_id"))].add(rec["id"])
         return out
 
     def write(
@@ -158,25 +237,36 @@ class PieceStore:
         metadatas: Sequence[Mapping[str, Any]],
         *,
         stale: Sequence[str] = (),
+        new: Collection[str] | None = None,
         name: str | None = None,
         views: Any = None,
     ) -> None:
         """Upsert pieces and delete ``stale`` ids: Chroma, then the lexical index in one transaction.
 
-        ``name`` writes another collection of the store (a rebuild target), Chroma only: the
-        lexical index is refilled after the swap. ``views`` (:class:`~.views.ViewRecords`): the
-        written pieces' LLM-written views, stored before the pieces (see :mod:`.views`).
+        ``new``: which of ``ids`` were not stored before (default: those the lexical file does not
+        hold). The announcement in the lexical file lists the new, rewritten and stale ids, and the
+        pieces written again go to Chroma before the new ones, so that a crash is finished or undone
+        on the next open (:meth:`repair_writes`). ``name`` writes another collection of the store (a
+        rebuild target), Chroma only: the lexical index is refilled after the swap. ``views``
+        (:class:`~.views.ViewRecords`): the written pieces' LLM-written views, stored before the pieces.
         """
         main = name is None or name == self.collection_name
         lexical = self.lexical if main else None
-        if main:
-            self.cache.invalidate({str(m.get("thread_id")) for m in metadatas})  # stale ids are of the same turns
-        again: set[str] = set()
-        if lexical is not None:
-            lexical.mark_pending([*ids, *stale])
-            again = lexical.known(ids)  # written before: Chroma merges their metadata
-        fault_point("write:before-chroma")
-        try:
+        threads = {str(m.get("thread_id")) for m in metadatas} if main else set()  # stale ids: the same threads
+        with self._write(threads):
+            again: set[str] = set()
+            if lexical is not None:
+                again = lexical.known(ids)  # written before: Chroma merges their metadata
+                fresh = set(ids) - again if new is None else set(new)
+                order = sorted(range(len(ids)), key=lambda i: ids[i] in fresh)  # rewritten first, new last
+                if order != list(range(len(ids))):
+                    ids = [ids[i] for i in order]
+                    vectors = np.asarray(vectors)[order]
+                    documents = [documents[i] for i in order]
+                    metadatas = [metadatas[i] for i in order]
+                lexical.mark_pending([i for i in ids if i not in fresh], new=[i for i in ids if i in fresh],
+                                     stale=stale)  # fmt: skip
+            fault_point("write:before-chroma")
             self.views.write(views, name=name)  # views hook: before the pieces
             if len(ids):
                 self.chroma.upsert(ids, vectors, documents, metadatas, name=name)
@@ -196,12 +286,9 @@ class PieceStore:
                     settle=True,
                     stored=stored,
                 )
-        finally:
-            if main:  # a read between the two writes may have cached the half-written thread
-                self.cache.invalidate({str(m.get("thread_id")) for m in metadatas})
-        fault_point("write:after-lexical")
-        if main and self.changes is not None:  # after the data: other processes replay it
-            self.changes.record(list(ids), list(stale), {str(m.get("thread_id")) for m in metadatas})
+            fault_point("write:after-lexical")
+            if main and self.changes is not None:  # after the data: other processes replay it
+                self.changes.record(list(ids), list(stale), threads)
 
     def _as_stored(
         self, ids: Sequence[str], documents: Sequence[str], metadatas: Sequence[Mapping[str, Any]], again: set[str]
@@ -222,42 +309,74 @@ class PieceStore:
 
     def delete(self, scope: Scope) -> int:
         """Delete every piece inside ``scope``; returns how many."""
-        recs = list(self.chroma.iter_records(scope.chroma_where()))
-        ids = [r["id"] for r in recs]
-        threads = {str((r["metadata"] or {}).get("thread_id")) for r in recs}
-        self.cache.invalidate(threads)
-        try:
-            self._delete_ids(ids)
-            self.views.delete_pieces(ids)  # views hook
-        finally:
-            self.cache.invalidate(threads)
-        if self.changes is not None:
-            self.changes.record([], ids, threads)
+        with self.writing():
+            recs = list(self.chroma.iter_records(scope.chroma_where()))
+            ids = [r["id"] for r in recs]
+            threads = {str((r["metadata"] or {}).get("thread_id")) for r in recs}
+            with self._write(threads):
+                self._delete_ids(ids)
+                self.views.delete_pieces(ids)  # views hook
+                if self.changes is not None:
+                    self.changes.record([], ids, threads)
         return len(ids)
 
     def clear(self) -> None:
         """Delete every piece (the collection and its config stay)."""
-        ids = [r["id"] for r in self.chroma.iter_records(None, include=())]
-        self.cache.invalidate()
-        if self.lexical is not None:
-            self.lexical.mark_pending()
-        try:
+        with self._write(None):
+            ids = [r["id"] for r in self.chroma.iter_records(None, include=())]
+            if self.lexical is not None:
+                self.lexical.mark_pending(clear=True)
             self.chroma.delete_ids(ids)
             self.views.clear()  # views hook
-        finally:
-            self.cache.invalidate()
-        if self.lexical is not None:
-            self.lexical.clear(settle=True)
-        if self.changes is not None:
-            self.changes.record_everything()
+            if self.lexical is not None:
+                self.lexical.clear(settle=True)
+            if self.changes is not None:
+                self.changes.record_everything()
 
     def _delete_ids(self, ids: Sequence[str]) -> None:
         if self.lexical is not None:
-            self.lexical.mark_pending(ids)
+            self.lexical.mark_pending(stale=ids)  # a crash part-way is finished on the next open
         self.chroma.delete_ids(ids)
         fault_point("delete:after-chroma")
         if self.lexical is not None:
             self.lexical.delete(ids, settle=True)
+
+    def repair_writes(self) -> int:
+        """Finish or undo the writes a crash cut off (their announcements in the lexical file), so that
+        every turn holds exactly one version; returns how many were repaired.
+
+        A write whose every new piece reached Chroma is finished (its stale pieces are deleted; the
+        pieces it wrote again went to Chroma before the new ones); any other is undone (the new
+        pieces that reached Chroma are deleted, with their views). A delete or clear is finished.
+        The lexical file is then repaired from Chroma (:meth:`sync_lexical`). Only for a store this
+        process alone writes (an embedded folder, or memory): on a server another process may have
+        written the same pieces since, and a turn cut off there keeps both versions until it is
+        written again (the write removes the other version's pieces).
+        """
+        if self.lexical is None or self.changes is not None or not self.lexical.pending:
+            return 0
+        n = 0
+        with self._write(None):
+            for found in self.lexical.abandoned_writes():
+                if found.get("clear"):
+                    gone = [r["id"] for r in self.chroma.iter_records(None, include=())]
+                    self.chroma.delete_ids(gone)
+                    self.views.clear()  # views hook
+                elif "new" in found:
+                    new = list(found["new"])
+                    present = [r["id"] for r in self.chroma.get(new, include=())] if new else []
+                    finish = len(present) == len(new)
+                    gone = list(found["stale"]) if finish else present
+                    logger.warning(
+                        "%s an interrupted write to %r: %d piece(s) removed",
+                        "finishing" if finish else "undoing", self.collection_name, len(gone),
+                    )  # fmt: skip
+                    self.chroma.delete_ids(gone)
+                    self.views.delete_pieces(gone)  # views hook
+                else:
+                    continue  # an older announcement that does not say which pieces are new: the lexical repair
+                n += 1
+        return n
 
     # -- reads (the DenseBackend protocol) ---------------------------------------------------------
     def dense(self, vectors: np.ndarray, n: int, scope: Scope) -> list[list[Row]]:
@@ -394,7 +513,8 @@ class PieceStore:
         """Repair the lexical index from Chroma's stored texts (``full=None``: only if cheap signals disagree)."""
         if self.lexical is None:
             return SyncReport()
-        return sync_from_store(self.lexical, self.chroma, full=full)
+        with self.writing():  # no write of this process in flight: its announcement is not a crashed one
+            return sync_from_store(self.lexical, self.chroma, full=full)
 
     def rebuild(self, config: Mapping[str, Any], refill: Callable[[str], _T]) -> _T:
         """Build a new collection under ``config`` with ``refill(target_name)`` and swap it in when complete.
@@ -419,7 +539,10 @@ class PieceStore:
 
     def swap_in(self, temp: str) -> None:
         """Replace the collection with the complete ``temp``: old → previous, temp → name, drop previous."""
-        self.cache.invalidate()
+        with self._write(None):
+            self._swap_in(temp)
+
+    def _swap_in(self, temp: str) -> None:
         name = self.collection_name
         previous = name + PREVIOUS_SUFFIX
         if self.lexical is not None:
