@@ -2,6 +2,8 @@
 
     python faults_worker.py STORE setup|write|bulk|delete|rebuild|check
 
+``CTXRET_TEST_LEXICAL=0`` opens the store with ``lexical=False`` (its writes announced in the journal file).
+
 ``CTXRET_FAULT_AT`` (see ``ctxret._faults``) kills the process at a named step of the operation.
 ``check`` opens the store (which repairs or finishes what a kill cut off) and prints its state as JSON.
 """
@@ -9,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from ctxret import ContextualIndex
@@ -33,9 +36,9 @@ def thread(name: str, version: int) -> list[dict[str, str]]:
 
 def main(store: str, op: str) -> None:
     if op == "rebuild":
-        ContextualIndex.rebuild(store, weight=0.7)
+        ContextualIndex.rebuild(store, weight=0.7, lexical=os.environ.get("CTXRET_TEST_LEXICAL") != "0")
         return
-    index = ContextualIndex(store)
+    index = ContextualIndex(store, lexical=os.environ.get("CTXRET_TEST_LEXICAL") != "0")
     index.store.chroma.max_batch = 3  # several Chroma calls per write: a kill can fall between two of them
     if op == "setup":
         index.add_messages(thread("alpha", 1), thread_id="alpha")

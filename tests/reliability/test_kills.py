@@ -29,8 +29,8 @@ OPERATION_OF = {point: point.split(":")[0] for point in POINTS}
 OPERATION_OF.update({p: "rebuild" for p in POINTS if p.startswith("swap:")})
 
 
-def run(store: Path, op: str, fault: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
+def run(store: Path, op: str, fault: str | None = None, *, lexical: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONHASHSEED": "0", "CTXRET_TEST_LEXICAL": "1" if lexical else "0"}
     env.pop("CTXRET_FAULT_AT", None)
     if fault is not None:
         env["CTXRET_FAULT_AT"] = fault
@@ -39,8 +39,8 @@ def run(store: Path, op: str, fault: str | None = None) -> subprocess.CompletedP
     )
 
 
-def state(store: Path) -> dict:
-    proc = run(store, "check")
+def state(store: Path, *, lexical: bool = True) -> dict:
+    proc = run(store, "check", lexical=lexical)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -93,3 +93,20 @@ def test_kill_at_each_step_then_reopen_and_redo(point, tmp_path, reference):
     assert redo.returncode == 0, redo.stderr
     final = state(store)
     assert final == reference[op], f"{point}: redoing the operation did not end where an uninterrupted run ends"
+
+
+@pytest.mark.parametrize("point", ["write:between-upserts", "write:after-upsert", "delete:between-chunks"])
+def test_a_store_without_a_lexical_file_is_repaired_from_its_journal(point, tmp_path, reference):
+    """``lexical=False``: the announcements live in a journal file beside Chroma's, and a killed write is
+    finished or undone on open all the same."""
+    op = OPERATION_OF[point]
+    store = tmp_path / "store"
+    assert run(store, "setup", lexical=False).returncode == 0
+    before = state(store, lexical=False)
+    killed = run(store, op, fault=point, lexical=False)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-500:]
+    after = state(store, lexical=False)
+    assert after["lexical"] is None and (store / "ctxret-journal-ctxret.sqlite3").exists()
+    assert after["turns"] in (before["turns"], reference[op]["turns"]), (
+        f"{point}: turns {mixed(after['turns'], before['turns'], reference[op]['turns'])} hold two versions"
+    )

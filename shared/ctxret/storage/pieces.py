@@ -87,9 +87,13 @@ class PieceStore:
         cache_pieces: int = DEFAULT_CACHE_PIECES,
         scoped_lexical: bool = True,
         changes: ChangeLog | None = None,
+        journal: LexicalIndex | None = None,
     ) -> None:
         self.chroma = chroma
         self.lexical = lexical
+        #: Where writes are announced before they reach Chroma (:meth:`repair_writes`): the lexical file,
+        #: else a journal file of the same format holding no pieces (an embedded store with ``lexical=False``).
+        self.journal = lexical if lexical is not None else journal
         #: Whether a thread-scoped search gets a BM25 side (from the threads' pieces, in memory).
         self.scoped_lexical = scoped_lexical
         #: The lexical analysis of thread-scoped BM25 (the lexical file's own, when there is one).
@@ -189,8 +193,8 @@ class PieceStore:
 
     def close(self) -> None:
         """Close the lexical file and give the folder lock back."""
-        if self.lexical is not None:
-            self.lexical.close()
+        if self.journal is not None:
+            self.journal.close()
         self.chroma.close()
 
     # -- config -----------------------------------------------------------------------------------
@@ -252,19 +256,21 @@ class PieceStore:
         """
         main = name is None or name == self.collection_name
         lexical = self.lexical if main else None
+        journal = self.journal if main else None
         threads = {str(m.get("thread_id")) for m in metadatas} if main else set()  # stale ids: the same threads
         with self._write(threads):
-            again: set[str] = set()
-            if lexical is not None:
-                again = lexical.known(ids)  # written before: Chroma merges their metadata
-                fresh = set(ids) - again if new is None else set(new)
+            again = lexical.known(ids) if lexical is not None else set()  # written before: Chroma merges their metadata
+            fresh = set(new) if new is not None else set(ids) - again if lexical is not None else None
+            if journal is not None and fresh is None:
+                journal.mark_pending([*ids, *stale])  # which are new is not known: not repaired, only announced
+            elif journal is not None and fresh is not None:
                 order = sorted(range(len(ids)), key=lambda i: ids[i] in fresh)  # rewritten first, new last
                 if order != list(range(len(ids))):
                     ids = [ids[i] for i in order]
                     vectors = np.asarray(vectors)[order]
                     documents = [documents[i] for i in order]
                     metadatas = [metadatas[i] for i in order]
-                lexical.mark_pending([i for i in ids if i not in fresh], new=[i for i in ids if i in fresh],
+                journal.mark_pending([i for i in ids if i not in fresh], new=[i for i in ids if i in fresh],
                                      stale=stale)  # fmt: skip
             fault_point("write:before-chroma")
             self.views.write(views, name=name)  # views hook: before the pieces
@@ -286,6 +292,8 @@ class PieceStore:
                     settle=True,
                     stored=stored,
                 )
+            elif journal is not None:
+                journal.write(settle=True)  # the announcement goes
             fault_point("write:after-lexical")
             if main and self.changes is not None:  # after the data: other processes replay it
                 self.changes.record(list(ids), list(stale), threads)
@@ -324,40 +332,49 @@ class PieceStore:
         """Delete every piece (the collection and its config stay)."""
         with self._write(None):
             ids = [r["id"] for r in self.chroma.iter_records(None, include=())]
-            if self.lexical is not None:
-                self.lexical.mark_pending(clear=True)
+            if self.journal is not None:
+                self.journal.mark_pending(clear=True)
             self.chroma.delete_ids(ids)
             self.views.clear()  # views hook
             if self.lexical is not None:
                 self.lexical.clear(settle=True)
+            elif self.journal is not None:
+                self.journal.write(settle=True)
             if self.changes is not None:
                 self.changes.record_everything()
 
     def _delete_ids(self, ids: Sequence[str]) -> None:
-        if self.lexical is not None:
-            self.lexical.mark_pending(stale=ids)  # a crash part-way is finished on the next open
+        if self.journal is not None:
+            self.journal.mark_pending(stale=ids)  # a crash part-way is finished on the next open
         self.chroma.delete_ids(ids)
         fault_point("delete:after-chroma")
         if self.lexical is not None:
             self.lexical.delete(ids, settle=True)
+        elif self.journal is not None:
+            self.journal.write(settle=True)
 
     def repair_writes(self) -> int:
-        """Finish or undo the writes a crash cut off (their announcements in the lexical file), so that
+        """Finish or undo the writes a crash cut off (their announcements in :attr:`journal`), so that
         every turn holds exactly one version; returns how many were repaired.
 
         A write whose every new piece reached Chroma is finished (its stale pieces are deleted; the
         pieces it wrote again went to Chroma before the new ones); any other is undone (the new
         pieces that reached Chroma are deleted, with their views). A delete or clear is finished.
         The lexical file is then repaired from Chroma (:meth:`sync_lexical`). Only for a store this
-        process alone writes (an embedded folder, or memory): on a server another process may have
-        written the same pieces since, and a turn cut off there keeps both versions until it is
-        written again (the write removes the other version's pieces).
+        process alone writes (an embedded folder, or memory, whose announcements stay in the
+        lexical file or, with ``lexical=False``, in a journal file beside Chroma's): on a Chroma
+        server another process may have written the same pieces since, so nothing is repaired there,
+        and a turn a crash cut off between its two Chroma steps keeps both versions until it is
+        written again (the write removes the other version's pieces). The same holds for a write of
+        several Chroma calls whose pieces share ids with the old version: their vectors may be old
+        or new (their texts are the same).
         """
-        if self.lexical is None or self.changes is not None or not self.lexical.pending:
+        journal = self.journal
+        if journal is None or self.changes is not None or not journal.pending:
             return 0
         n = 0
         with self._write(None):
-            for found in self.lexical.abandoned_writes():
+            for found in journal.abandoned_writes():
                 if found.get("clear"):
                     gone = [r["id"] for r in self.chroma.iter_records(None, include=())]
                     self.chroma.delete_ids(gone)
@@ -376,6 +393,8 @@ class PieceStore:
                 else:
                     continue  # an older announcement that does not say which pieces are new: the lexical repair
                 n += 1
+            if self.lexical is None:
+                journal.settle_all()  # with a lexical file, its repair from Chroma settles them
         return n
 
     # -- reads (the DenseBackend protocol) ---------------------------------------------------------
@@ -636,9 +655,13 @@ def open_piece_store(
         index = LexicalIndex(":memory:", analysis=analysis)
     elif not chroma.server and chroma.path is not None:
         index = LexicalIndex(default_lexical_path(chroma.path, collection), analysis=analysis)
+    journal = None
+    if index is None and not chroma.server and chroma.path is not None and fts5_available():
+        # no lexical file: a small one of the same format, holding no pieces, keeps the write announcements
+        journal = LexicalIndex(Path(chroma.path) / f"ctxret-journal-{collection}.sqlite3", analysis=analysis)
     # A server is shared: other processes' writes come through its change log, replayed before each search.
     changes = ChangeLog(chroma) if chroma.server else None
     return PieceStore(
         chroma, index, analysis=analysis, cache_pieces=DEFAULT_CACHE_PIECES if cache_pieces is None else cache_pieces,
-        scoped_lexical=lexical is not False, changes=changes,
+        scoped_lexical=lexical is not False, changes=changes, journal=journal,
     )  # fmt: skip
