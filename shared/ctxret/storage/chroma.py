@@ -122,7 +122,7 @@ class ChromaStore:
             except Exception as e:
                 raise _store_error(self, "connect", e) from e
         elif in_memory:
-            self.client = chromadb.EphemeralClient(settings=settings)
+            self.client = memory_client(settings)
             self.location = "memory"
         else:
             self.path = Path(path if path is not None else ".ctxret").expanduser()
@@ -144,8 +144,10 @@ class ChromaStore:
             self.max_batch = 5461
 
     def close(self) -> None:
-        """Give the folder lock back (embedded stores); the store cannot be used afterwards."""
+        """Give the folder lock back (embedded stores), free an in-memory store; the store cannot be used afterwards."""
         self._collections.clear()
+        if self.location == "memory":
+            self.client.close()
         if self._lock is not None:
             self._lock.release()
 
@@ -329,6 +331,58 @@ class ChromaStore:
     @_calls_chroma("count pieces")
     def count(self, name: str | None = None) -> int:
         return int(self._col(name).count())
+
+
+def memory_client(settings: Any) -> Any:
+    """A Chroma client on an in-memory system of its own: a separate store for every call.
+
+    ``chromadb.EphemeralClient`` shares one system per process among every client (keyed
+    "ephemeral" in ``SharedSystemClient``): two in-memory indexes would see each other's pieces, and
+    a client made with other settings (langchain-chroma's ``chromadb.Client(Settings())``, with
+    telemetry on) is refused while ours lives, and ours while theirs lives. This client's system is
+    never registered there, so it shares nothing and clashes with nothing; ``close()`` frees it.
+    Opening one starts a Chroma system: a few milliseconds more than a collection on the shared one
+    (BENCHMARKS.md, "Opening an in-memory index").
+    """
+    try:
+        own = _memory_client_class()
+    except (ImportError, AttributeError) as e:  # another chromadb layout: the shared system, as before
+        import chromadb
+
+        logger.warning("in-memory stores share one Chroma system with this chromadb version (%s)", e)
+        return chromadb.EphemeralClient(settings=settings)
+    return own(settings)
+
+
+@functools.cache
+def _memory_client_class() -> Any:
+    from chromadb.api import ServerAPI
+    from chromadb.api.client import Client
+    from chromadb.config import DEFAULT_DATABASE, DEFAULT_TENANT, System
+    from chromadb.telemetry.product import ProductTelemetryClient
+
+    class OwnSystemClient(Client):
+        """``chromadb.api.client.Client`` on a private ``System`` (its ``__init__`` would use the shared one)."""
+
+        def __init__(self, settings: Any) -> None:  # Client.__init__ is skipped on purpose: it registers the system
+            settings.is_persistent = False
+            system = System(settings)
+            system.instance(ProductTelemetryClient)  # type: ignore[type-abstract]  # as chromadb's own code
+            self._server = system.instance(ServerAPI)  # type: ignore[type-abstract]
+            system.start()
+            self._own_system = system
+            self.tenant, self.database = DEFAULT_TENANT, DEFAULT_DATABASE
+
+        @property
+        def _system(self) -> Any:
+            return self._own_system
+
+        def close(self) -> None:
+            if not self._closed:
+                self._closed = True
+                self._own_system.stop()
+
+    return OwnSystemClient
 
 
 def _cosines(distances: Sequence[float]) -> list[float]:

@@ -1,0 +1,79 @@
+"""What opening an in-memory index costs: a Chroma system of its own against the process's shared one.
+
+``ContextualIndex(in_memory=True)`` opens its own in-memory Chroma system (``storage.chroma.memory_client``),
+so that two in-memory indexes are separate stores and live beside the frameworks' in-memory Chroma. Before,
+every in-memory index shared ``chromadb.EphemeralClient``'s process-wide system: after the first, opening
+one only created a collection. This times, interleaved in one process (``--repeat`` rounds, the median and
+the 90th percentile):
+
+* ``shared system``: ``chromadb.EphemeralClient(settings)`` + a new collection (what ``in_memory=True`` was);
+* ``own system``: ``memory_client(settings)`` + a new collection, then ``close()`` (what it is now);
+* ``ContextualIndex(in_memory=True)``: the whole open (collection with its config, the lexical ``:memory:``
+  file, the views hook) and ``close()``, with a small embedder (no model is loaded).
+
+    python benchmarks/bench_memory_open.py --repeat 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import uuid
+
+import numpy as np
+
+
+class _Embedder:
+    model_id, dims, max_tokens, default_piece_bytes, default_score_threshold = "bench-8", 8, 512, 600, 0.0
+
+    def count_tokens(self, texts):
+        return [len(t.split()) for t in texts]
+
+    def embed(self, texts):
+        return np.ones((len(texts), 8), np.float32) / np.sqrt(8)
+
+    async def aembed(self, texts):
+        return self.embed(texts)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=200)
+    args = ap.parse_args()
+    import chromadb
+    from chromadb.config import Settings
+    from ctxret import ContextualIndex
+    from ctxret.storage.chroma import HNSW, memory_client
+
+    settings = Settings(anonymized_telemetry=False)
+
+    def shared() -> None:
+        client = chromadb.EphemeralClient(settings=settings)
+        client.get_or_create_collection(f"b{uuid.uuid4().hex[:12]}", configuration={"hnsw": dict(HNSW)})
+
+    def own() -> None:
+        client = memory_client(Settings(anonymized_telemetry=False))
+        client.get_or_create_collection(f"b{uuid.uuid4().hex[:12]}", configuration={"hnsw": dict(HNSW)})
+        client.close()
+
+    def index() -> None:
+        ContextualIndex(in_memory=True, embedder=_Embedder()).close()
+
+    cases = {"shared system": shared, "own system": own, "ContextualIndex(in_memory=True)": index}
+    for fn in cases.values():  # warm up: imports, the shared system's first start
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(args.repeat):
+        for name, fn in cases.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append((time.perf_counter() - t0) * 1000)
+    print(f"{'open':34s} {'median ms':>10s} {'p90 ms':>8s}  ({args.repeat} rounds, interleaved)")
+    for name, ms in times.items():
+        q = statistics.quantiles(ms, n=10)
+        print(f"{name:34s} {statistics.median(ms):10.2f} {q[-1]:8.2f}")
+
+
+if __name__ == "__main__":
+    main()
