@@ -50,7 +50,10 @@ class ContextualIndex:
     ...     print(group.part, [h.score for h in group.hits])
 
     Store: ``path`` (embedded Chroma folder; default ``./.ctxret``), ``host``/``port`` (a Chroma server),
-    ``client`` (your own Chroma client) or ``in_memory=True``. Embedder: the local MiniLM model by default;
+    ``client`` (your own Chroma client) or ``in_memory=True`` (a separate store each time). An embedded folder
+    (``path``, or ``client=chromadb.PersistentClient(folder)``) is locked for this process while the index is
+    open; ``lock_timeout`` (seconds, default 0) waits for another process that holds it instead of failing at
+    once. Embedder: the local MiniLM model by default;
     any ctxret embedder, LangChain ``Embeddings`` or LlamaIndex ``BaseEmbedding`` (wrapped by
     :func:`ctxret.embedders.wrappers.as_embedder`).
 
@@ -79,7 +82,7 @@ class ContextualIndex:
         # where the pieces live: an embedded folder (path), a Chroma server, your own client, or memory
         collection: str = DEFAULT_COLLECTION, host: str | None = None, port: int | None = None, ssl: bool = False,
         headers: Mapping[str, str] | None = None, client: Any | None = None, in_memory: bool = False,
-        lexical: bool | None = None, lexical_path: str | os.PathLike[str] | None = None,
+        lock_timeout: float = 0.0, lexical: bool | None = None, lexical_path: str | os.PathLike[str] | None = None,
         # how pieces become vectors (an IndexConfig, recorded on the collection)
         embedder: Embedder | None = None, weight: float | None = None, context: ContextStrategy | None = None,
         piece_bytes: int | None = None, contextualizer: Contextualizer | None = None, progress: bool | None = None,
@@ -105,7 +108,7 @@ class ContextualIndex:
         self.max_turn_bytes = max_turn_bytes or None
         self.store: PieceStore = open_piece_store(
             path, collection=collection, host=host, port=port, ssl=ssl, headers=headers, client=client,
-            in_memory=in_memory, lexical=lexical, lexical_path=lexical_path,
+            in_memory=in_memory, lock_timeout=lock_timeout, lexical=lexical, lexical_path=lexical_path,
         )  # fmt: skip
         self.store.recover()  # finish an interrupted rebuild first: its collection holds the config to read
         stored = self.store.stored_config()

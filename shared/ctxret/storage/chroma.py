@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import CtxretError, InputError, StoreError
 from .base import DEFERRED, Row
-from .lock import FolderLock
+from .lock import FolderLock, check_lock_timeout
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ def _store_error(store: ChromaStore, what: str, e: BaseException) -> CtxretError
             f"Chroma refused to {what}: {e}. Check the where filter (Chroma's filter syntax, one top-level key, "
             "$and/$or with at least two clauses) and that ids and metadata values are valid UTF-8 text"
         )
-    if store.server:
+    if store.server and store._lock is None:
         fix = (
             "check that the Chroma server is running and reachable (`chroma run --path DIR --host HOST --port PORT`), "
             "then retry: pieces already stored are safe, and a write that did not finish is redone by running it again"
@@ -85,6 +85,9 @@ class ChromaStore:
 
     Pick one backend: ``path`` (embedded, persistent; the default), ``host``/``port`` (a Chroma
     server; ``headers`` for auth), ``client`` (any Chroma client you made), or ``in_memory=True``.
+    An embedded folder, given as ``path`` or as a ``chromadb.PersistentClient``, is locked for this
+    process while the store is open (:mod:`.lock`); ``lock_timeout`` seconds to wait for another
+    process that holds it (default 0: fail at once).
     """
 
     def __init__(
@@ -98,6 +101,7 @@ class ChromaStore:
         headers: Mapping[str, str] | None = None,
         client: Any | None = None,
         in_memory: bool = False,
+        lock_timeout: float = 0.0,
     ) -> None:
         import chromadb
         from chromadb.config import Settings
@@ -106,13 +110,17 @@ class ChromaStore:
         if len(chosen) > 1:
             raise InputError("choose one store: path=, host=/port=, client= or in_memory=True")
         _check_collection_name(collection)
+        lock_timeout = check_lock_timeout(lock_timeout)
         settings = Settings(anonymized_telemetry=False)
         self.path: Path | None = None
         self._lock: FolderLock | None = None
         self.server = host is not None or client is not None
         if client is not None:
+            folder = _persistent_folder(client)
+            if folder is not None:  # an embedded folder all the same: one process at a time
+                self._lock = FolderLock(folder).acquire(lock_timeout)
             self.client = client
-            self.location = f"client {type(client).__name__}"
+            self.location = f"client {type(client).__name__}" + (f" at {folder}" if folder is not None else "")
         elif host is not None:
             self.location = f"{'https' if ssl else 'http'}://{host}:{port or 8000}"
             try:
@@ -129,7 +137,7 @@ class ChromaStore:
             if self.path.exists() and not self.path.is_dir():
                 raise InputError(f"store path {str(self.path)!r} exists and is not a folder; pass a folder path")
             self.path.mkdir(parents=True, exist_ok=True)
-            self._lock = FolderLock(self.path).acquire()  # before Chroma touches the folder
+            self._lock = FolderLock(self.path).acquire(lock_timeout)  # before Chroma touches the folder
             try:
                 self.client = chromadb.PersistentClient(path=str(self.path), settings=settings)
             except BaseException:
@@ -397,6 +405,17 @@ def _records(page: Mapping[str, Any], include: Sequence[str]) -> Iterator[dict[s
             values = page.get(field)
             rec[field[:-1] if field.endswith("s") else field] = None if values is None else values[i]
         yield rec
+
+
+def _persistent_folder(client: Any) -> Path | None:
+    """The folder of an embedded client (``chromadb.PersistentClient``), ``None`` for a server or in-memory one."""
+    try:
+        settings = client.get_settings()
+    except Exception:  # a client without settings (a wrapper, a test double): nothing to lock
+        return None
+    folder = getattr(settings, "persist_directory", None)
+    remote = "fastapi" in str(getattr(settings, "chroma_api_impl", "")).lower()
+    return Path(folder) if getattr(settings, "is_persistent", False) and folder and not remote else None
 
 
 def _name_of(c: Any) -> str:

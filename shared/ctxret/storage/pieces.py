@@ -483,6 +483,7 @@ def open_piece_store(
     headers: Mapping[str, str] | None = None,
     client: Any | None = None,
     in_memory: bool = False,
+    lock_timeout: float = 0.0,
     lexical: bool | None = None,
     lexical_path: str | os.PathLike[str] | None = None,
     lexical_language: str | None = "english",
@@ -500,8 +501,9 @@ def open_piece_store(
         raise InputError(f"lexical must be True, False or None, got {lexical!r}")
     analysis = default_analysis(lexical_language)
     chroma = ChromaStore(
-        path, collection=collection, host=host, port=port, ssl=ssl, headers=headers, client=client, in_memory=in_memory
-    )
+        path, collection=collection, host=host, port=port, ssl=ssl, headers=headers, client=client, in_memory=in_memory,
+        lock_timeout=lock_timeout,
+    )  # fmt: skip
     index: LexicalIndex | None = None
     if lexical is False:
         pass
