@@ -7,15 +7,19 @@ nesting, lone surrogates, control characters, NaN and huge numbers.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import subprocess
 import sys
 
+import numpy as np
 import pytest
-from ctxret import ContextualIndex, CtxretError, InputError
+from ctxret import ContextualIndex, CtxretError, EmbeddingError, InputError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from reliability.bow_embedder import SmallEmbedder
 
 pytestmark = pytest.mark.slow
 
@@ -141,3 +145,90 @@ def test_cli_index_reports_a_bad_file_and_writes_nothing(tmp_path_factory, lines
     if proc.returncode == 1:
         assert "error:" in proc.stderr
         assert "pieces" not in proc.stdout  # nothing was written, the good file included
+
+
+# -- query vectors are checked like stored ones ----------------------------------------------------------------
+class Misbehaving(SmallEmbedder):
+    """Answers wrongly in one way (``mode``) for the texts ``when`` selects (default: every call)."""
+
+    def __init__(self, mode: str, when=lambda texts: True) -> None:
+        super().__init__()
+        self.mode, self.when = mode, when
+
+    def embed(self, texts):
+        good = super().embed(texts)
+        if not self.when(texts):
+            return good
+        if self.mode == "dims":
+            return good[:, :-1]
+        if self.mode == "fewer":
+            return good[:-1]
+        if self.mode == "more":
+            return np.concatenate([good, good[:1]])
+        if self.mode in ("nan", "inf"):
+            good[-1, 3] = np.nan if self.mode == "nan" else np.inf
+            return good
+        if self.mode == "flat":
+            return good.reshape(-1)
+        if self.mode == "ragged":
+            return [list(good[0]), list(good[0, :-2]), *(list(row) for row in good[1:])]
+        raise AssertionError(self.mode)
+
+
+BAD_MODES = ["dims", "fewer", "more", "nan", "inf", "flat", "ragged"]
+ONE_PART = "Where are the alpha launch codes?"
+TWO_PARTS = "Where are the alpha launch codes? Also, what did bravo say about the garden?"
+
+
+@pytest.fixture(scope="module")
+def small_index():
+    index = ContextualIndex(in_memory=True, embedder=SmallEmbedder(), progress=False)
+    index.add_messages([{"role": "user", "content": "the alpha launch codes are in the blue safe"}], thread_id="a")
+    index.add_messages([{"role": "user", "content": "bravo said the garden needs water"}], thread_id="b")
+    yield index
+    index.close()
+
+
+def _check_refused(err: pytest.ExceptionInfo[EmbeddingError], mode: str) -> None:
+    message = str(err.value)
+    assert "small-bow-16" in message, message  # names the embedder
+    fixes = {"dims": "returned 15-dimensional vectors", "nan": "NaN", "inf": "NaN or infinite"}
+    fix = fixes.get(mode, "one 16-dimensional vector per text")
+    assert fix in message, message
+
+
+@pytest.mark.parametrize("message", [ONE_PART, TWO_PARTS], ids=["one-part", "two-parts"])
+@pytest.mark.parametrize("mode", BAD_MODES)
+def test_a_bad_query_embedding_is_an_embedding_error(small_index, monkeypatch, mode, message):
+    """Raw numpy ValueError / IndexError before, or worse: too few vectors for two parts and the whole
+    message were taken as two unblended part vectors, and NaN ranked as a score."""
+    monkeypatch.setattr(small_index, "embedder", Misbehaving(mode))
+    with pytest.raises(EmbeddingError) as err:
+        small_index.search(message, score_threshold=None)
+    _check_refused(err, mode)
+    with pytest.raises(EmbeddingError) as err:
+        asyncio.run(small_index.asearch(message, score_threshold=None))
+    _check_refused(err, mode)
+    with pytest.raises(EmbeddingError):
+        small_index.search(message, score_threshold=None, thread_id="a", deadline_ms=60_000)  # the staged path
+
+
+@pytest.mark.parametrize("mode", ["dims", "fewer", "nan"])
+def test_a_bad_hyde_answer_embedding_is_an_embedding_error(small_index, monkeypatch, mode):
+    bad = Misbehaving(mode, when=lambda texts: any("hypothetical" in t for t in texts))
+    monkeypatch.setattr(small_index, "embedder", bad)
+    hyde = lambda part: "a hypothetical answer about launch codes"  # noqa: E731
+    with pytest.raises(EmbeddingError) as err:
+        small_index.search(TWO_PARTS, score_threshold=None, hyde=hyde)
+    _check_refused(err, mode)
+    with pytest.raises(EmbeddingError):
+        asyncio.run(small_index.asearch(TWO_PARTS, score_threshold=None, hyde=hyde))
+
+
+def test_a_bad_embedding_at_write_time_still_writes_nothing(small_index, monkeypatch):
+    before = sorted(r["id"] for r in small_index.store.records(include=()))
+    for mode in BAD_MODES:
+        monkeypatch.setattr(small_index, "embedder", Misbehaving(mode))
+        with pytest.raises(EmbeddingError, match="small-bow-16"):
+            small_index.add_messages([{"role": "user", "content": f"a new turn {mode}"}], thread_id="c")
+    assert sorted(r["id"] for r in small_index.store.records(include=())) == before
