@@ -149,7 +149,7 @@ def _turns_of(
                 f"document {node.node_id!r}: metadata['first_turn'] must be a positive integer, "
                 f"got {first!r}"
             )
-        thread = meta.get("thread_id") or thread_id or "default"
+        thread = _thread_of(meta, thread_id) or "default"
         turns = turns_from_messages(
             messages, str(thread), first_turn=first, include_system=include_system
         )
@@ -165,7 +165,7 @@ def _turns_of(
     # An id the caller chose (``Document(id_=...)``, ``filename_as_id=True``) is the document id;
     # LlamaIndex's random default is not (re-adding the same text must find the same pieces).
     doc_id = meta.get("doc_id") or (node.id_ if "id_" in node.model_fields_set else None)
-    thread = meta.get("thread_id") or thread_id or None
+    thread = _thread_of(meta, thread_id)
     caller = {k: v for k, v in meta.items() if k not in DOCUMENT_KEYS} if include_metadata else {}
     return document_turns(
         text,
@@ -174,6 +174,12 @@ def _turns_of(
         thread_id=str(thread) if thread is not None else None,
         metadata=caller,
     )
+
+
+def _thread_of(meta: Mapping[str, Any], thread_id: str | None) -> Any:
+    """The thread a document names in its metadata, else ``thread_id``; an empty one is the core's error
+    (never silently another thread)."""
+    return meta["thread_id"] if meta.get("thread_id") is not None else thread_id
 
 
 # -- pieces → nodes -------------------------------------------------------------------------------

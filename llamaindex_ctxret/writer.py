@@ -25,6 +25,7 @@ from ctxret.errors import InputError
 from ctxret.index import ContextualIndex
 from ctxret.ingest.writer import turns_from_records
 from ctxret.results import IndexResult
+from ctxret.storage.schema import as_list
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.schema import BaseNode, TransformComponent
 
@@ -164,7 +165,7 @@ class ContextualStoreIndex:
 
     def insert_documents(self, documents: Iterable[BaseNode]) -> IndexResult:
         """Index LlamaIndex documents (text or chat) in one batch; returns the counts."""
-        return add_documents_to_index(self.index, list(documents))
+        return add_documents_to_index(self.index, as_list(documents, "documents", "LlamaIndex Documents"))
 
     def insert(self, document: BaseNode, **kwargs: Any) -> str:
         """Index one document (re-inserting it replaces its changed sections); returns its ``ref_doc_id``."""

@@ -33,8 +33,8 @@ from .query.vectors import query_vectors
 from .results import Group, IndexResult
 from .storage.chroma import DEFAULT_COLLECTION
 from .storage.lexical_sync import SyncReport
-from .storage.pieces import PieceStore, open_piece_store
-from .storage.schema import Scope
+from .storage.pieces import ClosedStore, PieceStore, open_piece_store
+from .storage.schema import Scope, as_list
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +98,13 @@ class ContextualIndex:
         else:  # a LangChain Embeddings or LlamaIndex BaseEmbedding is wrapped
             embedder = as_embedder(embedder)
         self.embedder: Embedder = embedder
+        if settings is not None and not isinstance(settings, SearchSettings):
+            raise InputError(f"settings must be a SearchSettings, got {type(settings).__name__}")
+        if progress is not None and not isinstance(progress, bool):
+            raise InputError(f"progress must be True, False or None (a bar on a terminal), got {progress!r}")
+        if max_turn_bytes is not None and (isinstance(max_turn_bytes, bool) or not isinstance(max_turn_bytes, int)
+                                           or max_turn_bytes < 0):  # fmt: skip
+            raise InputError(f"max_turn_bytes must be a number of bytes (0 or None: no limit), got {max_turn_bytes!r}")
         #: The search defaults of this index (override per call).
         self.settings: SearchSettings = (settings or SearchSettings()).with_options(**search_options)
         #: ``context="llm"``: writes one context line per piece (see :mod:`ctxret.ingest.context`).
@@ -159,8 +166,13 @@ class ContextualIndex:
         return self.store.lexical
 
     def close(self) -> None:
-        """Release the store (its lexical file and folder lock); the index cannot be used afterwards."""
-        self.store.close()
+        """Release the store (its lexical file and folder lock); afterwards every call that needs the store
+        raises :class:`~ctxret.errors.ClosedError` (closing again does nothing)."""
+        store = self.store
+        if isinstance(store, ClosedStore):
+            return
+        self.store = ClosedStore(store.location, store.collection_name)  # type: ignore[assignment]
+        store.close()
 
     def __enter__(self) -> ContextualIndex:
         return self
@@ -198,7 +210,8 @@ class ContextualIndex:
         """Index prepared turns (or sections) of any threads in one call: the one write path every ingest goes
         through, in bounded batches (a failure part-way says what is stored: :func:`.ingest.writer.write_turns`)."""
         return write_turns(
-            self.store, self.embedder, self.config, list(turns), metadata=metadata, contextualizer=self.contextualizer,
+            self.store, self.embedder, self.config, as_list(turns, "turns", "Turns (from turns_from_messages)"),
+            metadata=metadata, contextualizer=self.contextualizer,
             progress=self.progress, max_turn_bytes=self.max_turn_bytes,
             view_writers=resolve_view_writers(self.config.view_kinds, self.view_writer),
         )  # fmt: skip
@@ -210,16 +223,18 @@ class ContextualIndex:
 
     def fit_pieces(self, turn: Turn, max_bytes: int | None = None) -> list[Piece]:
         """The pieces of ``turn`` as this index stores them (labelled, re-packed to the model's limit)."""
-        return fit_pieces(turn, self.embedder, int(max_bytes or self.piece_bytes))
+        if max_bytes is not None:  # checked as the config checks piece_bytes
+            max_bytes = IndexConfig(self.config.model_id, self.config.dims, piece_bytes=max_bytes).piece_bytes
+        return fit_pieces(turn, self.embedder, max_bytes or self.piece_bytes)
 
     # -- search -------------------------------------------------------------------------------------
     def query_vectors(
         self, message: str, *, max_parts: int | None = None, split: bool = True
     ) -> tuple[list[str], np.ndarray]:
         """The parts of ``message`` and their blended query vectors (one embedding request)."""
-        s = self.settings
+        s = self.settings.with_options(split=split, **({} if max_parts is None else {"max_parts": max_parts}))
         weight = self.weight if s.query_weight is None else s.query_weight
-        return query_vectors(self.embedder, message, weight=weight, max_parts=max_parts or s.max_parts, split=split)
+        return query_vectors(self.embedder, message, weight=weight, max_parts=s.max_parts, split=s.split)
 
     def plan(
         self, settings: SearchSettings | None = None, *, has_lexical: bool | None = None, **options: Any
@@ -247,8 +262,9 @@ class ContextualIndex:
         score; ``Group.stages`` / ``Group.degraded`` say which stages ran (:mod:`ctxret.query.deadline`).
         """
         plan, scope, backends, replan = prepare_search(
-            self.store, settings or self.settings, self.plan, k, score_threshold, thread_id, where, options
-        )
+            self.store, self.settings if settings is None else settings, self.plan, k, score_threshold, thread_id,
+            where, options,
+        )  # fmt: skip
         return run_staged(plan, message, scope, self.embedder, backends, replan=replan)
 
     async def asearch(
@@ -257,8 +273,9 @@ class ContextualIndex:
     ) -> list[Group]:  # fmt: skip
         """Async :meth:`search`: the embedding on the embedder's async path, the store queries off the event loop."""
         plan, scope, backends, replan = prepare_search(
-            self.store, settings or self.settings, self.plan, k, score_threshold, thread_id, where, options
-        )
+            self.store, self.settings if settings is None else settings, self.plan, k, score_threshold, thread_id,
+            where, options,
+        )  # fmt: skip
         return await arun_staged(plan, message, scope, self.embedder, backends, replan=replan)
 
     # -- maintenance --------------------------------------------------------------------------------

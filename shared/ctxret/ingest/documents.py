@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import InputError
+from ..storage.schema import as_list, check_id, check_metadata_arg
 from ..text import clean_text
 from .turns import Source, Turn
 
@@ -114,6 +115,9 @@ def documents_to_turns(
     ``metadata`` goes on every piece, under each document's own."""
     if isinstance(documents, (str, Mapping)):
         documents = [documents]
+    else:
+        documents = as_list(documents, "documents", "strings or dicts {'text', 'title'?, 'id'?, 'metadata'?}")
+    check_metadata_arg(metadata)
     turns: list[Turn] = []
     for i, doc in enumerate(documents):
         text, title, doc_id, meta = document_input(doc, i)
@@ -134,6 +138,8 @@ def document_turns(
     """Turn a document into section turns. ``thread_id`` (the search scope) defaults to ``doc_id``."""
     if not isinstance(text, str):
         raise InputError(f"document text must be a string, got {type(text).__name__}")
+    if thread_id is not None:  # an empty one would silently become the document id
+        check_id(thread_id)
     doc_id = doc_id or document_id(text, title)
     thread = thread_id or doc_id
     label = title or doc_id

@@ -22,7 +22,7 @@ from ..embedders.base import Embedder, check_vectors
 from ..embedders.fitting import EMBED_CHUNK, embed_in_batches, fit_pieces
 from ..errors import CtxretError, InputError
 from ..results import IndexResult
-from ..storage.schema import caller_keys, check_id, piece_metadata
+from ..storage.schema import caller_keys, check_id, check_metadata_arg, piece_metadata
 from ..text import clean_text
 from .context import Contextualizer, context_vectors, contextualize
 from .turns import Piece, Source, Turn, parse_time
@@ -86,6 +86,7 @@ def plan_turns(
     A :class:`PlannedTurn` planned under the same model, piece budget and turn limit (and no
     ``metadata`` to add) is taken as it is.
     """
+    check_metadata_arg(metadata)
     plan = (str(config.model_id), config.piece_bytes, int(embedder.max_tokens), max_turn_bytes)
     ready = {i: t for i, t in enumerate(turns) if isinstance(t, PlannedTurn) and t.plan == plan and not metadata}
     raw = [t.turn if isinstance(t, PlannedTurn) else t for t in turns]

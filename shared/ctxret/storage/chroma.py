@@ -48,10 +48,14 @@ def _store_error(store: ChromaStore, what: str, e: BaseException) -> CtxretError
     from chromadb.errors import InvalidArgumentError
 
     if isinstance(e, InvalidArgumentError):
-        return InputError(
-            f"Chroma refused to {what}: {e}. Check the where filter (Chroma's filter syntax, one top-level key, "
-            "$and/$or with at least two clauses) and that ids and metadata values are valid UTF-8 text"
-        )
+        if what.startswith("write"):
+            check = (
+                "the pieces' metadata (keys not starting with '$' or '#', values strings, finite numbers or "
+                "booleans, valid UTF-8) and vectors (the collection's dimensions, finite values)"
+            )
+        else:
+            check = "the where filter (Chroma's filter syntax: one top-level key, $and/$or with at least two clauses)"
+        return InputError(f"Chroma refused to {what}: {e}. Check {check}")
     if store.server and store._lock is None:
         fix = (
             "check that the Chroma server is running and reachable (`chroma run --path DIR --host HOST --port PORT`), "
@@ -106,6 +110,7 @@ class ChromaStore:
         import chromadb
         from chromadb.config import Settings
 
+        _check_store_args(path, host, port, ssl, headers, client, in_memory)
         chosen = [x for x in (path is not None, host is not None, client is not None, in_memory) if x]
         if len(chosen) > 1:
             raise InputError("choose one store: path=, host=/port=, client= or in_memory=True")
@@ -232,12 +237,18 @@ class ChromaStore:
             raise InputError("ids, vectors, documents and metadatas must have the same length")
         for start in range(0, n, self.max_batch):
             end = start + self.max_batch
-            col.upsert(
-                ids=list(ids[start:end]),
-                embeddings=np.asarray(vectors[start:end], dtype=np.float32),
-                documents=list(documents[start:end]),
-                metadatas=[dict(m) for m in metadatas[start:end]],
-            )
+            try:
+                col.upsert(
+                    ids=list(ids[start:end]),
+                    embeddings=np.asarray(vectors[start:end], dtype=np.float32),
+                    documents=list(documents[start:end]),
+                    metadatas=[dict(m) for m in metadatas[start:end]],
+                )
+            except Exception as e:
+                error = _store_error(self, "write pieces", e)
+                # Chroma checks a request whole before applying it: a refused first request stored nothing
+                error.nothing_stored = start == 0 and isinstance(error, InputError)  # type: ignore[attr-defined]
+                raise error from e
 
     @_calls_chroma("delete pieces")
     def delete_ids(self, ids: Sequence[str], name: str | None = None) -> None:
@@ -405,6 +416,38 @@ def _records(page: Mapping[str, Any], include: Sequence[str]) -> Iterator[dict[s
             values = page.get(field)
             rec[field[:-1] if field.endswith("s") else field] = None if values is None else values[i]
         yield rec
+
+
+def _check_store_args(
+    path: Any, host: Any, port: Any, ssl: Any, headers: Any, client: Any, in_memory: Any
+) -> None:
+    """The store arguments' types, so that a mistake is an InputError here, not a connection failure later."""
+    if path is not None and not isinstance(path, (str, os.PathLike)):
+        raise InputError(f"path must be a folder path (str or pathlib.Path), got {type(path).__name__}")
+    if path is not None and not str(os.fspath(path)).strip():
+        raise InputError("path is empty; pass a folder path, e.g. './memory'")
+    if not isinstance(in_memory, bool):
+        raise InputError(f"in_memory must be True or False, got {in_memory!r}")
+    if not isinstance(ssl, bool):
+        raise InputError(f"ssl must be True or False, got {ssl!r}")
+    if host is not None and (not isinstance(host, str) or not host.strip()):
+        raise InputError(f"host must be a host name or address such as '127.0.0.1', got {host!r}")
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536):
+        raise InputError(f"port must be a port number from 1 to 65535, got {port!r}")
+    if port is not None and host is None:
+        raise InputError("port= needs host= (a Chroma server)")
+    if headers is not None:
+        pairs = headers.items() if isinstance(headers, Mapping) else [(None, None)]
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in pairs):  # values unshown: may be a token
+            raise InputError(
+                "headers must be a dict of str names to str values (e.g. {'Authorization': 'Bearer ...'}), got "
+                + ("one with other values" if isinstance(headers, Mapping) else f"a {type(headers).__name__}")
+            )
+    if client is not None and not callable(getattr(client, "get_or_create_collection", None)):
+        raise InputError(
+            f"client must be a Chroma client (chromadb.PersistentClient, HttpClient, EphemeralClient, ...), "
+            f"got {type(client).__name__}"
+        )
 
 
 def _persistent_folder(client: Any) -> Path | None:

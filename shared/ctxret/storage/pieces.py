@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from .._faults import fault_point
-from ..errors import InputError
+from ..errors import ClosedError, InputError
 from .base import DEFERRED, Fetched, Row, group_parents
 from .cache import DEFAULT_CACHE_PIECES, Block, ScopeView, ThreadCache
 from .changes import ChangeLog
@@ -33,7 +33,7 @@ from .where import Unsupported
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PieceStore", "REBUILD_SUFFIX", "PREVIOUS_SUFFIX", "open_piece_store"]
+__all__ = ["ClosedStore", "PieceStore", "REBUILD_SUFFIX", "PREVIOUS_SUFFIX", "open_piece_store"]
 
 #: A rebuild writes ``<collection>-rebuild`` and keeps the old one as ``<collection>-previous``
 #: while the two are swapped.
@@ -196,6 +196,10 @@ class PieceStore:
                     settle=True,
                     stored=stored,
                 )
+        except InputError as e:
+            if lexical is not None and getattr(e, "nothing_stored", False):
+                lexical.write(settle=True)  # Chroma refused the write whole: nothing to repair, the announcement goes
+            raise
         finally:
             if main:  # a read between the two writes may have cached the half-written thread
                 self.cache.invalidate({str(m.get("thread_id")) for m in metadatas})
@@ -473,6 +477,20 @@ class PieceStore:
         return True
 
 
+class ClosedStore:
+    """What an index holds in place of its :class:`PieceStore` after ``close()``: every use raises
+    :class:`~ctxret.errors.ClosedError` (the lexical file and Chroma are released; a call would
+    otherwise fail deep inside them, e.g. SQLite's "Cannot operate on a closed database")."""
+
+    def __init__(self, location: str, collection: str) -> None:
+        self._where = f"collection {collection!r} at {location}"
+
+    def __getattr__(self, name: str) -> Any:
+        raise ClosedError(
+            f"this index ({self._where}) is closed; open a new ContextualIndex (or adapter) on the store to use it"
+        )
+
+
 def open_piece_store(
     path: str | os.PathLike[str] | None = None,
     *,
@@ -499,6 +517,10 @@ def open_piece_store(
     """
     if lexical is not None and not isinstance(lexical, bool):
         raise InputError(f"lexical must be True, False or None, got {lexical!r}")
+    if lexical_path is not None and (
+        not isinstance(lexical_path, (str, os.PathLike)) or not str(os.fspath(lexical_path)).strip()
+    ):
+        raise InputError(f"lexical_path must be a file path (or ':memory:'), got {lexical_path!r}")
     analysis = default_analysis(lexical_language)
     chroma = ChromaStore(
         path, collection=collection, host=host, port=port, ssl=ssl, headers=headers, client=client, in_memory=in_memory,
