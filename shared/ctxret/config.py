@@ -59,11 +59,7 @@ class IndexConfig:
             raise InputError(f"weight must be between 0 and 1, got {w!r}")
         if self.context not in CONTEXT_STRATEGIES:
             raise InputError(f"context must be one of {CONTEXT_STRATEGIES}, got {self.context!r}")
-        pb = self.piece_bytes
-        if isinstance(pb, bool) or not isinstance(pb, int) or not MIN_BODY_BYTES + 64 <= pb <= _MAX_INT:
-            raise InputError(
-                f"piece_bytes must be an integer from {MIN_BODY_BYTES + 64} to {_MAX_INT:,}, got {pb!r}"
-            )
+        check_piece_bytes(self.piece_bytes)
         object.__setattr__(self, "weight", float(w))
         object.__setattr__(self, "dims", int(self.dims))
         object.__setattr__(self, "max_tokens", int(self.max_tokens))
@@ -286,6 +282,13 @@ class SearchSettings:
 #: larger number is a mistake, not a wish).
 _MAX_INT = 2**31 - 1
 _MAX_DEADLINE_MS = 86_400_000  # a day
+
+
+def check_piece_bytes(value: Any) -> int:
+    """``value`` as a piece byte budget (room for a header and a body), else an :class:`InputError`."""
+    if isinstance(value, bool) or not isinstance(value, int) or not MIN_BODY_BYTES + 64 <= value <= _MAX_INT:
+        raise InputError(f"piece_bytes must be an integer from {MIN_BODY_BYTES + 64} to {_MAX_INT:,}, got {value!r}")
+    return value
 
 
 def _positive_int(value: Any, name: str) -> int:

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .config import ContextStrategy, IndexConfig, SearchSettings
+from .config import ContextStrategy, IndexConfig, SearchSettings, check_piece_bytes
 from .embedders.base import Embedder
 from .embedders.fitting import fit_pieces
 from .embedders.wrappers import as_embedder
@@ -223,9 +223,7 @@ class ContextualIndex:
 
     def fit_pieces(self, turn: Turn, max_bytes: int | None = None) -> list[Piece]:
         """The pieces of ``turn`` as this index stores them (labelled, re-packed to the model's limit)."""
-        if max_bytes is not None:  # checked as the config checks piece_bytes
-            max_bytes = IndexConfig(self.config.model_id, self.config.dims, piece_bytes=max_bytes).piece_bytes
-        return fit_pieces(turn, self.embedder, max_bytes or self.piece_bytes)
+        return fit_pieces(turn, self.embedder, self.piece_bytes if max_bytes is None else check_piece_bytes(max_bytes))
 
     # -- search -------------------------------------------------------------------------------------
     def query_vectors(

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import InputError
+from ..text import check_unicode
 from .where import check_where
 
 if TYPE_CHECKING:
@@ -125,7 +126,7 @@ def flatten_metadata(meta: Mapping[str, Any], prefix: str = "") -> dict[str, str
             if not isinstance(key, str) or not key:
                 raise InputError(f"metadata keys must be non-empty strings, got {key!r}")
             name = f"{pre}{key}"
-            _valid_text(name, f"metadata key {name!r}")
+            check_unicode(name, f"metadata key {name!r}")
             if name.startswith(("$", "#", "chroma:")):
                 raise InputError(
                     f"metadata key {name!r} starts with {name[0] if name[0] in '$#' else 'chroma:'!r}, which Chroma "
@@ -145,7 +146,7 @@ def flatten_metadata(meta: Mapping[str, Any], prefix: str = "") -> dict[str, str
                     )
                 out[name] = value
             elif isinstance(value, str):
-                out[name] = _valid_text(str(value), f"metadata {name!r}")
+                out[name] = check_unicode(str(value), f"metadata {name!r}")
             elif isinstance(value, float):
                 if value != value or value in (float("inf"), float("-inf")):
                     raise InputError(f"metadata {name!r} is {value}; Chroma stores finite numbers only")
@@ -157,19 +158,8 @@ def flatten_metadata(meta: Mapping[str, Any], prefix: str = "") -> dict[str, str
                     text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
                 except (TypeError, ValueError, RecursionError) as e:
                     raise InputError(f"metadata {name!r} of type {type(value).__name__} cannot be stored") from e
-                out[name] = _valid_text(text, f"metadata {name!r}")
+                out[name] = check_unicode(text, f"metadata {name!r}")
     return dict(sorted(out.items()))
-
-
-def _valid_text(text: str, what: str) -> str:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InputError(
-            f"{what} holds a lone surrogate (invalid Unicode, often a mis-decoded file or a bad JSON escape); "
-            "pass valid UTF-8 text"
-        ) from None
-    return text
 
 
 def piece_metadata(turn: Turn, p: Piece) -> dict[str, Any]:
@@ -310,14 +300,7 @@ def check_id(value: Any, what: str = "thread id") -> str:
     """``value`` if it is a usable id (a non-empty string of valid Unicode), else an :class:`InputError`."""
     if not isinstance(value, str) or not value.strip():
         raise InputError(f"a {what} must be a non-empty string, got {value!r}; pass e.g. 'user-42'")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InputError(
-            f"the {what} {value!r} holds a lone surrogate (invalid Unicode, often a mis-decoded file or a bad "
-            "JSON escape); pass valid UTF-8 text"
-        ) from None
-    return value
+    return check_unicode(value, f"the {what} {value!r}")
 
 
 def _thread_tuple(thread_id: str | Sequence[str] | None) -> tuple[str, ...] | None:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import InputError
+from ..text import check_unicode
 
 __all__ = ["Unsupported", "check_where", "compile_where"]
 
@@ -55,7 +56,7 @@ def _clause(where: Any, path: str) -> dict[str, Any]:
     ((key, value),) = where.items()
     if not isinstance(key, str):
         raise InputError(f"{path}: a filter key must be a metadata name or '$and' / '$or', got {key!r}")
-    _text(key, f"{path} key {key!r}")
+    check_unicode(key, f"{path} key {key!r}")
     here = f"{path}[{key!r}]"
     if key in ("$and", "$or"):
         if not isinstance(value, list) or len(value) < 2:
@@ -110,7 +111,7 @@ def _scalar(value: Any, here: str, what: str) -> Any:
     if hasattr(value, "item") and type(value).__module__ == "numpy":
         value = value.item()
     if isinstance(value, str):
-        return _text(value, here)
+        return check_unicode(value, here)
     if isinstance(value, bool):
         return value
     if isinstance(value, int):
@@ -129,17 +130,6 @@ def _scalar(value: Any, here: str, what: str) -> Any:
 
 def _kind(value: Any) -> str:
     return "bool" if isinstance(value, bool) else type(value).__name__
-
-
-def _text(value: str, here: str) -> str:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InputError(
-            f"{here} holds a lone surrogate (invalid Unicode, often a mis-decoded file or a bad JSON escape); "
-            "pass valid UTF-8 text"
-        ) from None
-    return value
 
 
 def _show(value: Any) -> str:
