@@ -13,6 +13,11 @@ loaded machine disturbs least):
   file, the views hook) and ``close()``, with a small embedder (no model is loaded).
 
     python benchmarks/bench_memory_open.py --repeat 200
+    python benchmarks/bench_memory_open.py --cases index --repeat 150                        # before / after:
+    PYTHONPATH=../main/shared python benchmarks/bench_memory_open.py --cases index --repeat 150  # another tree
+
+``--cases index`` alone is the fair before/after: with the other cases in the process, the old shared
+system also holds their collections, and every open lists them all.
 """
 
 from __future__ import annotations
@@ -41,11 +46,17 @@ class _Embedder:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=200)
+    ap.add_argument("--cases", default="shared,own,index", help="comma-separated: shared, own, index")
     args = ap.parse_args()
     import chromadb
     from chromadb.config import Settings
     from ctxret import ContextualIndex
-    from ctxret.storage.chroma import HNSW, memory_client
+    from ctxret.storage.chroma import HNSW
+
+    try:
+        from ctxret.storage.chroma import memory_client
+    except ImportError:  # a tree from before in-memory stores had a system of their own
+        memory_client = None
 
     settings = Settings(anonymized_telemetry=False)
 
@@ -61,7 +72,10 @@ def main() -> None:
     def index() -> None:
         ContextualIndex(in_memory=True, embedder=_Embedder()).close()
 
-    cases = {"shared system": shared, "own system": own, "ContextualIndex(in_memory=True)": index}
+    every = {"shared": ("shared system", shared), "own": ("own system", own),
+             "index": ("ContextualIndex(in_memory=True)", index)}  # fmt: skip
+    wanted = [c for c in args.cases.split(",") if c and not (c == "own" and memory_client is None)]
+    cases = dict(every[c] for c in wanted)
     for fn in cases.values():  # warm up: imports, the shared system's first start
         fn()
     times: dict[str, list[float]] = {name: [] for name in cases}
