@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ctxret.errors import InputError
+from ctxret.storage.schema import as_list
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -58,6 +59,7 @@ def messages_to_openai(messages: Iterable[BaseMessage | Mapping[str, Any]]) -> l
             "messages must be a list of LangChain messages or OpenAI dicts, "
             "not a single message or string"
         )
+    messages = as_list(messages, "messages", "LangChain messages or OpenAI dicts")
     return [message_to_openai(m, where=f"message {i}") for i, m in enumerate(messages)]
 
 

@@ -18,7 +18,7 @@ from ctxret.index import ContextualIndex
 from ctxret.ingest.documents import document_id
 from ctxret.query.relevance import scored_metadata
 from ctxret.results import Group, Hit, IndexResult
-from ctxret.storage.schema import METADATA_PREFIX, RETRIEVAL_KEYS
+from ctxret.storage.schema import METADATA_PREFIX, RETRIEVAL_KEYS, as_list
 from ctxret.text import MAX_PARTS
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
@@ -268,7 +268,7 @@ class ContextualRetriever(BaseRetriever):
         ``where``; returns the number of pieces deleted. Ids that are not stored are ignored."""
         clauses: list[dict[str, Any]] = []
         if ids is not None:
-            ids = [ids] if isinstance(ids, str) else [str(i) for i in ids]
+            ids = [ids] if isinstance(ids, str) else [str(i) for i in as_list(ids, "ids", "document ids")]
             if not ids:
                 return 0
             clauses.append({"doc_id": ids[0]} if len(ids) == 1 else {"doc_id": {"$in": ids}})
@@ -388,9 +388,9 @@ def documents_to_items(
     store's view returns Documents with their metadata as given)."""
     if isinstance(documents, Document):
         documents = [documents]
-    documents = list(documents)
+    documents = as_list(documents, "documents", "LangChain Documents")
     if ids is not None:
-        ids = [ids] if isinstance(ids, str) else list(ids)
+        ids = [ids] if isinstance(ids, str) else as_list(ids, "ids", "document ids")
         if len(ids) != len(documents):
             raise InputError(f"{len(ids)} ids for {len(documents)} documents; give one id per document")
     items: list[dict[str, Any]] = []

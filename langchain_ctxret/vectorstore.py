@@ -29,7 +29,7 @@ from ctxret.errors import InputError
 from ctxret.index import ContextualIndex
 from ctxret.ingest.documents import documents_to_turns
 from ctxret.results import Hit
-from ctxret.storage.schema import Scope, caller_view
+from ctxret.storage.schema import Scope, as_list, caller_view
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
@@ -83,8 +83,11 @@ class ContextualVectorStore(VectorStore):
     def add_texts(
         self, texts: Iterable[str], metadatas: list[dict] | None = None, *, ids: list[str] | None = None, **kwargs: Any
     ) -> list[str]:
-        texts = list(texts)
-        metas = metadatas or [{} for _ in texts]
+        texts = as_list(texts, "texts", "strings")
+        bad = [t for t in texts if not isinstance(t, str)]
+        if bad:
+            raise InputError(f"texts must be strings, got a {type(bad[0]).__name__}")
+        metas = as_list(metadatas, "metadatas", "dicts") if metadatas is not None else [{} for _ in texts]
         if len(metas) != len(texts):
             raise InputError(f"{len(metas)} metadatas for {len(texts)} texts")
         docs = [Document(page_content=t, metadata=dict(m or {})) for t, m in zip(texts, metas, strict=False)]
@@ -101,7 +104,10 @@ class ContextualVectorStore(VectorStore):
         thread_id = kwargs.pop("thread_id", None)
         if kwargs:
             raise InputError(f"unknown keyword(s) {sorted(kwargs)}; add_documents takes ids= and thread_id=")
-        documents = list(documents)
+        documents = as_list(documents, "documents", "LangChain Documents")
+        bad = [d for d in documents if not isinstance(d, Document)]
+        if bad:
+            raise InputError(f"documents must be LangChain Documents, got a {type(bad[0]).__name__}")
         if ids is None:
             ids = [d.id if d.id not in (None, "") else str(uuid.uuid4()) for d in documents]
         items, doc_ids = documents_to_items(documents, ids, keep_title=True)
@@ -142,6 +148,7 @@ class ContextualVectorStore(VectorStore):
             raise InputError(f"unknown keyword(s) {sorted(kwargs)}; delete takes ids and thread_id=")
         if ids is None:
             raise InputError("delete needs ids=[...]; to remove everything use store.index.clear()")
+        ids = [ids] if isinstance(ids, str) else as_list(ids, "ids", "document ids")
         if ids:
             self.index.delete(thread_id=thread_id, where=_doc_where([str(i) for i in ids]))
         return True
@@ -151,7 +158,7 @@ class ContextualVectorStore(VectorStore):
         """The stored documents with these ids (missing ids are left out), text re-assembled from
         their pieces: sections in order, pieces joined by line breaks. A document is one thread's:
         an id stored in several threads gives one Document per thread, never one text of both."""
-        ids = [str(i) for i in ids]
+        ids = [str(i) for i in ([ids] if isinstance(ids, str) else as_list(ids, "ids", "document ids"))]
         if not ids:
             return []
         by_doc: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))

@@ -150,7 +150,7 @@ def _turns_of(
                 f"document {node.node_id!r}: metadata['first_turn'] must be a positive integer, "
                 f"got {first!r}"
             )
-        thread = meta.get("thread_id") or thread_id or "default"
+        thread = _thread_of(meta, thread_id) or "default"
         turns = turns_from_messages(
             messages, str(thread), first_turn=first, include_system=include_system
         )
@@ -174,11 +174,17 @@ def _document_fields(node: BaseNode, thread_id: str | None) -> tuple[str, str | 
     # An id the caller chose (``Document(id_=...)``, ``filename_as_id=True``) is the document id;
     # LlamaIndex's random default is not (re-adding the same text must find the same pieces).
     doc_id = meta.get("doc_id") or (node.id_ if "id_" in node.model_fields_set else None)
-    thread = meta.get("thread_id") or thread_id or None
+    thread = _thread_of(meta, thread_id)
     return (
         text, str(title) if title is not None else None, str(doc_id) if doc_id is not None else None,
         str(thread) if thread is not None else None,
     )  # fmt: skip
+
+
+def _thread_of(meta: Mapping[str, Any], thread_id: str | None) -> Any:
+    """The thread a document names in its metadata, else ``thread_id``; an empty one is the core's error
+    (never silently another thread)."""
+    return meta["thread_id"] if meta.get("thread_id") is not None else thread_id
 
 
 # -- pieces → nodes -------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from ctxret.errors import InputError
 from ctxret.index import ContextualIndex
 from ctxret.ingest.writer import turns_from_records
 from ctxret.results import IndexResult
+from ctxret.storage.schema import as_list
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.schema import BaseNode, TransformComponent
 
@@ -167,7 +168,9 @@ class ContextualStoreIndex:
         """Index LlamaIndex documents (text or chat) in one batch; returns the counts. A text document
         replaces its stored version whole: sections it no longer has are removed (``replace=False``:
         kept). A chat document's turns replace theirs one by one (other stored turns are kept)."""
-        return add_documents_to_index(self.index, list(documents), replace=replace)
+        return add_documents_to_index(
+            self.index, as_list(documents, "documents", "LlamaIndex Documents"), replace=replace
+        )
 
     def insert(self, document: BaseNode, **kwargs: Any) -> str:
         """Index one document, replacing its stored version (see :meth:`insert_documents`; ``replace=False``

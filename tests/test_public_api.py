@@ -29,6 +29,7 @@ PUBLIC_NAMES = [
     "LocalEmbedder",
     "OpenAIEmbedder",
     # errors
+    "ClosedError",
     "ConfigMismatchError",
     "CtxretError",
     "EmbeddingError",

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from ._lazy import lazy_getattr
 from ._version import __version__
 from .errors import (
+    ClosedError,
     ConfigMismatchError,
     CtxretError,
     EmbeddingError,
@@ -79,6 +80,7 @@ __all__ = [
     "OpenAIEmbedder",
     # errors
     "CtxretError",
+    "ClosedError",
     "InputError",
     "InputTooLongError",
     "ConfigMismatchError",

@@ -59,9 +59,7 @@ class IndexConfig:
             raise InputError(f"weight must be between 0 and 1, got {w!r}")
         if self.context not in CONTEXT_STRATEGIES:
             raise InputError(f"context must be one of {CONTEXT_STRATEGIES}, got {self.context!r}")
-        pb = self.piece_bytes
-        if isinstance(pb, bool) or not isinstance(pb, int) or pb < MIN_BODY_BYTES + 64:
-            raise InputError(f"piece_bytes must be an integer of at least {MIN_BODY_BYTES + 64}, got {pb!r}")
+        check_piece_bytes(self.piece_bytes)
         object.__setattr__(self, "weight", float(w))
         object.__setattr__(self, "dims", int(self.dims))
         object.__setattr__(self, "max_tokens", int(self.max_tokens))
@@ -216,8 +214,9 @@ class SearchSettings:
                 raise InputError(f"query_weight must be between 0 and 1 (or None: the collection's weight), got {qw!r}")
             object.__setattr__(self, "query_weight", float(qw))
         mb = self.max_message_bytes
-        if mb is not None:
-            object.__setattr__(self, "max_message_bytes", _positive_int(mb, "max_message_bytes") if mb else None)
+        if mb is not None:  # 0: no limit, like None
+            none = mb == 0 and not isinstance(mb, bool)
+            object.__setattr__(self, "max_message_bytes", None if none else _positive_int(mb, "max_message_bytes"))
         if not isinstance(self.hybrid, FusionSettings):
             raise InputError(f"hybrid must be a FusionSettings, got {type(self.hybrid).__name__}")
         object.__setattr__(self, "hyde", as_hyde(self.hyde))
@@ -229,9 +228,10 @@ class SearchSettings:
         object.__setattr__(self, "hyde_weight", float(hw))
         dl = self.deadline_ms
         if dl is not None:
-            if isinstance(dl, bool) or not isinstance(dl, (int, float)) or not math.isfinite(float(dl)) or dl <= 0:
+            if isinstance(dl, bool) or not isinstance(dl, (int, float)) or not 0 < dl <= _MAX_DEADLINE_MS:
                 raise InputError(
-                    f"deadline_ms must be a positive number of milliseconds (or None: no deadline), got {dl!r}"
+                    f"deadline_ms must be a positive number of milliseconds up to {_MAX_DEADLINE_MS:,} (or None: no "
+                    f"deadline), got {dl!r}"
                 )
             object.__setattr__(self, "deadline_ms", float(dl))
 
@@ -278,9 +278,22 @@ class SearchSettings:
         return replace(self, hybrid=hybrid, **direct)
 
 
+#: The largest count or size an option takes (Chroma's and SQLite's limits are 32- or 64-bit; a
+#: larger number is a mistake, not a wish).
+_MAX_INT = 2**31 - 1
+_MAX_DEADLINE_MS = 86_400_000  # a day
+
+
+def check_piece_bytes(value: Any) -> int:
+    """``value`` as a piece byte budget (room for a header and a body), else an :class:`InputError`."""
+    if isinstance(value, bool) or not isinstance(value, int) or not MIN_BODY_BYTES + 64 <= value <= _MAX_INT:
+        raise InputError(f"piece_bytes must be an integer from {MIN_BODY_BYTES + 64} to {_MAX_INT:,}, got {value!r}")
+    return value
+
+
 def _positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise InputError(f"{name} must be a positive integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= _MAX_INT:
+        raise InputError(f"{name} must be a positive integer (at most {_MAX_INT:,}), got {value!r}")
     return int(value)
 
 

@@ -23,6 +23,11 @@ class StoreError(CtxretError):
     """The vector store failed or cannot be used (unreachable server, a folder another process holds)."""
 
 
+class ClosedError(CtxretError):
+    """An index (or store) used after ``close()``: open it again. Not an :class:`InputError`: nothing
+    was wrong with the call's arguments, and not a :class:`StoreError`: the store is fine."""
+
+
 class EmbeddingError(CtxretError):
     """The embedding backend failed permanently (after retries)."""
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .config import ContextStrategy, IndexConfig, SearchSettings
+from .config import ContextStrategy, IndexConfig, SearchSettings, check_piece_bytes
 from .embedders.base import Embedder
 from .embedders.fitting import fit_pieces
 from .embedders.wrappers import as_embedder
@@ -33,8 +33,8 @@ from .query.vectors import query_vectors
 from .results import Group, IndexResult
 from .storage.chroma import DEFAULT_COLLECTION
 from .storage.lexical_sync import SyncReport
-from .storage.pieces import PieceStore, open_piece_store
-from .storage.schema import Scope
+from .storage.pieces import ClosedStore, PieceStore, open_piece_store
+from .storage.schema import Scope, as_list
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +50,10 @@ class ContextualIndex:
     ...     print(group.part, [h.score for h in group.hits])
 
     Store: ``path`` (embedded Chroma folder; default ``./.ctxret``), ``host``/``port`` (a Chroma server),
-    ``client`` (your own Chroma client) or ``in_memory=True``. Embedder: the local MiniLM model by default;
+    ``client`` (your own Chroma client) or ``in_memory=True`` (a separate store each time). An embedded folder
+    (``path``, or ``client=chromadb.PersistentClient(folder)``) is locked for this process while the index is
+    open; ``lock_timeout`` (seconds, default 0) waits for another process that holds it instead of failing at
+    once. Embedder: the local MiniLM model by default;
     any ctxret embedder, LangChain ``Embeddings`` or LlamaIndex ``BaseEmbedding`` (wrapped by
     :func:`ctxret.embedders.wrappers.as_embedder`).
 
@@ -93,7 +96,7 @@ class ContextualIndex:
         # where the pieces live: an embedded folder (path), a Chroma server, your own client, or memory
         collection: str = DEFAULT_COLLECTION, host: str | None = None, port: int | None = None, ssl: bool = False,
         headers: Mapping[str, str] | None = None, client: Any | None = None, in_memory: bool = False,
-        lexical: bool | None = None, lexical_path: str | os.PathLike[str] | None = None,
+        lock_timeout: float = 0.0, lexical: bool | None = None, lexical_path: str | os.PathLike[str] | None = None,
         # how pieces become vectors (an IndexConfig, recorded on the collection)
         embedder: Embedder | None = None, weight: float | None = None, context: ContextStrategy | None = None,
         piece_bytes: int | None = None, contextualizer: Contextualizer | None = None, progress: bool | None = None,
@@ -109,6 +112,13 @@ class ContextualIndex:
         else:  # a LangChain Embeddings or LlamaIndex BaseEmbedding is wrapped
             embedder = as_embedder(embedder)
         self.embedder: Embedder = embedder
+        if settings is not None and not isinstance(settings, SearchSettings):
+            raise InputError(f"settings must be a SearchSettings, got {type(settings).__name__}")
+        if progress is not None and not isinstance(progress, bool):
+            raise InputError(f"progress must be True, False or None (a bar on a terminal), got {progress!r}")
+        if max_turn_bytes is not None and (isinstance(max_turn_bytes, bool) or not isinstance(max_turn_bytes, int)
+                                           or max_turn_bytes < 0):  # fmt: skip
+            raise InputError(f"max_turn_bytes must be a number of bytes (0 or None: no limit), got {max_turn_bytes!r}")
         #: The search defaults of this index (override per call).
         self.settings: SearchSettings = (settings or SearchSettings()).with_options(**search_options)
         #: ``context="llm"``: writes one context line per piece (see :mod:`ctxret.ingest.context`).
@@ -119,7 +129,7 @@ class ContextualIndex:
         self.max_turn_bytes = max_turn_bytes or None
         self.store: PieceStore = open_piece_store(
             path, collection=collection, host=host, port=port, ssl=ssl, headers=headers, client=client,
-            in_memory=in_memory, lexical=lexical, lexical_path=lexical_path,
+            in_memory=in_memory, lock_timeout=lock_timeout, lexical=lexical, lexical_path=lexical_path,
         )  # fmt: skip
         self.store.recover()  # finish an interrupted rebuild first: its collection holds the config to read
         stored = self.store.stored_config()
@@ -170,8 +180,13 @@ class ContextualIndex:
         return self.store.lexical
 
     def close(self) -> None:
-        """Release the store (its lexical file and folder lock); the index cannot be used afterwards."""
-        self.store.close()
+        """Release the store (its lexical file and folder lock); afterwards every call that needs the store
+        raises :class:`~ctxret.errors.ClosedError` (closing again does nothing)."""
+        store = self.store
+        if isinstance(store, ClosedStore):
+            return
+        self.store = ClosedStore(store.location, store.collection_name)  # type: ignore[assignment]
+        store.close()
 
     def __enter__(self) -> ContextualIndex:
         return self
@@ -230,7 +245,8 @@ class ContextualIndex:
         if not isinstance(replace, bool):
             raise InputError(f"replace must be True or False, got {replace!r}")
         return write_turns(
-            self.store, self.embedder, self.config, list(turns), metadata=metadata, contextualizer=self.contextualizer,
+            self.store, self.embedder, self.config, as_list(turns, "turns", "Turns (from turns_from_messages)"),
+            metadata=metadata, contextualizer=self.contextualizer,
             progress=self.progress, max_turn_bytes=self.max_turn_bytes,
             view_writers=resolve_view_writers(self.config.view_kinds, self.view_writer), replace=replace,
             documents=documents,
@@ -243,16 +259,16 @@ class ContextualIndex:
 
     def fit_pieces(self, turn: Turn, max_bytes: int | None = None) -> list[Piece]:
         """The pieces of ``turn`` as this index stores them (labelled, re-packed to the model's limit)."""
-        return fit_pieces(turn, self.embedder, int(max_bytes or self.piece_bytes))
+        return fit_pieces(turn, self.embedder, self.piece_bytes if max_bytes is None else check_piece_bytes(max_bytes))
 
     # -- search -------------------------------------------------------------------------------------
     def query_vectors(
         self, message: str, *, max_parts: int | None = None, split: bool = True
     ) -> tuple[list[str], np.ndarray]:
         """The parts of ``message`` and their blended query vectors (one embedding request)."""
-        s = self.settings
+        s = self.settings.with_options(split=split, **({} if max_parts is None else {"max_parts": max_parts}))
         weight = self.weight if s.query_weight is None else s.query_weight
-        return query_vectors(self.embedder, message, weight=weight, max_parts=max_parts or s.max_parts, split=split)
+        return query_vectors(self.embedder, message, weight=weight, max_parts=s.max_parts, split=s.split)
 
     def plan(
         self, settings: SearchSettings | None = None, *, has_lexical: bool | None = None, **options: Any
@@ -280,8 +296,9 @@ class ContextualIndex:
         score; ``Group.stages`` / ``Group.degraded`` say which stages ran (:mod:`ctxret.query.deadline`).
         """
         plan, scope, backends, replan = prepare_search(
-            self.store, settings or self.settings, self.plan, k, score_threshold, thread_id, where, options
-        )
+            self.store, self.settings if settings is None else settings, self.plan, k, score_threshold, thread_id,
+            where, options,
+        )  # fmt: skip
         return run_staged(plan, message, scope, self.embedder, backends, replan=replan)
 
     async def asearch(
@@ -290,8 +307,9 @@ class ContextualIndex:
     ) -> list[Group]:  # fmt: skip
         """Async :meth:`search`: the embedding on the embedder's async path, the store queries off the event loop."""
         plan, scope, backends, replan = prepare_search(
-            self.store, settings or self.settings, self.plan, k, score_threshold, thread_id, where, options
-        )
+            self.store, self.settings if settings is None else settings, self.plan, k, score_threshold, thread_id,
+            where, options,
+        )  # fmt: skip
         return await arun_staged(plan, message, scope, self.embedder, backends, replan=replan)
 
     # -- maintenance --------------------------------------------------------------------------------

@@ -33,6 +33,20 @@ _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
+def check_unicode(text: str, what: str) -> str:
+    """``text`` if it is valid Unicode (storable as UTF-8), else an :class:`InputError` saying that ``what``
+    holds a lone surrogate. For ids, metadata and filters, which are kept exactly (unlike texts to embed,
+    which :func:`clean_text` repairs)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError(
+            f"{what} holds a lone surrogate (invalid Unicode, often a mis-decoded file or a bad JSON escape); "
+            "pass valid UTF-8 text"
+        ) from None
+    return text
+
+
 def clean_text(text: str) -> str:
     """Make text safe to embed and store: lone surrogates become U+FFFD, control characters a space.
 

@@ -41,6 +41,7 @@ ENV = {
     "dims": "CTXRET_DIMS",
     "weight": "CTXRET_WEIGHT",
     "lexical_path": "CTXRET_LEXICAL_PATH",
+    "wait": "CTXRET_WAIT",
     "openai_timeout": "CTXRET_OPENAI_TIMEOUT",
     "openai_retries": "CTXRET_OPENAI_RETRIES",
 }
@@ -86,6 +87,13 @@ def add_common_options(parser: argparse.ArgumentParser, *, suppress: bool) -> No
         default=default(None),
         help="SQLite file of the BM25 index for hybrid search (embedded stores keep one inside the "
         f"store folder; a Chroma server gets one only with this) [env {ENV['lexical_path']}]",
+    )
+    store.add_argument(
+        "--wait",
+        metavar="SECONDS",
+        default=default(None),
+        help="if another process holds the store folder, wait up to SECONDS for it instead of failing at once "
+        f"('inf': until it lets go) [env {ENV['wait']}; default 0]",
     )
 
     emb = parser.add_argument_group("embedder")
@@ -158,6 +166,7 @@ class Settings:
     lexical_path: str | None = None
     openai_timeout: float = DEFAULT_OPENAI_TIMEOUT
     openai_retries: int = DEFAULT_OPENAI_RETRIES
+    wait: float = 0.0
 
 
 def resolve_settings(
@@ -259,10 +268,11 @@ def resolve_settings(
         lexical_path=pick("lexical_path")[0] or None,
         openai_timeout=_number(pick("openai_timeout"), float, DEFAULT_OPENAI_TIMEOUT, "a number of seconds > 0"),
         openai_retries=_number(pick("openai_retries"), int, DEFAULT_OPENAI_RETRIES, "a whole number >= 0"),
+        wait=_number(pick("wait"), float, 0.0, "a number of seconds >= 0", zero=True),
     )
 
 
-def _number(picked: tuple[str | None, str], kind: type, default: Any, what: str) -> Any:
+def _number(picked: tuple[str | None, str], kind: type, default: Any, what: str, *, zero: bool = False) -> Any:
     text, source = picked
     if text is None:
         return default
@@ -270,7 +280,7 @@ def _number(picked: tuple[str | None, str], kind: type, default: Any, what: str)
         value = kind(text)
     except ValueError:
         raise UsageError(f"{source}={text!r} is not {what}") from None
-    if value < 0 or (kind is float and value == 0):
+    if not value >= 0 or (kind is float and value == 0 and not zero):
         raise UsageError(f"{source}={text!r} is not {what}")
     return value
 
@@ -325,7 +335,7 @@ def open_index(
                 f"no index at {str(path)!r}; create it with `ctxret index FILE...` "
                 "or pass --store PATH"
             )
-        where = {"path": path}
+        where = {"path": path, "lock_timeout": settings.wait}
 
     def connect(make: Any) -> Any:
         if not server:

@@ -19,7 +19,7 @@ from ..blend import mean_vector
 from ..errors import InputError
 from ..ingest.turns import Piece, Turn, label_pieces, piece_id
 from ..text import MIN_PIECE_BYTES, clean_text, pack_text_pieces
-from .base import Embedder
+from .base import Embedder, check_vectors, embedder_name
 
 __all__ = ["fit_pieces", "embed_fitting", "aembed_fitting", "embed_in_batches", "EMBED_CHUNK"]
 
@@ -108,7 +108,7 @@ def embed_fitting(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
     if not texts:
         return np.zeros((0, int(embedder.dims)), np.float32)
     flat, owner = _fitting_plan(embedder, texts)
-    return _combine_windows(embedder.embed(flat), owner, len(texts))
+    return _combine_windows(_checked(embedder, embedder.embed(flat), len(flat)), owner, len(texts))
 
 
 async def aembed_fitting(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
@@ -117,7 +117,12 @@ async def aembed_fitting(embedder: Embedder, texts: Sequence[str]) -> np.ndarray
     if not texts:
         return np.zeros((0, int(embedder.dims)), np.float32)
     flat, owner = _fitting_plan(embedder, texts)
-    return _combine_windows(await embedder.aembed(flat), owner, len(texts))
+    return _combine_windows(_checked(embedder, await embedder.aembed(flat), len(flat)), owner, len(texts))
+
+
+def _checked(embedder: Embedder, vectors: Any, n: int) -> np.ndarray:
+    """The embedder's answer checked (:func:`~.base.check_vectors`): queries, context and views alike."""
+    return check_vectors(vectors, n, int(embedder.dims), embedder_name(embedder))
 
 
 def embed_in_batches(
@@ -131,7 +136,7 @@ def embed_in_batches(
     """
     show = bar is not None or (progress if progress is not None else (len(texts) > EMBED_CHUNK and sys.stderr.isatty()))
     if not show or not texts:
-        return np.asarray(embedder.embed(list(texts)), dtype=np.float32)
+        return _checked(embedder, embedder.embed(list(texts)), len(texts))
     from tqdm.auto import tqdm
 
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
@@ -142,7 +147,7 @@ def embed_in_batches(
     try:
         for start in range(0, len(order), EMBED_CHUNK):
             rows = order[start : start + EMBED_CHUNK]
-            out[rows] = np.asarray(embedder.embed([texts[i] for i in rows]), dtype=np.float32)
+            out[rows] = _checked(embedder, embedder.embed([texts[i] for i in rows]), len(rows))
             bar.update(len(rows))
     finally:
         if own:

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import InputError
+from ..storage.schema import as_list, check_id, check_metadata_arg
 from ..text import clean_text
 from .turns import Source, Turn
 
@@ -125,6 +126,9 @@ def read_documents(
     has no sections, and is still named: re-adding it empty removes the stored one)."""
     if isinstance(documents, (str, Mapping)):
         documents = [documents]
+    else:
+        documents = as_list(documents, "documents", "strings or dicts {'text', 'title'?, 'id'?, 'metadata'?}")
+    check_metadata_arg(metadata)
     turns: list[Turn] = []
     keys: list[tuple[str, str]] = []
     for i, doc in enumerate(documents):
@@ -139,6 +143,8 @@ def document_key(
     text: str, title: str | None = None, doc_id: str | None = None, thread_id: str | None = None
 ) -> tuple[str, str]:
     """``(thread_id, doc_id)``: what a document is stored under (the thread defaults to the document id)."""
+    if thread_id is not None:  # an empty one would silently become the document id
+        check_id(thread_id)
     doc_id = doc_id or document_id(text, title)
     return (thread_id or doc_id, doc_id)
 

@@ -375,6 +375,13 @@ def turns_from_messages(
     """
     if not isinstance(thread_id, str) or not thread_id.strip():
         raise InputError(f"thread_id must be a non-empty string, got {thread_id!r}")
+    if isinstance(first_turn, bool) or not isinstance(first_turn, int) or not 1 <= first_turn < 2**53:
+        raise InputError(
+            f"first_turn must be a whole number >= 1 (the number of the first turn given: 1 for a whole thread, "
+            f"n + 1 after n turns already indexed), got {first_turn!r}"
+        )
+    if not isinstance(include_system, bool):
+        raise InputError(f"include_system must be True or False, got {include_system!r}")
     if isinstance(messages, (str, bytes)) or isinstance(messages, Mapping):
         raise InputError("messages must be a list of message dicts, not a single string or dict")
     if not isinstance(messages, Iterable):

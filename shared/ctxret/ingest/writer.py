@@ -23,12 +23,12 @@ import numpy as np
 
 from ..blend import chunk_search_vector
 from ..config import IndexConfig
-from ..embedders.base import Embedder
+from ..embedders.base import Embedder, check_vectors
 from ..embedders.fitting import EMBED_CHUNK, embed_in_batches, fit_pieces
-from ..errors import CtxretError, EmbeddingError, InputError
+from ..errors import CtxretError, InputError
 from ..results import IndexResult
 from ..storage.base import StoredPieces
-from ..storage.schema import caller_keys, check_id, piece_metadata
+from ..storage.schema import caller_keys, check_id, check_metadata_arg, piece_metadata
 from ..text import clean_text
 from .context import Contextualizer, context_vectors, contextualize
 from .turns import Piece, Source, Turn, parse_time
@@ -100,6 +100,7 @@ def plan_turns(
     A :class:`PlannedTurn` planned under the same model, piece budget and turn limit (and no
     ``metadata`` to add) is taken as it is.
     """
+    check_metadata_arg(metadata)
     plan = (str(config.model_id), config.piece_bytes, int(embedder.max_tokens), max_turn_bytes)
     ready = {i: t for i, t in enumerate(turns) if isinstance(t, PlannedTurn) and t.plan == plan and not metadata}
     raw = [t.turn if isinstance(t, PlannedTurn) else t for t in turns]
@@ -544,22 +545,6 @@ def _view_records(
     check_vectors(vectors, len(records.documents), config.dims, str(config.model_id))
     records.vectors = np.asarray(vectors, dtype=np.float32).reshape(len(records.documents), config.dims)
     return records
-
-
-def check_vectors(vectors: np.ndarray, n: int, dims: int, model: str) -> None:
-    """Refuse an embedder's answer that cannot be stored as is (nothing is truncated or padded)."""
-    shape = getattr(vectors, "shape", None)
-    if shape is None or len(shape) != 2 or shape[0] != n:
-        raise EmbeddingError(
-            f"the embedder returned {shape} for {n} texts; it must return one vector per text, in order"
-        )
-    if shape[1] != dims:
-        raise EmbeddingError(
-            f"the embedder returned {shape[1]}-dimensional vectors but this index holds {dims}-dimensional ones "
-            f"from {model}; use the embedder (and dimensions) the index was built with, or rebuild it"
-        )
-    if not np.all(np.isfinite(vectors)):
-        raise EmbeddingError("the embedder returned vectors with NaN or infinite values; nothing was written")
 
 
 def turns_from_records(records: Iterable[Mapping[str, Any]]) -> list[Turn]:

@@ -101,8 +101,10 @@ def check_lexical_floor(lexical_floor: Any) -> float | None:
 
 
 def check_candidates(candidates: Any) -> int:
-    if isinstance(candidates, bool) or not isinstance(candidates, (int, np.integer)) or candidates < 1:
-        raise InputError(f"candidates (per part and side) must be a positive integer, got {candidates!r}")
+    if isinstance(candidates, bool) or not isinstance(candidates, (int, np.integer)) or not 1 <= candidates < 2**31:
+        raise InputError(
+            f"candidates (per part and side) must be a positive integer (at most 2,147,483,647), got {candidates!r}"
+        )
     return int(candidates)
 
 

@@ -37,8 +37,10 @@ class MMRSettings:
 
 
 def check_fetch_k(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise InputError(f"fetch_k (MMR candidates per part) must be a positive integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value < 2**31:
+        raise InputError(
+            f"fetch_k (MMR candidates per part) must be a positive integer (at most 2,147,483,647), got {value!r}"
+        )
     return int(value)
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from .._faults import fault_point
 from ..errors import CtxretError, InputError, StoreError
 from .base import DEFERRED, Row
-from .lock import FolderLock
+from .lock import FolderLock, check_lock_timeout
 
 logger = logging.getLogger(__name__)
 
@@ -49,11 +49,15 @@ def _store_error(store: ChromaStore, what: str, e: BaseException) -> CtxretError
     from chromadb.errors import InvalidArgumentError
 
     if isinstance(e, InvalidArgumentError):
-        return InputError(
-            f"Chroma refused to {what}: {e}. Check the where filter (Chroma's filter syntax, one top-level key, "
-            "$and/$or with at least two clauses) and that ids and metadata values are valid UTF-8 text"
-        )
-    if store.server:
+        if what.startswith("write"):
+            check = (
+                "the pieces' metadata (keys not starting with '$' or '#', values strings, finite numbers or "
+                "booleans, valid UTF-8) and vectors (the collection's dimensions, finite values)"
+            )
+        else:
+            check = "the where filter (Chroma's filter syntax: one top-level key, $and/$or with at least two clauses)"
+        return InputError(f"Chroma refused to {what}: {e}. Check {check}")
+    if store.server and store._lock is None:
         fix = (
             "check that the Chroma server is running and reachable (`chroma run --path DIR --host HOST --port PORT`), "
             "then retry: pieces already stored are safe, and a write that did not finish is redone by running it again"
@@ -86,6 +90,9 @@ class ChromaStore:
 
     Pick one backend: ``path`` (embedded, persistent; the default), ``host``/``port`` (a Chroma
     server; ``headers`` for auth), ``client`` (any Chroma client you made), or ``in_memory=True``.
+    An embedded folder, given as ``path`` or as a ``chromadb.PersistentClient``, is locked for this
+    process while the store is open (:mod:`.lock`); ``lock_timeout`` seconds to wait for another
+    process that holds it (default 0: fail at once).
     """
 
     def __init__(
@@ -99,21 +106,27 @@ class ChromaStore:
         headers: Mapping[str, str] | None = None,
         client: Any | None = None,
         in_memory: bool = False,
+        lock_timeout: float = 0.0,
     ) -> None:
         import chromadb
         from chromadb.config import Settings
 
+        _check_store_args(path, host, port, ssl, headers, client, in_memory)
         chosen = [x for x in (path is not None, host is not None, client is not None, in_memory) if x]
         if len(chosen) > 1:
             raise InputError("choose one store: path=, host=/port=, client= or in_memory=True")
         _check_collection_name(collection)
+        lock_timeout = check_lock_timeout(lock_timeout)
         settings = Settings(anonymized_telemetry=False)
         self.path: Path | None = None
         self._lock: FolderLock | None = None
         self.server = host is not None or client is not None
         if client is not None:
+            folder = _persistent_folder(client)
+            if folder is not None:  # an embedded folder all the same: one process at a time
+                self._lock = FolderLock(folder).acquire(lock_timeout)
             self.client = client
-            self.location = f"client {type(client).__name__}"
+            self.location = f"client {type(client).__name__}" + (f" at {folder}" if folder is not None else "")
         elif host is not None:
             self.location = f"{'https' if ssl else 'http'}://{host}:{port or 8000}"
             try:
@@ -123,14 +136,14 @@ class ChromaStore:
             except Exception as e:
                 raise _store_error(self, "connect", e) from e
         elif in_memory:
-            self.client = chromadb.EphemeralClient(settings=settings)
+            self.client = memory_client(settings)
             self.location = "memory"
         else:
             self.path = Path(path if path is not None else ".ctxret").expanduser()
             if self.path.exists() and not self.path.is_dir():
                 raise InputError(f"store path {str(self.path)!r} exists and is not a folder; pass a folder path")
             self.path.mkdir(parents=True, exist_ok=True)
-            self._lock = FolderLock(self.path).acquire()  # before Chroma touches the folder
+            self._lock = FolderLock(self.path).acquire(lock_timeout)  # before Chroma touches the folder
             try:
                 self.client = chromadb.PersistentClient(path=str(self.path), settings=settings)
             except BaseException:
@@ -145,8 +158,10 @@ class ChromaStore:
             self.max_batch = 5461
 
     def close(self) -> None:
-        """Give the folder lock back (embedded stores); the store cannot be used afterwards."""
+        """Give the folder lock back (embedded stores), free an in-memory store; the store cannot be used afterwards."""
         self._collections.clear()
+        if self.location == "memory":
+            self.client.close()
         if self._lock is not None:
             self._lock.release()
 
@@ -223,12 +238,18 @@ class ChromaStore:
             raise InputError("ids, vectors, documents and metadatas must have the same length")
         for start in range(0, n, self.max_batch):
             end = start + self.max_batch
-            col.upsert(
-                ids=list(ids[start:end]),
-                embeddings=np.asarray(vectors[start:end], dtype=np.float32),
-                documents=list(documents[start:end]),
-                metadatas=[dict(m) for m in metadatas[start:end]],
-            )
+            try:
+                col.upsert(
+                    ids=list(ids[start:end]),
+                    embeddings=np.asarray(vectors[start:end], dtype=np.float32),
+                    documents=list(documents[start:end]),
+                    metadatas=[dict(m) for m in metadatas[start:end]],
+                )
+            except Exception as e:
+                error = _store_error(self, "write pieces", e)
+                # Chroma checks a request whole before applying it: a refused first request stored nothing
+                error.nothing_stored = start == 0 and isinstance(error, InputError)  # type: ignore[attr-defined]
+                raise error from e
             if end < n:
                 fault_point("write:between-upserts")
 
@@ -336,6 +357,58 @@ class ChromaStore:
         return int(self._col(name).count())
 
 
+def memory_client(settings: Any) -> Any:
+    """A Chroma client on an in-memory system of its own: a separate store for every call.
+
+    ``chromadb.EphemeralClient`` shares one system per process among every client (keyed
+    "ephemeral" in ``SharedSystemClient``): two in-memory indexes would see each other's pieces, and
+    a client made with other settings (langchain-chroma's ``chromadb.Client(Settings())``, with
+    telemetry on) is refused while ours lives, and ours while theirs lives. This client's system is
+    never registered there, so it shares nothing and clashes with nothing; ``close()`` frees it.
+    Opening one starts a Chroma system: a few milliseconds more than a collection on the shared one
+    (BENCHMARKS.md, "Opening an in-memory index").
+    """
+    try:
+        own = _memory_client_class()
+    except (ImportError, AttributeError) as e:  # another chromadb layout: the shared system, as before
+        import chromadb
+
+        logger.warning("in-memory stores share one Chroma system with this chromadb version (%s)", e)
+        return chromadb.EphemeralClient(settings=settings)
+    return own(settings)
+
+
+@functools.cache
+def _memory_client_class() -> Any:
+    from chromadb.api import ServerAPI
+    from chromadb.api.client import Client
+    from chromadb.config import DEFAULT_DATABASE, DEFAULT_TENANT, System
+    from chromadb.telemetry.product import ProductTelemetryClient
+
+    class OwnSystemClient(Client):
+        """``chromadb.api.client.Client`` on a private ``System`` (its ``__init__`` would use the shared one)."""
+
+        def __init__(self, settings: Any) -> None:  # Client.__init__ is skipped on purpose: it registers the system
+            settings.is_persistent = False
+            system = System(settings)
+            system.instance(ProductTelemetryClient)  # type: ignore[type-abstract]  # as chromadb's own code
+            self._server = system.instance(ServerAPI)  # type: ignore[type-abstract]
+            system.start()
+            self._own_system = system
+            self.tenant, self.database = DEFAULT_TENANT, DEFAULT_DATABASE
+
+        @property
+        def _system(self) -> Any:
+            return self._own_system
+
+        def close(self) -> None:
+            if not self._closed:
+                self._closed = True
+                self._own_system.stop()
+
+    return OwnSystemClient
+
+
 def _cosines(distances: Sequence[float]) -> list[float]:
     """Chroma's cosine distances as cosines in [-1, 1] (one array operation for a row of hits)."""
     return np.clip(1.0 - np.asarray(distances, dtype=np.float64), -1.0, 1.0).tolist()
@@ -348,6 +421,49 @@ def _records(page: Mapping[str, Any], include: Sequence[str]) -> Iterator[dict[s
             values = page.get(field)
             rec[field[:-1] if field.endswith("s") else field] = None if values is None else values[i]
         yield rec
+
+
+def _check_store_args(
+    path: Any, host: Any, port: Any, ssl: Any, headers: Any, client: Any, in_memory: Any
+) -> None:
+    """The store arguments' types, so that a mistake is an InputError here, not a connection failure later."""
+    if path is not None and not isinstance(path, (str, os.PathLike)):
+        raise InputError(f"path must be a folder path (str or pathlib.Path), got {type(path).__name__}")
+    if path is not None and not str(os.fspath(path)).strip():
+        raise InputError("path is empty; pass a folder path, e.g. './memory'")
+    if not isinstance(in_memory, bool):
+        raise InputError(f"in_memory must be True or False, got {in_memory!r}")
+    if not isinstance(ssl, bool):
+        raise InputError(f"ssl must be True or False, got {ssl!r}")
+    if host is not None and (not isinstance(host, str) or not host.strip()):
+        raise InputError(f"host must be a host name or address such as '127.0.0.1', got {host!r}")
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536):
+        raise InputError(f"port must be a port number from 1 to 65535, got {port!r}")
+    if port is not None and host is None:
+        raise InputError("port= needs host= (a Chroma server)")
+    if headers is not None:
+        pairs = headers.items() if isinstance(headers, Mapping) else [(None, None)]
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in pairs):  # values unshown: may be a token
+            raise InputError(
+                "headers must be a dict of str names to str values (e.g. {'Authorization': 'Bearer ...'}), got "
+                + ("one with other values" if isinstance(headers, Mapping) else f"a {type(headers).__name__}")
+            )
+    if client is not None and not callable(getattr(client, "get_or_create_collection", None)):
+        raise InputError(
+            f"client must be a Chroma client (chromadb.PersistentClient, HttpClient, EphemeralClient, ...), "
+            f"got {type(client).__name__}"
+        )
+
+
+def _persistent_folder(client: Any) -> Path | None:
+    """The folder of an embedded client (``chromadb.PersistentClient``), ``None`` for a server or in-memory one."""
+    try:
+        settings = client.get_settings()
+    except Exception:  # a client without settings (a wrapper, a test double): nothing to lock
+        return None
+    folder = getattr(settings, "persist_directory", None)
+    remote = "fastapi" in str(getattr(settings, "chroma_api_impl", "")).lower()
+    return Path(folder) if getattr(settings, "is_persistent", False) and folder and not remote else None
 
 
 def _name_of(c: Any) -> str:

@@ -6,12 +6,19 @@ open a folder holds ``<folder>/ctxret.lock`` (``filelock``: an OS-level lock, re
 process ends, however it ends) until it closes the store; a second process gets a
 :class:`~ctxret.errors.StoreError` naming the holder and the fix — a Chroma server, which many
 processes and machines can share. Inside one process the lock is shared by every store opened
-on the folder (counted), so reopening an index in the same process just works.
+on the folder (counted), so reopening an index in the same process just works. Every way to a
+folder takes it: ``path=`` and ``client=chromadb.PersistentClient(folder)`` alike.
+
+A process may wait for the holder instead of failing at once: ``acquire(timeout)`` (seconds;
+``ContextualIndex(..., lock_timeout=...)``, CLI ``--wait``) logs that it waits, then takes the lock
+as soon as the holder lets go, or fails with the same message once ``timeout`` has passed.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import math
 import os
 import socket
 import sys
@@ -20,14 +27,30 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..errors import StoreError
+from ..errors import InputError, StoreError
 
-__all__ = ["FolderLock", "LOCK_NAME"]
+__all__ = ["FolderLock", "LOCK_NAME", "check_lock_timeout"]
+
+logger = logging.getLogger(__name__)
 
 LOCK_NAME = "ctxret.lock"
 _INFO_NAME = "ctxret.lock.json"
 _held: dict[Path, tuple[Any, int]] = {}  # resolved folder -> (FileLock, how many stores hold it)
-_guard = threading.Lock()
+_guard = threading.Lock()  # guards _held and _gates
+_gates: dict[Path, threading.Lock] = {}  # one thread of the process takes a folder's file lock at a time
+
+
+def check_lock_timeout(value: Any) -> float:
+    """``value`` as seconds to wait for a folder another process holds (``0``: fail at once; ``math.inf``:
+    wait for as long as it takes), else an :class:`InputError`."""
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value < 0:
+        raise InputError(
+            f"lock_timeout must be a number of seconds >= 0 (0: fail at once if another process holds the "
+            f"store folder; math.inf: wait until it lets go), got {value!r}"
+        )
+    return float(value)
 
 
 class FolderLock:
@@ -37,19 +60,37 @@ class FolderLock:
         self.folder = Path(folder).resolve()
         self._released = True
 
-    def acquire(self) -> FolderLock:
+    def acquire(self, timeout: float = 0.0) -> FolderLock:
+        """Hold the folder (shared with this process's other holders); another process's hold is waited
+        for up to ``timeout`` seconds (:func:`check_lock_timeout`), then a :class:`StoreError`."""
         from filelock import FileLock, Timeout
 
+        timeout = check_lock_timeout(timeout)
         with _guard:
-            lock, count = _held.get(self.folder, (None, 0))
+            gate = _gates.setdefault(self.folder, threading.Lock())
+        with gate:  # a wait below holds up this folder's other openers only, and no release
+            with _guard:
+                lock, count = _held.get(self.folder, (None, 0))
+                if lock is not None:
+                    _held[self.folder] = (lock, count + 1)
             if lock is None:
                 lock = FileLock(str(self.folder / LOCK_NAME), timeout=0, thread_local=False)
                 try:
-                    lock.acquire()
+                    lock.acquire(timeout=0)
                 except Timeout:
-                    raise StoreError(_busy_message(self.folder)) from None
+                    if timeout <= 0:
+                        raise StoreError(_busy_message(self.folder)) from None
+                    logger.warning(
+                        "the store folder %r is in use by %s; waiting for it (%s)", str(self.folder),
+                        _holder(self.folder), "until it lets go" if math.isinf(timeout) else f"up to {timeout:g} s",
+                    )
+                    try:
+                        lock.acquire(timeout=-1 if math.isinf(timeout) else timeout)
+                    except Timeout:
+                        raise StoreError(_busy_message(self.folder, waited=timeout)) from None
                 _write_info(self.folder)
-            _held[self.folder] = (lock, count + 1)
+                with _guard:
+                    _held[self.folder] = (lock, 1)
         self._released = False
         return self
 
@@ -90,15 +131,20 @@ def _write_info(folder: Path) -> None:
         pass  # the lock is what counts; the note only helps the error message
 
 
-def _busy_message(folder: Path) -> str:
+def _holder(folder: Path) -> str:
     try:
         info = json.loads((folder / _INFO_NAME).read_text(encoding="utf-8"))
-        holder = f"process {info.get('pid')} on {info.get('host')} since {info.get('since')} (`{info.get('command')}`)"
+        return f"process {info.get('pid')} on {info.get('host')} since {info.get('since')} (`{info.get('command')}`)"
     except (OSError, ValueError):
-        holder = "another process"
+        return "another process"
+
+
+def _busy_message(folder: Path, waited: float = 0.0) -> str:
+    after = f" (waited {waited:g} s)" if waited else ""
     return (
-        f"the store folder {str(folder)!r} is in use by {holder}. An embedded Chroma folder serves one process at a "
-        "time (two processes corrupt it). Stop the other process, or share the data through a Chroma server: "
-        f"`chroma run --path {folder}` and connect every process to it (ctxret --chroma-host HOST, or "
+        f"the store folder {str(folder)!r} is in use by {_holder(folder)}{after}. An embedded Chroma folder serves one "
+        "process at a time (two processes corrupt it). Stop the other process, or wait for it "
+        "(ContextualIndex(..., lock_timeout=SECONDS); ctxret --wait SECONDS), or share the data through a Chroma "
+        f"server: `chroma run --path {folder}` and connect every process to it (ctxret --chroma-host HOST, or "
         "ContextualIndex(host=..., port=...))."
     )

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from .._faults import fault_point
-from ..errors import InputError
+from ..errors import ClosedError, InputError
 from .base import DEFERRED, Fetched, Row, StoredPieces, group_parents
 from .cache import DEFAULT_CACHE_PIECES, Block, ScopeView, ThreadCache
 from .changes import ChangeLog
@@ -37,7 +37,7 @@ from .where import Unsupported
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PieceStore", "REBUILD_SUFFIX", "PREVIOUS_SUFFIX", "open_piece_store"]
+__all__ = ["ClosedStore", "PieceStore", "REBUILD_SUFFIX", "PREVIOUS_SUFFIX", "open_piece_store"]
 
 #: A rebuild writes ``<collection>-rebuild`` and keeps the old one as ``<collection>-previous``
 #: while the two are swapped.
@@ -273,9 +273,14 @@ class PieceStore:
                 journal.mark_pending([i for i in ids if i not in fresh], new=[i for i in ids if i in fresh],
                                      stale=stale)  # fmt: skip
             fault_point("write:before-chroma")
-            self.views.write(views, name=name)  # views hook: before the pieces
-            if len(ids):
-                self.chroma.upsert(ids, vectors, documents, metadatas, name=name)
+            try:
+                self.views.write(views, name=name)  # views hook: before the pieces
+                if len(ids):
+                    self.chroma.upsert(ids, vectors, documents, metadatas, name=name)
+            except InputError as e:
+                if journal is not None and getattr(e, "nothing_stored", False):
+                    journal.write(settle=True)  # refused whole: nothing to repair
+                raise
             fault_point("write:after-upsert")
             if stale:
                 self.chroma.delete_ids(stale, name=name)
@@ -615,6 +620,20 @@ class PieceStore:
         return True
 
 
+class ClosedStore:
+    """What an index holds in place of its :class:`PieceStore` after ``close()``: every use raises
+    :class:`~ctxret.errors.ClosedError` (the lexical file and Chroma are released; a call would
+    otherwise fail deep inside them, e.g. SQLite's "Cannot operate on a closed database")."""
+
+    def __init__(self, location: str, collection: str) -> None:
+        self._where = f"collection {collection!r} at {location}"
+
+    def __getattr__(self, name: str) -> Any:
+        raise ClosedError(
+            f"this index ({self._where}) is closed; open a new ContextualIndex (or adapter) on the store to use it"
+        )
+
+
 def open_piece_store(
     path: str | os.PathLike[str] | None = None,
     *,
@@ -625,6 +644,7 @@ def open_piece_store(
     headers: Mapping[str, str] | None = None,
     client: Any | None = None,
     in_memory: bool = False,
+    lock_timeout: float = 0.0,
     lexical: bool | None = None,
     lexical_path: str | os.PathLike[str] | None = None,
     lexical_language: str | None = "english",
@@ -640,10 +660,15 @@ def open_piece_store(
     """
     if lexical is not None and not isinstance(lexical, bool):
         raise InputError(f"lexical must be True, False or None, got {lexical!r}")
+    if lexical_path is not None and (
+        not isinstance(lexical_path, (str, os.PathLike)) or not str(os.fspath(lexical_path)).strip()
+    ):
+        raise InputError(f"lexical_path must be a file path (or ':memory:'), got {lexical_path!r}")
     analysis = default_analysis(lexical_language)
     chroma = ChromaStore(
-        path, collection=collection, host=host, port=port, ssl=ssl, headers=headers, client=client, in_memory=in_memory
-    )
+        path, collection=collection, host=host, port=port, ssl=ssl, headers=headers, client=client, in_memory=in_memory,
+        lock_timeout=lock_timeout,
+    )  # fmt: skip
     index: LexicalIndex | None = None
     if lexical is False:
         pass

@@ -17,13 +17,15 @@ so the policies below hold everywhere:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import InputError
+from ..text import check_unicode
+from .where import check_where
 
 if TYPE_CHECKING:
     from ..ingest.turns import Piece, Turn
@@ -38,7 +40,10 @@ __all__ = [
     "caller_keys",
     "caller_metadata",
     "candidate_metadata",
+    "as_list",
     "caller_view",
+    "check_id",
+    "check_metadata_arg",
     "flatten_metadata",
     "hit_metadata",
     "parent_key",
@@ -104,7 +109,10 @@ def flatten_metadata(meta: Mapping[str, Any], prefix: str = "") -> dict[str, str
     """Flatten caller metadata to Chroma's scalar values.
 
     Nested dicts become dotted keys (``{"a": {"b": 1}}`` → ``{"a.b": 1}``); lists, tuples and other
-    values become JSON strings; ``None`` values are left out (Chroma cannot filter on them).
+    values become JSON strings; ``None`` values are left out (Chroma cannot filter on them); numpy
+    scalars become Python numbers. What Chroma cannot hold is an :class:`InputError` naming the key:
+    a key starting with ``$`` or ``#`` (Chroma's own), text with a lone surrogate, a non-finite
+    float, an integer outside 64 bits (Chroma would store it as a float).
     """
     if not isinstance(meta, Mapping):
         raise InputError(f"metadata must be a dict of str keys, got {type(meta).__name__}")
@@ -118,23 +126,39 @@ def flatten_metadata(meta: Mapping[str, Any], prefix: str = "") -> dict[str, str
             if not isinstance(key, str) or not key:
                 raise InputError(f"metadata keys must be non-empty strings, got {key!r}")
             name = f"{pre}{key}"
+            check_unicode(name, f"metadata key {name!r}")
+            if name.startswith(("$", "#", "chroma:")):
+                raise InputError(
+                    f"metadata key {name!r} starts with {name[0] if name[0] in '$#' else 'chroma:'!r}, which Chroma "
+                    "keeps for its own filters and fields; rename it"
+                )
+            if isinstance(value, np.generic):
+                value = value.item()
             if value is None:
                 continue
-            if isinstance(value, (bool, int, str)):
+            if isinstance(value, bool):
                 out[name] = value
+            elif isinstance(value, int):
+                if not -(2**63) <= value < 2**63:
+                    raise InputError(
+                        f"metadata {name!r} is {value}, outside the 64-bit integers Chroma holds (it would come back "
+                        "as an inexact float); store it as a string"
+                    )
+                out[name] = value
+            elif isinstance(value, str):
+                out[name] = check_unicode(str(value), f"metadata {name!r}")
             elif isinstance(value, float):
                 if value != value or value in (float("inf"), float("-inf")):
                     raise InputError(f"metadata {name!r} is {value}; Chroma stores finite numbers only")
                 out[name] = value
-            elif isinstance(value, np.generic):
-                out[name] = value.item()
             elif isinstance(value, Mapping):
                 stack.append((f"{name}.", value, depth + 1))
             else:
                 try:
-                    out[name] = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+                    text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
                 except (TypeError, ValueError, RecursionError) as e:
                     raise InputError(f"metadata {name!r} of type {type(value).__name__} cannot be stored") from e
+                out[name] = check_unicode(text, f"metadata {name!r}")
     return dict(sorted(out.items()))
 
 
@@ -230,7 +254,8 @@ class Scope:
         self.thread_ids: tuple[str, ...] | None = _thread_tuple(thread_ids)
         if where is not None and not isinstance(where, Mapping):
             raise InputError(f"where must be a Chroma filter dict, got {type(where).__name__}")
-        self.where: dict[str, Any] | None = dict(where) if where else None
+        # held to Chroma's grammar here: a malformed filter is the caller's error, never a store fault
+        self.where: dict[str, Any] | None = check_where(where) if where else None
 
     def __repr__(self) -> str:
         return f"Scope(thread_ids={self.thread_ids!r}, where={self.where!r})"
@@ -256,18 +281,26 @@ class Scope:
         return self.thread_ids is None or str(meta.get("thread_id")) in self.thread_ids
 
 
+def as_list(value: Any, what: str, items: str) -> list[Any]:
+    """``value`` (an iterable of ``items``, not a string, bytes or a dict) as a list, else an :class:`InputError`."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise InputError(f"{what} must be a list of {items}, got {type(value).__name__}")
+    return list(value)
+
+
+def check_metadata_arg(metadata: Any) -> None:
+    """A ``metadata=`` argument is ``None`` or a dict (its keys and values are checked when flattened)."""
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise InputError(
+            f"metadata must be a dict of str keys (e.g. {{'source': 'crm'}}) or None, got {type(metadata).__name__}"
+        )
+
+
 def check_id(value: Any, what: str = "thread id") -> str:
     """``value`` if it is a usable id (a non-empty string of valid Unicode), else an :class:`InputError`."""
     if not isinstance(value, str) or not value.strip():
         raise InputError(f"a {what} must be a non-empty string, got {value!r}; pass e.g. 'user-42'")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InputError(
-            f"the {what} {value!r} holds a lone surrogate (invalid Unicode, often a mis-decoded file or a bad "
-            "JSON escape); pass valid UTF-8 text"
-        ) from None
-    return value
+    return check_unicode(value, f"the {what} {value!r}")
 
 
 def _thread_tuple(thread_id: str | Sequence[str] | None) -> tuple[str, ...] | None:

@@ -7,14 +7,134 @@ that lacks the key, or holds another type, matches them), the other operators ne
 record without the key, the order operators compare numbers only, and a boolean is not a number. A filter
 using anything else raises :class:`Unsupported`, and the caller hands the search to Chroma instead; a test
 holds this evaluator to Chroma's answers on random filters.
+
+:func:`check_where` holds a caller's filter to Chroma's grammar before any store sees it, so a malformed
+one is an :class:`~ctxret.errors.InputError` naming the key or operator and the fix (not a store fault).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["Unsupported", "compile_where"]
+from ..errors import InputError
+from ..text import check_unicode
+
+__all__ = ["Unsupported", "check_where", "compile_where"]
+
+#: Chroma's operators on a metadata key (1.5).
+OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$contains", "$not_contains")
+_INT64 = (-(2**63), 2**63 - 1)
+_EXAMPLE = "e.g. {'kind': 'turn'}, {'n': {'$gte': 3}}, {'$and': [{'kind': 'turn'}, {'n': {'$lt': 9}}]}"
+
+
+def check_where(where: Any) -> dict[str, Any]:
+    """``where`` as Chroma takes it (numpy scalars as Python numbers), else an :class:`InputError` that
+    names the key or operator at fault and the fix.
+
+    Chroma's grammar: a dict of exactly one key; ``$and`` / ``$or`` with a list of at least two
+    filters; otherwise a metadata key whose value is a string, number or boolean (equality) or a dict
+    of one operator (:data:`OPERATORS`): the order operators take a number, ``$in`` / ``$nin`` a
+    non-empty list of values of one type, ``$contains`` on ``#document`` a string. Numbers are finite
+    and within 64-bit integers; text is valid Unicode.
+    """
+    if not isinstance(where, Mapping):
+        raise InputError(f"where must be a Chroma filter dict ({_EXAMPLE}), got {type(where).__name__}")
+    return _clause(where, "where")
+
+
+def _clause(where: Any, path: str) -> dict[str, Any]:
+    if not isinstance(where, Mapping):
+        raise InputError(f"{path} must be a filter dict ({_EXAMPLE}), got {_show(where)}")
+    if len(where) != 1:
+        keys = ", ".join(repr(k) for k in where) or "none"
+        raise InputError(
+            f"{path} has {len(where)} keys ({keys}); a Chroma filter has exactly one: combine conditions with "
+            "{'$and': [{'a': 1}, {'b': 2}]} (or '$or')"
+        )
+    ((key, value),) = where.items()
+    if not isinstance(key, str):
+        raise InputError(f"{path}: a filter key must be a metadata name or '$and' / '$or', got {key!r}")
+    check_unicode(key, f"{path} key {key!r}")
+    here = f"{path}[{key!r}]"
+    if key in ("$and", "$or"):
+        if not isinstance(value, list) or len(value) < 2:
+            raise InputError(
+                f"{here} must be a list of at least two filters, got {_show(value)}; a single condition goes "
+                f"alone, without {key!r}"
+            )
+        return {key: [_clause(v, f"{here}[{i}]") for i, v in enumerate(value)]}
+    if key.startswith("$"):
+        raise InputError(f"{path}: {key!r} is not a Chroma filter key; use a metadata name, or '$and' / '$or'")
+    if key == "#document" and not (isinstance(value, Mapping) and set(value) <= {"$contains", "$not_contains"}):
+        raise InputError(
+            f"{here}: Chroma filters the document text with {{'$contains': text}} or {{'$not_contains': text}} only, "
+            f"got {_show(value)}"
+        )
+    if isinstance(value, Mapping):
+        if len(value) != 1:
+            ops = ", ".join(repr(k) for k in value) or "none"
+            raise InputError(
+                f"{here} holds {len(value)} operators ({ops}); give one per condition and combine them with "
+                "'$and', e.g. {'$and': [{'n': {'$gte': 1}}, {'n': {'$lt': 9}}]}"
+            )
+        ((op, operand),) = value.items()
+        return {key: {op: _operand(key, op, operand, f"{here}[{op!r}]")}}
+    return {key: _scalar(value, here, "a string, number or boolean (or an operator dict such as {'$in': [...]})")}
+
+
+def _operand(key: str, op: Any, operand: Any, here: str) -> Any:
+    if op not in OPERATORS:
+        raise InputError(f"{here}: {op!r} is not a Chroma operator; use one of {', '.join(OPERATORS)}")
+    if op in ("$in", "$nin"):
+        if not isinstance(operand, list) or not operand:
+            raise InputError(f"{here} must be a non-empty list of values, got {_show(operand)}")
+        values = [_scalar(v, f"{here}[{i}]", "a string, number or boolean") for i, v in enumerate(operand)]
+        if len({_kind(v) for v in values}) > 1:
+            raise InputError(
+                f"{here} mixes value types ({_show(operand)}); Chroma takes values of one type: all strings, "
+                "all integers, all floats or all booleans"
+            )
+        return values
+    if op in ("$gt", "$gte", "$lt", "$lte"):
+        value = _scalar(operand, here, "a number")
+        if _kind(value) not in ("int", "float"):
+            raise InputError(f"{here}: {op!r} compares numbers only, got {_show(operand)}")
+        return value
+    if key == "#document" and op in ("$contains", "$not_contains") and not isinstance(operand, str):
+        raise InputError(f"{here}: {op!r} on '#document' takes the text to find, got {_show(operand)}")
+    return _scalar(operand, here, "a string, number or boolean")
+
+
+def _scalar(value: Any, here: str, what: str) -> Any:
+    if hasattr(value, "item") and type(value).__module__ == "numpy":
+        value = value.item()
+    if isinstance(value, str):
+        return check_unicode(value, here)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        if not _INT64[0] <= value <= _INT64[1]:
+            raise InputError(f"{here} is {value}, outside Chroma's 64-bit integers; pass a smaller number")
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InputError(f"{here} is {value}; Chroma compares finite numbers only")
+        return value
+    hint = " (to match any of several values use {'$in': [...]})" if isinstance(value, (list, tuple, set)) else ""
+    if value is None:
+        hint = " (Chroma stores no None values, so nothing could match)"
+    raise InputError(f"{here} must be {what}, got {_show(value)}{hint}")
+
+
+def _kind(value: Any) -> str:
+    return "bool" if isinstance(value, bool) else type(value).__name__
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 class Unsupported(Exception):
