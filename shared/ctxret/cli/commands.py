@@ -45,8 +45,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             problems.append(e)
     if problems:
         return _refuse(problems, len(paths))
-    # progress: a bar on a terminal, a line every few seconds in a pipe or a log
-    index = open_index(settings, max_turn_bytes=args.max_bytes, progress=not args.quiet)
+    index = open_index(settings, max_turn_bytes=args.max_bytes, progress=_progress(args))
     planned: list[PlannedTurn] = []
     owner: dict[tuple[str, str], Path] = {}  # each turn's file
     for f in files:  # pieces are sized to the model, and limits checked, before anything is written
@@ -86,6 +85,14 @@ def cmd_index(args: argparse.Namespace) -> int:
         f"store {store.location} (collection {store.collection_name}): {store.count():,} pieces"
     )
     return EXIT_OK
+
+
+def _progress(args: argparse.Namespace) -> bool | None:
+    """A bar on a terminal (when there is more than a moment's work), a line every few seconds in a pipe or a
+    log (``ingest.writer.ProgressLines``), nothing with ``--quiet``."""
+    if getattr(args, "quiet", False):
+        return False
+    return None if sys.stderr.isatty() else True
 
 
 def _refuse(problems: list[FileProblem], n_paths: int) -> int:
@@ -224,10 +231,10 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     embedder = make_embedder(settings)
     started = time.perf_counter()
     try:
-        index = open_index(settings, embedder=embedder, must_exist=True, progress=True)
+        index = open_index(settings, embedder=embedder, must_exist=True, progress=_progress(args))
     except ConfigMismatchError:
         # New options: opening with rebuild=True re-embeds every stored piece under them.
-        index = open_index(settings, embedder=embedder, must_exist=True, rebuild=True, progress=True)
+        index = open_index(settings, embedder=embedder, must_exist=True, rebuild=True, progress=_progress(args))
         result = None
     else:
         result = index.reindex()

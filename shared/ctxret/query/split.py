@@ -6,7 +6,7 @@ keep every question or request its own part however short; join fragments ("Than
 anything about them?") and other pieces shorter than 24 characters to a neighbour; keep fenced
 code blocks and ``>`` quoted lines in one part; join neighbours into at most ``max_parts`` runs,
 asks keeping their own part where they can. The seed's rule is kept as the baseline in
-:func:`ctxret.evaluation.splitting.seed_split_prompt_chunks`; the fixture of 129 agent messages is
+:func:`ctxret.evaluation.splitting.seed_split_prompt_chunks`; the fixture of 145 agent messages is
 ``ctxret/data/split_fixture.jsonl``.
 """
 
@@ -65,6 +65,13 @@ def split_prompt_chunks(message: str, max_parts: int = MAX_PARTS) -> list[str]:
       short question of one word or an elliptical one ("Why not?"), or one that opens with
       "and"/"also"/"but"… and then has no question word, verb or request ("And staging?"); a
       sentence after the first inside a list item that is not an ask; a window after the first.
+    * A follow-up after a continuer that names a subject of its own ("And the VPN host?", "Also the wifi
+      password?") is an ask; one that points back or repeats the question for another target ("And the rest?",
+      "And for staging?") is a fragment.
+    * A question (not a request) whose first clause leans on the statement right before it by a pronoun
+      ("I adopted two cats. Do you remember their names?") joins that statement, unless it starts a new line.
+    * A spoken run-on (lower-case start or no sentence end, 10+ words, no punctuation inside) is cut before each
+      "and"/"also"/"anyway"... that opens an ask ("so what time is my flight | and also can you remind me ...").
     * A unit ending with ``:`` (or a question directly followed by list items) leads in: it joins
       the unit after it. A code or quote block joins the unit before it, or, after a lead-in, goes
       with the lead-in (the pair stands alone when the lead-in is itself an ask, e.g.
