@@ -270,3 +270,25 @@ def test_the_light_commands_import_no_model_runtime(tmp_path, argv):
     heavy = {m for m in imported if m.split(".")[0] in ("onnxruntime", "tokenizers", "openai")}
     heavy |= {m for m in imported if m in ("ctxret.index", "ctxret.evaluation", "ctxret.query.search")}
     assert not heavy, sorted(heavy)
+
+
+@pytest.mark.slow
+def test_stats_counts_from_the_lexical_file_or_chroma_when_a_write_is_announced(run, tmp_path, monkeypatch):
+    from ctxret.storage.chroma import ChromaStore
+    from ctxret.storage.lexical import LexicalIndex, default_lexical_path
+
+    path = tmp_path / "threads.json"
+    path.write_text(json.dumps([{"thread_id": "a", "messages": DOGS[:2]}, {"thread_id": "b", "messages": DOGS}]))
+    store = tmp_path / "store"
+    assert run("index", path, "--store", store)[0] == 0
+    want = {"pieces": 6, "turns": 3, "threads": 2, "pieces_per_thread": {"a": 2, "b": 4}}
+    scanned = []
+    real = ChromaStore.iter_records
+    monkeypatch.setattr(ChromaStore, "iter_records", lambda self, *a, **k: scanned.append(1) or real(self, *a, **k))
+    info = json.loads(run("stats", "--store", store, "--json")[1])
+    assert {k: info[k] for k in want} == want and not scanned  # from the lexical file's index
+    lexical = LexicalIndex(default_lexical_path(store, "ctxret"))
+    lexical.mark_pending(["x"])  # a writer announced a write and has not settled it
+    lexical.close()
+    info = json.loads(run("stats", "--store", store, "--json")[1])
+    assert {k: info[k] for k in want} == want and scanned  # from Chroma's records

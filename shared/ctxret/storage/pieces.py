@@ -335,12 +335,14 @@ class PieceStore:
     def stats(self) -> dict[str, Any]:
         """Counts (pieces, turns, threads, pieces per thread) and where the store and its lexical file are.
 
-        From the lexical file's index when it is in step (no write announced, as many pieces as Chroma: a
-        millisecond), else from every record's metadata in Chroma (~0.25 ms a piece)."""
+        From the lexical file's index when it is in step (filled, no write announced: the rule under which
+        searches take texts from its copy; a millisecond, and Chroma's segments are not even loaded), else from
+        every record's metadata in Chroma (~0.25 ms a piece)."""
         per_thread: dict[str, int] = {}
         n = n_turns = 0
-        counts = self.lexical.thread_counts() if self.lexical is not None else None
-        if counts is not None and sum(c for c, _ in counts.values()) == self.chroma.count():
+        usable = self.lexical is not None and not self.lexical.fresh
+        counts = self.lexical.thread_counts() if usable and self.lexical is not None else None
+        if counts is not None:
             per_thread = {t: c for t, (c, _) in counts.items()}
             n, n_turns = sum(per_thread.values()), sum(t for _, t in counts.values())
         else:
