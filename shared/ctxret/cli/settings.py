@@ -374,7 +374,12 @@ def open_store(settings: Settings, *, writable: bool = False) -> PieceStore:
         lexical_path = settings.lexical_path
         if lexical_path is None and not server:
             lexical_path = str(default_lexical_path(where["path"], settings.collection))
-        lexical = LexicalIndex(lexical_path) if lexical_path and Path(lexical_path).is_file() else None
+        lexical = None
+        if lexical_path and Path(lexical_path).is_file():
+            try:
+                lexical = LexicalIndex(lexical_path)
+            except CtxretError:  # e.g. a Python whose SQLite has no FTS5: the counts come from Chroma
+                lexical = None
         return PieceStore(chroma, lexical)
     _require_collection(settings, server, where, settings.collection)
     store: PieceStore = _connect(
