@@ -97,7 +97,7 @@ def main() -> int:
             subprocess.run([sys.executable, "-m", "ctxret", "--store", store, "index", str(data)], check=True,
                            capture_output=True)  # fmt: skip
     cmds = commands(store, args.message)
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "0"}
+    env = dict(os.environ)
     for cmd in cmds.values():  # warm the file cache and the bytecode once
         subprocess.run(cmd, capture_output=True, check=True, env=env)
     times: dict[str, list[float]] = {name: [] for name in cmds}
