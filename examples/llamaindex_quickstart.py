@@ -1,6 +1,6 @@
 """ctxret in LlamaIndex: node parser in a pipeline → store → grouped retriever → query engine.
 
-Run: python examples/llamaindex_quickstart.py   (needs ``pip install "ctxret[local]"``; offline)
+Run: python examples/llamaindex_quickstart.py   (from a clone, after ``pip install -e ".[local]"``; offline)
 """
 # ruff: noqa: T201
 

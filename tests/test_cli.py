@@ -607,3 +607,21 @@ def test_two_files_giving_the_same_turn_are_refused_before_anything_is_written(t
     capsys.readouterr()
     assert cli.main(["stats", "--json", "--store", store]) == 0
     assert set(json.loads(capsys.readouterr().out)["pieces_per_thread"]) == {"travel-log", "pets-log"}
+
+
+def test_the_demo_says_where_an_expected_fact_is_when_its_groups_miss_it(local_embedder, capsys):
+    """The ops-agent message's EORI row is one line of an 80-row tool result: at k=2 the verdict says how deep
+    it is (it used to print a bare NO, against the note's promise)."""
+    from ctxret import ContextualIndex
+
+    index = ContextualIndex(in_memory=True, collection="demo-eori", embedder=local_embedder, progress=False)
+    threads, queries = cli_demo.demo_files()
+    index.add_turns(cli.read_input_file(threads).turns)
+    query = next(q for q in json.loads(queries.read_text(encoding="utf-8")) if "EORI" in q.get("expect", []))
+    cli_demo._demo_query(index, query, 1, 1, 2, index.score_threshold)
+    out = capsys.readouterr().out
+    verdict = next(line for line in out.splitlines() if line.startswith("=> "))
+    assert "'EORI': groups NO" not in verdict
+    assert re.search(r"'EORI': groups not in the top 2 \(Part \d #\d+ at k=10\)", verdict), verdict
+    assert "'Priya Raman': groups yes" in verdict
+    assert "larger -k" in query["note"] and "--parents" in query["note"]

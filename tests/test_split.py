@@ -405,3 +405,82 @@ def test_property_nothing_lost_and_in_order(text):
     assert nonws("".join(parts)) == nonws(clean_text(text))
     assert len(parts) <= 8
     assert all(p and p == p.strip() and "\n" not in p for p in parts)
+
+
+# --------------------------------------------------------------------------- parts a user expects (issue 27)
+
+
+@pytest.mark.parametrize(
+    ("message", "parts"),
+    [
+        ("What were my dogs' names? And the VPN host?", ["What were my dogs' names?", "And the VPN host?"]),
+        ("Where did I park? Also the wifi password?", ["Where did I park?", "Also the wifi password?"]),
+        # a follow-up that points back, or repeats the question for another target, still joins
+        ("Is production affected by the outage? And staging?", ["Is production affected by the outage? And staging?"]),
+        ("Who is on call this week? And the rest of the rotation?",
+         ["Who is on call this week? And the rest of the rotation?"]),
+        ("What's the deploy command for production? And for staging?",
+         ["What's the deploy command for production? And for staging?"]),
+    ],
+)  # fmt: skip
+def test_a_short_follow_up_naming_a_new_subject_is_its_own_part(message, parts):
+    assert split_prompt_chunks(message) == parts
+
+
+@pytest.mark.parametrize(
+    ("message", "parts"),
+    [
+        ("I adopted two cats last spring. Do you remember their names?",
+         ["I adopted two cats last spring. Do you remember their names?"]),
+        ("We're flying to Lisbon on the 15th. How do I get there from the airport?",
+         ["We're flying to Lisbon on the 15th. How do I get there from the airport?"]),
+        # existential "there", no pronoun: apart
+        ("I'm working from home today. Is there a runbook for the VPN?",
+         ["I'm working from home today.", "Is there a runbook for the VPN?"]),
+        # after a question the pronoun's question keeps its own part (the whole message is blended into it)
+        ("Did Anna reply? What did she say about the budget?",
+         ["Did Anna reply?", "What did she say about the budget?"]),
+        # a request acts on its referent but searches for the action
+        ("Reminder: dentist on Thursday at 9. Can you add it to my calendar?",
+         ["Reminder: dentist on Thursday at 9.", "Can you add it to my calendar?"]),
+        # a new line is a new thought
+        ("I adopted two cats last spring.\nDo you remember their names?",
+         ["I adopted two cats last spring.", "Do you remember their names?"]),
+    ],
+)  # fmt: skip
+def test_a_question_that_leans_on_the_statement_before_stays_with_it(message, parts):
+    assert split_prompt_chunks(message) == parts
+
+
+def test_a_voice_run_on_gives_one_part_per_ask():
+    message = "so what time is my flight and also can you remind me what the wifi password is and who is on call"
+    assert split_prompt_chunks(message) == [
+        "so what time is my flight", "and also can you remind me what the wifi password is", "and who is on call",
+    ]  # fmt: skip
+    # a spoken story without an ask, and a typed sentence, are not cut
+    story = "so yesterday we went to the park and then we had lunch and when we got home the dog was asleep"
+    assert split_prompt_chunks(story) == [story]
+    typed = "Jon left his secure job as a banker to pursue his passion for dancing and turn it into a business."
+    assert split_prompt_chunks(typed) == [typed]
+
+
+SPOKEN_ASKS = [
+    "what time is my flight", "can you remind me what the wifi password is", "who is on call tonight",
+    "where did i park the car", "is it raining in porto", "tell me the gate for the connection",
+    "how long does the train take", "did anyone call the plumber",
+]  # fmt: skip
+
+
+@given(
+    st.lists(st.sampled_from(SPOKEN_ASKS), min_size=3, max_size=5, unique=True),
+    st.lists(st.sampled_from(["and", "and also", "also", "anyway", "oh and", "plus"]), min_size=4, max_size=4),
+    st.sampled_from(["", "so ", "ok so ", "hey "]),
+)
+@PROPS
+def test_any_spoken_run_on_of_asks_is_cut_at_each_ask(asks, joiners, opener):
+    message = opener + asks[0] + "".join(f" {j} {a}" for j, a in zip(joiners, asks[1:], strict=False))
+    parts = split_prompt_chunks(message)
+    assert len(parts) == len(asks)
+    assert nonws("".join(parts)) == nonws(message)
+    for part, ask in zip(parts, asks, strict=True):
+        assert part.endswith(ask)

@@ -54,7 +54,8 @@ __all__ = [
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``ctxret`` command; returns the exit code (0 ok, 1 error, 2 usage)."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:  # argparse: --help/--version (0) or a usage error (2)

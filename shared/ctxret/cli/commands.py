@@ -8,20 +8,35 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CtxretError, InputError
-from ..ingest.writer import PlannedTurn
-from .readers import DEFAULT_INCLUDE, FileProblem, collect_paths, document_root, read_input_file
+from .readers import DEFAULT_INCLUDE, FileProblem, collect_paths, document_root, read_input_file, skipped_summary
 from .render import clip, error, floor_text, hit_line, one_line, search_json, terminal_width, warn
-from .settings import EXIT_ERROR, EXIT_OK, UsageError, make_embedder, open_index, resolve_settings
+from .settings import (
+    EXIT_ERROR,
+    EXIT_OK,
+    UsageError,
+    describe_embedder,
+    make_embedder,
+    open_index,
+    open_store,
+    resolve_settings,
+)
+
+if TYPE_CHECKING:
+    from ..ingest.writer import PlannedTurn
 
 
 def cmd_index(args: argparse.Namespace) -> int:
     settings = resolve_settings(args)
     if args.thread is not None and not args.thread.strip():
         raise UsageError("--thread needs a non-empty id")
-    paths, folders = collect_paths(args.paths, args.include or DEFAULT_INCLUDE, args.exclude or ())
+    include, exclude = args.include or DEFAULT_INCLUDE, args.exclude or ()
+    paths, skipped = collect_paths(args.paths, include, exclude)
+    folders = [Path(name) for name in args.paths if Path(name).is_dir()]
+    for line in skipped_summary(skipped, include, exclude):
+        print(line, file=sys.stderr)
     root = document_root(paths, args.root)
     if args.prune:
         _check_prune(folders, paths, root, args.root)
@@ -33,7 +48,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             problems.append(e)
     if problems:
         return _refuse(problems, len(paths))
-    index = open_index(settings, max_turn_bytes=args.max_bytes)
+    index = open_index(settings, max_turn_bytes=args.max_bytes, progress=_progress(args))
     planned: list[PlannedTurn] = []
     owner: dict[tuple[str, str], Path] = {}  # each turn's file
     for f in files:  # pieces are sized to the model, and limits checked, before anything is written
@@ -116,6 +131,14 @@ def _pruned(
     return sorted(gone, key=lambda k: k[1])
 
 
+def _progress(args: argparse.Namespace) -> bool | None:
+    """A bar on a terminal (when there is more than a moment's work), a line every few seconds in a pipe or a
+    log (``ingest.writer.ProgressLines``), nothing with ``--quiet``."""
+    if getattr(args, "quiet", False):
+        return False
+    return None if sys.stderr.isatty() else True
+
+
 def _refuse(problems: list[FileProblem], n_paths: int) -> int:
     for problem in problems:
         error(str(problem))
@@ -191,25 +214,26 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    """Counts and the collection's config; opens any collection (nothing is written, no model needed to read it)."""
+    """Counts and the collection's config; opens any collection without loading a model or the BM25 postings
+    (nothing is written)."""
     from ..config import IndexConfig
-    from ..storage.pieces import PieceStore
 
     settings = resolve_settings(args)
-    chroma = open_index(settings, must_exist=True, inspect_only=True)
-    store = PieceStore(chroma)
-    stats = store.stats()
-    cfg = stats["config"] = chroma.stored_config() or {}
+    store = open_store(settings)
+    try:
+        stats = store.stats()
+        cfg = stats["config"] = store.stored_config() or {}
+    finally:
+        store.close()
     floor: float | None = None
-    try:  # would this environment's options open it? (builds the embedder: no network call)
-        embedder = make_embedder(settings)
+    try:  # would this environment's options open it? (the embedder described, not loaded; no network call)
+        embedder = describe_embedder(settings)
         diff = IndexConfig.resolve(embedder, cfg, weight=settings.weight).differences(cfg)
         floor = None if "model_id" in diff else float(embedder.default_score_threshold)
     except CtxretError as e:
         diff, stats["open_check_error"] = {}, str(e)
     stats["mismatch"] = {k: {"stored": old, "asked": new} for k, (old, new) in diff.items()}
     stats["score_threshold"] = floor
-    chroma.close()
     per_thread: dict[str, int] = stats["pieces_per_thread"]
     if args.json:
         print(json.dumps(stats, ensure_ascii=False, indent=2, default=str))
@@ -251,10 +275,10 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     embedder = make_embedder(settings)
     started = time.perf_counter()
     try:
-        index = open_index(settings, embedder=embedder, must_exist=True)
+        index = open_index(settings, embedder=embedder, must_exist=True, progress=_progress(args))
     except ConfigMismatchError:
         # New options: opening with rebuild=True re-embeds every stored piece under them.
-        index = open_index(settings, embedder=embedder, must_exist=True, rebuild=True)
+        index = open_index(settings, embedder=embedder, must_exist=True, rebuild=True, progress=_progress(args))
         result = None
     else:
         result = index.reindex()
@@ -274,15 +298,21 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
+    """Delete threads' pieces from Chroma and the lexical file (no model is loaded: nothing is embedded)."""
+    from ..storage.schema import Scope
+
     settings = resolve_settings(args)
-    index = open_index(settings, must_exist=True)
-    for thread in args.thread:
-        n = index.delete(thread_id=thread)
-        print(
-            f"deleted {n} piece(s) of thread {thread!r}"
-            if n
-            else f"thread {thread!r}: nothing to delete"
-        )
+    store = open_store(settings, writable=True)
+    try:
+        for thread in args.thread:
+            n = store.delete(Scope(thread))
+            print(
+                f"deleted {n} piece(s) of thread {thread!r}"
+                if n
+                else f"thread {thread!r}: nothing to delete"
+            )
+    finally:
+        store.close()
     return EXIT_OK
 
 

@@ -104,10 +104,12 @@ def _demo_query(
         print(hit_line(hit, width, focus))
     if not single_hits:
         print(f"  (no hit{floor_text(floor)})")
-    print(_verdict(query, groups, single_hits, width))
+    print(_verdict(query, groups, single_hits, width, deeper=lambda fact: _deeper(index, query, k, fact, dense)))
     if focus and getattr(index, "lexical_index", None) is not None:
         hybrid = index.search(message, k=k, thread_id=thread)  # the product default
-        found = "; ".join(f"{fact!r}: {_found_in_groups(hybrid, fact)}" for fact in focus)
+        found = "; ".join(
+            f"{fact!r}: {_found_in_groups(hybrid, fact, _deeper(index, query, k, fact, {}))}" for fact in focus
+        )
         print(clip(f"   with hybrid search (the default: BM25 fused inside each group): {found}", width, lines=2))
 
 
@@ -122,16 +124,33 @@ def _dense_only(index: ContextualIndex) -> dict[str, Any]:
     return {"lexical": False}
 
 
-def _found_in_groups(groups: Sequence[Group], fact: str) -> str:
+#: How deep the demo looks for an expected fact its groups do not show (to say where it is).
+DEEPER_K = 10
+
+
+def _deeper(index: ContextualIndex, query: dict[str, Any], k: int, fact: str, options: dict[str, Any]) -> str:
+    """Where ``fact`` ranks when each part keeps :data:`DEEPER_K` hits (``""`` when it is not there either)."""
+    if k >= DEEPER_K:
+        return ""
+    groups = index.search(query["message"], k=DEEPER_K, thread_id=query.get("thread_id"), **options)
+    for g in groups:
+        for rank, hit in enumerate(g.hits, start=1):
+            if fact.lower() in hit.text.lower():
+                return f"Part {g.part_index + 1} #{rank} at k={DEEPER_K}"
+    return ""
+
+
+def _found_in_groups(groups: Sequence[Group], fact: str, deeper: str = "") -> str:
     for g in groups:
         for rank, hit in enumerate(g.hits, start=1):
             if fact.lower() in hit.text.lower():
                 return f"yes (Part {g.part_index + 1}, #{rank})"
-    return "NO"
+    k = max((len(g.hits) for g in groups), default=0)
+    return f"not in the top {k} ({deeper})" if deeper else "NO"
 
 
 def _verdict(
-    query: dict[str, Any], groups: Sequence[Group], single: Sequence[Hit], width: int
+    query: dict[str, Any], groups: Sequence[Group], single: Sequence[Hit], width: int, deeper: Any = None
 ) -> str:
     """One line: where the expected facts are in the groups and in the single vector's list."""
     expect = _expected(query)
@@ -157,10 +176,11 @@ def _verdict(
                 return f"yes (#{rank} of {len(single)})"
         return f"NO (not in its top {len(single)})"
 
-    parts = [
-        f"{fact!r}: groups {_found_in_groups(groups, fact)} | single vector {found_in_single(fact)}"
-        for fact in expect
-    ]
+    def in_groups(fact: str) -> str:
+        found = _found_in_groups(groups, fact)
+        return _found_in_groups(groups, fact, deeper(fact)) if found == "NO" and deeper is not None else found
+
+    parts = [f"{fact!r}: groups {in_groups(fact)} | single vector {found_in_single(fact)}" for fact in expect]
     return clip("=> " + "; ".join(parts), width, lines=3)
 
 

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CtxretError, StoreError
-from ..ingest.writer import DEFAULT_MAX_TURN_BYTES
 
 if TYPE_CHECKING:
     from ..embedders.base import Embedder
+    from ..storage.pieces import PieceStore
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -302,6 +302,110 @@ def make_embedder(settings: Settings) -> Embedder:
     return LocalEmbedder()
 
 
+def describe_embedder(settings: Settings) -> Any:
+    """What the settings' embedder would record and default to (``model_id``, ``dims``, ``max_tokens``, its
+    defaults), for ``stats``: the local model is described from its class, never loaded; OpenAI's embedder is
+    built (a client: no request is sent)."""
+    if settings.embedder == "openai":
+        return make_embedder(settings)
+    from types import SimpleNamespace
+
+    from ..embedders.local import DEFAULT_MAX_TOKENS, LocalEmbedder
+
+    names = ("model_id", "dims", "default_piece_bytes", "default_score_threshold", "default_context", "default_weight")
+    return SimpleNamespace(max_tokens=DEFAULT_MAX_TOKENS, **{n: getattr(LocalEmbedder, n) for n in names})
+
+
+def _location(settings: Settings, store: str | None, must_exist: bool) -> tuple[bool, dict[str, Any]]:
+    """``(server?, the store's ChromaStore keywords)``; ``must_exist``: a missing folder is an error."""
+    if settings.chroma_host is not None and store is None:
+        return True, {"host": settings.chroma_host, "port": settings.chroma_port}
+    path = Path(store if store is not None else (settings.store or DEFAULT_STORE)).expanduser()
+    if must_exist and not path.exists():
+        raise CtxretError(f"no index at {str(path)!r}; create it with `ctxret index FILE...` or pass --store PATH")
+    return False, {"path": path, "lock_timeout": settings.wait}
+
+
+def _connect(settings: Settings, server: bool, make: Any) -> Any:
+    """``make()``; on a server, a connection failure becomes a StoreError that says how to fix it."""
+    if not server:
+        return make()
+    try:
+        return make()
+    except CtxretError:
+        raise
+    except Exception as e:  # chromadb raises plain ValueError/ConnectionError subclasses here
+        raise StoreError(
+            f"cannot use the Chroma server at {settings.chroma_host}:{settings.chroma_port} "
+            f"({e}); start one with `chroma run --path DIR --port PORT` "
+            "or fix --chroma-host/--chroma-port"
+        ) from e
+
+
+def _require_collection(
+    settings: Settings, server: bool, where: dict[str, Any], collection: str, *, keep: bool = False
+) -> Any:
+    """Refuse a collection that does not exist (the error names those that do); ``keep``: return the open
+    :class:`~ctxret.storage.chroma.ChromaStore` instead of closing it (a second client costs ~0.5 s)."""
+    from ..storage.chroma import ChromaStore
+
+    probe = _connect(settings, server, lambda: ChromaStore(collection=collection, **where))
+    try:
+        if not probe.exists():
+            names = probe.names()
+            there = ", ".join(names) if names else "none"
+            raise CtxretError(
+                f"no collection {collection!r} at {probe.location} (collections there: {there}); "
+                "create it with `ctxret index FILE...` or choose one with --collection"
+            )
+    except BaseException:
+        probe.close()
+        raise
+    if keep:
+        return probe
+    probe.close()
+    return None
+
+
+def open_store(settings: Settings, *, writable: bool = False) -> PieceStore:
+    """The existing collection the settings name, as a store, without an embedder (``stats``, ``delete``).
+
+    Read-only (default): whatever config the collection was built with, nothing repaired or written (the
+    lexical file only gives the counts, when it is in step). ``writable``: opened as an index opens them (an
+    interrupted rebuild finished, the lexical file repaired if a crash left it behind), so that a delete keeps
+    both in step. The BM25 postings are never read into memory (only searches do that).
+    """
+    from ..storage.lexical import LexicalIndex, default_lexical_path
+    from ..storage.pieces import PieceStore, open_piece_store
+
+    server, where = _location(settings, None, must_exist=True)
+    if not writable:
+        chroma = _require_collection(settings, server, where, settings.collection, keep=True)
+        lexical_path = settings.lexical_path
+        if lexical_path is None and not server:
+            lexical_path = str(default_lexical_path(where["path"], settings.collection))
+        lexical = None
+        if lexical_path and Path(lexical_path).is_file():
+            try:
+                lexical = LexicalIndex(lexical_path)
+            except CtxretError:  # e.g. a Python whose SQLite has no FTS5: the counts come from Chroma
+                lexical = None
+        return PieceStore(chroma, lexical)
+    _require_collection(settings, server, where, settings.collection)
+    store: PieceStore = _connect(
+        settings, server,
+        lambda: open_piece_store(**where, collection=settings.collection, lexical_path=settings.lexical_path),
+    )  # fmt: skip
+    try:
+        store.recover()  # an interrupted rebuild's collection holds the config to read
+        store.open(store.stored_config() or {})
+        store.sync_lexical()
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
 def open_index(
     settings: Settings,
     *,
@@ -312,61 +416,23 @@ def open_index(
     store: str | None = None,
     collection: str | None = None,
     max_turn_bytes: int | None = None,
-    inspect_only: bool = False,
 ) -> Any:
     """Open the index the settings describe (``store`` overrides them with an embedded folder).
 
-    ``must_exist``: refuse to create a store folder or a collection (for search, stats, reindex,
-    delete); the error names the collections that do exist. ``inspect_only`` (with ``must_exist``):
-    the bare :class:`~ctxret.storage.chroma.ChromaStore`, opened whatever config it was built with
-    and without loading a model (for ``stats``).
+    ``must_exist``: refuse to create a store folder or a collection (for search and reindex); the error
+    names the collections that do exist. (``stats`` and ``delete`` need no model: :func:`open_store`.)
     """
     from ..index import ContextualIndex
-    from ..storage.chroma import ChromaStore
+    from ..ingest.writer import DEFAULT_MAX_TURN_BYTES
 
     collection = collection or settings.collection
-    server = settings.chroma_host is not None and store is None
-    if server:
-        where: dict[str, Any] = {"host": settings.chroma_host, "port": settings.chroma_port}
-    else:
-        path = Path(store if store is not None else (settings.store or DEFAULT_STORE)).expanduser()
-        if must_exist and not path.exists():
-            raise CtxretError(
-                f"no index at {str(path)!r}; create it with `ctxret index FILE...` "
-                "or pass --store PATH"
-            )
-        where = {"path": path, "lock_timeout": settings.wait}
-
-    def connect(make: Any) -> Any:
-        if not server:
-            return make()
-        try:
-            return make()
-        except CtxretError:
-            raise
-        except Exception as e:  # chromadb raises plain ValueError/ConnectionError subclasses here
-            raise StoreError(
-                f"cannot use the Chroma server at {settings.chroma_host}:{settings.chroma_port} "
-                f"({e}); start one with `chroma run --path DIR --port PORT` "
-                "or fix --chroma-host/--chroma-port"
-            ) from e
-
+    server, where = _location(settings, store, must_exist)
     if must_exist:
-        probe = connect(lambda: ChromaStore(collection=collection, **where))
-        try:
-            if not probe.exists():
-                names = probe.names()
-                there = ", ".join(names) if names else "none"
-                raise CtxretError(
-                    f"no collection {collection!r} at {probe.location} (collections there: {there}); "
-                    "create it with `ctxret index FILE...` or choose one with --collection"
-                )
-        finally:
-            probe.close()
-        if inspect_only:
-            return connect(lambda: ChromaStore(collection=collection, **where))
+        _require_collection(settings, server, where, collection)
     opener = ContextualIndex.rebuild if rebuild else ContextualIndex
-    return connect(
+    return _connect(
+        settings,
+        server,
         lambda: opener(
             **where,
             collection=collection,
@@ -375,7 +441,5 @@ def open_index(
             progress=progress,
             lexical_path=settings.lexical_path,
             max_turn_bytes=DEFAULT_MAX_TURN_BYTES if max_turn_bytes is None else max_turn_bytes,
-        )
+        ),
     )
-
-

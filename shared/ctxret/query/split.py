@@ -6,7 +6,7 @@ keep every question or request its own part however short; join fragments ("Than
 anything about them?") and other pieces shorter than 24 characters to a neighbour; keep fenced
 code blocks and ``>`` quoted lines in one part; join neighbours into at most ``max_parts`` runs,
 asks keeping their own part where they can. The seed's rule is kept as the baseline in
-:func:`ctxret.evaluation.splitting.seed_split_prompt_chunks`; the fixture of 129 agent messages is
+:func:`ctxret.evaluation.splitting.seed_split_prompt_chunks`; the fixture of 145 agent messages is
 ``ctxret/data/split_fixture.jsonl``.
 """
 
@@ -19,7 +19,16 @@ from dataclasses import dataclass
 
 from ..errors import InputError
 from ..text import _LINE_BREAKS, MAX_PARTS, clean_text
-from .split_words import _CLOSERS, _INLINE_ENUM, _LIST_MARKER, _classify, _is_question, _width
+from .split_words import (
+    _CLOSERS,
+    _INLINE_ENUM,
+    _LIST_MARKER,
+    _classify,
+    _is_question,
+    _leaning_question,
+    _run_on_cuts,
+    _width,
+)
 
 __all__ = ["split_prompt_chunks", "MAX_PARTS", "LONG_PART_WORDS", "WINDOW_WORDS", "MIN_PART_CHARS"]
 
@@ -56,6 +65,13 @@ def split_prompt_chunks(message: str, max_parts: int = MAX_PARTS) -> list[str]:
       short question of one word or an elliptical one ("Why not?"), or one that opens with
       "and"/"also"/"but"… and then has no question word, verb or request ("And staging?"); a
       sentence after the first inside a list item that is not an ask; a window after the first.
+    * A follow-up after a continuer that names a subject of its own ("And the VPN host?", "Also the wifi
+      password?") is an ask; one that points back or repeats the question for another target ("And the rest?",
+      "And for staging?") is a fragment.
+    * A question (not a request) whose first clause leans on the statement right before it by a pronoun
+      ("I adopted two cats. Do you remember their names?") joins that statement, unless it starts a new line.
+    * A spoken run-on (lower-case start or no sentence end, 10+ words, no punctuation inside) is cut before each
+      "and"/"also"/"anyway"... that opens an ask ("so what time is my flight | and also can you remind me ...").
     * A unit ending with ``:`` (or a question directly followed by list items) leads in: it joins
       the unit after it. A code or quote block joins the unit before it, or, after a lead-in, goes
       with the lead-in (the pair stands alone when the lead-in is itself an ask, e.g.
@@ -110,6 +126,7 @@ class _Unit:
     item: str = ""  # "start": opens a list item; "inside": a later sentence of a list item
     before_list: bool = False  # the last unit of a line directly followed by list items
     role: str = ""  # set by _roles: "ask" | "stmt" | "frag" | "lead" | "block"
+    line_start: bool = False  # the first unit of its line
 
 
 @dataclass
@@ -149,18 +166,22 @@ def _units(text: str) -> list[_Unit]:
         marker = _LIST_MARKER.match(line)
         segments = _line_segments(line, marker.end() if marker else 0)
         in_item = bool(marker)  # inside a list item (a line item, or an inline enumeration's)
-        for n, (seg, sep, enum_start) in enumerate(segments):
+        for n, (sentence, sep, enum_start) in enumerate(segments):
             item = "start" if (enum_start or (marker and n == 0)) else ("inside" if in_item else "")
             in_item = in_item or enum_start
-            words = seg.split(" ")
-            if len(words) > LONG_PART_WORDS:
-                for w in range(0, len(words), WINDOW_WORDS):
-                    units.append(
-                        _Unit(" ".join(words[w : w + WINDOW_WORDS]), sep if w == 0 else " ",
-                              "text" if w == 0 else "window", item if w == 0 else "")
-                    )
-            else:
-                units.append(_Unit(seg, sep, "text", item))
+            # a spoken run-on is cut where a new ask starts (its later asks open no list item)
+            for k, seg in enumerate(_spoken_asks(sentence) if not item else [sentence]):
+                seg_sep, seg_item = (sep, item) if k == 0 else (" ", "")
+                words, first = seg.split(" "), len(units)
+                if len(words) > LONG_PART_WORDS:
+                    for w in range(0, len(words), WINDOW_WORDS):
+                        units.append(
+                            _Unit(" ".join(words[w : w + WINDOW_WORDS]), seg_sep if w == 0 else " ",
+                                  "text" if w == 0 else "window", seg_item if w == 0 else "")
+                        )
+                else:
+                    units.append(_Unit(seg, seg_sep, "text", seg_item))
+                units[first].line_start = n == 0 and k == 0
         if segments and not marker and _next_is_list_item(lines, i + 1):
             units[-1].before_list = True
         i += 1
@@ -239,6 +260,16 @@ def _line_segments(line: str, marker_end: int) -> list[tuple[str, str, bool]]:
     return out
 
 
+def _spoken_asks(sentence: str) -> list[str]:
+    """A spoken run-on cut before each new ask (:func:`~.split_words._run_on_cuts`); else the sentence itself."""
+    cuts = _run_on_cuts(sentence)
+    if not cuts:
+        return [sentence]
+    words = sentence.split(" ")
+    bounds = [0, *cuts, len(words)]
+    return [" ".join(words[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
 def _is_abbreviation(line: str, m: re.Match[str]) -> bool:
     if m.group(0) != ".":
         return False
@@ -307,7 +338,7 @@ def _roles(units: list[_Unit]) -> None:
             u.role = "lead"
             continue
         kind = _classify(u.text)
-        if kind == "or":
+        if kind in ("or", "frag"):  # an alternative, or an elliptical follow-up that points back ("And the rest?")
             u.role = "frag"
         elif kind == "ask":
             u.role = "ask"
@@ -334,7 +365,10 @@ def _group_units(units: list[_Unit]) -> list[_Group]:
                 pending.extend(pair)
             i += 2
             continue
-        if u.role in ("ask", "stmt"):
+        if u.role == "ask" and not pending and _leans_on(groups, units, i):
+            # "I adopted two cats last spring. Do you remember their names?": the question needs the statement
+            groups[-1] = _Group(groups[-1].units + [u], True)
+        elif u.role in ("ask", "stmt"):
             groups.append(_Group(pending + [u], u.role == "ask"))
             pending = []
         elif u.role == "lead" or pending or not groups:
@@ -348,6 +382,18 @@ def _group_units(units: list[_Unit]) -> list[_Group]:
         else:
             groups.append(_Group(pending, any(u.role == "ask" for u in pending)))
     return groups
+
+
+def _leans_on(groups: list[_Group], units: list[_Unit], i: int) -> bool:
+    """Whether the ask ``units[i]`` leans on the statement part right before it (a pronoun with its referent
+    there); a part that is an ask, a list item or a block keeps the question apart."""
+    u = units[i]
+    if not groups or groups[-1].ask or u.kind != "text" or u.item or u.line_start:  # a new line: a new thought
+        return False
+    if units[i - 1] is not groups[-1].units[-1]:
+        return False
+    before = units[i - 1]
+    return before.role == "stmt" and before.kind == "text" and not before.item and _leaning_question(u.text)
 
 
 def _join_units(units: list[_Unit]) -> str:

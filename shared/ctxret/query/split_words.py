@@ -2,7 +2,10 @@
 
 Used by :mod:`ctxret.query.split`: a short sentence ending in a question mark, or opening with a
 request verb or phrase, keeps its own part; a sentence that opens with a continuer ("Or", "And",
-"Also"...) or is elliptical ("Why?", "Thanks!") joins the part before it.
+"Also"...) or is elliptical ("Why?", "Thanks!") joins the part before it, unless it names a subject
+of its own ("And the VPN host?"). Also here: the pronouns by which a question leans on the sentence
+before it (:func:`_leans_back`), and the joints of a spoken run-on where a new ask starts
+(:func:`_run_on_cuts`). Those two are English only.
 """
 
 from __future__ import annotations
@@ -136,6 +139,139 @@ def _is_request(body: str, words: list[str]) -> bool:
     return False
 
 
+#: Words after which an elliptical follow-up ("And the rest?", "Also the other one?") still refers back.
+_BACK_NOUNS = frozenset(
+    "one ones other others rest same else too either neither latter former them it that this".split()
+)
+_PREPOSITIONS = frozenset("for in at on about with from to by of into over under during before after".split())
+
+
+def _names_subject(words: list[str]) -> bool:
+    """Whether a follow-up after its continuer names a subject of its own: two or more words, not opening
+    with a preposition ("for staging"), none pointing back ("the other one", "the rest")."""
+    plain = [_norm_word(w) for w in words]
+    plain = [w for w in plain if w]
+    return len(plain) >= 2 and plain[0] not in _PREPOSITIONS and not (set(plain) & _BACK_NOUNS)
+
+
+#: Pronouns that point back to something named earlier. ``there`` counts unless it is existential
+#: ("is there ..."); ``that``/``this``/``these``/``those`` only as pronouns (see :func:`_leans_back`).
+_BACK_PRONOUNS = frozenset("it its they them their theirs he him his she her hers there".split())
+_EXISTENTIAL = frozenset("is are was were isn't aren't wasn't weren't be been being will would".split())
+_DEMONSTRATIVES = frozenset("that this these those".split())
+#: After one of these, a demonstrative is a pronoun ("is that", "about that", "do that").
+_BEFORE_PRONOUN = frozenset(
+    "is was are were does did do about with for of on in to like after before from fix change book cancel "
+    "move send confirm explain".split()
+)
+#: A demonstrative followed by one of these is a pronoun too ("that means", "that's").
+_AFTER_PRONOUN = frozenset(
+    "is was are were will would mean means cost costs work works take takes happen happened".split()
+)
+
+
+def _leans_back(text: str) -> bool:
+    """Whether a question leans on the sentence before it: a pronoun in its first clause, where nothing in the
+    question comes before it to refer to ("Do you remember their names?", "When does it start?", "How do I get
+    there?"; not "Which shipment is stuck at customs, and what is it missing?")."""
+    first_clause = re.split(r"[,;:]| (?:and|but|or|because|since|so) ", text, maxsplit=1)[0]
+    words = [_norm_word(w) for w in first_clause.split()]
+    words = [w for w in words if w]
+    for i, w in enumerate(words):
+        before = words[i - 1] if i else ""
+        after = words[i + 1] if i + 1 < len(words) else ""
+        if w in ("it's", "that's", "they're", "he's", "she's", "there's"):
+            w = w.split("'")[0]
+            after = "is"
+        if w == "there":
+            if before not in _EXISTENTIAL and after not in _EXISTENTIAL:
+                return True
+        elif w in _BACK_PRONOUNS:
+            return True
+        elif w in _DEMONSTRATIVES and (not after or after in _AFTER_PRONOUN or before in _BEFORE_PRONOUN):
+            return True
+    return False
+
+
+def _leaning_question(text: str) -> bool:
+    """A question (not a request: "Can you add it to my calendar?" acts on its referent but searches for the
+    action) that leans on the sentence before it (:func:`_leans_back`)."""
+    body = _LIST_MARKER.sub("", text, count=1).strip().lstrip(_OPEN_PUNCT)
+    words = body.split()
+    while words and _first_word(words) in _CONTINUERS:
+        words = words[1:]
+    if not words or _has_cjk(body):
+        return False
+    rest = " ".join(words)
+    first = _first_word(words)
+    request = rest.lower().replace("\u2019", "'").startswith(_REQUEST_PHRASES) or (
+        first in _REQUEST_WORDS and first not in _QUESTION_WORDS
+    )
+    return (_is_question(body) or first in _WH_WORDS) and not request and _leans_back(rest)
+
+
+#: Words that join a new ask onto a spoken run-on ("... and also can you ...", "... anyway who ...").
+_RUN_ON_JOINERS = frozenset("and also plus then anyway oh so but".split())
+_WH_WORDS = frozenset("what where who whom whose when why how which".split())
+_AUXILIARIES = frozenset("is are was were am do does did can could will would should has have had".split())
+_SUBJECTS = frozenset("you i we they he she it there anyone anybody someone the my our your".split())
+#: After a wh-word, what makes it a question rather than a clause ("when is", "what time"; not "when we got home").
+_WH_NEXT = _AUXILIARIES | frozenset("time day date about many much long else kind one".split())
+#: Requests to an assistant that open a new ask in speech ("remind me", "tell us", "send me").
+_SPOKEN_REQUESTS = frozenset("remind tell send show give find book text email let".split())
+#: Fewest words a unit needs before it can be a run-on, and fewest on each side of a cut.
+RUN_ON_MIN_WORDS = 10
+RUN_ON_MIN_SIDE = 3
+
+
+def _opens_ask(words: list[str]) -> bool:
+    """Whether ``words`` open an ask in speech: a wh-word asking ("who is", "what time"; "who" with any verb), an
+    auxiliary and its subject ("can you", "is it"), "please", or a request to the assistant ("remind me")."""
+    first = _norm_word(words[0]) if words else ""
+    second = _norm_word(words[1]) if len(words) > 1 else ""
+    if first in ("please", "pls", "plz") or first in ("what's", "where's", "who's", "when's", "how's"):
+        return True
+    if first in _WH_WORDS:
+        return second in _WH_NEXT or (first in ("who", "which") and second not in _SUBJECTS)
+    if first in _AUXILIARIES:
+        return second in _SUBJECTS
+    return first in _SPOKEN_REQUESTS and second in ("me", "us")
+
+
+def _spoken(text: str) -> bool:
+    """A transcript rather than typed prose: it opens in lower case or ends without a sentence end."""
+    core = text.strip().lstrip(_OPEN_PUNCT)
+    return bool(core) and (core[0].islower() or not core.rstrip(_CLOSERS + " ").endswith((".", "!", "?", "…")))
+
+
+def _run_on_cuts(text: str) -> list[int]:
+    """Word positions where a spoken run-on starts a new ask: a transcript (:func:`_spoken`) of
+    :data:`RUN_ON_MIN_WORDS` words or more with no punctuation inside it, cut before a joiner ("and", "also",
+    "anyway"...) that opens an ask ("so what time is my flight | and also can you remind me what the wifi
+    password is | and who is on call"). Typed sentences are never cut here."""
+    words = text.split()
+    inner = text.rstrip(_CLOSERS + " .!?\uff1f\uff01\u3002")
+    if len(words) < RUN_ON_MIN_WORDS or not _spoken(text) or _has_cjk(text):
+        return []
+    if re.search(r"[,;:!?.\u2014\u2013()\"]", inner):
+        return []
+    cuts: list[int] = []
+    last = 0
+    i = 1
+    while i < len(words) - RUN_ON_MIN_SIDE + 1:
+        if _norm_word(words[i]) not in _RUN_ON_JOINERS or i - last < RUN_ON_MIN_SIDE:
+            i += 1
+            continue
+        j = i
+        while j < len(words) and _norm_word(words[j]) in _RUN_ON_JOINERS:
+            j += 1
+        if len(words) - j >= RUN_ON_MIN_SIDE - 1 and _opens_ask(words[j : j + 2]):
+            cuts.append(i)
+            last = i
+        i = j
+    return cuts
+
+
 def _classify(text: str) -> str:
     """``"or"`` (offers an alternative: continues), ``"ask"``, ``"frag"`` (an ask-less short unit) or ``"plain"``."""
     body = _LIST_MARKER.sub("", text, count=1) if _LIST_MARKER.match(text) else text
@@ -170,7 +306,8 @@ def _classify(text: str) -> str:
         if len(words) < 2 or plain in _ELLIPTICAL:
             return "frag"
         if continued and _first_word(words) not in _QUESTION_WORDS and not _is_request(rest, words):
-            return "frag"
+            # "And staging?" continues the question before it; "And the VPN host?" asks about a subject of its own
+            return "ask" if _names_subject(words) else "frag"
         return "ask"
     if _is_request(rest, words):
         return "ask"

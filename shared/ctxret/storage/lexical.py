@@ -467,6 +467,21 @@ class LexicalIndex:
         with self._lock:
             return int(self._db.execute("SELECT count(*) FROM pieces").fetchone()[0])
 
+    def thread_counts(self) -> dict[str, tuple[int, int]] | None:
+        """``{thread_id: (pieces, turns)}`` from the file's index (no piece is read); ``None`` while a write is
+        announced (:attr:`pending`), when the file may be behind the vector store."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                if self._db.execute("SELECT 1 FROM pending_writes LIMIT 1").fetchone() is not None:
+                    return None
+                rows = self._db.execute(
+                    "SELECT thread_id, count(*), count(DISTINCT turn_id) FROM pieces GROUP BY thread_id"
+                ).fetchall()
+            finally:
+                self._db.execute("COMMIT")
+        return {str(t): (int(n), int(turns)) for t, n, turns in rows}
+
     def search(self, query: str, k: int, thread_ids: Sequence[str] | None = None) -> list[tuple[str, float]]:
         """Top ``k`` ``(id, bm25)`` for ``query`` (pieces holding any of its tokens), best first.
 

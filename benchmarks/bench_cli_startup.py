@@ -1,0 +1,132 @@
+"""Start-up of each ``ctxret`` command, paired and interleaved, on one store.
+
+Runs ``ctxret --help``, ``ctxret search --help``, ``ctxret stats``, ``ctxret delete --thread <none>`` (a
+thread that is not there: the store is not changed) and ``ctxret search MESSAGE`` as subprocesses, one of each
+per round, ``--rounds`` times, and reports the median wall time of each with its ratio to ``search`` per round
+(median of the per-round ratios, so load that drifts between rounds cancels). One more run of each under
+``python -X importtime`` gives the import time of its top-level modules and which heavy packages it imports
+(onnxruntime and tokenizers mean a model was loaded).
+
+    python benchmarks/bench_cli_startup.py --store DIR [--rounds 7] [--out benchmarks/results/cli_startup.json]
+    python benchmarks/bench_cli_startup.py --synthetic 100000 [--rounds 5]
+
+Without ``--store`` a store is built in a temporary folder: from the bundled demo threads, or with
+``--synthetic N`` from N synthetic chat pieces (``bench_scale``'s corpus: its vectors, texts and metadata, written
+through ``PieceStore.write``) under the local model's index config, so that ``search`` opens it as its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HEAVY = ("chromadb", "onnxruntime", "tokenizers", "openai", "ctxret.index", "ctxret.evaluation")
+
+
+def commands(store: str, message: str) -> dict[str, list[str]]:
+    ctxret = [sys.executable, "-m", "ctxret"]
+    return {
+        "--help": [*ctxret, "--help"],
+        "search --help": [*ctxret, "search", "--help"],
+        "stats": [*ctxret, "--store", store, "stats"],
+        "delete (nothing)": [*ctxret, "--store", store, "delete", "--thread", "no-such-thread-bench"],
+        "search": [*ctxret, "--store", store, "search", message],
+    }
+
+
+def imports(cmd: list[str]) -> tuple[float, list[str]]:
+    """Seconds of top-level imports under ``-X importtime`` and the heavy packages among them."""
+    proc = subprocess.run([cmd[0], "-X", "importtime", *cmd[1:]], capture_output=True, text=True, check=True)
+    total, heavy = 0, set()
+    for line in proc.stderr.splitlines():
+        m = re.match(r"import time:\s+\d+ \|\s+(\d+) \| ( *)(\S+)", line)
+        if not m:
+            continue
+        if not m.group(2):  # a top-level import: its cumulative time counts once
+            total += int(m.group(1))
+        name = m.group(3)
+        heavy.update(h for h in HEAVY if name == h or name.startswith(h + "."))
+    return total / 1e6, sorted(heavy)
+
+
+def build_synthetic(path: Path, n: int) -> None:
+    """``n`` synthetic pieces in ``n // 100`` threads, recorded under the local model's default config."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import numpy as np
+    from bench_scale import Corpus, chat_pieces
+    from ctxret.cli.settings import describe_embedder, resolve_settings
+    from ctxret.config import IndexConfig
+    from ctxret.storage.pieces import open_piece_store
+
+    corpus = Corpus(n, max(1, n // 100))
+    store = open_piece_store(path, collection="ctxret")
+    store.open(IndexConfig.resolve(describe_embedder(resolve_settings(argparse.Namespace(), {})), None).as_dict())
+    rng, counter = np.random.default_rng(7), np.zeros(corpus.threads, np.int64)
+    for start in range(0, n, 5000):
+        end = min(n, start + 5000)
+        docs, metas = chat_pieces(corpus, start, end, rng, counter)
+        store.write([f"p{start + i:08d}" for i in range(end - start)], corpus.vectors(start, end), docs, metas)
+    store.close()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--store", help="an existing embedded store (default: the demo threads in a temporary one)")
+    ap.add_argument("--synthetic", type=int, default=None, metavar="N", help="build a store of N synthetic pieces")
+    ap.add_argument("--message", default="What did she say about the adoption agency?")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--out", default=None, help="write the numbers as JSON")
+    args = ap.parse_args()
+    tmp = None
+    store = args.store
+    if store is None:
+        tmp = tempfile.TemporaryDirectory(prefix="ctxret-bench-")
+        store = str(Path(tmp.name) / "store")
+        if args.synthetic:
+            build_synthetic(Path(store), args.synthetic)
+        else:
+            data = Path(__file__).resolve().parents[1] / "shared" / "ctxret" / "data" / "demo_threads.jsonl"
+            subprocess.run([sys.executable, "-m", "ctxret", "--store", store, "index", str(data)], check=True,
+                           capture_output=True)  # fmt: skip
+    cmds = commands(store, args.message)
+    env = dict(os.environ)
+    for cmd in cmds.values():  # warm the file cache and the bytecode once
+        subprocess.run(cmd, capture_output=True, check=True, env=env)
+    times: dict[str, list[float]] = {name: [] for name in cmds}
+    for _ in range(args.rounds):
+        for name, cmd in cmds.items():
+            started = time.perf_counter()
+            subprocess.run(cmd, capture_output=True, check=True, env=env)
+            times[name].append(time.perf_counter() - started)
+    rows = []
+    for name, cmd in cmds.items():
+        ratios = [t / s for t, s in zip(times[name], times["search"], strict=True)]
+        imported, heavy = imports(cmd)
+        rows.append({
+            "command": name, "median_s": statistics.median(times[name]), "min_s": min(times[name]),
+            "ratio_to_search": statistics.median(ratios), "imports_s": imported, "heavy_imports": heavy,
+        })  # fmt: skip
+    print(f"store {store}, {args.rounds} interleaved rounds, {os.cpu_count()} CPUs")
+    print("| command | median wall | min | ratio to `search` (median of rounds) | imports | heavy packages imported |")
+    print("|:--|--:|--:|--:|--:|:--|")
+    for r in rows:
+        print(f"| `ctxret {r['command']}` | {r['median_s']:.2f} s | {r['min_s']:.2f} s | {r['ratio_to_search']:.2f} | "
+              f"{r['imports_s']:.2f} s | {', '.join(r['heavy_imports']) or '—'} |")  # fmt: skip
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps({"store": store, "rounds": args.rounds, "rows": rows}, indent=2))
+    if tmp is not None:
+        tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
