@@ -1,6 +1,7 @@
 """LangChain quickstart: memory of a chat thread → grouped context → prompt → chat model.
 
-Run: python examples/langchain_quickstart.py  (from a clone, after ``pip install -e ".[local]"``; no API key, the model is fake)
+Run: python examples/langchain_quickstart.py
+(from a clone, after ``pip install -e ".[local]"``; no API key, the model is fake)
 
 The retriever splits the new message into parts; each part gets its own group of memories, and
 ``render_groups`` puts each group under its part in the prompt.
