@@ -328,10 +328,11 @@ def _floating(dt: datetime) -> float:
 def _where(window: TimeWindow | None, now: datetime, latest: float) -> dict[str, Any] | None:
     """The part's filter: its window (naive timestamps: the wall-clock scale), else the store as of now (None when
     that holds every piece, so a part without a time word searches exactly as ``hybrid_default``)."""
-    if window is not None:
-        return window.where(naive=True)
-    cap = math.ceil(_floating(now + timedelta(seconds=1)))
-    return None if latest < cap else {"ts_epoch": {"$lt": cap}}
+    if window is None:
+        window = TimeWindow(None, now + timedelta(seconds=1), (), now)
+        if latest < window.epoch_bounds(naive=True)[1]:
+            return None
+    return window.where(naive=True)
 
 
 @dataclass(frozen=True)
@@ -364,18 +365,18 @@ class TimeAware:
         store = ix.exact_store(ix.default_stored)
         s = RUNTIME_DEFAULT
         fusion = with_candidates(s, s.candidates, s.lexical_floor)
-        cands: list[PartCandidates] = []
-        for i, (text, window) in enumerate(zip(texts, found, strict=True)):
-            where = _where(window, now, latest)
-            c = hybrid_candidates(store, ix.conv.id, [text], qvecs[i : i + 1], k=ix.k, fusion=fusion, where=where)[0]
-            if self.fallback and window is not None and not c.ranked:
-                where = _where(None, now, latest)
-                c = hybrid_candidates(store, ix.conv.id, [text], qvecs[i : i + 1], k=ix.k, fusion=fusion,
-                                      where=where)[0]  # fmt: skip
-            if self.half_life is not None:
-                c = _recency(c, now, self.half_life)
-            cands.append(c)
-        groups = ix.ranked(cands, s.lexical_floor)
+        wheres = [_where(w, now, latest) for w in found]
+        cands: list[PartCandidates | None] = [None] * len(parts)
+        for where in [w for i, w in enumerate(wheres) if w not in wheres[:i]]:  # parts sharing a scope: one search
+            idx = [i for i, w in enumerate(wheres) if w == where]
+            got = hybrid_candidates(store, ix.conv.id, [texts[i] for i in idx], qvecs[idx], k=ix.k, fusion=fusion,
+                                    where=where)  # fmt: skip
+            for i, c in zip(idx, got, strict=True):
+                if self.fallback and found[i] is not None and not c.ranked:
+                    c = hybrid_candidates(store, ix.conv.id, [texts[i]], qvecs[i : i + 1], k=ix.k, fusion=fusion,
+                                          where=_where(None, now, latest))[0]  # fmt: skip
+                cands[i] = _recency(c, now, self.half_life) if self.half_life is not None else c
+        groups = ix.ranked([c for c in cands if c is not None], s.lexical_floor)
         for g, part in zip(groups, parts, strict=True):
             g.part = part  # the part as written (composite scoring finds a fact's part by its words)
         return groups
