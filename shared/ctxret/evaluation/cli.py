@@ -128,7 +128,8 @@ def register_eval(subparsers: Any, common: argparse.ArgumentParser | None = None
                        help="the production-thread protocol on LoCoMo files and JSONL threads")
     t.add_argument("path", help="a LoCoMo .json, a .jsonl threads file, or a folder of them")
     _common(t)
-    t.add_argument("--query-sets", default=None, help="comma-separated: facts,qa,composite (default: all)")
+    t.add_argument("--query-sets", default=None,
+                   help="comma-separated: facts,qa,composite,time,time_qa (default: facts,qa,composite)")
     t.set_defaults(func=cmd_threads)
 
     cal = sub.add_parser("calibrate", parents=parents,
@@ -198,15 +199,15 @@ def _controlled(args: argparse.Namespace) -> int:
 
 
 def _threads(args: argparse.Namespace) -> int:
-    from .report import peer_table, plot_threads, threads_table, write_json
-    from .threads import QUERY_SETS, load_threads, run_threads
+    from .report import paired_table, peer_table, plot_threads, threads_table, write_json
+    from .threads import DEFAULT_QUERY_SETS, load_threads, run_threads
 
     convs = load_threads(args.path)
     res = run_threads(
         convs,
         make_embedder(args),
         representations=_csv(args.representations),  # None: every one the embedder can run
-        query_sets=_csv(args.query_sets) or QUERY_SETS,
+        query_sets=_csv(args.query_sets) or DEFAULT_QUERY_SETS,
         k=args.k,
         weight=_weight(args),
         piece_bytes=args.piece_bytes,
@@ -223,7 +224,8 @@ def _threads(args: argparse.Namespace) -> int:
     c = res.config["counts"]
     print(f"Threads — {args.path}: {c.get('conversations', 0)} conversations, {c.get('sections', 0)} sections, "
           f"{c.get('pieces', 0)} pieces; {c.get('facts', 0)} facts, {c.get('qa', 0)} questions, "
-          f"{c.get('composite_messages', 0)} composite messages ({c.get('composite_facts', 0)} facts); "
+          f"{c.get('composite_messages', 0)} composite messages ({c.get('composite_facts', 0)} facts)"
+          + "".join(f", {c[s]} {s} queries" for s in ("time", "time_qa") if s in c) + "; "
           f"embedder {res.config['embedder']}, k={args.k}, weight {_weight(args):g}, "
           f"piece bytes {res.config['piece_bytes']}, floor {res.config['threshold']:g}")
     if res.config["data_notes"]:
@@ -237,6 +239,12 @@ def _threads(args: argparse.Namespace) -> int:
         print("The runtime default (hybrid_default) against the peers, paired per query (points; 95% intervals):")
         print()
         print(peer_table(res.config["peer_comparison"]))
+    if res.config.get("time_comparison"):
+        print()
+        print("Time-aware search against the default and the store as of now, paired per query "
+              "(points; 95% intervals):")
+        print()
+        print(paired_table(res.config["time_comparison"]))
     _outputs(args, res.rows, res.config, lambda path: plot_threads(res.rows, path), write_json)
     return 0
 

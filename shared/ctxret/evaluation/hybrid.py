@@ -15,8 +15,9 @@ thread-scoped search of the product.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -49,12 +50,14 @@ def fusion_for(
 
 
 def hybrid_candidates(
-    store: ExactStore, thread_id: str, parts: Sequence[str], qvecs: np.ndarray, *, k: int, fusion: FusionSettings
-) -> list[PartCandidates]:
+    store: ExactStore, thread_id: str, parts: Sequence[str], qvecs: np.ndarray, *, k: int, fusion: FusionSettings,
+    where: Mapping[str, Any] | None = None,
+) -> list[PartCandidates]:  # fmt: skip
     """The runtime's hybrid candidates of each part in one thread (every candidate's lexical coverage
-    included, for any floor): the store's thread view, as the product serves a thread-scoped search."""
+    included, for any floor): the store's thread view, as the product serves a thread-scoped search.
+    ``where``: a metadata filter applied inside the thread view before ranking (a time window on ``ts_epoch``)."""
     plan = SearchPlan(k=k, floor=None, weight=1.0, max_parts=MAX_PARTS, split=True, hybrid=fusion, parents=False)
-    scope = Scope(thread_id)
+    scope = Scope(thread_id, where)
     dense, lexical = store.resolve(scope)
     return candidates(plan, parts, qvecs, scope, dense, lexical, coverage_for="all")
 

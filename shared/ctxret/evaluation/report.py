@@ -25,6 +25,9 @@ CONDITION_TITLES = {
     "generic": "Generic: top 4",
 }
 THREAD_METRICS = (
+    ("top1_window", "Top hit in window"),
+    ("top5_window", "Top 5 in window"),
+    ("window_has_evidence", "Window holds evidence"),
     ("top1_section_floor", "Top hit in section, above floor"),
     ("top1_section", "Top hit in section"),
     ("mrr", "MRR (sections)"),
@@ -86,11 +89,16 @@ def controlled_table(rows: Sequence[Mapping[str, Any]], block: str = "all") -> s
 def threads_table(rows: Sequence[Mapping[str, Any]]) -> str:
     """One line per (representation, query set); omitted metrics show as ``—``."""
     recall_keys = sorted({k for r in rows for k in r if k.startswith("recall_at_")}) or ["recall_at_5"]
+    shown = {k for r in rows for k in r}
     metrics = [(key, title) for key, title in THREAD_METRICS if key != "recall_at_5"]
+    timed = {"top1_window", "top5_window", "window_has_evidence"}
+    window = [(key, title) for key, title in metrics if key in timed and key in shown]
+    metrics = [(key, title) for key, title in metrics if key not in timed]
     budgets = sorted({k for r in rows for k in r if k.startswith("recall_") and k.endswith("b") and k[7:-1].isdigit()},
                      key=lambda k: int(k[7:-1]))  # fmt: skip
     metrics = (
-        metrics[:3]
+        window
+        + metrics[:3]
         + [(k, f"Evidence recall@{k.rsplit('_', 1)[-1]}") for k in recall_keys]
         + [(k, f"Recall ≤{int(k[7:-1]):,} B") for k in budgets]
         + metrics[3:]
@@ -105,6 +113,22 @@ def threads_table(rows: Sequence[Mapping[str, Any]]) -> str:
         line.append(r["n"])
         body.append(line)
     return markdown_table(headers, body, ["l", "l"] + ["r"] * (len(headers) - 2))
+
+
+def paired_table(comparison: Sequence[Mapping[str, Any]]) -> str:
+    """Systems against baselines, paired per query (points, 95% intervals; ``changed``: queries whose value moved)."""
+    headers = ["System", "Baseline", "Query set", "Metric", "System", "Baseline", "Δ (95% CI)", "Δ bootstrap CI",
+               "Changed", "Δ per conversation"]  # fmt: skip
+    body = []
+    for r in comparison:
+        d, bs = r["diff"], r["bootstrap"]
+        per = " ".join(f"{v * 100:+.1f}" for v in r["per_conversation"].values())
+        body.append([
+            r["system"], r["peer"], r["query_set"], r["metric"], pct(r["system_value"]), pct(r["peer_value"]),
+            f"{d['mean'] * 100:+.1f} [{d['lo'] * 100:+.1f}, {d['hi'] * 100:+.1f}]",
+            f"[{bs['lo'] * 100:+.1f}, {bs['hi'] * 100:+.1f}]", f"{r.get('changed', '—')}/{d['n']}", per,
+        ])  # fmt: skip
+    return markdown_table(headers, body, ["l", "l", "l", "l", "r", "r", "r", "r", "r", "l"])
 
 
 def peer_table(comparison: Sequence[Mapping[str, Any]]) -> str:

@@ -14,6 +14,9 @@ Query sets
 * ``qa``: LoCoMo QA questions of categories 1–4 that carry evidence (JSONL ``questions``).
 * ``composite``: messages made by joining three facts from three different sections of the same
   conversation (fixed seed). Measures what query splitting is for.
+* ``time`` and ``time_qa`` (not run unless named): questions that name a time ("What did Caroline say
+  yesterday?", with the search's now after the section) and the data's own dated questions; their
+  metrics (``top1_window``, ``top5_window``) and the time-aware representations are in :mod:`.timeset`.
 
 Metrics (means over queries, pooled over conversations; fractions 0–1)
 
@@ -126,8 +129,20 @@ from .hybrid import HYBRID_REPRESENTATIONS, RUNTIME_DEFAULT, floor_mask, fusion_
 from .metrics import best_part, budget_recall, covered, evidence_recall, mean, reciprocal_rank
 from .peers import BM25sPeer, ensemble_rrf, relative_score_fusion
 from .stats import paired_diff, per_cluster, stratified_bootstrap
+from .timeset import (
+    TIME_QUERY_SETS,
+    TIME_REPRESENTATIONS,
+    TimeAware,
+    dated_questions,
+    score_time,
+    time_breakdown,
+    time_comparison,
+)
+from .timeset import time_queries as _time_queries
 
-QUERY_SETS = ("facts", "qa", "composite")
+#: What ``--query-sets`` accepts; :data:`DEFAULT_QUERY_SETS` run when none are named.
+QUERY_SETS = ("facts", "qa", "composite", *TIME_QUERY_SETS)
+DEFAULT_QUERY_SETS = ("facts", "qa", "composite")
 QA_CATEGORIES = (1, 2, 3, 4)
 FACTS_PER_COMPOSITE = 3
 
@@ -782,7 +797,8 @@ NEEDS_TOKENS = frozenset({"pieces_late", "late_only"})
 
 
 #: Registered representations that run only when named (``default=False``: e.g. the LLM views, :mod:`.views`).
-OPT_IN: set[str] = set()
+OPT_IN: set[str] = set(TIME_REPRESENTATIONS)
+THREAD_REPRESENTATIONS.update(TIME_REPRESENTATIONS)  # the time-aware ones (:mod:`.timeset`), opt-in
 
 
 def register_representation(name: str, fn: ThreadRepresentation, *, default: bool = True) -> None:
@@ -854,7 +870,9 @@ def score_composite(ix: ConversationIndex, ret: Retrieval, cq: CompositeQuery, k
     return out
 
 
-_AGGREGATED = ("top1_section", "top1_section_floor", "mrr", "recall", *(f"recall_{b}b" for b in BUDGETS))
+_WINDOW_METRICS = ("top1_window", "top5_window", "window_has_evidence")
+_AGGREGATED = ("top1_section", "top1_section_floor", "mrr", "recall", *(f"recall_{b}b" for b in BUDGETS),
+               *_WINDOW_METRICS)  # fmt: skip
 
 
 @dataclass
@@ -867,11 +885,13 @@ class ThreadsResult:
 
 def select_queries(conv: Conversation, limit: int | None, seed: int) -> dict[str, list[Any]]:
     """The query sets of one conversation: the first ``limit`` facts and questions, and
-    ``ceil(limit / 3)`` composite messages (all of them when ``limit`` is None)."""
+    ``ceil(limit / 3)`` composite messages (all of them when ``limit`` is None); the first ``limit`` of
+    the time sets (:mod:`.timeset`)."""
     facts = conv.facts[:limit] if limit else list(conv.facts)
     qa = conv.questions[:limit] if limit else list(conv.questions)
     comp = composite_queries(conv, seed, limit=math.ceil(limit / FACTS_PER_COMPOSITE) if limit else None)
-    return {"facts": facts, "qa": qa, "composite": comp}
+    return {"facts": facts, "qa": qa, "composite": comp, "time": _time_queries(conv, seed, limit),
+            "time_qa": dated_questions(conv, limit)}  # fmt: skip
 
 
 def prewarm(emb: CachedEmbedder, messages: Iterable[str]) -> None:
@@ -890,7 +910,7 @@ def run_threads(
     embedder: Embedder,
     *,
     representations: Sequence[str] | None = None,
-    query_sets: Sequence[str] = QUERY_SETS,
+    query_sets: Sequence[str] = DEFAULT_QUERY_SETS,
     k: int = 5,
     weight: float = CHUNK_FOCUS_WEIGHT,
     piece_bytes: int | None = None,
@@ -941,7 +961,7 @@ def run_threads(
     for ci, conv in enumerate(convs):
         sets = select_queries(conv, limit_queries, seed)
         sets = {s: sets[s] for s in query_sets}
-        messages = [q.text for s in ("facts", "qa") for q in sets.get(s, [])] + [
+        messages = [q.text for s in ("facts", "qa", *TIME_QUERY_SETS) for q in sets.get(s, [])] + [
             c.text for c in sets.get("composite", [])
         ]
         prewarm(emb, messages)
@@ -956,12 +976,18 @@ def run_threads(
         counts["qa"] += len(sets.get("qa", []))
         counts["composite_messages"] += len(sets.get("composite", []))
         counts["composite_facts"] += sum(len(c.facts) for c in sets.get("composite", []))
+        for qs in TIME_QUERY_SETS:
+            if qs in sets:
+                counts[qs] += len(sets[qs])
+        if any(s in sets for s in TIME_QUERY_SETS) and all(t.timestamp is None for t in conv.turns):
+            notes["threads without timestamps (no time queries)"] += 1
         notes.update(conv.notes)
         if progress:
             print(
                 f"[eval threads] {ci + 1}/{len(convs)} {conv.id}: {len(conv.turns)} sections, {len(ix.pieces)} pieces, "
                 f"{len(sets.get('facts', []))} facts, {len(sets.get('qa', []))} qa, "
-                f"{len(sets.get('composite', []))} composite",
+                f"{len(sets.get('composite', []))} composite"
+                + "".join(f", {len(sets[s])} {s}" for s in TIME_QUERY_SETS if s in sets),
                 file=sys.stderr,
                 flush=True,
             )
@@ -983,6 +1009,16 @@ def run_threads(
                     per_query.append(
                         {"conversation": conv.id, "representation": rep, "query_set": qs, "query_id": q.id, **m}
                     )
+            for qs in TIME_QUERY_SETS:
+                for tq in sets.get(qs, []):
+                    ret = fn(ix, tq.text, now=tq.now) if isinstance(fn, TimeAware) else fn(ix, tq.text)
+                    m = score_time(ix, ret, tq, k)
+                    for key, val in m.items():
+                        acc[(rep, qs)][key].append(val)
+                    per_query.append(
+                        {"conversation": conv.id, "representation": rep, "query_set": qs, "query_id": tq.id,
+                         "kind": tq.kind, "base": tq.base, **m}
+                    )  # fmt: skip
             if "composite" in sets and rep != "whole_turn":
                 for cq in sets["composite"]:
                     cov = score_composite(ix, fn(ix, cq.text), cq, k)
@@ -1005,6 +1041,9 @@ def run_threads(
                 row["n"] = len(vals["coverage"])
             else:
                 row["top1_section"] = mean(vals["top1_section"])
+                for key in _WINDOW_METRICS:
+                    if vals.get(key):
+                        row[key] = mean(vals[key])
                 if vals.get("top1_section_floor"):
                     row["top1_section_floor"] = mean(vals["top1_section_floor"])
                 row["mrr"] = mean(vals["mrr"])
@@ -1044,6 +1083,10 @@ def run_threads(
     }
     if "hybrid_default" in representations and any(p in representations for p in PEERS):
         config["peer_comparison"] = peer_comparison(per_query, recall_key)
+    if any(r in TIME_REPRESENTATIONS for r in representations):
+        config["time_comparison"] = time_comparison(per_query, recall_key)
+    if "time" in query_sets:
+        config["time_breakdown"] = time_breakdown(per_query)
     return ThreadsResult(rows, config, per_query)
 
 
