@@ -236,7 +236,7 @@ class ContextualIndex:
         of a document (turns with a ``doc_id``) are the whole document, as in :meth:`add_documents`:
         its stored sections not given are removed, unless ``replace=False``. ``documents``: more
         ``(thread_id, doc_id)`` given whole (one with no section here loses every stored one)."""
-        return self._write(list(turns), metadata, replace, documents)
+        return self._write(turns, metadata, replace, documents)
 
     def _write(
         self, turns: Sequence[Turn | PlannedTurn], metadata: Mapping[str, Any] | None, replace: bool,
