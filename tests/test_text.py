@@ -114,7 +114,7 @@ def test_splitter_empty_or_whitespace_gives_no_parts(message):
 
 def test_splitter_splits_on_line_breaks_and_after_sentence_ends():
     a = "This is the first sentence of it."
-    b = "Is this the second sentence here?"
+    b = "Where is the second sentence here?"  # a question that leans on the sentence before ("Is this ...?") joins it
     c = "Yes and this is the third one!"
     d = "A fourth line without punctuation"
     assert split_prompt_chunks(f"{a} {b}  {c}\n{d}") == [a, b, c, d]
