@@ -1,9 +1,9 @@
-"""The production-thread protocol of seed 000, on LoCoMo conversations and on your own JSONL threads.
+"""The production-thread protocol, on LoCoMo conversations and on your own JSONL threads.
 
 Per conversation (every search is scoped to it): a session (LoCoMo) or turn (JSONL) is a
 *section*; its pieces are made by the real pipeline (:func:`ctxret.index.fit_pieces`: labelled,
 packed to the piece byte budget, re-packed to the model's token limit) and every search is exact
-cosine with numpy (no ANN), like the seed's eval.
+cosine with numpy (no ANN).
 
 Query sets
 
@@ -488,7 +488,7 @@ class ConversationIndex:
         self.raw = self.emb.embed([p.text for p in self.pieces]) if self.pieces else np.zeros((0, dims), np.float32)
         self._contexts: dict[str, list[np.ndarray]] = {}
         self._stored: dict[tuple[str, float], np.ndarray] = {}
-        #: The seed's stored side: each piece blended with the unit mean of its section's pieces.
+        #: The blended stored side: each piece blended with the unit mean of its section's pieces.
         self.blended = self.stored("mean")
         self.section_ids = np.array([t.index for t in conv.turns], dtype=np.int64)
         self.section_units = [
