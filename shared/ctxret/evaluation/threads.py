@@ -25,8 +25,8 @@ Metrics (means over queries, pooled over conversations; fractions 0–1)
   the embedder's ``default_score_threshold``) lies in a gold section. For dense rows that is "the
   top hit is right and its cosine is at least the floor"; hybrid rows use the runtime's rule
   (:func:`.hybrid.floor_mask`): a hit under the cosine floor is kept only if it holds at least
-  ``lexical_floor`` (default :data:`ctxret.fusion.DEFAULT_LEXICAL_FLOOR`) of its part's
-  IDF-weighted words. Omitted for ``bm25`` (no cosine).
+  ``lexical_floor`` (default :data:`ctxret.query.fusion.DEFAULT_LEXICAL_FLOOR`) of its part's
+  IDF-weighted words and its cosine is at least half the floor. Omitted for ``bm25`` (no cosine).
 * ``mrr``: sections ranked by first appearance in the hit ranking; 1/rank of the first gold
   section, 0 if no gold section appears (hybrid rankings hold only the fused candidates).
 * ``recall_at_5`` (``recall_at_{k}``): for each query, the share of its evidence units that lie
