@@ -29,3 +29,13 @@ GARDEN = thread(
         ),
     ]
 )
+
+
+#: The README's flight-and-vet thread (OpenAI format): two turns, each answerable by one part of
+#: "When does my flight to Lisbon leave? And when is the vet appointment for my dog?".
+FLIGHT_AND_VET = [
+    {"role": "user", "content": "Book me a flight from Berlin to Lisbon for October 20."},
+    {"role": "assistant", "content": "Booked TAP flight TP 541, departing at 09:40 on October 20."},
+    {"role": "user", "content": "Also, my dog Biscuit needs his vaccinations next week."},
+    {"role": "assistant", "content": "Biscuit's vet appointment is on Thursday at 4 PM at Green Paws."},
+]

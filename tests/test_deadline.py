@@ -14,13 +14,8 @@ import uuid
 
 import pytest
 from ctxret import ContextualIndex, InputError, OpenAIEmbedder, SearchSettings
+from sample_threads import FLIGHT_AND_VET as MESSAGES
 
-MESSAGES = [
-    {"role": "user", "content": "Book me a flight from Berlin to Lisbon for October 20."},
-    {"role": "assistant", "content": "Booked TAP flight TP 541, departing at 09:40 on October 20."},
-    {"role": "user", "content": "Also, my dog Biscuit needs his vaccinations next week."},
-    {"role": "assistant", "content": "Biscuit's vet appointment is on Thursday at 4 PM at Green Paws."},
-]
 MESSAGE = "When does my flight to Lisbon leave? And when is the vet appointment for my dog?"
 SLOW = 2.0
 BUDGET_MS = 200

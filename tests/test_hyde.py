@@ -14,16 +14,11 @@ from ctxret.query.vectors import query_vectors
 from langchain_core.language_models.fake import FakeListLLM
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from llama_index.core.llms import MockLLM
+from sample_threads import FLIGHT_AND_VET as MESSAGES
 
 from langchain_ctxret import ContextualRetriever
 from llamaindex_ctxret import ContextualRetriever as LlamaRetriever
 
-MESSAGES = [
-    {"role": "user", "content": "Book me a flight from Berlin to Lisbon for October 20."},
-    {"role": "assistant", "content": "Booked TAP flight TP 541, departing at 09:40 on October 20."},
-    {"role": "user", "content": "Also, my dog Biscuit needs his vaccinations next week."},
-    {"role": "assistant", "content": "Biscuit's vet appointment is on Thursday at 4 PM at Green Paws."},
-]
 MESSAGE = "When does my flight to Lisbon leave? And when is the vet appointment for my dog?"
 ANSWERS = {
     "When does my flight to Lisbon leave?": "Your TAP flight to Lisbon departs at 09:40.",

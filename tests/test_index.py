@@ -7,7 +7,6 @@ import json
 import uuid
 from pathlib import Path
 
-import ctxret
 import ctxret.ingest.messages
 import numpy as np
 import pytest
@@ -363,10 +362,6 @@ def test_flatten_metadata():
     assert flat == {"a.b": 1, "a.c.d": "x", "l": "[1, 2]", "f": 1.5, "t": True}
     with pytest.raises(InputError):
         flatten_metadata({"bad": float("nan")})
-
-
-def test_public_index_names():
-    assert ctxret.ContextualIndex is ContextualIndex
 
 
 def test_async_search_awaits_the_embedders_async_path(tmp_path, local_embedder):

@@ -1,6 +1,7 @@
 """The code stays lint-clean and type-clean: ``ruff check`` and ``mypy`` as configured in pyproject.toml.
 
-Both tools come with the ``test`` extra; without them these tests skip and say so.
+Both tools come with the ``test`` extra; without them these tests skip and say so. Marked ``slow`` (mypy
+takes a minute): ``python -m pytest`` still runs them, ``-m "not slow"`` leaves them out of the inner loop.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
 #: What ``ruff check`` covers (``notebooks`` is excluded in pyproject.toml).

@@ -1,10 +1,14 @@
-"""README.md cannot rot: its two commands are the ones CI runs, its Python blocks run, its CLI
-reference names every command and setting, and its links resolve."""
+"""README.md and docs/*.md cannot rot: the README's two commands are the ones CI runs, every Python
+block of every page runs and prints, every `ctxret` command a shell block shows parses, the CLI
+reference (docs/cli.md) names every command and setting, and every relative link resolves."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +18,10 @@ from ctxret import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+CLI_DOC = ROOT / "docs" / "cli.md"
 CI = ROOT / ".ci" / "run"
+#: The pages whose code blocks the tests run: the README and every page under docs/.
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 
 # A fenced block: ```lang [flags]\n ... ```
 _FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.M | re.S)
@@ -24,14 +31,16 @@ def readme() -> str:
     return README.read_text(encoding="utf-8")
 
 
+def page_name(page: Path) -> str:
+    return page.relative_to(ROOT).as_posix()
+
+
 def blocks(text: str) -> list[tuple[int, str, list[str], str]]:
     """(line number, language, flags, body) of every fenced block."""
     out = []
     for m in _FENCE.finditer(text):
         info = m.group(1).split()
-        out.append(
-            (text.count("\n", 0, m.start()) + 1, info[0] if info else "", info[1:], m.group(2))
-        )
+        out.append((text.count("\n", 0, m.start()) + 1, info[0] if info else "", info[1:], m.group(2)))
     return out
 
 
@@ -42,9 +51,7 @@ def marked_command(marker: str) -> str:
     assert at >= 0, f"README.md lost its '<!-- ci: {marker}' marker"
     m = _FENCE.search(text, at)
     assert m is not None, f"no fenced block after the {marker} marker"
-    assert text[text.index("-->", at) + 3 : m.start()].strip() == "", (
-        f"the {marker} block must follow its marker"
-    )
+    assert text[text.index("-->", at) + 3 : m.start()].strip() == "", f"the {marker} block must follow its marker"
     lines = [line for line in m.group(2).splitlines() if line.strip()]
     assert len(lines) == 1, f"the {marker} block must hold exactly one command line, got {lines}"
     return lines[0].strip()
@@ -83,29 +90,40 @@ def test_ci_script_is_valid_bash_and_executable():
 
 
 # -- runnable examples --------------------------------------------------------------------------
-def python_blocks() -> list[tuple[int, str, list[str]]]:
+def python_blocks() -> list[tuple[str, int, str, list[str]]]:
+    """(page, line, body, flags) of every ```python block of every page."""
     return [
-        (line, body, flags)
-        for line, lang, flags, body in blocks(readme())
+        (page_name(page), line, body, flags)
+        for page in PAGES
+        for line, lang, flags, body in blocks(page.read_text(encoding="utf-8"))
         if lang in ("python", "py")
     ]
 
 
 def test_readme_has_runnable_examples():
-    runnable = [b for b in python_blocks() if "skip" not in b[2]]
+    runnable = [b for b in python_blocks() if b[0] == "README.md" and "skip" not in b[3]]
     assert len(runnable) >= 3  # Python, LangChain, LlamaIndex
 
 
-@pytest.mark.parametrize(
-    ("line", "body", "flags"),
-    python_blocks(),
-    ids=lambda v: f"line{v}" if isinstance(v, int) else "",
-)
-def test_readme_python_block_runs(line, body, flags, tmp_path):
-    """Every ```python block runs as a script in an empty folder (```python skip exempts one)."""
+def test_docs_pages_exist_and_are_linked_from_the_readme():
+    pages = [page_name(p) for p in PAGES[1:]]
+    assert "docs/cli.md" in pages and len(pages) >= 5
+    unlinked = [p for p in pages if f"]({p})" not in readme()]
+    assert not unlinked, f"README.md does not link to: {unlinked}"
+
+
+def _block_id(value: object) -> str:
+    if isinstance(value, str) and value.endswith(".md"):
+        return value.removesuffix(".md").replace("/", "-")
+    return f"line{value}" if isinstance(value, int) else ""
+
+
+@pytest.mark.parametrize(("page", "line", "body", "flags"), python_blocks(), ids=_block_id)
+def test_python_block_runs(page, line, body, flags, tmp_path):
+    """Every ```python block runs as a script in an empty folder and prints (```python skip exempts one)."""
     if "skip" in flags:
-        pytest.skip(f"README.md line {line} is marked skip")
-    script = tmp_path / f"readme_line{line}.py"
+        pytest.skip(f"{page} line {line} is marked skip")
+    script = tmp_path / f"block_line{line}.py"
     script.write_text(body, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CTXRET_", "OPENAI_"))}
     env.update(HF_HUB_OFFLINE="1", PYTHONIOENCODING="utf-8")
@@ -117,30 +135,101 @@ def test_readme_python_block_runs(line, body, flags, tmp_path):
         text=True,
         timeout=600,
     )
-    assert proc.returncode == 0, f"README.md line {line} failed:\n{proc.stdout}\n{proc.stderr}"
-    assert proc.stdout.strip(), f"README.md line {line} printed nothing"
+    assert proc.returncode == 0, f"{page} line {line} failed:\n{proc.stdout}\n{proc.stderr}"
+    assert proc.stdout.strip(), f"{page} line {line} printed nothing"
+
+
+# -- shell blocks: every ctxret command they show parses ------------------------------------------
+def ctxret_commands() -> list[tuple[str, int, list[str]]]:
+    """(page, line, argv after ``ctxret``) of every ``ctxret`` command in a ```bash/sh/shell/console block
+    (a line may chain commands with ``&&``, ``||``, ``;`` or ``|``; a leading ``$ `` prompt is dropped)."""
+    out = []
+    for page in PAGES:
+        for start, lang, _flags, body in blocks(page.read_text(encoding="utf-8")):
+            if lang not in ("bash", "sh", "shell", "console"):
+                continue
+            for offset, raw in enumerate(body.splitlines(), start=1):
+                line = raw.strip().removeprefix("$ ")
+                if not line or line.startswith("#"):
+                    continue
+                for command in re.split(r"&&|\|\||;|\|", line):
+                    words = shlex.split(command, comments=True)
+                    if words[:1] == ["ctxret"] or words[:3] == ["python", "-m", "ctxret"]:
+                        argv = words[1:] if words[0] == "ctxret" else words[3:]
+                        out.append((page_name(page), start + offset, argv))
+    return out
+
+
+def test_pages_show_ctxret_commands():
+    assert any(page == "docs/cli.md" for page, _, _ in ctxret_commands())
+
+
+def _parse(argv: list[str]) -> int:
+    """Parse ``argv`` as ``ctxret`` would (nothing runs); 0 when it parses, else argparse's exit code."""
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            cli.build_parser(argv).parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0) if isinstance(e.code, int) else 2
+    return 0
+
+
+@pytest.mark.parametrize(("page", "line", "argv"), ctxret_commands(), ids=_block_id)
+def test_ctxret_command_parses(page, line, argv):
+    """The command parses with the CLI's own parser, and its subcommand's --help works."""
+    assert _parse(argv) == 0, f"{page} line {line}: `ctxret {shlex.join(argv)}` does not parse"
+    commands = next(a for a in cli.build_parser()._actions if a.dest == "command").choices
+    at = next((i for i, w in enumerate(argv) if w in commands), None)
+    assert at is not None, f"{page} line {line}: `ctxret {shlex.join(argv)}` names no command"
+    sub = argv[at : at + 2] if argv[at] == "eval" else argv[at : at + 1]
+    assert _parse([*sub, "--help"]) == 0, f"{page} line {line}: `ctxret {shlex.join(sub)} --help` fails"
+
+
+def test_a_misspelt_command_would_be_caught():
+    assert _parse(["search", "hello", "--thresold", "0.3"]) == 2
+    assert _parse(["search", "hello", "--threshold", "0.3"]) == 0
 
 
 # -- the reference stays complete ---------------------------------------------------------------
 def test_cli_reference_names_every_command():
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
-    text = readme()
+    text = CLI_DOC.read_text(encoding="utf-8")
     missing = [name for name in sub.choices if f"`ctxret {name}" not in text]
-    assert not missing, f"README.md's CLI reference does not mention: {missing}"
+    assert not missing, f"docs/cli.md's CLI reference does not mention: {missing}"
 
 
 def test_configuration_names_every_environment_variable():
-    text = readme()
+    text = CLI_DOC.read_text(encoding="utf-8")
     missing = [var for var in cli.ENV.values() if f"`{var}`" not in text]
-    assert not missing, f"README.md's configuration table does not mention: {missing}"
+    assert not missing, f"docs/cli.md's configuration table does not mention: {missing}"
     for code in ("**0**", "**1**", "**2**"):
         assert code in text  # exit codes are documented
 
 
-def test_relative_links_resolve():
-    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme())
+def _anchors(text: str) -> set[str]:
+    """GitHub's anchors for a page's headings (lower case, punctuation dropped, spaces to hyphens)."""
+    heads = re.findall(r"^#+ (.+)$", text, re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_name)
+def test_relative_links_resolve(page):
+    text = page.read_text(encoding="utf-8")
+    links = re.findall(r"\]\(([^)\s]*)\)", text)
     local = [link for link in links if not re.match(r"[a-z]+:", link)]
-    assert local, "expected links to BENCHMARKS.md and friends"
-    missing = [link for link in local if not (ROOT / link).exists()]
-    assert not missing, f"README.md links to missing files: {missing}"
+    missing = []
+    for link in local:
+        path, _, anchor = link.partition("#")
+        target = (page.parent / path).resolve() if path else page
+        if not target.exists():
+            missing.append(link)
+        elif anchor and target.suffix == ".md" and anchor not in _anchors(target.read_text(encoding="utf-8")):
+            missing.append(link)
+    assert not missing, f"{page_name(page)} links to missing files or headings: {missing}"
+
+
+def test_readme_links_to_the_docs_and_benchmarks():
+    links = re.findall(r"\]\(([^)#\s]+)", readme())
+    assert "BENCHMARKS.md" in links and "docs/guide.md" in links

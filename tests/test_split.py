@@ -1,4 +1,4 @@
-"""Query splitting that keeps every question or request its own part (DESIGN §4), and its scorer."""
+"""Query splitting that keeps every question or request its own part, and its scorer."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 from ctxret import InputError
 from ctxret.evaluation.splitting import (
     SplitRecord,
+    baseline_split_prompt_chunks,
     load_split_fixture,
     part_accuracy,
     part_boundaries,
-    seed_split_prompt_chunks,
 )
 from ctxret.query.split import split_prompt_chunks
 from ctxret.text import clean_text
@@ -55,16 +55,16 @@ def test_fixture_part_accuracy_at_least_95_percent():
 
 def test_the_seed_rule_fails_the_fixture():
     # The seed's rule (24-character join) merges short questions: this is what the new rule fixes.
-    seed = part_accuracy(splitter=seed_split_prompt_chunks)
+    seed = part_accuracy(splitter=baseline_split_prompt_chunks)
     assert seed.exact < 0.5
     assert seed.recall < 0.6
 
 
 def test_seed_rule_is_the_documented_baseline():
-    assert seed_split_prompt_chunks("Is the VPN down? Where is the runbook? Who owns billing?") == [
+    assert baseline_split_prompt_chunks("Is the VPN down? Where is the runbook? Who owns billing?") == [
         "Is the VPN down? Where is the runbook? Who owns billing?"
     ]
-    assert seed_split_prompt_chunks("x" * 30 + ". Yes. " + "y" * 30) == ["x" * 30 + ". Yes.", "y" * 30]
+    assert baseline_split_prompt_chunks("x" * 30 + ". Yes. " + "y" * 30) == ["x" * 30 + ". Yes.", "y" * 30]
 
 
 # --------------------------------------------------------------------------- the scorer
@@ -111,7 +111,7 @@ def test_part_accuracy_reads_a_jsonl_path(tmp_path):
     ]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n\n", encoding="utf-8")
     assert part_accuracy(path).exact == 1.0
-    assert part_accuracy(str(path), seed_split_prompt_chunks).exact == 0.0
+    assert part_accuracy(str(path), baseline_split_prompt_chunks).exact == 0.0
 
 
 @pytest.mark.parametrize(

@@ -14,13 +14,8 @@ from ctxret.storage.views import VIEWS_SUFFIX
 from langchain_core.language_models.fake import FakeListLLM
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from llama_index.core.llms import MockLLM
+from sample_threads import FLIGHT_AND_VET as MESSAGES
 
-MESSAGES = [
-    {"role": "user", "content": "Book me a flight from Berlin to Lisbon for October 20."},
-    {"role": "assistant", "content": "Booked TAP flight TP 541, departing at 09:40 on October 20."},
-    {"role": "user", "content": "Also, my dog Biscuit needs his vaccinations next week."},
-    {"role": "assistant", "content": "Biscuit's vet appointment is on Thursday at 4 PM at Green Paws."},
-]
 #: A question nothing in the pieces' words or meaning answers: only the view written for the vet piece does.
 ODD = "Which purple zeppelin carries the accordion orchestra?"
 

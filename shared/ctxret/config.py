@@ -84,7 +84,7 @@ class IndexConfig:
         """The config an index opens with: what you asked, else the collection's, else the defaults."""
         stored = stored or {}
         # an embedder may name its best stored side (the local model: late chunking at weight 0);
-        # the weight default goes with the context default, else it is the seed's 0.8
+        # the weight default goes with the context default, else it is 0.8
         default_context = str(getattr(embedder, "default_context", "mean"))
         chosen: dict[str, Any] = {
             "context": context if context is not None else stored.get("context", default_context),

@@ -105,7 +105,7 @@ def distance_to_cosine(distance: float) -> float:
 
 
 def cosine_to_relevance(cosine: float) -> float:
-    """The ``(1 + cosine) / 2`` relevance scale in [0, 1] (the seed's production index: floor 0.75 = cosine 0.5)."""
+    """The ``(1 + cosine) / 2`` relevance scale in [0, 1] (some production indexes report it: 0.75 = cosine 0.5)."""
     return (1.0 + cosine) / 2.0
 
 

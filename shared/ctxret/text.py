@@ -1,6 +1,6 @@
 """Text handling shared by both sides: cleaning, the UTF-8 tail cap and the sentence packer.
 
-Exact rules (DESIGN §4; splitting a message into parts is :mod:`ctxret.query.split`):
+Exact rules (splitting a message into parts is :mod:`ctxret.query.split`):
 
 * ``tail_utf8`` keeps the end of a text within a UTF-8 byte cap, never cutting inside a character.
 * ``pack_text_pieces`` packs sentences into pieces of at most ``max_bytes`` UTF-8 bytes; a
@@ -18,7 +18,7 @@ from .errors import InputError
 MAX_PARTS = 8
 #: Cap on the whole-message input, in UTF-8 bytes (the end is kept).
 WHOLE_MESSAGE_MAX_BYTES = 8000
-#: Default piece budget in UTF-8 bytes (seed value; the index sizes it to the embedder).
+#: Default piece budget in UTF-8 bytes (the index sizes it to the embedder).
 PIECE_MAX_BYTES = 1200
 #: Smallest budget the packer accepts (one 4-byte character must always fit).
 MIN_PIECE_BYTES = 16

@@ -109,7 +109,8 @@ class OpenAIEmbedder:
 
     #: The piece byte budget that fits this model.
     default_piece_bytes: int = 1200
-    #: Seed cosine floor for OpenAI vectors (seed: 0.35 at 1,024 dims); calibrate on your data.
+    #: Starting cosine floor for OpenAI vectors (not measured in this repository: no OpenAI model runs offline
+    #: here); calibrate it on your data (``ctxret eval calibrate``).
     default_score_threshold: float = 0.35
 
     def __init__(

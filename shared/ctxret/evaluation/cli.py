@@ -86,7 +86,8 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help=f"candidates per side before fusion (default {DEFAULT_CANDIDATES})")
     p.add_argument("--lexical-floor", type=_floor_or_none, default=DEFAULT_LEXICAL_FLOOR,
                    help="hybrid: a hit under the cosine floor is kept if it holds this share of its part's "
-                        "IDF-weighted words; 'none' applies the cosine floor to every hit "
+                        "IDF-weighted words and its cosine is at least half the floor; 'none' applies the cosine "
+                        "floor to every hit "
                         f"(default {DEFAULT_LEXICAL_FLOOR})")
     p.add_argument("--limit-conversations", type=_positive_int, default=None,
                    help="use only the first N conversations")

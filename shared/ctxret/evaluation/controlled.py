@@ -1,4 +1,4 @@
-"""The controlled test of seed 000: one sentence in four contexts — does the right context come first?
+"""The controlled test: one sentence in four contexts — does the right context come first?
 
 Fixture (JSON)::
 
@@ -14,7 +14,7 @@ Fixture (JSON)::
      "distractors": ["<unrelated single sentences>", ...]}
 
 Records: one per context. The stored piece is the shared sentence; its context is the passage
-(``E(passage)``, embedded whole, as in the seed — not a mean of piece vectors). Blocks are
+(``E(passage)``, embedded whole — not a mean of piece vectors). Blocks are
 searched separately; a query ranks every record of its block and scores
 :func:`~ctxret.evaluation.metrics.top1_credit` for its own context's record (``k`` records tied at
 the top including the gold one = ``1/k``).

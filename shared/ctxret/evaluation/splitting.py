@@ -20,7 +20,8 @@ Scores (:func:`part_accuracy`)
   is the position (counted in non-whitespace characters) where a part starts, the first part
   excepted; a message with one expected and one predicted part has no boundaries and adds nothing.
 
-:func:`seed_split_prompt_chunks` is the seed's rule (DESIGN §4), kept as the baseline.
+:func:`baseline_split_prompt_chunks` is the first splitting rule (line breaks and ``.!?``, 60/40-word windows,
+under 24 characters joined), kept as the baseline.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ __all__ = [
     "load_split_fixture",
     "part_accuracy",
     "part_boundaries",
-    "seed_split_prompt_chunks",
+    "baseline_split_prompt_chunks",
 ]
 
 Splitter = Callable[[str], Sequence[str]]
@@ -167,18 +168,18 @@ def part_accuracy(
     return SplitScore(len(records), exact / len(records), precision, recall, f1, tuple(misses))
 
 
-# -- the seed's rule (baseline) -------------------------------------------------------------------
-_SEED_LINE_BREAKS = re.compile(r"[\r\n\u2028\u2029\x0b\x0c\x1c\x1d\x1e\x85]+")
-_SEED_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+# -- the first rule (baseline) --------------------------------------------------------------------
+_BASELINE_LINE_BREAKS = re.compile(r"[\r\n\u2028\u2029\x0b\x0c\x1c\x1d\x1e\x85]+")
+_BASELINE_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
-def seed_split_prompt_chunks(message: str, max_parts: int = MAX_PARTS) -> list[str]:
-    """The seed's splitter: line breaks and ``.!?``; 60/40-word windows; under 24 characters joins; 8 runs."""
+def baseline_split_prompt_chunks(message: str, max_parts: int = MAX_PARTS) -> list[str]:
+    """The baseline splitter: line breaks and ``.!?``; 60/40-word windows; under 24 characters joins; 8 runs."""
     if max_parts < 1:
         raise InputError(f"max_parts must be at least 1, got {max_parts}")
     pieces: list[str] = []
-    for line in _SEED_LINE_BREAKS.split(clean_text(message)):
-        for raw in _SEED_SENTENCE_END.split(line):
+    for line in _BASELINE_LINE_BREAKS.split(clean_text(message)):
+        for raw in _BASELINE_SENTENCE_END.split(line):
             sentence = " ".join(raw.split())
             if not sentence:
                 continue

@@ -1,9 +1,9 @@
-"""The production-thread protocol of seed 000, on LoCoMo conversations and on your own JSONL threads.
+"""The production-thread protocol, on LoCoMo conversations and on your own JSONL threads.
 
 Per conversation (every search is scoped to it): a session (LoCoMo) or turn (JSONL) is a
 *section*; its pieces are made by the real pipeline (:func:`ctxret.index.fit_pieces`: labelled,
 packed to the piece byte budget, re-packed to the model's token limit) and every search is exact
-cosine with numpy (no ANN), like the seed's eval.
+cosine with numpy (no ANN).
 
 Query sets
 
@@ -25,8 +25,8 @@ Metrics (means over queries, pooled over conversations; fractions 0–1)
   the embedder's ``default_score_threshold``) lies in a gold section. For dense rows that is "the
   top hit is right and its cosine is at least the floor"; hybrid rows use the runtime's rule
   (:func:`.hybrid.floor_mask`): a hit under the cosine floor is kept only if it holds at least
-  ``lexical_floor`` (default :data:`ctxret.fusion.DEFAULT_LEXICAL_FLOOR`) of its part's
-  IDF-weighted words. Omitted for ``bm25`` (no cosine).
+  ``lexical_floor`` (default :data:`ctxret.query.fusion.DEFAULT_LEXICAL_FLOOR`) of its part's
+  IDF-weighted words and its cosine is at least half the floor. Omitted for ``bm25`` (no cosine).
 * ``mrr``: sections ranked by first appearance in the hit ranking; 1/rank of the first gold
   section, 0 if no gold section appears (hybrid rankings hold only the fused candidates).
 * ``recall_at_5`` (``recall_at_{k}``): for each query, the share of its evidence units that lie
@@ -488,7 +488,7 @@ class ConversationIndex:
         self.raw = self.emb.embed([p.text for p in self.pieces]) if self.pieces else np.zeros((0, dims), np.float32)
         self._contexts: dict[str, list[np.ndarray]] = {}
         self._stored: dict[tuple[str, float], np.ndarray] = {}
-        #: The seed's stored side: each piece blended with the unit mean of its section's pieces.
+        #: The blended stored side: each piece blended with the unit mean of its section's pieces.
         self.blended = self.stored("mean")
         self.section_ids = np.array([t.index for t in conv.turns], dtype=np.int64)
         self.section_units = [

@@ -1,7 +1,7 @@
 """Context strategies: the vector each piece is blended with (its ``context``).
 
 * ``mean`` (default): the unit mean of the turn's piece vectors — no extra embedding call, never
-  over the model's input limit (the seed's choice).
+  over the model's input limit.
 * ``turn``: the embedding of the turn's whole text (windows averaged when it is over the limit);
   costs one more embedding per turn.
 * ``late``: late chunking — the turn's text (its pieces, in order) runs through the model once

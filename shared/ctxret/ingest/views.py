@@ -1,5 +1,5 @@
-"""LLM-written views of a piece: the questions it answers and a one-line summary (seed 002's question
-and summary indexes), written once at indexing time.
+"""LLM-written views of a piece: the questions it answers and a one-line summary (question and summary
+indexes), written once at indexing time.
 
 A *view* is a short text about one piece, embedded as an extra vector that points to the piece:
 a search matches a part against the piece's own vector and its views, and a hit is always the

@@ -20,9 +20,10 @@ The floor with fusion: ``score_threshold`` stays a raw cosine. A hit whose cosin
 kept; a hit under it is kept only on strong lexical evidence: it holds at least
 ``lexical_floor`` (default 0.3) of the part's term weight — the IDF-weighted share of the part's
 distinct tokens (words in half the pieces or more, like "the", weigh nothing; a word no piece
-holds weighs the most). So a part about nothing in memory still comes back empty, while a piece
-that holds the rare words of the part (a booking reference, a name, a CJK term the model embeds
-poorly) is kept whatever its cosine. ``lexical_floor=None`` applies the cosine floor to every
+holds weighs the most) — and its cosine is at least half the floor (``RESCUE_COSINE_SHARE``). So a
+part about nothing in memory still comes back empty, while a piece that holds the rare words of the
+part (a booking reference, a name, a CJK term the model embeds poorly) is kept even when its cosine
+is a little under the floor. ``lexical_floor=None`` applies the cosine floor to every
 hit; ``score_threshold=None`` disables both. Groups are never padded: a group may hold fewer
 than ``k`` hits.
 """

@@ -1,12 +1,13 @@
 """Query splitting: a message → at most 8 search parts, each question or request its own part.
 
-Rules (DESIGN §4, and what measurement added): split on line breaks and after sentence ends
+Rules (the first rule, and what measurement added): split on line breaks and after sentence ends
 (``.!?``, and ``。！？`` without a space); cut any piece over 60 words into windows of 40 words;
 keep every question or request its own part however short; join fragments ("Thanks!", "Or
 anything about them?") and other pieces shorter than 24 characters to a neighbour; keep fenced
 code blocks and ``>`` quoted lines in one part; join neighbours into at most ``max_parts`` runs,
-asks keeping their own part where they can. The seed's rule is kept as the baseline in
-:func:`ctxret.evaluation.splitting.seed_split_prompt_chunks`; the fixture of 145 agent messages is
+asks keeping their own part where they can. The first rule (every piece under 24 characters joined) is kept
+as the baseline in
+:func:`ctxret.evaluation.splitting.baseline_split_prompt_chunks`; the fixture of 145 agent messages is
 ``ctxret/data/split_fixture.jsonl``.
 """
 
@@ -46,7 +47,7 @@ def split_prompt_chunks(message: str, max_parts: int = MAX_PARTS) -> list[str]:
     Returns ``[]`` for an empty or whitespace-only message. Parts are whitespace-collapsed, hold no
     line breaks and cover every non-whitespace character of the (cleaned) message, in order; a
     whitespace-separated word is only ever cut right after a sentence end that needs no space
-    (``。！？``). The rule (DESIGN §4; the seed's rule is the baseline):
+    (``。！？``). The rule:
 
     * Units: the message is cut at line breaks and after sentence ends (``.!?…`` and ``؟``/``।``
       followed by whitespace, with closing quotes and brackets kept; ``。！？`` with or without a
@@ -94,7 +95,7 @@ def split_prompt_chunks(message: str, max_parts: int = MAX_PARTS) -> list[str]:
 # -- query splitting: units ---------------------------------------------------------------------
 
 #: Closing quotes and brackets that stay with the sentence end before them.
-#: Sentence ends that need whitespace after them (the seed's ``.!?`` plus ``…‼⁇⁈⁉`` and ``؟``/``।``).
+#: Sentence ends that need whitespace after them (``.!?`` plus ``…‼⁇⁈⁉`` and ``؟``/``।``).
 _END_SPACED = re.compile(r"[.!?\u2026\u203c\u2047-\u2049\u061f\u0964]+[" + re.escape(_CLOSERS) + r"]*(?=\s)")
 #: CJK / full-width sentence ends: a sentence may end there without a space after.
 _END_CJK = re.compile(r"[\u3002\uff01\uff1f\uff61][\u3002\uff01\uff1f\uff61!?]*[" + re.escape(_CLOSERS) + r"]*")
