@@ -21,7 +21,13 @@ from typing import Any
 from ..blend import CHUNK_FOCUS_WEIGHT
 from ..cli.settings import add_common_options, resolve_settings
 from ..errors import CtxretError
-from ..query.fusion import DEFAULT_CANDIDATES, DEFAULT_LEXICAL_FLOOR, DEFAULT_LEXICAL_WEIGHT, DEFAULT_RRF_K
+from ..query.fusion import (
+    DEFAULT_CANDIDATES,
+    DEFAULT_LEXICAL_FLOOR,
+    DEFAULT_LEXICAL_WEIGHT,
+    DEFAULT_RRF_K,
+    FusionSettings,
+)
 
 #: Exit codes (the main ``ctxret`` CLI's contract).
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
@@ -44,6 +50,14 @@ def _weight(args: argparse.Namespace) -> float:
     """The blend weight: ``--weight`` / ``CTXRET_WEIGHT`` (the common option), default 0.8."""
     weight = resolve_settings(args).weight
     return CHUNK_FOCUS_WEIGHT if weight is None else weight
+
+
+def _fusion(args: argparse.Namespace) -> FusionSettings:
+    """The hybrid flags (``--lexical-weight``, ``--rrf-k``, ``--candidates``, ``--lexical-floor``) as one setting."""
+    return FusionSettings(
+        lexical_weight=args.lexical_weight, rrf_k=args.rrf_k, candidates=args.candidates,
+        lexical_floor=args.lexical_floor,
+    )  # fmt: skip
 
 
 def _csv(value: str | None) -> list[str] | None:
@@ -181,9 +195,7 @@ def _controlled(args: argparse.Namespace) -> int:
         conditions=_csv(args.conditions) or CONDITIONS,
         weight=_weight(args),
         seed=args.seed,
-        lexical_weight=args.lexical_weight,
-        rrf_k=args.rrf_k,
-        candidates=args.candidates,
+        fusion=_fusion(args),
         limit_families=args.limit_families,
     )
     counts = res.config["counts"]
@@ -213,10 +225,7 @@ def _threads(args: argparse.Namespace) -> int:
         weight=_weight(args),
         piece_bytes=args.piece_bytes,
         threshold=args.threshold,
-        lexical_weight=args.lexical_weight,
-        rrf_k=args.rrf_k,
-        candidates=args.candidates,
-        lexical_floor=args.lexical_floor,
+        fusion=_fusion(args),
         limit_conversations=args.limit_conversations,
         limit_queries=args.limit_queries,
         seed=args.seed,
@@ -266,8 +275,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         weight=_weight(args),
         piece_bytes=args.piece_bytes,
         threshold=args.threshold,
-        candidates=args.candidates,
-        lexical_floor=args.lexical_floor,
+        fusion=_fusion(args),
         limit_conversations=args.limit_conversations,
         limit_queries=args.limit_queries,
         seed=args.seed,

@@ -80,13 +80,13 @@ from ..blend import CHUNK_FOCUS_WEIGHT, chunk_search_vector
 from ..embedders.base import Embedder
 from ..embedders.fitting import embed_fitting
 from ..errors import InputError
-from ..query.fusion import DEFAULT_CANDIDATES, DEFAULT_LEXICAL_WEIGHT, DEFAULT_RRF_K
+from ..query.fusion import FusionSettings
 from ..query.split import split_prompt_chunks
 from ..storage.lexical import LexicalIndex
 from ..storage.memory import ExactStore
 from ..text import WHOLE_MESSAGE_MAX_BYTES, clean_text, tail_utf8
 from .embedding import cached_embedder
-from .hybrid import HYBRID_REPRESENTATIONS, fusion_for, hybrid_candidates, with_candidates
+from .hybrid import HYBRID_REPRESENTATIONS, RUNTIME_DEFAULT, fusion_for, hybrid_candidates, with_candidates
 from .metrics import best_part as intent_part
 from .metrics import mean, top1_credit, top_block
 
@@ -272,9 +272,7 @@ def run_controlled(
     conditions: Sequence[str] = CONDITIONS,
     weight: float = CHUNK_FOCUS_WEIGHT,
     seed: int = 0,
-    lexical_weight: float = DEFAULT_LEXICAL_WEIGHT,
-    rrf_k: float = DEFAULT_RRF_K,
-    candidates: int = DEFAULT_CANDIDATES,
+    fusion: FusionSettings = RUNTIME_DEFAULT,
     generic: bool = True,
     limit_families: int | None = None,
 ) -> ControlledResult:
@@ -282,6 +280,8 @@ def run_controlled(
 
     Row: ``{"representation", "condition", "block", "top1", "n"}`` with ``top1`` the mean credit
     (0–1) over ``n`` queries; ``generic`` rows count families instead. Deterministic for a seed.
+    ``fusion``: the lexical weight, RRF k and candidates per side of the hybrid representations (each
+    runs its own method; no floor here, so its lexical floor is not used).
     """
     fx = fixture if isinstance(fixture, Fixture) else load_fixture(fixture)
     unknown = [r for r in representations if r not in REPRESENTATIONS]
@@ -383,10 +383,10 @@ def run_controlled(
                 lex_scores[index_of[rid]] = s
             if rep == "bm25":
                 return lex_scores
-            fusion = with_candidates(fusion_for(rep, lexical_weight, rrf_k), candidates, None)
+            rule = with_candidates(fusion_for(rep, fusion), fusion.candidates, None)
             qvec = chunk_search_vector(p, vec(whole), weight)[None, :]
             assert lexical is not None
-            (cand,) = hybrid_candidates(exact(side), block, [part], qvec, k=1, fusion=fusion)
+            (cand,) = hybrid_candidates(exact(side), block, [part], qvec, k=1, fusion=rule)
             out = np.full(n, -np.inf)
             for rid, score in cand.ranked:
                 out[index_of[rid]] = score
@@ -448,9 +448,9 @@ def run_controlled(
         "weight": weight,
         "seed": seed,
         "noise_sentences": NOISE_SENTENCES,
-        "lexical_weight": lexical_weight,
-        "rrf_k": rrf_k,
-        "candidates": candidates,
+        "lexical_weight": fusion.lexical_weight,
+        "rrf_k": fusion.rrf_k,
+        "candidates": fusion.candidates,
         "representations": list(representations),
         "conditions": list(conditions),
         "counts": {

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..query.fusion import DEFAULT_LEXICAL_WEIGHT, DEFAULT_RRF_K, FusionMethod, FusionSettings, passes_floor
+from ..query.fusion import FusionMethod, FusionSettings, passes_floor
 from ..query.search import PartCandidates, SearchPlan, candidates
 from ..storage.memory import ExactStore
 from ..storage.schema import Scope
@@ -41,12 +41,11 @@ HYBRID_REPRESENTATIONS: dict[str, FusionMethod] = {
 RUNTIME_DEFAULT = FusionSettings()
 
 
-def fusion_for(
-    representation: str, lexical_weight: float = DEFAULT_LEXICAL_WEIGHT, rrf_k: float = DEFAULT_RRF_K
-) -> FusionSettings:
-    """The fusion setting of a hybrid representation name."""
+def fusion_for(representation: str, fusion: FusionSettings = RUNTIME_DEFAULT) -> FusionSettings:
+    """The fusion setting of a hybrid representation name: its method, at ``fusion``'s lexical weight
+    (0.5 for equal-weight RRF), RRF k, candidates and lexical floor."""
     method = HYBRID_REPRESENTATIONS[representation]
-    return FusionSettings(method, 0.5 if method is FusionMethod.RRF else lexical_weight, rrf_k)
+    return replace(fusion, method=method, lexical_weight=0.5 if method is FusionMethod.RRF else fusion.lexical_weight)
 
 
 def hybrid_candidates(

@@ -111,13 +111,7 @@ from ..errors import InputError
 from ..ingest.context import context_vectors
 from ..ingest.messages import turns_from_messages
 from ..ingest.turns import Piece, Source, Turn
-from ..query.fusion import (
-    DEFAULT_CANDIDATES,
-    DEFAULT_LEXICAL_FLOOR,
-    DEFAULT_LEXICAL_WEIGHT,
-    DEFAULT_RRF_K,
-    FusionSettings,
-)
+from ..query.fusion import FusionSettings
 from ..query.search import PartCandidates
 from ..query.split import split_prompt_chunks
 from ..query.vectors import query_vectors
@@ -125,7 +119,7 @@ from ..storage.memory import ExactStore
 from ..storage.schema import Scope, piece_metadata
 from ..text import WHOLE_MESSAGE_MAX_BYTES, clean_text, tail_utf8
 from .embedding import CachedEmbedder, cached_embedder
-from .hybrid import HYBRID_REPRESENTATIONS, RUNTIME_DEFAULT, floor_mask, fusion_for, hybrid_candidates, with_candidates
+from .hybrid import HYBRID_REPRESENTATIONS, RUNTIME_DEFAULT, floor_mask, fusion_for, hybrid_candidates
 from .metrics import best_part, budget_recall, covered, evidence_recall, mean, reciprocal_rank
 from .peers import BM25sPeer, ensemble_rrf, relative_score_fusion
 from .stats import paired_diff, per_cluster, stratified_bootstrap
@@ -463,21 +457,17 @@ class ConversationIndex:
         *,
         piece_bytes: int | None = None,
         weight: float = CHUNK_FOCUS_WEIGHT,
-        candidates: int = DEFAULT_CANDIDATES,
-        lexical_weight: float = DEFAULT_LEXICAL_WEIGHT,
-        rrf_k: float = DEFAULT_RRF_K,
-        lexical_floor: float | None = DEFAULT_LEXICAL_FLOOR,
+        fusion: FusionSettings = RUNTIME_DEFAULT,
         k: int = 5,
     ) -> None:
         self.conv = conv
-        self.lexical_weight = float(lexical_weight)
-        self.rrf_k = float(rrf_k)
-        self.lexical_floor = None if lexical_floor is None else float(lexical_floor)
+        #: The run's hybrid settings: the lexical weight and RRF k of ``hybrid_rrf`` / ``hybrid_weighted`` /
+        #: ``hybrid_convex`` (each its own method), the candidates and lexical floor of those three.
+        self.fusion = fusion
         self.k = int(k)
         self.emb: CachedEmbedder = cached_embedder(embedder)
         self.weight = float(weight)
         self.piece_bytes = int(piece_bytes or self.emb.default_piece_bytes)
-        self.candidates = int(candidates)
         self.turn_pieces: list[list[Piece]] = [fit_pieces(t, self.emb, self.piece_bytes) for t in conv.turns]
         self.pieces: list[Piece] = [p for ps in self.turn_pieces for p in ps]
         self.piece_ids = [p.id for p in self.pieces]  # the runtime's ids (BM25 breaks score ties by id)
@@ -713,40 +703,27 @@ def _rep_peer_query_fusion(ix: ConversationIndex, message: str) -> Retrieval:
     return Retrieval("pieces", False, [Ranked(whole, items, np.array([s for _, s in fused]), None)])
 
 
-_RUN = object()  # "the run's setting"
-
-
 def hybrid_groups(
-    ix: ConversationIndex,
-    message: str,
-    fusion: FusionSettings,
-    *,
-    candidates: int | None = None,
-    lexical_floor: Any = _RUN,
-    stored: np.ndarray | None = None,
+    ix: ConversationIndex, message: str, fusion: FusionSettings, *, stored: np.ndarray | None = None
 ) -> list[Ranked]:
-    """The runtime's hybrid search of each part (:func:`.hybrid.hybrid_candidates`) as ranked groups;
-    each hit carries its cosine and lexical coverage for the floor rule.
+    """The runtime's hybrid search of each part (:func:`.hybrid.hybrid_candidates`) under ``fusion``
+    (its rule, its candidates per side — the runtime takes ``max(k, candidates)`` — and its lexical
+    floor) as ranked groups; each hit carries its cosine and lexical coverage for the floor rule.
 
     ``stored``: the stored vectors searched (default: the runtime's default stored side for this
-    embedder, :attr:`ConversationIndex.default_stored`). ``candidates`` (per side; the runtime takes
-    ``max(k, candidates)``) and ``lexical_floor`` default to the run's settings."""
-    n = int(candidates if candidates is not None else ix.candidates)
-    lex_floor = ix.lexical_floor if lexical_floor is _RUN else lexical_floor
+    embedder, :attr:`ConversationIndex.default_stored`)."""
     parts, q = ix.query(message, split=True)
     if not parts:
         return []
     cands = hybrid_candidates(
-        ix.exact_store(ix.default_stored if stored is None else stored), ix.conv.id, parts, q, k=ix.k,
-        fusion=with_candidates(fusion, n, lex_floor),
-    )  # fmt: skip
-    return ix.ranked(cands, lex_floor)
+        ix.exact_store(ix.default_stored if stored is None else stored), ix.conv.id, parts, q, k=ix.k, fusion=fusion
+    )
+    return ix.ranked(cands, fusion.lexical_floor)
 
 
 def _hybrid(name: str) -> ThreadRepresentation:
     def rep(ix: ConversationIndex, message: str) -> Retrieval:
-        cfg = fusion_for(name, ix.lexical_weight, ix.rrf_k)
-        return Retrieval("pieces", True, hybrid_groups(ix, message, cfg))
+        return Retrieval("pieces", True, hybrid_groups(ix, message, fusion_for(name, ix.fusion)))
 
     rep.__name__ = f"_rep_{name}"
     return rep
@@ -755,16 +732,12 @@ def _hybrid(name: str) -> ThreadRepresentation:
 def _rep_hybrid_default(ix: ConversationIndex, message: str) -> Retrieval:
     """The runtime's default hybrid search (``FusionSettings()`` over the embedder's default stored
     side), whatever the run's fusion flags."""
-    s = RUNTIME_DEFAULT
-    groups = hybrid_groups(ix, message, s, candidates=s.candidates, lexical_floor=s.lexical_floor)
-    return Retrieval("pieces", True, groups)
+    return Retrieval("pieces", True, hybrid_groups(ix, message, RUNTIME_DEFAULT))
 
 
 def _rep_hybrid_mean(ix: ConversationIndex, message: str) -> Retrieval:
     """The default fusion over the ``mean`` blend stored side (what an embedder without token output gets)."""
-    s = RUNTIME_DEFAULT
-    groups = hybrid_groups(ix, message, s, candidates=s.candidates, lexical_floor=s.lexical_floor, stored=ix.blended)
-    return Retrieval("pieces", True, groups)
+    return Retrieval("pieces", True, hybrid_groups(ix, message, RUNTIME_DEFAULT, stored=ix.blended))
 
 
 THREAD_REPRESENTATIONS: dict[str, ThreadRepresentation] = {
@@ -915,10 +888,7 @@ def run_threads(
     weight: float = CHUNK_FOCUS_WEIGHT,
     piece_bytes: int | None = None,
     threshold: float | None = None,
-    lexical_weight: float = DEFAULT_LEXICAL_WEIGHT,
-    rrf_k: float = DEFAULT_RRF_K,
-    candidates: int = DEFAULT_CANDIDATES,
-    lexical_floor: float | None = DEFAULT_LEXICAL_FLOOR,
+    fusion: FusionSettings = RUNTIME_DEFAULT,
     limit_conversations: int | None = None,
     limit_queries: int | None = None,
     seed: int = 0,
@@ -929,6 +899,10 @@ def run_threads(
     Row: ``{"representation", "query_set", "top1_section", "top1_section_floor", "mrr",
     "recall_at_5", "coverage", "n"}`` — keys that do not apply are omitted (``coverage`` is only
     for ``composite``, which has only ``coverage``; ``top1_section_floor`` is omitted for ``bm25``).
+
+    ``fusion``: the lexical weight and RRF k of ``hybrid_rrf`` / ``hybrid_weighted`` / ``hybrid_convex``
+    (each runs its own method) and their candidates per side and lexical floor; ``hybrid_default`` and
+    the other runtime-default rows ignore it.
 
     ``representations=None`` runs every registered representation the embedder can run (the
     late-chunking ones need ``embed_tokens``; skipped ones are listed in
@@ -965,10 +939,7 @@ def run_threads(
             c.text for c in sets.get("composite", [])
         ]
         prewarm(emb, messages)
-        ix = ConversationIndex(
-            conv, emb, piece_bytes=piece_bytes, weight=weight, candidates=candidates, lexical_weight=lexical_weight,
-            rrf_k=rrf_k, lexical_floor=lexical_floor, k=k,
-        )
+        ix = ConversationIndex(conv, emb, piece_bytes=piece_bytes, weight=weight, fusion=fusion, k=k)
         counts["conversations"] += 1
         counts["sections"] += len(conv.turns)
         counts["pieces"] += len(ix.pieces)
@@ -1065,10 +1036,10 @@ def run_threads(
         "weight": weight,
         "piece_bytes": int(piece_bytes or emb.default_piece_bytes),
         "threshold": floor,
-        "lexical_weight": lexical_weight,
-        "rrf_k": rrf_k,
-        "candidates": candidates,
-        "lexical_floor": lexical_floor,
+        "lexical_weight": fusion.lexical_weight,
+        "rrf_k": fusion.rrf_k,
+        "candidates": fusion.candidates,
+        "lexical_floor": fusion.lexical_floor,
         "runtime_default_fusion": {**RUNTIME_DEFAULT.fusion_dict(),
                                    "candidates": RUNTIME_DEFAULT.candidates,
                                    "lexical_floor": RUNTIME_DEFAULT.lexical_floor},
