@@ -114,10 +114,10 @@ from ..ingest.turns import Piece, Source, Turn
 from ..query.fusion import FusionSettings
 from ..query.search import PartCandidates
 from ..query.split import split_prompt_chunks
-from ..query.vectors import query_vectors
+from ..query.vectors import query_texts, query_vectors
 from ..storage.memory import ExactStore
 from ..storage.schema import Scope, piece_metadata
-from ..text import WHOLE_MESSAGE_MAX_BYTES, clean_text, tail_utf8
+from ..text import clean_text
 from .embedding import CachedEmbedder, cached_embedder
 from .hybrid import HYBRID_REPRESENTATIONS, RUNTIME_DEFAULT, floor_mask, fusion_for, hybrid_candidates
 from .metrics import best_part, budget_recall, covered, evidence_recall, mean, reciprocal_rank
@@ -443,8 +443,9 @@ class Retrieval:
     groups: list[Ranked]
 
 
-def _whole(message: str) -> str:
-    return tail_utf8(clean_text(message), WHOLE_MESSAGE_MAX_BYTES).strip()
+def whole_message(message: str) -> str:
+    """The whole-message text the runtime embeds and matches (capped, the end kept; ``""`` when empty)."""
+    return query_texts(message, split=False)[1]
 
 
 class ConversationIndex:
@@ -603,13 +604,6 @@ class ConversationIndex:
         """BM25 ``(piece id, score)`` of ``text`` scoped to this conversation, best first."""
         return self.lexical.search(text, limit or len(self.pieces), [self.conv.id]) if self.pieces else []
 
-    def bm25_of(self, text: str, ids: list[str]) -> dict[str, float]:
-        """Exact BM25 of the given pieces for ``text`` (0.0 for pieces holding none of its words)."""
-        return self.lexical.scores(text, ids, [self.conv.id]) if ids else {}
-
-    def coverage(self, text: str, ids: list[str]) -> dict[str, float]:
-        """Share of ``text``'s IDF-weighted words each piece holds (:meth:`LexicalIndex.coverage`)."""
-        return self.lexical.coverage(text, ids) if ids else {}
 
 
 ThreadRepresentation = Callable[[ConversationIndex, str], Retrieval]
@@ -655,7 +649,7 @@ def _rep_dense_default(ix: ConversationIndex, message: str) -> Retrieval:
 
 
 def _rep_bm25(ix: ConversationIndex, message: str) -> Retrieval:
-    whole = _whole(message)
+    whole = whole_message(message)
     if not whole:
         return Retrieval("pieces", False, [])
     hits = ix.bm25(whole)
@@ -666,7 +660,7 @@ def _rep_bm25(ix: ConversationIndex, message: str) -> Retrieval:
 
 def _rep_peer_bm25s(ix: ConversationIndex, message: str) -> Retrieval:
     """LlamaIndex's BM25Retriever (bm25s, Snowball, ``en`` stopwords) on the same pieces, whole message as the query."""
-    whole = _whole(message)
+    whole = whole_message(message)
     if not whole:
         return Retrieval("pieces", False, [])
     hits = ix.peer_bm25s.search(whole)
@@ -677,7 +671,7 @@ def _rep_peer_bm25s(ix: ConversationIndex, message: str) -> Retrieval:
 def _rep_peer_ensemble_rrf(ix: ConversationIndex, message: str) -> Retrieval:
     """LangChain's EnsembleRetriever([bm25, dense], weights 0.5/0.5, c = 60), 5 per side: its RRF
     over the peer BM25's top 5 and plain dense's top 5 (unblended pieces, whole message)."""
-    whole = _whole(message)
+    whole = whole_message(message)
     if not whole:
         return Retrieval("pieces", False, [])
     lexical = [i for i, _ in ix.peer_bm25s.search(whole, 5)]
@@ -691,7 +685,7 @@ def _rep_peer_ensemble_rrf(ix: ConversationIndex, message: str) -> Retrieval:
 def _rep_peer_query_fusion(ix: ConversationIndex, message: str) -> Retrieval:
     """LlamaIndex's QueryFusionRetriever([dense, bm25], mode="relative_score", weights 0.6/0.4,
     num_queries=1), 5 per side: the same two sides as the ensemble, fused by relative score."""
-    whole = _whole(message)
+    whole = whole_message(message)
     if not whole:
         return Retrieval("pieces", False, [])
     lexical = ix.peer_bm25s.search(whole, 5)
@@ -871,7 +865,7 @@ def prewarm(emb: CachedEmbedder, messages: Iterable[str]) -> None:
     """Embed every query text, part and whole message in one batch."""
     texts: list[str] = []
     for m in messages:
-        texts.append(_whole(m))
+        texts.append(whole_message(m))
         texts.extend(split_prompt_chunks(m))
     texts = [t for t in dict.fromkeys(texts) if t]
     if texts:

@@ -78,7 +78,7 @@ from ..query.search import PartCandidates
 from ..query.timewords import TimeWindow, find_time, has_time_words, strip_time, time_expressions
 from ..query.vectors import query_texts
 from ..text import clean_text
-from .hybrid import RUNTIME_DEFAULT, hybrid_candidates, with_candidates
+from .hybrid import RUNTIME_DEFAULT, hybrid_candidates
 from .metrics import evidence_recall, mean, reciprocal_rank
 from .stats import paired_diff, per_cluster, stratified_bootstrap
 
@@ -363,8 +363,7 @@ class TimeAware:
         texts, qvecs = self._vectors(ix, message, parts, whole, found, now)
         latest = max((float(m.get("ts_epoch", -math.inf)) for m in ix.exact_store().metadatas), default=-math.inf)
         store = ix.exact_store(ix.default_stored)
-        s = RUNTIME_DEFAULT
-        fusion = with_candidates(s, s.candidates, s.lexical_floor)
+        fusion = RUNTIME_DEFAULT
         wheres = [_where(w, now, latest) for w in found]
         cands: list[PartCandidates | None] = [None] * len(parts)
         for where in [w for i, w in enumerate(wheres) if w not in wheres[:i]]:  # parts sharing a scope: one search
@@ -376,7 +375,7 @@ class TimeAware:
                     c = hybrid_candidates(store, ix.conv.id, [texts[i]], qvecs[i : i + 1], k=ix.k, fusion=fusion,
                                           where=_where(None, now, latest))[0]  # fmt: skip
                 cands[i] = _recency(c, now, self.half_life) if self.half_life is not None else c
-        groups = ix.ranked([c for c in cands if c is not None], s.lexical_floor)
+        groups = ix.ranked([c for c in cands if c is not None], fusion.lexical_floor)
         for g, part in zip(groups, parts, strict=True):
             g.part = part  # the part as written (composite scoring finds a fact's part by its words)
         return groups
@@ -396,9 +395,9 @@ class TimeAware:
 
 
 def _groups_plain(ix: Any, message: str) -> list[Any]:
-    from .threads import _rep_hybrid_default
+    from .threads import hybrid_groups
 
-    return list(_rep_hybrid_default(ix, message).groups)
+    return hybrid_groups(ix, message, RUNTIME_DEFAULT)
 
 
 def _recency(c: PartCandidates, now: datetime, half_life: timedelta) -> PartCandidates:
