@@ -14,16 +14,9 @@ from __future__ import annotations
 from .calibrate import run_calibrate
 from .cli import register_eval
 from .controlled import CONDITIONS, REPRESENTATIONS, load_fixture, run_controlled
-from .threads import (
-    QUERY_SETS,
-    THREAD_REPRESENTATIONS,
-    Conversation,
-    load_jsonl,
-    load_locomo,
-    load_threads,
-    register_representation,
-    run_threads,
-)
+from .datasets import QUERY_SETS, Conversation, load_jsonl, load_locomo, load_threads
+from .representations import THREAD_REPRESENTATIONS, register_representation
+from .threads import run_threads
 
 __all__ = [
     "register_eval",

@@ -59,21 +59,14 @@ from ..errors import InputError
 from ..ingest.turns import MIN_BODY_BYTES
 from ..query.fusion import FusionMethod, FusionSettings
 from ..query.search import fuse_candidates
+from .datasets import Conversation, select_queries
 from .embedding import cached_embedder
 from .hybrid import RUNTIME_DEFAULT, hybrid_candidates, with_candidates
+from .index import ConversationIndex, Retrieval
 from .metrics import evidence_recall, mean
-from .threads import (
-    THREAD_REPRESENTATIONS,
-    Conversation,
-    ConversationIndex,
-    Retrieval,
-    best_group,
-    prewarm,
-    returns_any,
-    run_threads,
-    score_query,
-    select_queries,
-)
+from .representations import THREAD_REPRESENTATIONS
+from .scoring import best_group, returns_any, score_query
+from .threads import prewarm, run_threads
 
 WEIGHT_GRID = (0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0)
 PIECE_BYTES_FACTORS = (0.5, 0.75, 1.0, 1.5, 2.0)

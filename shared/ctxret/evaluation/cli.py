@@ -212,8 +212,9 @@ def _controlled(args: argparse.Namespace) -> int:
 
 
 def _threads(args: argparse.Namespace) -> int:
+    from .datasets import DEFAULT_QUERY_SETS, load_threads
     from .report import paired_table, peer_table, plot_threads, threads_table, write_json
-    from .threads import DEFAULT_QUERY_SETS, load_threads, run_threads
+    from .threads import run_threads
 
     convs = load_threads(args.path)
     res = run_threads(
@@ -261,8 +262,8 @@ def _threads(args: argparse.Namespace) -> int:
 
 def _calibrate(args: argparse.Namespace) -> int:
     from .calibrate import run_calibrate
+    from .datasets import load_threads
     from .report import calibration_report, plot_calibration, write_json
-    from .threads import load_threads
 
     convs = load_threads(args.path)
     kwargs: dict[str, Any] = {}

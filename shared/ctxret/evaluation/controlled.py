@@ -87,9 +87,9 @@ from ..storage.memory import ExactStore
 from ..text import clean_text
 from .embedding import cached_embedder
 from .hybrid import HYBRID_REPRESENTATIONS, RUNTIME_DEFAULT, fusion_for, hybrid_candidates, with_candidates
+from .index import whole_message
 from .metrics import best_part as intent_part
 from .metrics import mean, top1_credit, top_block
-from .threads import whole_message
 
 REPRESENTATIONS = (
     "isolated",

@@ -47,7 +47,8 @@ from ..storage.schema import ParentKey, Scope, piece_metadata
 from ..storage.views import MemoryViews, ViewedBlock
 from ..text import clean_text
 from .hybrid import RUNTIME_DEFAULT, scope_candidates
-from .threads import ConversationIndex, Ranked, Retrieval, register_representation
+from .index import ConversationIndex, Ranked, Retrieval
+from .representations import register_representation
 
 __all__ = ["FakeLLM", "VIEW_REPRESENTATIONS", "use_llm", "view_cost"]
 
