@@ -1,7 +1,10 @@
 """The evaluation harness: the controlled test, the production-thread protocol, calibration.
 
 * :mod:`.controlled` — one sentence in four contexts (``ctxret eval controlled FIXTURE.json``).
-* :mod:`.threads` — LoCoMo conversations and JSONL threads (``ctxret eval threads PATH``).
+* :mod:`.threads` — LoCoMo conversations and JSONL threads (``ctxret eval threads PATH``): the data and
+  query sets (:mod:`.datasets`, :mod:`.timequeries`), one conversation's index (:mod:`.index`), the
+  representations (:mod:`.representations`, :mod:`.timeset`, :mod:`.views`), scoring (:mod:`.scoring`)
+  and paired statistics (:mod:`.stats`).
 * :mod:`.calibrate` — blend weight, piece budget, floor and fusion sweeps (``ctxret eval calibrate PATH``).
 * :mod:`.metrics`, :mod:`.report`, :mod:`.cli` (:func:`register_eval` for the main CLI).
 

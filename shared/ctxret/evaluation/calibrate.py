@@ -404,7 +404,7 @@ def floor_effects(
       ``k`` of the scored group that survive the floor (a floor also drops lower hits that hold
       evidence, which the top-hit shares do not show);
     * ``offtopic_any_<rep>``: the share of ``questions`` × conversations that return any hit
-      (:func:`.threads.returns_any`).
+      (:func:`.scoring.returns_any`).
 
     One row per floor: ``{"threshold", ...}``; keys whose query set is empty are left out."""
     emb = cached_embedder(embedder)

@@ -13,7 +13,8 @@ Query sets
   conversation (fixed seed). Measures what query splitting is for.
 * ``time`` and ``time_qa`` (not run unless named): questions that name a time ("What did Caroline say
   yesterday?", with the search's now after the section) and the data's own dated questions; their
-  metrics (``top1_window``, ``top5_window``) and the time-aware representations are in :mod:`.timeset`.
+  queries are made in :mod:`.timequeries`; their metrics (``top1_window``, ``top5_window``) and the time-aware
+  representations are in :mod:`.timeset`.
 
 JSONL thread format (one thread per line)::
 
@@ -330,7 +331,7 @@ def composite_queries(conv: Conversation, seed: int = 0, limit: int | None = Non
 def select_queries(conv: Conversation, limit: int | None, seed: int) -> dict[str, list[Any]]:
     """The query sets of one conversation: the first ``limit`` facts and questions, and
     ``ceil(limit / 3)`` composite messages (all of them when ``limit`` is None); the first ``limit`` of
-    the time sets (:mod:`.timeset`)."""
+    the time sets (:mod:`.timequeries`)."""
     facts = conv.facts[:limit] if limit else list(conv.facts)
     qa = conv.questions[:limit] if limit else list(conv.questions)
     comp = composite_queries(conv, seed, limit=math.ceil(limit / FACTS_PER_COMPOSITE) if limit else None)

@@ -41,7 +41,6 @@ from ..query.fusion import FusionSettings
 from .hybrid import HYBRID_REPRESENTATIONS, RUNTIME_DEFAULT, fusion_for, hybrid_candidates
 from .index import ConversationIndex, Ranked, Retrieval, whole_message
 from .peers import ensemble_rrf, relative_score_fusion
-from .timeset import TIME_REPRESENTATIONS
 
 ThreadRepresentation = Callable[[ConversationIndex, str], Retrieval]
 
@@ -191,16 +190,16 @@ THREAD_REPRESENTATIONS: dict[str, ThreadRepresentation] = {
 }
 #: The peers a user would pick instead (BM25 done well, LangChain's ensemble, LlamaIndex's query
 #: fusion, plain dense): every report compares the runtime default with each, paired per query
-#: (:func:`peer_comparison`).
+#: (:func:`.threads.peer_comparison`).
 PEERS = ("peer_bm25s", "peer_ensemble_rrf", "peer_query_fusion", "peer_dense")
 DEFAULT_REPRESENTATIONS = tuple(THREAD_REPRESENTATIONS)
 #: Representations that need token-level output from the embedder (``embed_tokens``).
 NEEDS_TOKENS = frozenset({"pieces_late", "late_only"})
 
 
-#: Registered representations that run only when named (``default=False``: e.g. the LLM views, :mod:`.views`).
-OPT_IN: set[str] = set(TIME_REPRESENTATIONS)
-THREAD_REPRESENTATIONS.update(TIME_REPRESENTATIONS)  # the time-aware ones (:mod:`.timeset`), opt-in
+#: Registered representations that run only when named (``default=False``: the time-aware ones of
+#: :mod:`.timeset`, the LLM views and HyDE of :mod:`.views`; each module registers its own).
+OPT_IN: set[str] = set()
 
 
 def register_representation(name: str, fn: ThreadRepresentation, *, default: bool = True) -> None:

@@ -49,6 +49,7 @@ from ..embedders.fitting import embed_fitting
 from ..errors import InputError
 from ..query.fusion import FusionSettings
 from ..query.split import split_prompt_chunks
+from . import views  # noqa: F401  (importing it registers the opt-in LLM-views and HyDE representations)
 from .datasets import (
     DEFAULT_QUERY_SETS,
     QUERY_SETS,
@@ -64,7 +65,7 @@ from .index import ConversationIndex, whole_message
 from .metrics import budget_recall, mean
 from .representations import NEEDS_TOKENS, OPT_IN, PEERS, THREAD_REPRESENTATIONS, register_representation
 from .scoring import score_composite, score_query
-from .stats import paired_diff, per_cluster, stratified_bootstrap
+from .stats import by_query, compare
 from .timequeries import TIME_QUERY_SETS
 from .timeset import TIME_REPRESENTATIONS, TimeAware, score_time, time_breakdown, time_comparison
 
@@ -141,8 +142,6 @@ def run_threads(
     late-chunking ones need ``embed_tokens``; skipped ones are listed in
     ``config["skipped_representations"]``); named ones always run (or raise).
     """
-    from . import views as _views  # noqa: F401  (registers the opt-in LLM-views and HyDE representations)
-
     skipped: list[str] = []
     if representations is None:
         representations = [r for r in THREAD_REPRESENTATIONS if r not in OPT_IN]
@@ -307,33 +306,13 @@ def peer_comparison(
     One row per (peer, query set, metric): ``diff`` (normal interval on the per-query
     differences), ``bootstrap`` (queries resampled within conversations) and ``per_conversation``.
     """
-    by: dict[tuple[str, str], dict[str, dict[str, Any]]] = defaultdict(dict)
-    for row in per_query:
-        by[(row["representation"], row["query_set"])][row["query_id"]] = row
+    by = by_query(per_query)
     out: list[dict[str, Any]] = []
     for peer in PEERS:
         for qs, metric in COMPARED_METRICS:
             mine, theirs = by.get((system, qs)), by.get((peer, qs))
-            if not mine or not theirs:
-                continue
-            ids = [i for i in mine if i in theirs and metric in mine[i] and metric in theirs[i]]
-            if not ids:
-                continue
-            a = [float(mine[i][metric]) for i in ids]
-            b = [float(theirs[i][metric]) for i in ids]
-            convs = [mine[i]["conversation"] for i in ids]
-            name = recall_key if metric == "recall" else metric
-            out.append(
-                {
-                    "system": system,
-                    "peer": peer,
-                    "query_set": qs,
-                    "metric": name,
-                    "system_value": mean(a),
-                    "peer_value": mean(b),
-                    "diff": paired_diff(a, b).as_dict(),
-                    "bootstrap": stratified_bootstrap(a, b, convs).as_dict(),
-                    "per_conversation": per_cluster(a, b, convs),
-                }
-            )
+            paired = compare(mine, theirs, metric) if mine and theirs else None
+            if paired is not None:
+                name = recall_key if metric == "recall" else metric
+                out.append({"system": system, "peer": peer, "query_set": qs, "metric": name, **paired})
     return out

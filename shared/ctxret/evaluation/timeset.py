@@ -38,8 +38,11 @@ from ..query.timewords import TimeWindow, find_time, strip_time, time_expression
 from ..query.vectors import query_texts
 from ..text import clean_text
 from .hybrid import RUNTIME_DEFAULT, hybrid_candidates
+from .index import Retrieval
 from .metrics import evidence_recall, mean, reciprocal_rank
-from .stats import paired_diff, per_cluster, stratified_bootstrap
+from .representations import hybrid_groups, register_representation
+from .scoring import best_group
+from .stats import by_query, compare
 from .timequeries import TimeQuery, default_now
 
 __all__ = [
@@ -80,8 +83,6 @@ class TimeAware:
     half_life: timedelta | None = None
 
     def __call__(self, ix: Any, message: str, now: datetime | None = None) -> Any:
-        from .index import Retrieval
-
         now = now if now is not None else default_now(ix.conv)
         return Retrieval("pieces", True, self.groups(ix, message, now))
 
@@ -129,8 +130,6 @@ class TimeAware:
 
 
 def _groups_plain(ix: Any, message: str) -> list[Any]:
-    from .representations import hybrid_groups
-
     return hybrid_groups(ix, message, RUNTIME_DEFAULT)
 
 
@@ -159,14 +158,14 @@ TIME_REPRESENTATIONS: dict[str, TimeAware] = {
     "hybrid_recency_30d": TimeAware(windows=False, half_life=timedelta(days=30)),
     "hybrid_recency_90d": TimeAware(windows=False, half_life=timedelta(days=90)),
 }
+for _name, _rep in TIME_REPRESENTATIONS.items():
+    register_representation(_name, _rep, default=False)
 
 
 # -- scoring -------------------------------------------------------------------------------------------------------
 def score_time(ix: Any, ret: Any, q: TimeQuery, k: int) -> dict[str, float]:
     """``top1_window``, ``top5_window`` (time set), ``window_has_evidence`` (time_qa), ``top1_section``, ``mrr``,
     ``recall``."""
-    from .scoring import best_group
-
     stamp = {t.index: t.timestamp for t in ix.conv.turns}
     g = best_group(ret.groups)
     out: dict[str, float] = {}
@@ -218,9 +217,7 @@ def time_breakdown(per_query: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 def time_comparison(per_query: Sequence[dict[str, Any]], recall_key: str = "recall_at_5") -> list[dict[str, Any]]:
     """Each time-aware representation against :data:`TIME_BASELINES`, paired per query (mean difference, 95%
     interval, bootstrap within conversations, per conversation), on the metrics of :data:`TIME_METRICS`."""
-    by: dict[tuple[str, str], dict[str, dict[str, Any]]] = defaultdict(dict)
-    for row in per_query:
-        by[(row["representation"], row["query_set"])][row["query_id"]] = row
+    by = by_query(per_query)
     reps = [r for r in TIME_REPRESENTATIONS if any(key[0] == r for key in by)]
     out: list[dict[str, Any]] = []
     for rep in reps:
@@ -232,18 +229,8 @@ def time_comparison(per_query: Sequence[dict[str, Any]], recall_key: str = "reca
                 if not mine or not theirs:
                     continue
                 for metric in metrics:
-                    ids = [i for i in mine if i in theirs and metric in mine[i] and metric in theirs[i]]
-                    if not ids:
-                        continue
-                    a = [float(mine[i][metric]) for i in ids]
-                    b = [float(theirs[i][metric]) for i in ids]
-                    convs = [mine[i]["conversation"] for i in ids]
-                    out.append({
-                        "system": rep, "peer": base, "query_set": qs,
-                        "metric": recall_key if metric == "recall" else metric,
-                        "system_value": mean(a), "peer_value": mean(b), "diff": paired_diff(a, b).as_dict(),
-                        "bootstrap": stratified_bootstrap(a, b, convs).as_dict(),
-                        "per_conversation": per_cluster(a, b, convs),
-                        "changed": sum(x != y for x, y in zip(a, b, strict=True)),
-                    })  # fmt: skip
+                    paired = compare(mine, theirs, metric, changed=True)
+                    if paired is not None:
+                        name = recall_key if metric == "recall" else metric
+                        out.append({"system": rep, "peer": base, "query_set": qs, "metric": name, **paired})
     return out

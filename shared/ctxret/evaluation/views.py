@@ -15,7 +15,7 @@ data, give the harness an LLM (LangChain or LlamaIndex, or any ``fn(prompt) -> s
 (CLI: ``ctxret eval threads PATH --representations hybrid_default,hybrid_views_both,...``, with the fake.)
 
 Representations (each against the runtime's default stored side for the embedder,
-:attr:`~ctxret.evaluation.threads.ConversationIndex.default_stored`; compare them with
+:attr:`~ctxret.evaluation.index.ConversationIndex.default_stored`; compare them with
 ``late_only`` / ``pieces_blend_split`` (dense) and ``hybrid_default``):
 
 * ``views_questions`` / ``views_summary`` / ``views_both``: dense search, split parts, every piece
