@@ -242,7 +242,7 @@ def real_threads(store, folder: Path, questions: int = 20) -> dict:
     deleted from the big store afterwards."""
     from ctxret.config import IndexConfig
     from ctxret.embedders.local import LocalEmbedder
-    from ctxret.evaluation.threads import load_threads
+    from ctxret.evaluation.datasets import load_threads
     from ctxret.ingest.writer import write_turns
     from ctxret.query.deadline import run_search
     from ctxret.storage.pieces import open_piece_store

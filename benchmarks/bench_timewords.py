@@ -28,7 +28,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ctxret.evaluation.threads import load_threads
+from ctxret.evaluation.datasets import load_threads
 from ctxret.query.split import split_prompt_chunks
 from ctxret.query.timewords import find_time, has_time_words
 

@@ -56,7 +56,7 @@ def main() -> None:
 
     from ctxret import ContextualIndex
     from ctxret.embedders.local import shared_local_embedder
-    from ctxret.evaluation.threads import load_threads
+    from ctxret.evaluation.datasets import load_threads
     from ctxret.evaluation.views import FakeLLM
 
     emb = shared_local_embedder()

@@ -11,19 +11,19 @@ import numpy as np
 import pytest
 from ctxret.errors import InputError
 from ctxret.evaluation.calibrate import fusion_grid, run_calibrate
-from ctxret.evaluation.metrics import covered, evidence_recall, first_appearance, mean, reciprocal_rank
-from ctxret.evaluation.threads import (
-    DEFAULT_REPRESENTATIONS,
-    Ranked,
-    best_group,
+from ctxret.evaluation.datasets import (
     composite_queries,
     load_jsonl,
     load_locomo,
     load_threads,
     parse_evidence,
     parse_locomo_time,
-    run_threads,
 )
+from ctxret.evaluation.index import Ranked
+from ctxret.evaluation.metrics import covered, evidence_recall, first_appearance, mean, reciprocal_rank
+from ctxret.evaluation.representations import DEFAULT_REPRESENTATIONS
+from ctxret.evaluation.scoring import best_group
+from ctxret.evaluation.threads import run_threads
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev"
 THREAD_KEYS = {"representation", "query_set", "top1_section", "top1_section_floor", "mrr", "recall_at_5",
@@ -310,7 +310,7 @@ def test_new_representations_have_rows_and_late_only_is_not_pieces(synthetic):
 @pytest.fixture(scope="module")
 def home_index(tmp_path_factory, local_embedder):
     """The harness's index of the synthetic "home" thread."""
-    from ctxret.evaluation.threads import ConversationIndex
+    from ctxret.evaluation.index import ConversationIndex
 
     conv = load_threads(write_synthetic(tmp_path_factory.mktemp("home")))[0]
     ix = ConversationIndex(conv, local_embedder)
@@ -348,7 +348,7 @@ RUNTIME_QUERIES = (
 def test_hybrid_default_is_the_runtime_search(home_index, local_embedder):
     """The harness's hybrid_default top-k after the floor equals ContextualIndex.search, floors included."""
     from ctxret import ContextualIndex
-    from ctxret.evaluation.threads import THREAD_REPRESENTATIONS
+    from ctxret.evaluation.representations import THREAD_REPRESENTATIONS
 
     index = ContextualIndex(in_memory=True, embedder=local_embedder, collection="eval-hybrid-pin")
     index.add_messages(HOME["messages"], thread_id="home")

@@ -7,9 +7,12 @@ from datetime import datetime, timedelta
 
 import numpy as np
 import pytest
+from ctxret.evaluation.datasets import load_jsonl, load_threads
 from ctxret.evaluation.hybrid import RUNTIME_DEFAULT, hybrid_candidates, with_candidates
-from ctxret.evaluation.threads import ConversationIndex, load_jsonl, load_threads, run_threads
-from ctxret.evaluation.timeset import TIME_REPRESENTATIONS, dated_questions, default_now, time_queries
+from ctxret.evaluation.index import ConversationIndex
+from ctxret.evaluation.threads import run_threads
+from ctxret.evaluation.timequeries import dated_questions, default_now, time_queries
+from ctxret.evaluation.timeset import TIME_REPRESENTATIONS
 from ctxret.query.timewords import find_time, has_time_words
 from test_eval_threads import LOCOMO, write_synthetic
 

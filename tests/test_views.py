@@ -272,7 +272,9 @@ def test_parse_view_lines():
 # -- the harness -------------------------------------------------------------------------------------
 def test_harness_views_and_hyde_are_opt_in_and_use_the_runtime_merge(tmp_path, local_embedder):
     from ctxret.evaluation import views as harness
-    from ctxret.evaluation.threads import ConversationIndex, load_threads, run_threads
+    from ctxret.evaluation.datasets import load_threads
+    from ctxret.evaluation.index import ConversationIndex
+    from ctxret.evaluation.threads import run_threads
     from test_eval_threads import write_synthetic
 
     convs = load_threads(write_synthetic(tmp_path))

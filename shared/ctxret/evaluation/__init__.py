@@ -1,7 +1,10 @@
 """The evaluation harness: the controlled test, the production-thread protocol, calibration.
 
 * :mod:`.controlled` — one sentence in four contexts (``ctxret eval controlled FIXTURE.json``).
-* :mod:`.threads` — LoCoMo conversations and JSONL threads (``ctxret eval threads PATH``).
+* :mod:`.threads` — LoCoMo conversations and JSONL threads (``ctxret eval threads PATH``): the data and
+  query sets (:mod:`.datasets`, :mod:`.timequeries`), one conversation's index (:mod:`.index`), the
+  representations (:mod:`.representations`, :mod:`.timeset`, :mod:`.views`), scoring (:mod:`.scoring`)
+  and paired statistics (:mod:`.stats`).
 * :mod:`.calibrate` — blend weight, piece budget, floor and fusion sweeps (``ctxret eval calibrate PATH``).
 * :mod:`.metrics`, :mod:`.report`, :mod:`.cli` (:func:`register_eval` for the main CLI).
 
@@ -14,16 +17,9 @@ from __future__ import annotations
 from .calibrate import run_calibrate
 from .cli import register_eval
 from .controlled import CONDITIONS, REPRESENTATIONS, load_fixture, run_controlled
-from .threads import (
-    QUERY_SETS,
-    THREAD_REPRESENTATIONS,
-    Conversation,
-    load_jsonl,
-    load_locomo,
-    load_threads,
-    register_representation,
-    run_threads,
-)
+from .datasets import QUERY_SETS, Conversation, load_jsonl, load_locomo, load_threads
+from .representations import THREAD_REPRESENTATIONS, register_representation
+from .threads import run_threads
 
 __all__ = [
     "register_eval",

@@ -57,23 +57,16 @@ from ..blend import CHUNK_FOCUS_WEIGHT
 from ..embedders.base import Embedder
 from ..errors import InputError
 from ..ingest.turns import MIN_BODY_BYTES
-from ..query.fusion import DEFAULT_CANDIDATES, DEFAULT_LEXICAL_FLOOR, FusionMethod, FusionSettings
+from ..query.fusion import FusionMethod, FusionSettings
 from ..query.search import fuse_candidates
+from .datasets import Conversation, select_queries
 from .embedding import cached_embedder
 from .hybrid import RUNTIME_DEFAULT, hybrid_candidates, with_candidates
+from .index import ConversationIndex, Retrieval
 from .metrics import evidence_recall, mean
-from .threads import (
-    THREAD_REPRESENTATIONS,
-    Conversation,
-    ConversationIndex,
-    Retrieval,
-    best_group,
-    prewarm,
-    returns_any,
-    run_threads,
-    score_query,
-    select_queries,
-)
+from .representations import THREAD_REPRESENTATIONS
+from .scoring import best_group, returns_any, score_query
+from .threads import prewarm, run_threads
 
 WEIGHT_GRID = (0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0)
 PIECE_BYTES_FACTORS = (0.5, 0.75, 1.0, 1.5, 2.0)
@@ -216,8 +209,7 @@ def run_calibrate(
     piece_bytes_grid: Sequence[int] | None = None,
     thresholds: Sequence[float] = THRESHOLD_GRID,
     fusion_configs: Sequence[FusionSettings] | None = None,
-    candidates: int = DEFAULT_CANDIDATES,
-    lexical_floor: float | None = DEFAULT_LEXICAL_FLOOR,
+    fusion: FusionSettings = RUNTIME_DEFAULT,
     limit_conversations: int | None = None,
     limit_queries: int | None = None,
     seed: int = 0,
@@ -226,7 +218,10 @@ def run_calibrate(
     off_topic: Sequence[str] | None = OFF_TOPIC_QUESTIONS,
     progress: bool = False,
 ) -> CalibrationResult:
-    """Run the sweeps (see the module docstring) and return the curves and recommended values."""
+    """Run the sweeps (see the module docstring) and return the curves and recommended values.
+
+    ``fusion``: the candidates per side and the lexical floor of every hybrid search (the fusion
+    rule is what the fusion sweep varies; the other sweeps rank by the runtime default's)."""
     emb = cached_embedder(embedder)
     convs = list(conversations[:limit_conversations] if limit_conversations else conversations)
     if not any(c.facts or c.questions for c in convs):
@@ -239,7 +234,7 @@ def run_calibrate(
         )
     base_bytes = int(piece_bytes or emb.default_piece_bytes)
     floor = emb.default_score_threshold if threshold is None else float(threshold)
-    common: dict[str, Any] = dict(k=k, limit_queries=limit_queries, seed=seed, candidates=candidates)
+    common: dict[str, Any] = dict(k=k, limit_queries=limit_queries, seed=seed, fusion=fusion)
     curves: dict[str, list[dict[str, Any]]] = {}
     recommended: dict[str, Any] = {}
     notes: list[str] = []
@@ -297,8 +292,7 @@ def run_calibrate(
         )
         effects = floor_effects(
             convs, emb, thresholds, questions=off_topic, representations=(floor_representation, OFFTOPIC_HYBRID),
-            k=k, weight=weight, piece_bytes=base_bytes, candidates=candidates, lexical_floor=lexical_floor,
-            limit_queries=limit_queries, seed=seed,
+            k=k, weight=weight, piece_bytes=base_bytes, fusion=fusion, limit_queries=limit_queries, seed=seed,
         )
         curve = []
         for i, t in enumerate(thresholds):
@@ -337,21 +331,21 @@ def run_calibrate(
         notes.append(note)
     if "fusion" in sweeps:
         say("fusion")
-        fusion = fusion_sweep(
+        swept = fusion_sweep(
             convs, emb, configs=fusion_configs or fusion_grid(), k=k, weight=weight, piece_bytes=base_bytes,
-            floor=floor, candidates=candidates, lexical_floor=lexical_floor, limit_queries=limit_queries, seed=seed,
+            floor=floor, fusion=fusion, limit_queries=limit_queries, seed=seed,
         )
-        curves["fusion"] = fusion["curve"]
-        curves["fusion_baselines"] = fusion["baselines"]
-        recommended["fusion"] = fusion["recommended"]
-        if "leave_one_out" in fusion:
-            curves["fusion_leave_one_out"] = [fusion["leave_one_out"]]
-        notes.extend(fusion["notes"])
+        curves["fusion"] = swept["curve"]
+        curves["fusion_baselines"] = swept["baselines"]
+        recommended["fusion"] = swept["recommended"]
+        if "leave_one_out" in swept:
+            curves["fusion_leave_one_out"] = [swept["leave_one_out"]]
+        notes.extend(swept["notes"])
     if "relevance" in sweeps:
         say("relevance")
         rel = relevance_sweep(
-            convs, emb, k=k, weight=weight, piece_bytes=base_bytes, candidates=candidates,
-            lexical_floor=lexical_floor, limit_queries=limit_queries, seed=seed,
+            convs, emb, k=k, weight=weight, piece_bytes=base_bytes, fusion=fusion, limit_queries=limit_queries,
+            seed=seed,
         )
         curves["relevance"] = rel["reliability"]
         curves["relevance_separation"] = rel["separation"]
@@ -400,8 +394,7 @@ def floor_effects(
     k: int = 5,
     weight: float = CHUNK_FOCUS_WEIGHT,
     piece_bytes: int | None = None,
-    candidates: int = DEFAULT_CANDIDATES,
-    lexical_floor: float | None = DEFAULT_LEXICAL_FLOOR,
+    fusion: FusionSettings = RUNTIME_DEFAULT,
     limit_queries: int | None = None,
     seed: int = 0,
 ) -> list[dict[str, Any]]:
@@ -411,7 +404,7 @@ def floor_effects(
       ``k`` of the scored group that survive the floor (a floor also drops lower hits that hold
       evidence, which the top-hit shares do not show);
     * ``offtopic_any_<rep>``: the share of ``questions`` × conversations that return any hit
-      (:func:`.threads.returns_any`).
+      (:func:`.scoring.returns_any`).
 
     One row per floor: ``{"threshold", ...}``; keys whose query set is empty are left out."""
     emb = cached_embedder(embedder)
@@ -423,9 +416,7 @@ def floor_effects(
     for conv in conversations:
         qa = select_queries(conv, limit_queries, seed)["qa"]
         prewarm(emb, [q.text for q in qa])
-        ix = ConversationIndex(
-            conv, emb, piece_bytes=piece_bytes, weight=weight, candidates=candidates, lexical_floor=lexical_floor, k=k
-        )
+        ix = ConversationIndex(conv, emb, piece_bytes=piece_bytes, weight=weight, fusion=fusion, k=k)
         for q in qa:
             for rep in representations:
                 g = best_group(THREAD_REPRESENTATIONS[rep](ix, q.text).groups)
@@ -453,17 +444,15 @@ def floor_effects(
 
 
 def _indexed(
-    conversations: Sequence[Conversation], emb: Any, piece_bytes: int | None, weight: float, candidates: int,
-    lexical_floor: float | None, k: int, limit_queries: int | None, seed: int,
+    conversations: Sequence[Conversation], emb: Any, piece_bytes: int | None, weight: float, fusion: FusionSettings,
+    k: int, limit_queries: int | None, seed: int,
 ) -> Iterator[tuple[Conversation, dict[str, list[Any]], ConversationIndex]]:
     """Each conversation with its selected facts and questions (their texts embedded ahead) and its
     index, closed when the caller moves on."""
     for conv in conversations:
         sets = select_queries(conv, limit_queries, seed)
         prewarm(emb, [q.text for s in ("facts", "qa") for q in sets[s]])
-        ix = ConversationIndex(
-            conv, emb, piece_bytes=piece_bytes, weight=weight, candidates=candidates, lexical_floor=lexical_floor, k=k
-        )
+        ix = ConversationIndex(conv, emb, piece_bytes=piece_bytes, weight=weight, fusion=fusion, k=k)
         try:
             yield conv, sets, ix
         finally:
@@ -479,17 +468,17 @@ def fusion_sweep(
     weight: float = CHUNK_FOCUS_WEIGHT,
     piece_bytes: int | None = None,
     floor: float | None = None,
-    candidates: int = DEFAULT_CANDIDATES,
-    lexical_floor: float | None = DEFAULT_LEXICAL_FLOOR,
+    fusion: FusionSettings = RUNTIME_DEFAULT,
     limit_queries: int | None = None,
     seed: int = 0,
 ) -> dict[str, Any]:
     """Score every fusion config and the two single sides on facts and QA (see the module docstring)."""
     emb = cached_embedder(embedder)
     rkey = f"recall_at_{k}"
+    pool_fusion = with_candidates(RUNTIME_DEFAULT, fusion.candidates, fusion.lexical_floor)
     # per (label, conversation, query set) → metric lists
     vals: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    indexed = _indexed(conversations, emb, piece_bytes, weight, candidates, lexical_floor, k, limit_queries, seed)
+    indexed = _indexed(conversations, emb, piece_bytes, weight, fusion, k, limit_queries, seed)
     for conv, sets, ix in indexed:
         for qs in ("facts", "qa"):
             for q in sets[qs]:
@@ -500,10 +489,10 @@ def fusion_sweep(
                 # the runtime's candidates once (they do not depend on the fusion rule), re-ranked per config
                 pool = hybrid_candidates(
                     ix.exact_store(ix.default_stored), conv.id, parts, qv, k=k,
-                    fusion=with_candidates(RUNTIME_DEFAULT, candidates, lexical_floor),
+                    fusion=pool_fusion,
                 ) if parts else []  # fmt: skip
                 for cfg in configs:
-                    groups = ix.ranked([fuse_candidates(c, cfg) for c in pool], lexical_floor)
+                    groups = ix.ranked([fuse_candidates(c, cfg) for c in pool], fusion.lexical_floor)
                     m = score_query(ix, Retrieval("pieces", True, groups), q, k, floor)
                     _add(vals[(cfg.label, conv.id, qs)], m)
     conv_ids = [c.id for c in conversations]
@@ -627,8 +616,7 @@ def relevance_samples(
     k: int = 5,
     weight: float = CHUNK_FOCUS_WEIGHT,
     piece_bytes: int | None = None,
-    candidates: int = DEFAULT_CANDIDATES,
-    lexical_floor: float | None = DEFAULT_LEXICAL_FLOOR,
+    fusion: FusionSettings = RUNTIME_DEFAULT,
     limit_queries: int | None = None,
     seed: int = 0,
     pool: int | None = None,
@@ -639,9 +627,10 @@ def relevance_samples(
     from ..query.relevance import CALIBRATION_POOL, content_coverage
 
     pool = int(pool or CALIBRATION_POOL)
+    pool_fusion = with_candidates(RUNTIME_DEFAULT, fusion.candidates, fusion.lexical_floor)
     emb = cached_embedder(embedder)
     out: list[dict[str, Any]] = []
-    indexed = _indexed(conversations, emb, piece_bytes, weight, candidates, lexical_floor, k, limit_queries, seed)
+    indexed = _indexed(conversations, emb, piece_bytes, weight, fusion, k, limit_queries, seed)
     for conv, sets, ix in indexed:
         for qs in ("facts", "qa"):
             for q in sets[qs]:
@@ -650,7 +639,7 @@ def relevance_samples(
                     continue
                 cands = hybrid_candidates(
                     ix.exact_store(ix.default_stored), conv.id, parts, qv, k=k,
-                    fusion=with_candidates(RUNTIME_DEFAULT, candidates, lexical_floor),
+                    fusion=pool_fusion,
                 )  # fmt: skip
                 for c in cands:
                     top = c.ranked[:pool]

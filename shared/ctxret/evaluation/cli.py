@@ -21,7 +21,13 @@ from typing import Any
 from ..blend import CHUNK_FOCUS_WEIGHT
 from ..cli.settings import add_common_options, resolve_settings
 from ..errors import CtxretError
-from ..query.fusion import DEFAULT_CANDIDATES, DEFAULT_LEXICAL_FLOOR, DEFAULT_LEXICAL_WEIGHT, DEFAULT_RRF_K
+from ..query.fusion import (
+    DEFAULT_CANDIDATES,
+    DEFAULT_LEXICAL_FLOOR,
+    DEFAULT_LEXICAL_WEIGHT,
+    DEFAULT_RRF_K,
+    FusionSettings,
+)
 
 #: Exit codes (the main ``ctxret`` CLI's contract).
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
@@ -44,6 +50,14 @@ def _weight(args: argparse.Namespace) -> float:
     """The blend weight: ``--weight`` / ``CTXRET_WEIGHT`` (the common option), default 0.8."""
     weight = resolve_settings(args).weight
     return CHUNK_FOCUS_WEIGHT if weight is None else weight
+
+
+def _fusion(args: argparse.Namespace) -> FusionSettings:
+    """The hybrid flags (``--lexical-weight``, ``--rrf-k``, ``--candidates``, ``--lexical-floor``) as one setting."""
+    return FusionSettings(
+        lexical_weight=args.lexical_weight, rrf_k=args.rrf_k, candidates=args.candidates,
+        lexical_floor=args.lexical_floor,
+    )  # fmt: skip
 
 
 def _csv(value: str | None) -> list[str] | None:
@@ -181,9 +195,7 @@ def _controlled(args: argparse.Namespace) -> int:
         conditions=_csv(args.conditions) or CONDITIONS,
         weight=_weight(args),
         seed=args.seed,
-        lexical_weight=args.lexical_weight,
-        rrf_k=args.rrf_k,
-        candidates=args.candidates,
+        fusion=_fusion(args),
         limit_families=args.limit_families,
     )
     counts = res.config["counts"]
@@ -200,8 +212,9 @@ def _controlled(args: argparse.Namespace) -> int:
 
 
 def _threads(args: argparse.Namespace) -> int:
+    from .datasets import DEFAULT_QUERY_SETS, load_threads
     from .report import paired_table, peer_table, plot_threads, threads_table, write_json
-    from .threads import DEFAULT_QUERY_SETS, load_threads, run_threads
+    from .threads import run_threads
 
     convs = load_threads(args.path)
     res = run_threads(
@@ -213,10 +226,7 @@ def _threads(args: argparse.Namespace) -> int:
         weight=_weight(args),
         piece_bytes=args.piece_bytes,
         threshold=args.threshold,
-        lexical_weight=args.lexical_weight,
-        rrf_k=args.rrf_k,
-        candidates=args.candidates,
-        lexical_floor=args.lexical_floor,
+        fusion=_fusion(args),
         limit_conversations=args.limit_conversations,
         limit_queries=args.limit_queries,
         seed=args.seed,
@@ -252,8 +262,8 @@ def _threads(args: argparse.Namespace) -> int:
 
 def _calibrate(args: argparse.Namespace) -> int:
     from .calibrate import run_calibrate
+    from .datasets import load_threads
     from .report import calibration_report, plot_calibration, write_json
-    from .threads import load_threads
 
     convs = load_threads(args.path)
     kwargs: dict[str, Any] = {}
@@ -266,8 +276,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         weight=_weight(args),
         piece_bytes=args.piece_bytes,
         threshold=args.threshold,
-        candidates=args.candidates,
-        lexical_floor=args.lexical_floor,
+        fusion=_fusion(args),
         limit_conversations=args.limit_conversations,
         limit_queries=args.limit_queries,
         seed=args.seed,

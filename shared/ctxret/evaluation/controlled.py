@@ -80,13 +80,14 @@ from ..blend import CHUNK_FOCUS_WEIGHT, chunk_search_vector
 from ..embedders.base import Embedder
 from ..embedders.fitting import embed_fitting
 from ..errors import InputError
-from ..query.fusion import DEFAULT_CANDIDATES, DEFAULT_LEXICAL_WEIGHT, DEFAULT_RRF_K
+from ..query.fusion import FusionSettings
 from ..query.split import split_prompt_chunks
 from ..storage.lexical import LexicalIndex
 from ..storage.memory import ExactStore
-from ..text import WHOLE_MESSAGE_MAX_BYTES, clean_text, tail_utf8
+from ..text import clean_text
 from .embedding import cached_embedder
-from .hybrid import HYBRID_REPRESENTATIONS, fusion_for, hybrid_candidates, with_candidates
+from .hybrid import HYBRID_REPRESENTATIONS, RUNTIME_DEFAULT, fusion_for, hybrid_candidates, with_candidates
+from .index import whole_message
 from .metrics import best_part as intent_part
 from .metrics import mean, top1_credit, top_block
 
@@ -233,10 +234,6 @@ def noisy_query(query: str, distractors: Sequence[str], rng: random.Random, n: i
     return " ".join(chosen[:before] + [query] + chosen[before:])
 
 
-def _whole(text: str) -> str:
-    return tail_utf8(clean_text(text), WHOLE_MESSAGE_MAX_BYTES).strip()
-
-
 def late_sentence_vector(embedder: Any, passage: str, sentence: str) -> np.ndarray:
     """``L(sentence | passage)``: the sentence's span pooled from the token vectors of the whole
     passage (late chunking; :meth:`LocalEmbedder.embed_tokens` + :func:`pool_spans`)."""
@@ -272,9 +269,7 @@ def run_controlled(
     conditions: Sequence[str] = CONDITIONS,
     weight: float = CHUNK_FOCUS_WEIGHT,
     seed: int = 0,
-    lexical_weight: float = DEFAULT_LEXICAL_WEIGHT,
-    rrf_k: float = DEFAULT_RRF_K,
-    candidates: int = DEFAULT_CANDIDATES,
+    fusion: FusionSettings = RUNTIME_DEFAULT,
     generic: bool = True,
     limit_families: int | None = None,
 ) -> ControlledResult:
@@ -282,6 +277,8 @@ def run_controlled(
 
     Row: ``{"representation", "condition", "block", "top1", "n"}`` with ``top1`` the mean credit
     (0–1) over ``n`` queries; ``generic`` rows count families instead. Deterministic for a seed.
+    ``fusion``: the lexical weight, RRF k and candidates per side of the hybrid representations (each
+    runs its own method; no floor here, so its lexical floor is not used).
     """
     fx = fixture if isinstance(fixture, Fixture) else load_fixture(fixture)
     unknown = [r for r in representations if r not in REPRESENTATIONS]
@@ -305,10 +302,10 @@ def run_controlled(
     # Embed every distinct text once, in one batch.
     texts: list[str] = []
     for fam in families:
-        texts += [fam.sentence, _whole(fam.generic_query)]
+        texts += [fam.sentence, whole_message(fam.generic_query)]
         for ctx in fam.contexts:
-            texts += [ctx.passage, stored_noisy[ctx.id], _whole(ctx.query), _whole(query_noisy[ctx.id])]
-            texts += split_prompt_chunks(ctx.query_message) + [_whole(ctx.query_message)]
+            texts += [ctx.passage, stored_noisy[ctx.id], whole_message(ctx.query), whole_message(query_noisy[ctx.id])]
+            texts += split_prompt_chunks(ctx.query_message) + [whole_message(ctx.query_message)]
     embed_fitting(emb, list(dict.fromkeys(t for t in texts if t)))
 
     def vec(text: str) -> np.ndarray:
@@ -364,10 +361,10 @@ def run_controlled(
         def group_scores(rep: str, part: str, whole: str, side: str) -> np.ndarray:
             """Scores of every record of the block for one query part (``whole`` = its message)."""
             if rep == "isolated":
-                return sent @ vec(_whole(part))
+                return sent @ vec(whole_message(part))
             if rep == "whole":
                 return stored[side] @ vec(whole)
-            p = vec(_whole(part))
+            p = vec(whole_message(part))
             if rep == "blend_stored_only":
                 return blended[side] @ p
             if rep == "late":
@@ -383,10 +380,10 @@ def run_controlled(
                 lex_scores[index_of[rid]] = s
             if rep == "bm25":
                 return lex_scores
-            fusion = with_candidates(fusion_for(rep, lexical_weight, rrf_k), candidates, None)
+            rule = with_candidates(fusion_for(rep, fusion), fusion.candidates, None)
             qvec = chunk_search_vector(p, vec(whole), weight)[None, :]
             assert lexical is not None
-            (cand,) = hybrid_candidates(exact(side), block, [part], qvec, k=1, fusion=fusion)
+            (cand,) = hybrid_candidates(exact(side), block, [part], qvec, k=1, fusion=rule)
             out = np.full(n, -np.inf)
             for rid, score in cand.ranked:
                 out[index_of[rid]] = score
@@ -398,10 +395,10 @@ def run_controlled(
                 side = "noisy" if cond in ("stored_noise", "both_noise") else "clean"
                 if cond == "message":
                     parts = split_prompt_chunks(ctx.query_message)
-                    whole = _whole(ctx.query_message)
+                    whole = whole_message(ctx.query_message)
                     intent = intent_part(parts, ctx.query)
                 else:
-                    whole = _whole(query_noisy[ctx.id] if cond in ("query_noise", "both_noise") else ctx.query)
+                    whole = whole_message(query_noisy[ctx.id] if cond in ("query_noise", "both_noise") else ctx.query)
                     parts, intent = [ctx.query], 0
                 for rep in representations:
                     if rep == "whole":  # one vector for the whole message: a single group
@@ -417,7 +414,7 @@ def run_controlled(
         if generic:
             for fi, fam in enumerate(fams):
                 members = [i for i, r in enumerate(records) if r.family == fi]
-                g = _whole(fam.generic_query)
+                g = whole_message(fam.generic_query)
                 for rep in representations:
                     ok = top_block(group_scores(rep, g, g, "clean"), members)
                     record(rep, "generic", block, fam.id, 1.0 if ok else 0.0)
@@ -448,9 +445,9 @@ def run_controlled(
         "weight": weight,
         "seed": seed,
         "noise_sentences": NOISE_SENTENCES,
-        "lexical_weight": lexical_weight,
-        "rrf_k": rrf_k,
-        "candidates": candidates,
+        "lexical_weight": fusion.lexical_weight,
+        "rrf_k": fusion.rrf_k,
+        "candidates": fusion.candidates,
         "representations": list(representations),
         "conditions": list(conditions),
         "counts": {

@@ -21,13 +21,22 @@ from typing import Any
 
 import numpy as np
 
-from ..query.fusion import DEFAULT_LEXICAL_WEIGHT, DEFAULT_RRF_K, FusionMethod, FusionSettings, passes_floor
+from ..query.fusion import FusionMethod, FusionSettings, passes_floor
 from ..query.search import PartCandidates, SearchPlan, candidates
+from ..storage.base import DenseBackend, LexicalBackend
 from ..storage.memory import ExactStore
 from ..storage.schema import Scope
 from ..text import MAX_PARTS
 
-__all__ = ["HYBRID_REPRESENTATIONS", "RUNTIME_DEFAULT", "fusion_for", "floor_mask", "hybrid_candidates"]
+__all__ = [
+    "HYBRID_REPRESENTATIONS",
+    "RUNTIME_DEFAULT",
+    "fusion_for",
+    "floor_mask",
+    "hybrid_candidates",
+    "scope_candidates",
+    "with_candidates",
+]
 
 #: Hybrid representation name → the fusion method it runs (at the run's lexical weight and RRF k).
 HYBRID_REPRESENTATIONS: dict[str, FusionMethod] = {
@@ -41,12 +50,11 @@ HYBRID_REPRESENTATIONS: dict[str, FusionMethod] = {
 RUNTIME_DEFAULT = FusionSettings()
 
 
-def fusion_for(
-    representation: str, lexical_weight: float = DEFAULT_LEXICAL_WEIGHT, rrf_k: float = DEFAULT_RRF_K
-) -> FusionSettings:
-    """The fusion setting of a hybrid representation name."""
+def fusion_for(representation: str, fusion: FusionSettings = RUNTIME_DEFAULT) -> FusionSettings:
+    """The fusion setting of a hybrid representation name: its method, at ``fusion``'s lexical weight
+    (0.5 for equal-weight RRF), RRF k, candidates and lexical floor."""
     method = HYBRID_REPRESENTATIONS[representation]
-    return FusionSettings(method, 0.5 if method is FusionMethod.RRF else lexical_weight, rrf_k)
+    return replace(fusion, method=method, lexical_weight=0.5 if method is FusionMethod.RRF else fusion.lexical_weight)
 
 
 def hybrid_candidates(
@@ -56,10 +64,20 @@ def hybrid_candidates(
     """The runtime's hybrid candidates of each part in one thread (every candidate's lexical coverage
     included, for any floor): the store's thread view, as the product serves a thread-scoped search.
     ``where``: a metadata filter applied inside the thread view before ranking (a time window on ``ts_epoch``)."""
-    plan = SearchPlan(k=k, floor=None, weight=1.0, max_parts=MAX_PARTS, split=True, hybrid=fusion, parents=False)
     scope = Scope(thread_id, where)
     dense, lexical = store.resolve(scope)
-    return candidates(plan, parts, qvecs, scope, dense, lexical, coverage_for="all")
+    return scope_candidates(dense, lexical, scope, parts, qvecs, k=k, fusion=fusion)
+
+
+def scope_candidates(
+    dense: DenseBackend, lexical: LexicalBackend | None, scope: Scope, parts: Sequence[str], qvecs: np.ndarray, *,
+    k: int, fusion: FusionSettings | None,
+) -> list[PartCandidates]:  # fmt: skip
+    """The runtime's candidates of each part (:func:`ctxret.query.search.candidates`) from the given
+    backends: hybrid under ``fusion`` (every candidate's lexical coverage included, for any floor), or
+    dense only (``fusion=None``: the top ``k`` by cosine)."""
+    plan = SearchPlan(k=k, floor=None, weight=1.0, max_parts=MAX_PARTS, split=True, hybrid=fusion, parents=False)
+    return candidates(plan, parts, qvecs, scope, dense, lexical if fusion is not None else None, coverage_for="all")
 
 
 def with_candidates(fusion: FusionSettings, candidates: int, lexical_floor: float | None) -> FusionSettings:

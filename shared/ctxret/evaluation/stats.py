@@ -10,12 +10,16 @@ everywhere, or does one conversation carry the effect?).
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections import defaultdict
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-__all__ = ["Diff", "paired_diff", "per_cluster", "stratified_bootstrap"]
+from .metrics import mean
+
+__all__ = ["Diff", "by_query", "compare", "paired_diff", "per_cluster", "stratified_bootstrap"]
 
 Z95 = 1.959963984540054
 
@@ -86,3 +90,37 @@ def per_cluster(a: Sequence[float], b: Sequence[float], clusters: Sequence[Hasha
     d, keep = _paired(a, b)
     labels = np.asarray(list(clusters), dtype=object)[keep]
     return {c: float(d[labels == c].mean()) for c in dict.fromkeys(labels.tolist())}
+
+
+def by_query(per_query: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], dict[str, Mapping[str, Any]]]:
+    """Per-query metric rows keyed by ``(representation, query set)``, then by query id."""
+    out: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = defaultdict(dict)
+    for row in per_query:
+        out[(row["representation"], row["query_set"])][row["query_id"]] = row
+    return out
+
+
+def compare(
+    mine: Mapping[str, Mapping[str, Any]], theirs: Mapping[str, Mapping[str, Any]], metric: str, *,
+    changed: bool = False,
+) -> dict[str, Any] | None:  # fmt: skip
+    """``metric`` of two systems paired per query, over the queries where both have it (``None``: no
+    such query): ``system_value`` and ``peer_value`` (means), ``diff`` (normal 95% interval on the
+    per-query differences), ``bootstrap`` (queries resampled within conversations),
+    ``per_conversation``; with ``changed``, the number of queries whose value differs."""
+    ids = [i for i in mine if i in theirs and metric in mine[i] and metric in theirs[i]]
+    if not ids:
+        return None
+    a = [float(mine[i][metric]) for i in ids]
+    b = [float(theirs[i][metric]) for i in ids]
+    convs = [mine[i]["conversation"] for i in ids]
+    out: dict[str, Any] = {
+        "system_value": mean(a),
+        "peer_value": mean(b),
+        "diff": paired_diff(a, b).as_dict(),
+        "bootstrap": stratified_bootstrap(a, b, convs).as_dict(),
+        "per_conversation": per_cluster(a, b, convs),
+    }
+    if changed:
+        out["changed"] = sum(x != y for x, y in zip(a, b, strict=True))
+    return out

@@ -15,7 +15,7 @@ data, give the harness an LLM (LangChain or LlamaIndex, or any ``fn(prompt) -> s
 (CLI: ``ctxret eval threads PATH --representations hybrid_default,hybrid_views_both,...``, with the fake.)
 
 Representations (each against the runtime's default stored side for the embedder,
-:attr:`~ctxret.evaluation.threads.ConversationIndex.default_stored`; compare them with
+:attr:`~ctxret.evaluation.index.ConversationIndex.default_stored`; compare them with
 ``late_only`` / ``pieces_blend_split`` (dense) and ``hybrid_default``):
 
 * ``views_questions`` / ``views_summary`` / ``views_both``: dense search, split parts, every piece
@@ -31,7 +31,7 @@ Representations (each against the runtime's default stored side for the embedder
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,15 +39,16 @@ import numpy as np
 
 from ..ingest.views import llm_view_writer, write_views
 from ..query.hyde import DEFAULT_HYDE_WEIGHT, blend_hyde, llm_hyde
-from ..query.search import SearchPlan, _dense_candidates, _hybrid_candidates, _lexical_lists
 from ..query.views import merge_views
+from ..storage.base import DenseBackend, Fetched, Row
 from ..storage.cache import Block
 from ..storage.memory import ExactStore
-from ..storage.schema import Scope, piece_metadata
+from ..storage.schema import ParentKey, Scope, piece_metadata
 from ..storage.views import MemoryViews, ViewedBlock
-from ..text import MAX_PARTS, clean_text
-from .hybrid import RUNTIME_DEFAULT, with_candidates
-from .threads import ConversationIndex, Ranked, Retrieval, register_representation
+from ..text import clean_text
+from .hybrid import RUNTIME_DEFAULT, scope_candidates
+from .index import ConversationIndex, Ranked, Retrieval
+from .representations import register_representation
 
 __all__ = ["FakeLLM", "VIEW_REPRESENTATIONS", "use_llm", "view_cost"]
 
@@ -199,18 +200,30 @@ def search(
     store = _bm25_store(ix, stored, v) if (bm25_views and v is not None) else ix.exact_store(stored)
     scope = Scope(ix.conv.id)
     dense, lexical = store.resolve(scope)
-    s = RUNTIME_DEFAULT
-    fusion = with_candidates(s, s.candidates, s.lexical_floor) if hybrid else None
-    plan = SearchPlan(k=ix.k, floor=None, weight=1.0, max_parts=MAX_PARTS, split=True, hybrid=fusion, parents=False)
-    n = plan.n_candidates if hybrid else len(ix.pieces)
-    rows = dense.dense(q, n, scope)
     if v is not None:
-        rows, _ = merge_views(rows, MemoryViews([v.block]).search(q, n, scope), q, dense, scope, n)
+        dense = _ViewedDense(dense, MemoryViews([v.block]))
     if hybrid:
-        lex = _lexical_lists(lexical, plan, parts, scope)
-        cands = _hybrid_candidates(dense, lexical, plan, parts, q, scope, rows, lex, coverage_for="all")
-        return ix.ranked(cands, s.lexical_floor)
-    return ix.ranked(_dense_candidates(parts, rows), None)
+        cands = scope_candidates(dense, lexical, scope, parts, q, k=ix.k, fusion=RUNTIME_DEFAULT)
+        return ix.ranked(cands, RUNTIME_DEFAULT.lexical_floor)
+    return ix.ranked(scope_candidates(dense, None, scope, parts, q, k=len(ix.pieces), fusion=None), None)
+
+
+class _ViewedDense:
+    """A dense backend whose rows have the views merged in (:func:`ctxret.query.views.merge_views`): a
+    piece's cosine is max(own, best view), as the runtime's dense side with views."""
+
+    def __init__(self, inner: DenseBackend, views: MemoryViews) -> None:
+        self.inner, self.views = inner, views
+
+    def dense(self, vectors: np.ndarray, n: int, scope: Scope) -> list[list[Row]]:
+        rows = self.inner.dense(vectors, n, scope)
+        return merge_views(rows, self.views.search(vectors, n, scope), vectors, self.inner, scope, n)[0]
+
+    def fetch(self, ids: Sequence[str], scope: Scope) -> dict[str, Fetched]:
+        return self.inner.fetch(ids, scope)
+
+    def parents(self, keys: Iterable[ParentKey]) -> dict[ParentKey, list[dict[str, Any]]]:
+        return self.inner.parents(keys)
 
 
 def _rep(**options: Any) -> Callable[[ConversationIndex, str], Retrieval]:
