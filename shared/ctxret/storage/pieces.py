@@ -27,6 +27,8 @@ from .base import DEFERRED, Fetched, Row, StoredPieces, group_parents
 from .cache import DEFAULT_CACHE_PIECES, Block, ScopeView, ThreadCache
 from .changes import ChangeLog
 from .chroma import DEFAULT_COLLECTION, ChromaStore
+from .copies import as_stored
+from .journal import Journal
 from .lexical import LexicalIndex, default_lexical_path, fts5_available
 from .lexical_sync import SyncReport, lexical_text, sync_from_store
 from .schema import ParentKey, Scope
@@ -91,9 +93,11 @@ class PieceStore:
     ) -> None:
         self.chroma = chroma
         self.lexical = lexical
-        #: Where writes are announced before they reach Chroma (:meth:`repair_writes`): the lexical file,
-        #: else a journal file of the same format holding no pieces (an embedded store with ``lexical=False``).
-        self.journal = lexical if lexical is not None else journal
+        # the SQLite file of the write journal: the lexical file, else one of the same format holding no
+        # pieces (an embedded store with ``lexical=False``)
+        self._journal_file = lexical if lexical is not None else journal
+        #: Where writes are announced before they reach Chroma (:mod:`.journal`, :meth:`repair_writes`).
+        self.journal: Journal | None = self._journal_file.journal if self._journal_file is not None else None
         #: Whether a thread-scoped search gets a BM25 side (from the threads' pieces, in memory).
         self.scoped_lexical = scoped_lexical
         #: The lexical analysis of thread-scoped BM25 (the lexical file's own, when there is one).
@@ -138,12 +142,12 @@ class PieceStore:
 
     def _load_thread(self, thread_id: str) -> Block:
         include = ("embeddings", "documents", "metadatas")
-        if self.lexical is not None and not self.lexical.pending:
+        if self.lexical is not None and not self.lexical.journal.pending:
             # the thread's ids from the lexical file's index, then Chroma by id: 9 ms at 1M pieces,
             # where Chroma's own thread filter costs 80 ms (it scales with the collection); texts and
             # metadata from the file's copy when it has them (Chroma's read of those costs 3x the vectors')
             ids = sorted(self.lexical.ids(thread_id))
-            kept = self.lexical.stored(ids) or {}
+            kept = self.lexical.copies.stored(ids) or {}
             recs = self.chroma.get(ids, include=("embeddings",) if kept.keys() >= set(ids) else include)
             for r in recs:
                 if r["id"] in kept:
@@ -193,8 +197,8 @@ class PieceStore:
 
     def close(self) -> None:
         """Close the lexical file and give the folder lock back."""
-        if self.journal is not None:
-            self.journal.close()
+        if self._journal_file is not None:
+            self._journal_file.close()
         self.chroma.close()
 
     # -- config -----------------------------------------------------------------------------------
@@ -279,7 +283,7 @@ class PieceStore:
                     self.chroma.upsert(ids, vectors, documents, metadatas, name=name)
             except InputError as e:
                 if journal is not None and getattr(e, "nothing_stored", False):
-                    journal.write(settle=True)  # refused whole: nothing to repair
+                    journal.settle()  # refused whole: nothing to repair
                 raise
             fault_point("write:after-upsert")
             if stale:
@@ -287,7 +291,7 @@ class PieceStore:
                 self.views.delete_pieces(stale, name=name)  # views hook
             fault_point("write:after-stale-delete")
             if lexical is not None:  # after Chroma, in one transaction; clears the pending marker
-                stored = self._as_stored(ids, documents, metadatas, again)
+                stored = as_stored(self.chroma, ids, documents, metadatas, again)
                 lexical.write(
                     list(ids),
                     [lexical_text(d, m) for d, m in zip(documents, metadatas, strict=False)],
@@ -298,27 +302,10 @@ class PieceStore:
                     stored=stored,
                 )
             elif journal is not None:
-                journal.write(settle=True)  # the announcement goes
+                journal.settle()  # the announcement goes
             fault_point("write:after-lexical")
             if main and self.changes is not None:  # after the data: other processes replay it
                 self.changes.record(list(ids), list(stale), threads)
-
-    def _as_stored(
-        self, ids: Sequence[str], documents: Sequence[str], metadatas: Sequence[Mapping[str, Any]], again: set[str]
-    ) -> list[tuple[Any, Any]]:
-        """What Chroma now holds for pieces just written, for the lexical file's copy: a new piece's
-        document and metadata as sent (Chroma drops ``None`` values); a piece written before is read
-        back, since Chroma's upsert merges metadata with the keys it had."""
-        back = {}
-        if again:
-            back = {
-                r["id"]: (r.get("document") or "", dict(r.get("metadata") or {}))
-                for r in self.chroma.get(sorted(again), include=("documents", "metadatas"))
-            }
-        return [
-            back.get(i, (None, None)) if i in again else (d, {k: v for k, v in m.items() if v is not None})
-            for i, d, m in zip(ids, documents, metadatas, strict=False)
-        ]
 
     def delete(self, scope: Scope) -> int:
         """Delete every piece inside ``scope``; returns how many."""
@@ -344,7 +331,7 @@ class PieceStore:
             if self.lexical is not None:
                 self.lexical.clear(settle=True)
             elif self.journal is not None:
-                self.journal.write(settle=True)
+                self.journal.settle()
             if self.changes is not None:
                 self.changes.record_everything()
 
@@ -356,7 +343,7 @@ class PieceStore:
         if self.lexical is not None:
             self.lexical.delete(ids, settle=True)
         elif self.journal is not None:
-            self.journal.write(settle=True)
+            self.journal.settle()
 
     def repair_writes(self) -> int:
         """Finish or undo the writes a crash cut off (their announcements in :attr:`journal`), so that
@@ -430,10 +417,10 @@ class PieceStore:
 
     def complete(self, ids: Sequence[str]) -> dict[str, tuple[str, dict[str, Any]]]:
         """The texts and metadata of deferred rows (the ids that still exist): from the lexical
-        file's copy when it has them and no write is in flight (:meth:`LexicalIndex.stored`), the
+        file's copy when it has them and no write is in flight (:meth:`.copies.Copies.stored`), the
         rest from Chroma."""
         ids = list(dict.fromkeys(ids))
-        out = (self.lexical.stored(ids) if self.lexical is not None and ids else None) or {}
+        out = (self.lexical.copies.stored(ids) if self.lexical is not None and ids else None) or {}
         rest = [i for i in ids if i not in out]
         recs = self.chroma.get(rest, include=("documents", "metadatas")) if rest else []
         out.update({r["id"]: (r.get("document") or "", dict(r.get("metadata") or {})) for r in recs})
@@ -581,7 +568,7 @@ class PieceStore:
         name = self.collection_name
         previous = name + PREVIOUS_SUFFIX
         if self.lexical is not None:
-            self.lexical.mark_pending()  # a crash from here on is repaired on open
+            self.lexical.journal.mark_pending()  # a crash from here on is repaired on open
         self.views.swap(temp)  # views hook: the rebuilt views take the name first
         fault_point("swap:after-views")
         self.chroma.drop(previous)
@@ -627,7 +614,7 @@ class PieceStore:
             logger.warning("dropping %r left by an interrupted rebuild (no collection %r)", temp, name)
             self.chroma.drop(temp)
         if self.lexical is not None:
-            self.lexical.mark_pending()
+            self.lexical.journal.mark_pending()
         return True
 
 
