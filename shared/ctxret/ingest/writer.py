@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -29,11 +29,16 @@ from ..embedders.fitting import EMBED_CHUNK, embed_in_batches, fit_pieces
 from ..errors import CtxretError, InputError
 from ..results import IndexResult
 from ..storage.base import StoredPieces
+from ..storage.rebuild import rebuild
+from ..storage.replay import repair_writes
 from ..storage.schema import caller_keys, check_id, check_metadata_arg, piece_metadata
 from ..text import clean_text
 from .context import Contextualizer, context_vectors, contextualize
 from .turns import Piece, Source, Turn, parse_time
 from .views import VIEWS_KEY, ViewWriter, stored_views, views_json, write_views
+
+if TYPE_CHECKING:
+    from ..storage.pieces import PieceStore
 
 __all__ = ["PieceSink", "PlannedTurn", "plan_turns", "turns_from_records", "write_turns"]
 
@@ -677,13 +682,13 @@ def turns_from_records(records: Iterable[Mapping[str, Any]]) -> list[Turn]:
 
 
 def rebuild_store(
-    store: Any, embedder: Embedder, config: IndexConfig, *, contextualizer: Contextualizer | None = None,
+    store: PieceStore, embedder: Embedder, config: IndexConfig, *, contextualizer: Contextualizer | None = None,
     progress: bool | None = None, view_writers: Mapping[str, ViewWriter] | None = None,
 ) -> IndexResult:  # fmt: skip
     """Re-embed every stored piece of ``store`` under ``config`` into a new collection swapped in when
-    complete (``PieceStore.rebuild``). The stored views are re-embedded, never written again (a piece
+    complete (:func:`~ctxret.storage.rebuild.rebuild`). The stored views are re-embedded, never written again (a piece
     is known by its id)."""
-    store.repair_writes()  # a turn a crash cut off holds one version before it is read back
+    repair_writes(store)  # a turn a crash cut off holds one version before it is read back
     records = list(store.records())
     turns = turns_from_records(r["metadata"] for r in records)
     known = {r["id"]: v for r in records if (v := stored_views(r["metadata"])) is not None}
@@ -694,4 +699,4 @@ def rebuild_store(
             max_turn_bytes=None, view_writers=view_writers, known_views=known,
         )  # fmt: skip
 
-    return store.rebuild(config.as_dict(), refill)
+    return rebuild(store, config.as_dict(), refill)
