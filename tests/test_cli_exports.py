@@ -191,9 +191,9 @@ def test_a_folder_of_json_exports_is_indexed_and_the_skipped_files_are_named(run
 def test_progress_in_a_pipe_is_a_line_every_few_seconds_from_the_first_batch(run, tmp_path, monkeypatch):
     """stderr is not a terminal here (captured): lines with pieces/s and time left, several inside one write batch
     (the late-chunking pass moves the progress in steps, not once per batch)."""
-    from ctxret.ingest import writer
+    from ctxret.ingest import progress, writer
 
-    monkeypatch.setattr(writer, "PROGRESS_EVERY", 0.0)  # a line at every step
+    monkeypatch.setattr(progress, "PROGRESS_EVERY", 0.0)  # a line at every step
     messages = []
     for i in range(150):
         messages += [{"role": "user", "content": f"Note {i}: the parcel {i} goes to warehouse {i % 7}."},

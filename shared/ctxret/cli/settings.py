@@ -424,7 +424,7 @@ def open_index(
     names the collections that do exist. (``stats`` and ``delete`` need no model: :func:`open_store`.)
     """
     from ..index import ContextualIndex
-    from ..ingest.writer import DEFAULT_MAX_TURN_BYTES
+    from ..ingest.plan import DEFAULT_MAX_TURN_BYTES
 
     collection = collection or settings.collection
     server, where = _location(settings, store, must_exist)
