@@ -28,13 +28,11 @@ import sys
 import threading
 import time
 import weakref
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..errors import InputError, StoreError
-
-if TYPE_CHECKING:
-    from .cache import ThreadCache
 
 __all__ = ["FolderLock", "LOCK_NAME", "Writers", "check_lock_timeout", "writers_of"]
 
@@ -157,6 +155,12 @@ def _busy_message(folder: Path, waited: float = 0.0) -> str:
     )
 
 
+class _Cache(Protocol):
+    """A thread cache (:class:`~.cache.ThreadCache`): what a write drops its threads from."""
+
+    def invalidate(self, thread_ids: Iterable[str] | None = None) -> None: ...
+
+
 class Writers:
     """The one write lock and write counter of a store inside this process, shared by every
     ``PieceStore`` open on it (two indexes on one folder, or one server collection), and their thread
@@ -165,7 +169,7 @@ class Writers:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.generation = 0
-        self.caches: weakref.WeakSet[ThreadCache] = weakref.WeakSet()
+        self.caches: weakref.WeakSet[_Cache] = weakref.WeakSet()
 
 
 _writers: weakref.WeakValueDictionary[tuple[str, str], Writers] = weakref.WeakValueDictionary()
