@@ -191,9 +191,9 @@ def test_a_folder_of_json_exports_is_indexed_and_the_skipped_files_are_named(run
 def test_progress_in_a_pipe_is_a_line_every_few_seconds_from_the_first_batch(run, tmp_path, monkeypatch):
     """stderr is not a terminal here (captured): lines with pieces/s and time left, several inside one write batch
     (the late-chunking pass moves the progress in steps, not once per batch)."""
-    from ctxret.ingest import writer
+    from ctxret.ingest import progress, writer
 
-    monkeypatch.setattr(writer, "PROGRESS_EVERY", 0.0)  # a line at every step
+    monkeypatch.setattr(progress, "PROGRESS_EVERY", 0.0)  # a line at every step
     messages = []
     for i in range(150):
         messages += [{"role": "user", "content": f"Note {i}: the parcel {i} goes to warehouse {i % 7}."},
@@ -251,7 +251,7 @@ def test_a_delete_keeps_the_lexical_file_in_step(run, tmp_path):
     assert run("delete", "--thread", "a", "--store", store)[0] == 0
     pieces = open_piece_store(store, collection="ctxret")
     try:
-        assert pieces.count() == pieces.lexical.count() == 2 and not pieces.lexical.pending
+        assert pieces.count() == pieces.lexical.count() == 2 and not pieces.lexical.journal.pending
         assert pieces.lexical.ids("a") == set()
     finally:
         pieces.close()
@@ -288,7 +288,7 @@ def test_stats_counts_from_the_lexical_file_or_chroma_when_a_write_is_announced(
     info = json.loads(run("stats", "--store", store, "--json")[1])
     assert {k: info[k] for k in want} == want and not scanned  # from the lexical file's index
     lexical = LexicalIndex(default_lexical_path(store, "ctxret"))
-    lexical.mark_pending(["x"])  # a writer announced a write and has not settled it
+    lexical.journal.mark_pending(["x"])  # a writer announced a write and has not settled it
     lexical.close()
     info = json.loads(run("stats", "--store", store, "--json")[1])
     assert {k: info[k] for k in want} == want and scanned  # from Chroma's records

@@ -68,7 +68,7 @@ def assert_in_step(index: ContextualIndex) -> None:
     assert lex.ids() == set(store)
     for th in set(store.values()):
         assert lex.ids(th) == {i for i, t in store.items() if t == th}
-    assert not lex.pending
+    assert not lex.journal.pending
 
 
 def ids_of(groups) -> list[list[str]]:
@@ -224,10 +224,10 @@ def test_repair_on_open_after_a_crash_between_the_two_writes(tmp_path, make, mon
     with pytest.raises(RuntimeError, match="power cut"):
         index.add_messages(GARDEN, thread_id="garden")  # Chroma written, lexical not
     monkeypatch.undo()
-    assert index.lexical_index.pending
+    assert index.lexical_index.journal.pending
     assert index.lexical_index.ids() != set(chroma_ids(index))
     index.add_messages(TRAVEL, thread_id="travel")  # a later good write does not hide the gap
-    assert index.lexical_index.pending
+    assert index.lexical_index.journal.pending
     reopened = make()  # repairs from Chroma's stored documents, no re-embedding
     assert_in_step(reopened)
     assert reopened.search("car insurance November", k=1, thread_id="garden")[0].hits[0].scores["bm25"] > 0

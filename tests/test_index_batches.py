@@ -74,7 +74,7 @@ def snapshot(index: ContextualIndex) -> dict:
     rows = index.store.lexical._db.execute(
         "SELECT p.id, p.thread_id, p.turn_id, f.scope, f.tokens FROM pieces p JOIN pieces_fts f ON f.rowid = p.rowid"
     ).fetchall()
-    return {"records": records, "lexical": sorted(rows), "pending": index.store.lexical.pending}
+    return {"records": records, "lexical": sorted(rows), "pending": index.store.lexical.journal.pending}
 
 
 def assert_same_store(a: dict, b: dict) -> None:

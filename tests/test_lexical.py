@@ -269,21 +269,21 @@ def test_persistence_and_version_reset(tmp_path):
 
 def test_pending_marker():
     with LexicalIndex() as lex:
-        assert not lex.pending
-        lex.mark_pending()
-        assert lex.pending
+        assert not lex.journal.pending
+        lex.journal.mark_pending()
+        assert lex.journal.pending
         lex.upsert(["a"], ["x"], ["t"], ["t#1"])  # a plain write does not settle
-        assert lex.pending
+        assert lex.journal.pending
         lex.write(delete=["zzz"], settle=True)
-        assert not lex.pending
+        assert not lex.journal.pending
         # a write that never settled (it failed between the stores) keeps the marker set through
         # later writes of this process, until a repair settles everything
-        lex.mark_pending()
-        lex.mark_pending()
+        lex.journal.mark_pending()
+        lex.journal.mark_pending()
         lex.write(["b"], ["y"], ["t"], ["t#2"], settle=True)
-        assert lex.pending
-        lex.settle_all()
-        assert not lex.pending
+        assert lex.journal.pending
+        lex.journal.settle_all()
+        assert not lex.journal.pending
 
 
 def test_two_connections_share_one_file(tmp_path):

@@ -1,5 +1,6 @@
-"""The lexical file's postings in memory give FTS5's numbers, stay in step with every write, and
-follow writes made through another connection to the same file."""
+"""The lexical file's postings in memory give FTS5's numbers (:mod:`fts5_oracle`: the same queries in
+FTS5 SQL, on the same file), stay in step with every write, and follow writes made through another
+connection to the same file."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sqlite3
 
 import pytest
 from ctxret.storage.lexical import LexicalIndex
+from fts5_oracle import FTS5
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -48,11 +50,10 @@ def _same_ranking(a: list[tuple[str, float]], b: list[tuple[str, float]]) -> Non
     scope=st.sampled_from([None, ["t1"], ["t2", "t3"]]),
 )
 def test_memory_gives_fts5_numbers_through_any_writes(ops, query, k, scope) -> None:
-    fts5 = LexicalIndex(":memory:", memory=False)
     mem = LexicalIndex(":memory:")
+    fts5 = FTS5(mem)  # the file itself, read by FTS5's SQL
     mem.search("warm", 1)  # the postings exist before the writes, so every write goes through them
     for kind, arg in ops:
-        _apply(fts5, kind, arg)
         _apply(mem, kind, arg)
         _same_ranking(mem.search(query, k, scope), fts5.search(query, k, scope))  # nothing kept from before a write
     assert mem._postings is not None
@@ -86,22 +87,21 @@ def test_top_k_is_the_best_k_of_every_piece_s_exact_score(pieces, dead, query, k
 
 
 def test_ties_break_by_piece_id_as_fts5_does() -> None:
-    fts5, mem = LexicalIndex(":memory:", memory=False), LexicalIndex(":memory:")
+    mem = LexicalIndex(":memory:")
+    fts5 = FTS5(mem)
     ids = [f"id-{c}" for c in "qwertyuiop"]
-    for ix in (fts5, mem):
-        ix.write(ids, ["locker code"] * len(ids), ["t"] * len(ids), ["turn"] * len(ids))
+    mem.write(ids, ["locker code"] * len(ids), ["t"] * len(ids), ["turn"] * len(ids))
     assert [i for i, _ in mem.search("locker", 4)] == sorted(ids)[:4] == [i for i, _ in fts5.search("locker", 4)]
 
 
 def test_many_deletes_compact_and_keep_the_numbers() -> None:
-    fts5, mem = LexicalIndex(":memory:", memory=False), LexicalIndex(":memory:")
+    mem = LexicalIndex(":memory:")
+    fts5 = FTS5(mem)
     ids = [f"p{i:03d}" for i in range(300)]
     texts = [f"{WORDS[i % len(WORDS)]} {WORDS[(i * 7) % len(WORDS)]} note {i}" for i in range(300)]
-    for ix in (fts5, mem):
-        ix.write(ids, texts, [THREADS[i % 3] for i in range(300)], ["turn"] * 300)
+    mem.write(ids, texts, [THREADS[i % 3] for i in range(300)], ["turn"] * 300)
     mem.search("note", 1)
-    for ix in (fts5, mem):
-        ix.delete(ids[::2] + ids[1:200:3])
+    mem.delete(ids[::2] + ids[1:200:3])
     assert mem._postings is not None and len(mem._postings._ids) < 300  # compacted: dead rows dropped
     for q in ("parking garage", "dentist thursday note", "the flight to lisbon"):
         _same_ranking(mem.search(q, 20), fts5.search(q, 20))
@@ -114,7 +114,7 @@ def test_another_connection_s_writes_are_seen(tmp_path) -> None:
     a.write(["p1"], ["parking garage level 3"], ["t1"], ["turn"])
     assert [i for i, _ in b.search("garage", 5)] == ["p1"]
     held = b._postings
-    a.mark_pending()  # another connection's marker, not a change of the pieces: b keeps its postings
+    a.journal.mark_pending()  # another connection's marker, not a change of the pieces: b keeps its postings
     assert [i for i, _ in b.search("garage", 5)] == ["p1"] and b._postings is held
     a.write(["p2"], ["the garage code is 4412"], ["t2"], ["turn"], settle=True)
     assert {i for i, _ in b.search("garage", 5)} == {"p1", "p2"}

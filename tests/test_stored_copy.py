@@ -38,7 +38,7 @@ def chroma_view(ix: ContextualIndex) -> dict[str, tuple[str, dict]]:
 def copy_view(ix: ContextualIndex) -> dict[str, tuple[str, dict]]:
     lexical = ix.store.lexical
     assert lexical is not None
-    got = lexical.stored(lexical.ids())
+    got = lexical.copies.stored(lexical.ids())
     assert got is not None
     return got
 
@@ -88,7 +88,7 @@ def test_the_copy_is_what_chroma_holds_and_searches_do_not_change_with_it(index)
     # Without the copy (a file whose rows have none): Chroma is read instead, with the same results.
     index.store.lexical._db.execute("DELETE FROM piece_copies")
     index.store.cache.invalidate()
-    assert index.store.lexical.stored(index.store.lexical.ids()) == {}
+    assert index.store.lexical.copies.stored(index.store.lexical.ids()) == {}
     assert results(index) == with_copy and any(with_copy)
     assert results(index, thread_id=["garden", "work"]) == with_copy_scoped
 
@@ -122,13 +122,13 @@ def test_the_copy_is_not_used_while_a_write_is_announced(index) -> None:
     lexical = index.store.lexical
     ids = sorted(lexical.ids())
     other = LexicalIndex(lexical.path)  # another writer sharing the file, between its two writes
-    other.mark_pending(ids[:1])
-    assert lexical.stored(ids) is None
+    other.journal.mark_pending(ids[:1])
+    assert lexical.copies.stored(ids) is None
     with chroma_reads(index) as asked:
         done = index.store.complete(ids[:3])
     assert [wanted for wanted, _ in asked] == [ids[:3]] and set(done) == set(ids[:3])
     other.write(delete=[], settle=True)
-    assert lexical.stored(ids) == copy_view(index) and len(lexical.stored(ids) or {}) == len(ids)
+    assert lexical.copies.stored(ids) == copy_view(index) and len(lexical.copies.stored(ids) or {}) == len(ids)
     other.close()
 
 
@@ -137,7 +137,7 @@ def test_deleted_pieces_leave_the_copy(index) -> None:
     index.add_messages(WORK, thread_id="work")
     garden = index.store.lexical.ids("garden")
     index.delete(thread_id="garden")
-    assert index.store.lexical.stored(garden) == {}
+    assert index.store.lexical.copies.stored(garden) == {}
     assert copy_view(index) == chroma_view(index)
     assert all(h.metadata["thread_id"] == "work" for g in index.search("dentist tomatoes release") for h in g.hits)
 
@@ -158,7 +158,7 @@ def test_a_crash_after_chroma_took_new_metadata_is_repaired_on_open(tmp_path, lo
         store = ix.store
         ids = sorted(store.lexical.ids())
         recs = store.chroma.get(ids, include=("embeddings", "documents", "metadatas"))
-        store.lexical.mark_pending(ids)
+        store.lexical.journal.mark_pending(ids)
         store.chroma.upsert(ids, [r["embedding"] for r in recs], [r["document"] for r in recs],
                             [{**r["metadata"], "team": "infra"} for r in recs])
         os._exit(0)  # killed before the lexical write
@@ -167,11 +167,11 @@ def test_a_crash_after_chroma_took_new_metadata_is_repaired_on_open(tmp_path, lo
     proc = subprocess.run([sys.executable, "-c", crash, str(path)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     stale = LexicalIndex(path / "ctxret-lexical-ctxret.sqlite3")
-    assert stale.pending and stale.stored(stale.ids()) is None  # not trusted until the repair
+    assert stale.journal.pending and stale.copies.stored(stale.ids()) is None  # not trusted until the repair
     assert {m["team"] for _, m in _raw_copy(stale).values()} == {"core"}
     stale.close()
     ix = ContextualIndex(path, embedder=local_embedder)
-    assert not ix.store.lexical.pending
+    assert not ix.store.lexical.journal.pending
     assert copy_view(ix) == chroma_view(ix)
     assert {m["team"] for _, m in copy_view(ix).values()} == {"infra"}
     assert {h.metadata["team"] for g in ix.search("release billing owner") for h in g.hits} == {"infra"}
@@ -218,7 +218,7 @@ def test_the_copy_holds_only_what_json_keeps_exactly(tmp_path) -> None:
         ["a", "b", "c"], ["x", "y", "z"], ["t", "t", "t"], ["1", "1", "1"],
         stored=[("x", {"n": 1, "f": 1.0, "ok": True, "s": "é"}), ("y", {"nan": float("nan")}), ("z", {"o": object()})],
     )  # fmt: skip
-    got = lexical.stored(["a", "b", "c"])
+    got = lexical.copies.stored(["a", "b", "c"])
     assert got == {"a": ("x", {"n": 1, "f": 1.0, "ok": True, "s": "é"})}
     assert type(got["a"][1]["f"]) is float and type(got["a"][1]["n"]) is int
     with pytest.raises(Exception, match="one \\(document, metadata\\) per id"):
@@ -254,7 +254,7 @@ def test_any_text_and_metadata_is_copied_exactly_or_left_to_chroma(tmp_path, pie
     lexical = LexicalIndex(":memory:")
     ids = [f"p{i}" for i in range(len(pieces))]
     lexical.write(ids, ["words here"] * len(ids), ["t"] * len(ids), ["t#1"] * len(ids), stored=pieces)
-    got = lexical.stored(ids)
+    got = lexical.copies.stored(ids)
     assert got is not None and lexical.ids() == set(ids)
     for pid, (document, meta) in zip(ids, pieces, strict=True):
         if pid in got:

@@ -197,7 +197,7 @@ def test_a_crash_during_a_rebuild_keeps_pieces_and_views_together(tmp_path, loca
         if name == point:
             raise Crash(name)
 
-    monkeypatch.setattr("ctxret.storage.pieces.fault_point", fault)
+    monkeypatch.setattr("ctxret.storage.rebuild.fault_point", fault)  # the rebuild and its swap
     with pytest.raises(Crash):
         ContextualIndex.rebuild(tmp_path / "s", embedder=local_embedder, weight=0.7, view_writer=Writer())
     monkeypatch.undo()

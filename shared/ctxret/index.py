@@ -34,6 +34,7 @@ from .results import Group, IndexResult
 from .storage.chroma import DEFAULT_COLLECTION
 from .storage.lexical_sync import SyncReport
 from .storage.pieces import ClosedStore, PieceStore, open_piece_store
+from .storage.rebuild import recover
 from .storage.schema import Scope, as_list
 
 logger = logging.getLogger(__name__)
@@ -76,7 +77,7 @@ class ContextualIndex:
     removed; ``replace=False`` keeps them); a chat turn replaces its own stored version, and turns a
     call does not give are kept. A crash part-way leaves each turn in one version: the next open
     finishes or undoes the interrupted write (an embedded or in-memory store with its lexical file;
-    see :meth:`~ctxret.storage.pieces.PieceStore.repair_writes` for the others).
+    see :func:`~ctxret.storage.replay.repair_writes` for the others).
 
     Thread-safety: one index may be shared by threads. Searches run in parallel with each other and
     with writes (no lock on the read path: a search that runs while a turn is being rewritten may
@@ -131,7 +132,7 @@ class ContextualIndex:
             path, collection=collection, host=host, port=port, ssl=ssl, headers=headers, client=client,
             in_memory=in_memory, lock_timeout=lock_timeout, lexical=lexical, lexical_path=lexical_path,
         )  # fmt: skip
-        self.store.recover()  # finish an interrupted rebuild first: its collection holds the config to read
+        recover(self.store)  # finish an interrupted rebuild first: its collection holds the config to read
         stored = self.store.stored_config()
         self.config: IndexConfig = IndexConfig.resolve(
             embedder, stored, weight=weight, context=context, piece_bytes=piece_bytes, views=views

@@ -70,7 +70,7 @@ def main(store: str, op: str) -> None:
                 {
                     "chroma": chroma,
                     "lexical": lexical,
-                    "pending": store_.lexical.pending if store_.lexical is not None else None,
+                    "pending": store_.lexical.journal.pending if store_.lexical is not None else None,
                     "collections": store_.chroma.names(),
                     "weight": index.config.weight,
                     "threads": sorted({str(r["metadata"]["thread_id"]) for r in store_.records()}),
@@ -101,7 +101,7 @@ def copy_differs(store) -> list[str]:
         r["id"]: (r["document"] or "", dict(r["metadata"] or {}))
         for r in store.chroma.iter_records(None, include=("documents", "metadatas"))
     }
-    copy = store.lexical.stored(list(held)) if store.lexical is not None else {}
+    copy = store.lexical.copies.stored(list(held)) if store.lexical is not None else {}
     if copy is None:
         return ["(pending)"]
     return sorted(i for i in held if i not in copy or copy[i] != held[i])

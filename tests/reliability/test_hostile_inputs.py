@@ -71,7 +71,7 @@ def test_add_messages_either_works_or_raises_a_ctxret_error(index, messages, thr
         assert not isinstance(e, StoreError), e  # the caller's input is never the store's fault
         assert str(e) and _ids(index) == before  # nothing half-written
     assert sorted(index.lexical_index.ids()) == _ids(index)
-    assert not index.lexical_index.pending
+    assert not index.lexical_index.journal.pending
 
 
 @FAST
@@ -89,7 +89,7 @@ def test_add_documents_either_works_or_raises_a_ctxret_error(index, docs, thread
     except CtxretError as e:
         assert not isinstance(e, StoreError), e
         assert str(e) and _ids(index) == before
-    assert not index.lexical_index.pending
+    assert not index.lexical_index.journal.pending
 
 
 @FAST
@@ -394,7 +394,7 @@ def test_metadata_chroma_cannot_hold_is_an_input_error_naming_the_key(small_inde
             call()
         assert names in str(err.value), str(err.value)
     assert sorted(r["id"] for r in small_index.store.records(include=())) == before
-    assert not small_index.lexical_index.pending
+    assert not small_index.lexical_index.journal.pending
 
 
 def test_numpy_metadata_values_are_stored_as_numbers(small_index):
@@ -414,7 +414,7 @@ def test_a_write_chroma_refuses_clears_its_announcement(small_index):
     metas = [{"thread_id": "r", "turn_id": "r#1", "parent_id": "r#1", "body": "x"}]
     with pytest.raises(InputError, match="Chroma refused to write pieces.*dimension"):  # a real refusal: wrong size
         store.write(["refused-1"], np.ones((1, 5), np.float32), ["x"], metas)
-    assert not store.lexical.pending
+    assert not store.lexical.journal.pending
     assert sorted(store.lexical.ids()) == before and store.count() == 2
 
 

@@ -63,7 +63,7 @@ def test_a_write_on_one_host_is_seen_by_the_others_next_search(chroma_server, tm
         r["id"]: (r["document"], r["metadata"])
         for r in here.store.chroma.iter_records(None, include=("documents", "metadatas"))
     }
-    assert here.lexical_index.stored(list(held)) == held  # the other host's pieces, copied as Chroma holds them
+    assert here.lexical_index.copies.stored(list(held)) == held  # the other host's pieces, copied as Chroma holds them
     unscoped = [h for g in here.search("gym locker code", k=5, score_threshold=None) for h in g.hits]
     assert any("7730" in h.text for h in unscoped) and all((h.text, h.metadata) == held[h.id] for h in unscoped)
 

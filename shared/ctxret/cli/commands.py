@@ -25,7 +25,7 @@ from .settings import (
 )
 
 if TYPE_CHECKING:
-    from ..ingest.writer import PlannedTurn
+    from ..ingest.plan import PlannedTurn
 
 
 def cmd_index(args: argparse.Namespace) -> int:
@@ -133,7 +133,7 @@ def _pruned(
 
 def _progress(args: argparse.Namespace) -> bool | None:
     """A bar on a terminal (when there is more than a moment's work), a line every few seconds in a pipe or a
-    log (``ingest.writer.ProgressLines``), nothing with ``--quiet``."""
+    log (``ingest.progress.ProgressLines``), nothing with ``--quiet``."""
     if getattr(args, "quiet", False):
         return False
     return None if sys.stderr.isatty() else True

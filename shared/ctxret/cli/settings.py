@@ -377,6 +377,7 @@ def open_store(settings: Settings, *, writable: bool = False) -> PieceStore:
     """
     from ..storage.lexical import LexicalIndex, default_lexical_path
     from ..storage.pieces import PieceStore, open_piece_store
+    from ..storage.rebuild import recover
 
     server, where = _location(settings, None, must_exist=True)
     if not writable:
@@ -397,7 +398,7 @@ def open_store(settings: Settings, *, writable: bool = False) -> PieceStore:
         lambda: open_piece_store(**where, collection=settings.collection, lexical_path=settings.lexical_path),
     )  # fmt: skip
     try:
-        store.recover()  # an interrupted rebuild's collection holds the config to read
+        recover(store)  # an interrupted rebuild's collection holds the config to read
         store.open(store.stored_config() or {})
         store.sync_lexical()
     except BaseException:
@@ -423,7 +424,7 @@ def open_index(
     names the collections that do exist. (``stats`` and ``delete`` need no model: :func:`open_store`.)
     """
     from ..index import ContextualIndex
-    from ..ingest.writer import DEFAULT_MAX_TURN_BYTES
+    from ..ingest.plan import DEFAULT_MAX_TURN_BYTES
 
     collection = collection or settings.collection
     server, where = _location(settings, store, must_exist)

@@ -4,7 +4,8 @@
   labelled pieces (``label_pieces``), deterministic piece ids;
 * :mod:`.documents` — text and markdown → sections, the document-id policy;
 * :mod:`.context` — context strategies (``mean``, ``turn``, ``late``, ``llm``);
-* :mod:`.writer` — the one write path (fit, diff, embed, context, blend, store).
+* :mod:`.plan` — a write planned (fit, label, metadata) and diffed with the store by unit;
+* :mod:`.writer` — the one write path (batches of what changed: embed, context, blend, store).
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """The one write path: turns → fitted, labelled pieces → what changed → context → one embedding pass → blend → store.
 
-Everything is packed and validated before anything is written; re-adding unchanged turns embeds
+The plan and the diff (turns → pieces and metadata; what changed, by write unit) are :mod:`.plan`;
+this module batches what changed, embeds each batch and writes it. Everything is packed and
+validated before anything is written; re-adding unchanged turns embeds
 nothing; a changed turn replaces its pieces, and a document re-added under its id replaces the
 stored document whole (``replace=True``): its changed sections are written, and the stored sections
 it no longer has are removed, in one store write (the new pieces are written, then the stale ones
@@ -11,44 +13,56 @@ write lock: a write that finds another write happened since it read what was sto
 
 from __future__ import annotations
 
-import sys
-import time
-from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from ..blend import chunk_search_vector
 from ..config import IndexConfig
 from ..embedders.base import Embedder, check_vectors
-from ..embedders.fitting import EMBED_CHUNK, embed_in_batches, fit_pieces
-from ..errors import CtxretError, InputError
+from ..embedders.fitting import EMBED_CHUNK, embed_in_batches
+from ..errors import CtxretError
 from ..results import IndexResult
-from ..storage.base import StoredPieces
-from ..storage.schema import caller_keys, check_id, check_metadata_arg, piece_metadata
+from ..storage.rebuild import rebuild
+from ..storage.replay import repair_writes
 from ..text import clean_text
 from .context import Contextualizer, context_vectors, contextualize
-from .turns import Piece, Source, Turn, parse_time
+from .plan import (
+    DEFAULT_MAX_TURN_BYTES,
+    PlannedTurn,
+    StoredReader,
+    WriteUnit,
+    diff_units,
+    plan_turns,
+    stored_pieces,
+    turns_from_records,
+    write_units,
+)
+from .progress import progress_bar
+from .turns import Turn
 from .views import VIEWS_KEY, ViewWriter, stored_views, views_json, write_views
 
-__all__ = ["PieceSink", "PlannedTurn", "plan_turns", "turns_from_records", "write_turns"]
+if TYPE_CHECKING:
+    from ..storage.pieces import PieceStore
+
+# PlannedTurn, plan_turns, turns_from_records, DEFAULT_MAX_TURN_BYTES: from .plan, for the index's imports
+__all__ = [
+    "DEFAULT_MAX_TURN_BYTES", "PieceSink", "PlannedTurn", "plan_turns", "rebuild_store", "turns_from_records",
+    "write_batches", "write_turns",
+]  # fmt: skip
 
 
-class PieceSink(Protocol):
+class PieceSink(StoredReader, Protocol):
     """Where the writer puts pieces (``PieceStore`` implements it)."""
 
     @property
     def generation(self) -> int: ...
 
     def writing(self) -> AbstractContextManager[Any]: ...
-
-    def existing(
-        self, turns: Iterable[tuple[str, str]] = (), documents: Iterable[tuple[str, str]] = (), name: str | None = None
-    ) -> StoredPieces: ...
 
     def write(
         self,
@@ -62,79 +76,6 @@ class PieceSink(Protocol):
         name: str | None = None,
         views: Any = None,
     ) -> None: ...
-
-
-@dataclass
-class PlannedTurn:
-    """A turn with its fitted pieces and their metadata, validated and ready to embed.
-
-    ``plan`` names what the pieces were fitted to (model, piece budget, turn limit): a planned
-    turn handed back to :func:`write_turns` (``ContextualIndex.check_turns`` returns them) is
-    written as planned when it matches, and planned again otherwise.
-    """
-
-    turn: Turn
-    pieces: list[Piece]
-    metadatas: list[dict[str, Any]]
-    plan: tuple[Any, ...] = ()
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.turn.thread_id, self.turn.turn_id)
-
-
-#: A turn or section over this many UTF-8 bytes is refused (``max_turn_bytes``; ``None``: no limit).
-#: 2 MB is about 3,800 pieces of the local model: a minute of embedding on a laptop.
-DEFAULT_MAX_TURN_BYTES = 2_000_000
-
-
-def plan_turns(
-    turns: Sequence[Turn | PlannedTurn],
-    embedder: Embedder,
-    config: IndexConfig,
-    metadata: Mapping[str, Any] | None = None,
-    *,
-    max_turn_bytes: int | None = DEFAULT_MAX_TURN_BYTES,
-) -> list[PlannedTurn]:
-    """Fit and label every turn's pieces and build their metadata; raises before anything is written.
-
-    A :class:`PlannedTurn` planned under the same model, piece budget and turn limit (and no
-    ``metadata`` to add) is taken as it is.
-    """
-    check_metadata_arg(metadata)
-    plan = (str(config.model_id), config.piece_bytes, int(embedder.max_tokens), max_turn_bytes)
-    ready = {i: t for i, t in enumerate(turns) if isinstance(t, PlannedTurn) and t.plan == plan and not metadata}
-    raw = [t.turn if isinstance(t, PlannedTurn) else t for t in turns]
-    for i, turn in enumerate(raw):
-        if i in ready:
-            continue
-        if not isinstance(turn, Turn):
-            raise InputError(
-                f"add_turns takes ctxret Turns (from turns_from_messages or document_turns), got {type(turn).__name__}"
-            )
-        check_id(turn.thread_id)
-        if turn.doc_id is not None:
-            check_id(turn.doc_id, "document id")
-        size = sum(len(s.text.encode("utf-8", "surrogatepass")) for s in turn.sources)
-        if max_turn_bytes is not None and size > max_turn_bytes:
-            raise InputError(
-                f"{turn.label} of thread {turn.thread_id!r} is {size:,} bytes, over the {max_turn_bytes:,}-byte limit "
-                f"for one turn or section ({size // 1_200:,}+ pieces to embed); split it, or raise the limit with "
-                "ContextualIndex(..., max_turn_bytes=N) (CLI: --max-bytes N; None / 0 for no limit)"
-            )
-    keys = [(t.thread_id, t.turn_id) for t in raw]
-    if len(set(keys)) != len(keys):
-        raise InputError("the same turn appears twice in one call; pass each turn (thread, number) once")
-    planned = []
-    for i, turn in enumerate(raw):
-        if i in ready:
-            planned.append(ready[i])
-            continue
-        if metadata:
-            turn = replace(turn, metadata={**dict(metadata), **dict(turn.metadata)})
-        pieces = fit_pieces(turn, embedder, config.piece_bytes)
-        planned.append(PlannedTurn(turn, pieces, [piece_metadata(turn, p) for p in pieces], plan))
-    return planned
 
 
 #: One write batch holds at most this many pieces and this much piece text (UTF-8 bytes): one
@@ -188,10 +129,10 @@ def write_turns(
     if not turns and not documents:
         return IndexResult()
     planned = plan_turns(turns, embedder, config, metadata, max_turn_bytes=max_turn_bytes) if turns else []
-    units = _units(planned, replace, documents)
+    units = write_units(planned, replace, documents)
     generation = sink.generation  # before the read: a write after it makes the write below read again
     # What is stored? One filtered read per 256 turns and per 256 documents.
-    _diff(units, _stored(sink, units, name))
+    diff_units(units, stored_pieces(sink, units, name))
     changed = [u for u in units if u.changed]
     written = {t.key for u in changed for t in u.write}
     unchanged = sum(len(p.pieces) for p in planned if p.key not in written)
@@ -199,10 +140,10 @@ def write_turns(
     if not changed:
         return stored
     batches = _unit_batches(changed)
-    bar = _progress_bar(progress, sum(len(p.pieces) for u in changed for p in u.write))
+    bar = progress_bar(progress, sum(len(p.pieces) for u in changed for p in u.write))
     views = (view_writers or {}, known_views or {})
 
-    def embed(batch: list[_Unit]) -> _Ready:
+    def embed(batch: list[WriteUnit]) -> _Ready:
         return _embed_batch(batch, embedder, config, contextualizer, bar, *views)
 
     writes = _Writes(sink, embed, generation, overlap=len(batches) > 1 and OVERLAP_WRITES)
@@ -220,73 +161,6 @@ def write_turns(
         if bar is not None:
             bar.close()
     return stored + writes.done
-
-
-@dataclass(eq=False)
-class _Unit:
-    """What one write replaces whole: a document (``doc_id``: every section it has) or one turn.
-
-    ``write`` (the turns to embed and write: new or changed) and ``old`` (the piece ids stored for
-    the unit) come from :func:`_diff`."""
-
-    thread_id: str
-    doc_id: str | None
-    turns: list[PlannedTurn]
-    write: list[PlannedTurn] = field(default_factory=list)
-    old: set[str] = field(default_factory=set)
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.thread_id, self.doc_id if self.doc_id is not None else self.turns[0].turn.turn_id)
-
-    @property
-    def ids(self) -> set[str]:
-        """Every piece id the unit holds once written."""
-        return {x.id for p in self.turns for x in p.pieces}
-
-    @property
-    def stale(self) -> set[str]:
-        return self.old - self.ids
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.write) or bool(self.stale)
-
-
-def _units(planned: Sequence[PlannedTurn], replace: bool, documents: Iterable[tuple[str, str]]) -> list[_Unit]:
-    """The write units of a call: with ``replace``, one per document (its sections together), else one per turn."""
-    units: list[_Unit] = []
-    docs: dict[tuple[str, str], _Unit] = {}
-    for p in planned:
-        if replace and p.turn.doc_id is not None:
-            key = (p.turn.thread_id, p.turn.doc_id)
-            if key not in docs:
-                docs[key] = _Unit(*key, [])
-                units.append(docs[key])
-            docs[key].turns.append(p)
-        else:
-            units.append(_Unit(p.turn.thread_id, None, [p]))
-    for key in documents:
-        if replace and key not in docs:
-            docs[key] = _Unit(str(key[0]), str(key[1]), [])
-            units.append(docs[key])
-    return units
-
-
-def _stored(sink: PieceSink, units: Sequence[_Unit], name: str | None) -> StoredPieces:
-    turns = [u.turns[0].key for u in units if u.doc_id is None]
-    return sink.existing(turns, [u.key for u in units if u.doc_id is not None], name=name)
-
-
-def _diff(units: Sequence[_Unit], stored: StoredPieces) -> None:
-    """Set each unit's ``write`` (turns whose pieces differ from the stored ones) and ``old``."""
-    for u in units:
-        if u.doc_id is None:
-            by_turn = {u.turns[0].turn.turn_id: stored.turns.get(u.turns[0].key, set())}
-        else:
-            by_turn = stored.documents.get(u.key, {})
-        u.old = set().union(*by_turn.values())
-        u.write = [p for p in u.turns if {x.id for x in p.pieces} != by_turn.get(p.turn.turn_id, set())]
 
 
 #: Whether a batch's store write runs on a background thread while the next batch embeds.
@@ -325,7 +199,7 @@ def write_batches(
     little as in one pass) until a batch would exceed ``max_pieces`` or ``max_bytes`` of piece text
     (a bigger turn, or document, is a batch of its own); the sections of one document stay in one
     batch; in each batch the turns keep their given order."""
-    units = _units(changed, True, ())
+    units = write_units(changed, True, ())
     for u in units:
         u.write = list(u.turns)
     order = {p.key: i for i, p in enumerate(changed)}
@@ -334,8 +208,8 @@ def write_batches(
 
 
 def _unit_batches(
-    units: Sequence[_Unit], max_pieces: int | None = None, max_bytes: int | None = None
-) -> list[list[_Unit]]:
+    units: Sequence[WriteUnit], max_pieces: int | None = None, max_bytes: int | None = None
+) -> list[list[WriteUnit]]:
     """:func:`write_batches` of write units (the turns each writes)."""
     max_pieces = WRITE_BATCH_PIECES if max_pieces is None else max_pieces
     max_bytes = WRITE_BATCH_BYTES if max_bytes is None else max_bytes
@@ -367,7 +241,7 @@ class _Ready:
     documents: list[str]
     metadatas: list[dict[str, Any]]
     views: Any
-    units: list[_Unit]
+    units: list[WriteUnit]
 
     def result(self) -> tuple[IndexResult, list[str], set[str]]:
         """``(counts, stale ids, new ids)`` against the units' stored pieces."""
@@ -383,7 +257,7 @@ class _Ready:
 
 
 def _embed_batch(
-    units: Sequence[_Unit],
+    units: Sequence[WriteUnit],
     embedder: Embedder,
     config: IndexConfig,
     contextualizer: Contextualizer | None,
@@ -433,7 +307,7 @@ class _Writes:
     batch's turns and documents again first; a turn that this batch kept as it was but another
     writer changed meanwhile is embedded again, under the lock (``embed``; rare)."""
 
-    def __init__(self, sink: PieceSink, embed: Callable[[list[_Unit]], _Ready], generation: int, *,
+    def __init__(self, sink: PieceSink, embed: Callable[[list[WriteUnit]], _Ready], generation: int, *,
                  overlap: bool) -> None:  # fmt: skip
         self.sink = sink
         self.embed = embed
@@ -461,8 +335,8 @@ class _Writes:
 
     def _rebase(self, ready: _Ready, name: str | None) -> _Ready:
         """``ready`` against what is stored now (under the write lock)."""
-        fresh = [_Unit(u.thread_id, u.doc_id, u.turns) for u in ready.units]
-        _diff(fresh, _stored(self.sink, fresh, name))
+        fresh = [WriteUnit(u.thread_id, u.doc_id, u.turns) for u in ready.units]
+        diff_units(fresh, stored_pieces(self.sink, fresh, name))
         embedded = {p.key for u in ready.units for p in u.write}
         if all(p.key in embedded for u in fresh for p in u.write):
             for u, f in zip(ready.units, fresh, strict=True):
@@ -526,70 +400,6 @@ def _contexts(
     return out
 
 
-def _progress_bar(progress: bool | None, total: int) -> Any:
-    """One progress display for a whole call (``None``: shown on a terminal for more than one embedding chunk).
-
-    On a terminal a tqdm bar; otherwise (``progress=True`` with stderr a pipe or a file, e.g. a CI log) a
-    :class:`ProgressLines` line now and then."""
-    tty = sys.stderr.isatty()
-    show = progress if progress is not None else (total > EMBED_CHUNK and tty)
-    if not show:
-        return None
-    if not tty:
-        return ProgressLines(total)
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc="indexing", unit="piece", file=sys.stderr, mininterval=0, miniters=1)
-
-
-#: Seconds between two :class:`ProgressLines` lines.
-PROGRESS_EVERY = 5.0
-
-
-class ProgressLines:
-    """Progress for a log: ``indexing: 512/2,760 pieces (19%), 21.4 pieces/s, about 1m 45s left``, at most one
-    line every ``every`` seconds, and one when done if any came before (a call shorter than ``every`` prints
-    nothing); the ``update``/``close`` of a tqdm bar."""
-
-    def __init__(self, total: int, *, every: float | None = None, desc: str = "indexing", file: Any = None) -> None:
-        self.total, self.desc = total, desc
-        self.every = PROGRESS_EVERY if every is None else every
-        self.file = file if file is not None else sys.stderr
-        self.n = self.lines = 0
-        self._started = self._last = time.monotonic()
-
-    def update(self, n: int) -> None:
-        self.n += n
-        now = time.monotonic()
-        if now - self._last >= self.every and self.n < self.total:
-            self._last = now
-            self._write(now)
-
-    def close(self) -> None:
-        if self.lines:
-            self._write(time.monotonic())
-
-    def _write(self, now: float) -> None:
-        self.lines += 1
-        elapsed = max(now - self._started, 1e-9)
-        rate = self.n / elapsed
-        if self.n >= self.total:
-            tail = f"done in {_duration(elapsed)}"
-        else:
-            tail = f"about {_duration((self.total - self.n) / rate)} left" if rate > 0 else "time left unknown"
-        share = 100 * self.n / self.total if self.total else 100.0
-        self.file.write(f"{self.desc}: {self.n:,}/{self.total:,} pieces ({share:.0f}%), {rate:,.1f} pieces/s, {tail}\n")
-        self.file.flush()
-
-
-def _duration(seconds: float) -> str:
-    seconds = round(seconds)
-    if seconds < 60:
-        return f"{seconds}s"
-    minutes, seconds = divmod(seconds, 60)
-    return f"{minutes}m {seconds:02d}s" if minutes < 60 else f"{minutes // 60}h {minutes % 60:02d}m"
-
-
 def _view_records(
     changed: Sequence[PlannedTurn],
     embedder: Embedder,
@@ -629,61 +439,14 @@ def _view_records(
     return records
 
 
-def turns_from_records(records: Iterable[Mapping[str, Any]]) -> list[Turn]:
-    """Turns re-assembled from stored pieces' metadata (sources from their bodies), caller metadata included.
-
-    What a rebuild re-indexes: every piece of a collection back into its turn, in thread,
-    document and turn order.
-    """
-    by_turn: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
-    for meta in records:
-        by_turn[(str(meta["thread_id"]), str(meta["turn_id"]))].append(meta)
-    turns: list[Turn] = []
-    for key, metas in by_turn.items():
-        metas = sorted(metas, key=lambda m: (int(m["source_ordinal"]), int(m["ordinal"])))
-        first = metas[0]
-        sources: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
-        for m in metas:
-            sources[int(m["source_ordinal"])].append(m)
-        srcs = []
-        for new_ord, (_, ms) in enumerate(sorted(sources.items())):
-            m0 = ms[0]
-            srcs.append(
-                Source(
-                    kind=str(m0["source_kind"]),
-                    label=str(m0.get("source_label", "")),
-                    text="\n".join(str(m["body"]) for m in ms),
-                    ordinal=new_ord,
-                    timestamp=parse_time(m0.get("timestamp")),
-                    name=m0.get("source_name"),
-                )
-            )
-        caller = caller_keys(first)
-        index = int(first["turn_index"])
-        turns.append(
-            Turn(
-                thread_id=key[0],
-                index=index,
-                sources=tuple(srcs),
-                label=str(first.get("turn_label", f"Turn {index}")),
-                kind=str(first.get("kind", "turn")),
-                timestamp=parse_time(first.get("timestamp")),
-                doc_id=first.get("doc_id"),
-                metadata={k: first[k] for k in caller if k in first},
-            )
-        )
-    turns.sort(key=lambda t: (t.thread_id, t.doc_id or "", t.index))
-    return turns
-
-
 def rebuild_store(
-    store: Any, embedder: Embedder, config: IndexConfig, *, contextualizer: Contextualizer | None = None,
+    store: PieceStore, embedder: Embedder, config: IndexConfig, *, contextualizer: Contextualizer | None = None,
     progress: bool | None = None, view_writers: Mapping[str, ViewWriter] | None = None,
 ) -> IndexResult:  # fmt: skip
     """Re-embed every stored piece of ``store`` under ``config`` into a new collection swapped in when
-    complete (``PieceStore.rebuild``). The stored views are re-embedded, never written again (a piece
+    complete (:func:`~ctxret.storage.rebuild.rebuild`). The stored views are re-embedded, never written again (a piece
     is known by its id)."""
-    store.repair_writes()  # a turn a crash cut off holds one version before it is read back
+    repair_writes(store)  # a turn a crash cut off holds one version before it is read back
     records = list(store.records())
     turns = turns_from_records(r["metadata"] for r in records)
     known = {r["id"]: v for r in records if (v := stored_views(r["metadata"])) is not None}
@@ -694,4 +457,4 @@ def rebuild_store(
             max_turn_bytes=None, view_writers=view_writers, known_views=known,
         )  # fmt: skip
 
-    return store.rebuild(config.as_dict(), refill)
+    return rebuild(store, config.as_dict(), refill)

@@ -202,13 +202,6 @@ class ChromaStore:
             name, configuration={"hnsw": dict(HNSW)}, metadata=meta, embedding_function=None
         )
 
-    @_calls_chroma("record the collection's config")
-    def set_config(self, config: Mapping[str, Any], name: str | None = None) -> None:
-        """Replace the config recorded on an existing collection (e.g. a rebuild marked complete)."""
-        col = self._col(name)
-        meta = {f"{CONFIG_PREFIX}{k}": v for k, v in config.items()}
-        col.modify(metadata=meta)
-
     @_calls_chroma("drop a collection")
     def drop(self, name: str) -> None:
         self._collections.pop(name, None)

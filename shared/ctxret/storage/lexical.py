@@ -20,43 +20,39 @@ token) — the same for all pieces, a negligible shift of the length normalisati
 hybrid search uses it to let a strong lexical match through the cosine floor.
 
 Searches run on the file's postings held in memory (:mod:`.postings`: the same numbers, ~50x
-faster than an FTS5 ``MATCH`` over 100,000 pieces), read from the file on the first search and
-kept in step with every committed write; a write through another connection to the same file
-(another process) is noticed by SQLite's ``data_version`` and a generation counter, and the
-postings are read again. ``LexicalIndex(memory=False)`` runs every search as an FTS5 query
-(:mod:`.fts5`) instead.
+faster than an FTS5 ``MATCH`` over 100,000 pieces; the tests check them against FTS5's own SQL), read
+from the file on the first search and kept in step with every committed write; a write through
+another connection to the same file (another process) is noticed by SQLite's ``data_version`` and a
+generation counter, and the postings are read again.
 
 The index is keyed by piece id: ``ContextualIndex`` writes it right after Chroma, deletes from
 both, and repairs it from Chroma's stored documents (:func:`~.lexical_sync.sync_from_store`)
 when the two differ, without re-embedding anything.
 
-Beside each piece's tokens the file keeps a copy of its document and metadata exactly as Chroma
-holds them (:meth:`LexicalIndex.stored`; table ``piece_copies``): an unscoped search reads the
-texts of the hits it keeps, and a thread's first search its pieces' texts, from here (~0.4 ms for
-the ~32 kept hits of a search) instead of from Chroma (2.5–6 ms at 100K pieces). The copy is
-written in the same transaction as the tokens, by the same writes, replays and repairs, and is
-only read while no write to Chroma is announced (:attr:`~LexicalIndex.pending`); an announcement
-lists the pieces it writes, so the repair after a crash reads exactly those again from Chroma. A
-piece the copy lacks (metadata JSON does not keep exactly) is read from Chroma.
+The file also holds the write journal (:mod:`.journal`: the announcements of writes to Chroma,
+:attr:`LexicalIndex.journal`) and a copy of each piece's document and metadata as Chroma holds them
+(:mod:`.copies`, :attr:`LexicalIndex.copies`), both written in the same transactions as the tokens.
 """
 
 from __future__ import annotations
 
 import functools
-import json
+import hashlib
 import logging
 import os
-import socket
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..errors import CtxretError, InputError
-from .fts5 import fts5_coverage, fts5_scores, fts5_search, in_chunks, scope_token
+from .copies import SCHEMA as COPIES_SCHEMA
+from .copies import Copies, encode_copy
+from .journal import SCHEMA as JOURNAL_SCHEMA
+from .journal import Journal
 from .postings import Postings
+from .sql import in_chunks, safe_text
 from .tokenize import Analysis, analysis
 
 logger = logging.getLogger(__name__)
@@ -79,9 +75,9 @@ def fts5_available() -> bool:
         db.close()
 
 
-def _safe(text: str) -> str:
-    """``text`` storable by SQLite (lone surrogates replaced)."""
-    return text.encode("utf-8", "replace").decode("utf-8") if not text.isascii() else text
+def scope_token(thread_id: str) -> str:
+    """The FTS5 token standing for one thread id (a hash; the stored id is checked too)."""
+    return "t" + hashlib.sha256(str(thread_id).encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
 class LexicalIndex:
@@ -92,9 +88,7 @@ class LexicalIndex:
     local to that machine, which is why a Chroma server gets no lexical index by default.
     """
 
-    def __init__(
-        self, path: str | os.PathLike[str] = ":memory:", *, analysis: Analysis | None = None, memory: bool = True
-    ) -> None:
+    def __init__(self, path: str | os.PathLike[str] = ":memory:", *, analysis: Analysis | None = None) -> None:
         if not fts5_available():
             raise CtxretError(
                 f"the SQLite library of this Python ({sqlite3.sqlite_version}) has no FTS5 extension, which the "
@@ -113,11 +107,12 @@ class LexicalIndex:
         #: Whether the file was created, or emptied because another version wrote it: a fresh
         #: index needs a full fill from the vector store.
         self.fresh = False
-        # This object's writes announced by mark_pending() and not settled yet, per thread (LIFO).
-        self._outstanding = threading.local()
+        #: The announcements of writes to the vector store (:mod:`.journal`), in this file.
+        self.journal = Journal(self._db, self._lock)
+        #: Each piece's document and metadata as the vector store holds them (:mod:`.copies`).
+        self.copies = Copies(self._db, self._lock, self.journal)
         #: Searches run on the file's postings held in memory (:mod:`.postings`), read on the first
-        #: search and kept in step with every write; ``False``: every search is an FTS5 query.
-        self.memory = memory
+        #: search and kept in step with every write.
         self._postings: Postings | None = None
         self._postings_version: int | None = None  # SQLite's data_version when last checked
         self._postings_generation: int | None = None  # ctxret_meta's generation the postings hold
@@ -152,16 +147,8 @@ class LexicalIndex:
                 "thread_id TEXT NOT NULL, turn_id TEXT NOT NULL)"
             )
             db.execute("CREATE INDEX IF NOT EXISTS pieces_thread ON pieces(thread_id)")
-            # a piece's document and metadata as the vector store holds them (JSON), by the piece's rowid:
-            # a table of its own, so that reading the postings does not page through them
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS piece_copies (rowid INTEGER PRIMARY KEY, document TEXT NOT NULL, "
-                "metadata TEXT NOT NULL)"
-            )
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS pending_writes (token TEXT PRIMARY KEY, pid INTEGER NOT NULL, "
-                "host TEXT NOT NULL, since REAL NOT NULL, ids TEXT)"
-            )
+            db.execute(COPIES_SCHEMA)
+            db.execute(JOURNAL_SCHEMA)
             db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS pieces_fts USING fts5(scope, tokens, tokenize='ascii')")
             db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS pieces_vocab USING fts5vocab(pieces_fts, 'row')")
             db.execute("COMMIT")
@@ -174,11 +161,9 @@ class LexicalIndex:
         """A write transaction; ``after(postings)`` brings the in-memory postings in step once it has committed."""
         return _Transaction(self, after)
 
-    def _memory(self) -> Postings | None:
+    def _memory(self) -> Postings:
         """The postings, (re)read from the file when missing or when another connection has written
-        to it since (SQLite's ``data_version``); ``None`` when memory is off. Call under the lock."""
-        if not self.memory:
-            return None
+        to it since (SQLite's ``data_version``). Call under the lock."""
         version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
         if self._postings is not None and version != self._postings_version:
             if self._generation() != self._postings_generation:  # another connection changed the pieces
@@ -221,105 +206,6 @@ class LexicalIndex:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- the write-ahead marker ----------------------------------------------------------------
-    # Every write to the vector store is announced by a row of its own in ``pending_writes``
-    # (token, pid, host), deleted in the same transaction as the lexical write that follows it. Any
-    # number of writers (threads, processes sharing the file) can be in flight: none can clear
-    # another's row, so a crash between the two stores always leaves a row, and the next open repairs.
-    @property
-    def pending(self) -> bool:
-        """True while a write to the vector store may not have reached this index yet (or crashed)."""
-        with self._lock:
-            return self._db.execute("SELECT 1 FROM pending_writes LIMIT 1").fetchone() is not None
-
-    def mark_pending(
-        self,
-        ids: Iterable[str] | None = None,
-        *,
-        new: Iterable[str] | None = None,
-        stale: Iterable[str] = (),
-        clear: bool = False,
-    ) -> str:
-        """Announce a write to the vector store; the write that follows (``settle=True``) clears it.
-
-        ``ids``: the pieces the write touches (``None`` and nothing else given: it may touch any piece).
-        A piece store's write says more, so that a crash can be finished or undone on the next open
-        (:meth:`abandoned_writes`): ``new`` (ids not stored before; ``ids`` then lists the ones
-        written again under the same id), ``stale`` (ids it deletes), or ``clear`` (it deletes
-        every piece). If that write never comes (a crash, an error between the two stores), the
-        announcement stays in the file until a repair (:func:`sync_from_store`) finds its writer
-        gone, and reads those pieces again from the vector store.
-        """
-        token = os.urandom(8).hex()
-        listed: str | None
-        if clear:
-            listed = json.dumps({"clear": True})
-        elif new is not None or stale:
-            listed = json.dumps(
-                {"new": sorted({str(i) for i in new or ()}), "rewritten": sorted({str(i) for i in ids or ()}),
-                 "stale": sorted({str(i) for i in stale})}
-            )  # fmt: skip
-        else:
-            listed = None if ids is None else json.dumps(sorted({str(i) for i in ids}))
-        with self._tx():
-            self._db.execute(
-                "INSERT INTO pending_writes(token, pid, host, since, ids) VALUES (?, ?, ?, ?, ?)",
-                (token, os.getpid(), _HOST, time.time(), listed),
-            )
-        stack = getattr(self._outstanding, "tokens", None)
-        if stack is None:
-            stack = self._outstanding.tokens = []
-        stack.append(token)
-        return token
-
-    def abandoned(self) -> set[str] | None:
-        """The pieces announced by writers that are gone (:meth:`settle_all` would clear them): their
-        content here may be older than the vector store's. ``None``: a gone writer did not list them
-        (every piece may be affected)."""
-        out: set[str] = set()
-        for _, listed in self._gone_announcements():
-            found = _listed(listed)
-            if found is None or found.get("clear"):
-                return None
-            for key in ("ids", "new", "rewritten", "stale"):
-                out.update(found.get(key, ()))
-        return out
-
-    def abandoned_writes(self) -> list[dict[str, Any]]:
-        """The announcements of gone writers, oldest first, as ``{"new", "rewritten", "stale"}`` id lists,
-        ``{"clear": True}``, ``{"ids": [...]}`` (a write that did not say which ids were new) or ``{}``
-        (it did not list its pieces)."""
-        return [_listed(listed) or {} for _, listed in self._gone_announcements()]
-
-    def _gone_announcements(self) -> list[tuple[str, str | None]]:
-        """``(token, listed ids as JSON or None)`` of the announcements whose writers are gone, or
-        are this object's (what a full repair settles), oldest first."""
-        mine = set(getattr(self._outstanding, "tokens", None) or [])
-        with self._lock:
-            rows = self._db.execute("SELECT token, pid, host, since, ids FROM pending_writes ORDER BY since").fetchall()
-        return [
-            (token, listed)
-            for token, pid, host, since, listed in rows
-            if token in mine or pid == os.getpid() or not _alive(pid, host, since)
-        ]
-
-    def _settle(self) -> None:
-        """Inside a transaction: clear this thread's latest announcement."""
-        stack = getattr(self._outstanding, "tokens", None)
-        if stack:
-            self._db.execute("DELETE FROM pending_writes WHERE token = ?", (stack.pop(),))
-
-    def settle_all(self) -> None:
-        """After a full repair: clear the announcements whose writers are gone (or are this object's).
-
-        A live writer's announcement (another process sharing the file) stays: its own write clears it.
-        """
-        with self._tx():
-            for token, _ in self._gone_announcements():
-                self._db.execute("DELETE FROM pending_writes WHERE token = ?", (token,))
-        if getattr(self._outstanding, "tokens", None):
-            self._outstanding.tokens = []
-
     # -- writes --------------------------------------------------------------------------------
     def write(
         self,
@@ -335,14 +221,15 @@ class LexicalIndex:
         """Add or replace pieces and delete others in ONE transaction; ``settle`` clears the pending marker.
 
         ``stored``: each piece's ``(document, metadata)`` exactly as the vector store holds them,
-        kept beside its tokens for :meth:`stored` (without it, those reads go to the vector store)."""
+        kept beside its tokens (:mod:`.copies`; without it, those reads go to the vector store)."""
         if not (len(ids) == len(texts) == len(thread_ids) == len(turn_ids)):
             raise InputError("ids, texts, thread_ids and turn_ids must have the same length")
         if stored is not None and len(stored) != len(ids):
             raise InputError("stored must give one (document, metadata) per id")
-        rows = [(str(i), _safe(str(th)), _safe(str(tu))) for i, th, tu in zip(ids, thread_ids, turn_ids, strict=False)]
+        rows = [(str(i), safe_text(str(th)), safe_text(str(tu)))
+                for i, th, tu in zip(ids, thread_ids, turn_ids, strict=False)]  # fmt: skip
         toks = [" ".join(self.analysis.index_tokens(t)) for t in texts]  # before the transaction: nothing half-written
-        kept = [_stored_row(d, m) for d, m in stored] if stored is not None else [(None, None)] * len(rows)
+        kept = [encode_copy(d, m) for d, m in stored] if stored is not None else [(None, None)] * len(rows)
         gone = [str(i) for i in ids] + [str(i) for i in delete]
 
         def after(postings: Postings) -> None:
@@ -356,13 +243,13 @@ class LexicalIndex:
                 cur = self._db.execute(
                     "INSERT INTO pieces(id, thread_id, turn_id) VALUES (?, ?, ?)", (pid, thread, turn)
                 )
-                self._copy(cur.lastrowid, copy)
+                self.copies.insert(cur.lastrowid, copy)
                 self._db.execute(
                     "INSERT INTO pieces_fts(rowid, scope, tokens) VALUES (?, ?, ?)",
                     (cur.lastrowid, scope_token(thread), tokens),
                 )
             if settle:
-                self._settle()
+                self.journal.settle_latest()
 
     def upsert(
         self, ids: Sequence[str], texts: Sequence[str], thread_ids: Sequence[str], turn_ids: Sequence[str]
@@ -379,10 +266,10 @@ class LexicalIndex:
         with self._tx(Postings.clear):
             self._next_generation()
             self._db.execute("DELETE FROM pieces_fts")
-            self._db.execute("DELETE FROM piece_copies")
+            self.copies.clear()
             self._db.execute("DELETE FROM pieces")
             if settle:
-                self._settle()
+                self.journal.settle_latest()
 
     def replace_all(self, records: Iterable[tuple[Any, ...]]) -> int:
         """Replace the whole content with ``(id, text, thread_id, turn_id[, document, metadata])``
@@ -392,32 +279,28 @@ class LexicalIndex:
             self._next_generation()
             self._postings = None  # read again from the new content
             self._db.execute("DELETE FROM pieces_fts")
-            self._db.execute("DELETE FROM piece_copies")
+            self.copies.clear()
             self._db.execute("DELETE FROM pieces")
             for pid, text, thread, turn, *kept in records:
                 cur = self._db.execute(
                     "INSERT INTO pieces(id, thread_id, turn_id) VALUES (?, ?, ?)",
-                    (str(pid), _safe(str(thread)), _safe(str(turn))),
+                    (str(pid), safe_text(str(thread)), safe_text(str(turn))),
                 )
-                self._copy(cur.lastrowid, _stored_row(*kept) if kept else (None, None))
+                self.copies.insert(cur.lastrowid, encode_copy(*kept) if kept else (None, None))
                 self._db.execute(
                     "INSERT INTO pieces_fts(rowid, scope, tokens) VALUES (?, ?, ?)",
-                    (cur.lastrowid, scope_token(_safe(str(thread))), " ".join(self.analysis.index_tokens(text))),
+                    (cur.lastrowid, scope_token(safe_text(str(thread))), " ".join(self.analysis.index_tokens(text))),
                 )
                 n += 1
-        self.settle_all()
+        self.journal.settle_all()
         return n
-
-    def _copy(self, rowid: int | None, copy: tuple[str | None, str | None]) -> None:
-        if copy[0] is not None and copy[1] is not None:
-            self._db.execute("INSERT INTO piece_copies(rowid, document, metadata) VALUES (?, ?, ?)", (rowid, *copy))
 
     def _delete(self, ids: Sequence[str]) -> None:
         for chunk, marks in in_chunks([str(i) for i in ids]):
-            for table in ("pieces_fts", "piece_copies"):
-                self._db.execute(
-                    f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM pieces WHERE id IN ({marks}))", chunk
-                )
+            self._db.execute(
+                f"DELETE FROM pieces_fts WHERE rowid IN (SELECT rowid FROM pieces WHERE id IN ({marks}))", chunk
+            )
+            self.copies.delete(chunk, marks)
             self._db.execute(f"DELETE FROM pieces WHERE id IN ({marks})", chunk)
 
     # -- reads ---------------------------------------------------------------------------------
@@ -427,32 +310,8 @@ class LexicalIndex:
             if thread_id is None:
                 rows = self._db.execute("SELECT id FROM pieces").fetchall()
             else:
-                rows = self._db.execute("SELECT id FROM pieces WHERE thread_id = ?", (_safe(thread_id),)).fetchall()
+                rows = self._db.execute("SELECT id FROM pieces WHERE thread_id = ?", (safe_text(thread_id),)).fetchall()
         return {r[0] for r in rows}
-
-    def stored(self, ids: Iterable[str]) -> dict[str, tuple[str, dict[str, Any]]] | None:
-        """The ``(document, metadata)`` of pieces as the vector store holds them, for the ids kept
-        here with them (the rest: read the vector store). ``None`` while a write to the vector store
-        is announced and not settled (:attr:`pending`): until it settles, this copy may be behind.
-        The announcement check and the rows are one snapshot of the file."""
-        ids = list(dict.fromkeys(str(i) for i in ids))
-        out: dict[str, tuple[str, dict[str, Any]]] = {}
-        with self._lock:
-            self._db.execute("BEGIN")
-            try:
-                if self._db.execute("SELECT 1 FROM pending_writes LIMIT 1").fetchone() is not None:
-                    return None
-                for chunk, marks in in_chunks(ids):
-                    rows = self._db.execute(
-                        "SELECT p.id, c.document, c.metadata FROM pieces p JOIN piece_copies c ON c.rowid = p.rowid "
-                        f"WHERE p.id IN ({marks})",
-                        chunk,
-                    )
-                    for pid, document, meta in rows:
-                        out[pid] = (document, json.loads(meta))
-            finally:
-                self._db.execute("COMMIT")
-        return out
 
     def known(self, ids: Iterable[str]) -> set[str]:
         """Which of ``ids`` the file holds."""
@@ -469,11 +328,11 @@ class LexicalIndex:
 
     def thread_counts(self) -> dict[str, tuple[int, int]] | None:
         """``{thread_id: (pieces, turns)}`` from the file's index (no piece is read); ``None`` while a write is
-        announced (:attr:`pending`), when the file may be behind the vector store."""
+        announced (:attr:`~.journal.Journal.pending`), when the file may be behind the vector store."""
         with self._lock:
             self._db.execute("BEGIN")
             try:
-                if self._db.execute("SELECT 1 FROM pending_writes LIMIT 1").fetchone() is not None:
+                if self.journal.pending:
                     return None
                 rows = self._db.execute(
                     "SELECT thread_id, count(*), count(DISTINCT turn_id) FROM pieces GROUP BY thread_id"
@@ -495,10 +354,7 @@ class LexicalIndex:
         if thread_ids == []:
             return []
         with self._lock:
-            postings = self._memory()
-            if postings is not None:
-                return postings.search(query, k, thread_ids)
-            return fts5_search(self._db, tokens, k, thread_ids)
+            return self._memory().search(query, k, thread_ids)
 
     def scores(self, query: str, ids: Iterable[str], thread_ids: Sequence[str] | None = None) -> dict[str, float]:
         """Exact BM25 of given pieces for ``query`` (the same number :meth:`search` gives them).
@@ -510,12 +366,8 @@ class LexicalIndex:
         if not ids:
             return {}
         thread_ids = _thread_list(thread_ids)
-        tokens = self.analysis.query_terms(query)
         with self._lock:
-            postings = self._memory()
-            if postings is not None:
-                return postings.scores(query, ids, thread_ids)
-            return fts5_scores(self._db, tokens, ids, thread_ids)
+            return self._memory().scores(query, ids, thread_ids)
 
     def coverage(self, query: str, ids: Iterable[str]) -> dict[str, float]:
         """Share of the query's term weight each piece holds:
@@ -526,14 +378,10 @@ class LexicalIndex:
         token; 0.0: none (or the query has no weighted token). Unknown ids are left out.
         """
         ids = list(dict.fromkeys(str(i) for i in ids))
-        tokens = self.analysis.coverage_terms(query)
         if not ids:
             return {}
         with self._lock:
-            postings = self._memory()
-            if postings is not None:
-                return postings.coverage(query, ids)
-            return fts5_coverage(self._db, tokens, ids)
+            return self._memory().coverage(query, ids)
 
 
 class _Transaction:
@@ -570,47 +418,6 @@ class _Transaction:
             index._lock.release()
 
 
-_HOST = socket.gethostname()
-#: An announcement from another machine (a lexical file on a shared disk) counts as abandoned after this long.
-_FOREIGN_PENDING_SECONDS = 3600.0
-
-
-def _alive(pid: int, host: str, since: float) -> bool:
-    """Whether the writer of an announcement may still be running."""
-    if host != _HOST:
-        return time.time() - since < _FOREIGN_PENDING_SECONDS
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True
-    return True
-
-
-def _listed(listed: str | None) -> dict[str, Any] | None:
-    """An announcement's id lists (see :meth:`LexicalIndex.mark_pending`); ``None``: none listed."""
-    if listed is None:
-        return None
-    found = json.loads(listed)
-    return {"ids": found} if isinstance(found, list) else dict(found)
-
-
-def _stored_row(document: Any, metadata: Any) -> tuple[str | None, str | None]:
-    """A piece's document and metadata as the file keeps them (JSON); ``(None, None)`` when the
-    metadata does not survive JSON unchanged or either is not valid UTF-8 (a lone surrogate): that
-    piece is read from the vector store instead."""
-    if not isinstance(document, str) or not isinstance(metadata, Mapping):
-        return None, None
-    try:
-        encoded = json.dumps(dict(metadata), ensure_ascii=False, allow_nan=True)
-        for text in (document, encoded):
-            text.encode("utf-8")  # SQLite text is UTF-8: a lone surrogate raises here, not in the transaction
-    except (TypeError, ValueError):  # UnicodeEncodeError is a ValueError
-        return None, None
-    return (document, encoded) if json.loads(encoded) == dict(metadata) else (None, None)
-
-
 def _default_analysis() -> Analysis:
     return analysis("english")
 
@@ -619,8 +426,8 @@ def _thread_list(thread_ids: str | Sequence[str] | None) -> list[str] | None:
     if thread_ids is None:
         return None
     if isinstance(thread_ids, str):
-        return [_safe(thread_ids)]
-    return [_safe(str(t)) for t in thread_ids]
+        return [safe_text(thread_ids)]
+    return [safe_text(str(t)) for t in thread_ids]
 
 
 def default_lexical_path(store_path: str | os.PathLike[str], collection: str) -> Path:

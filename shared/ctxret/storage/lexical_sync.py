@@ -77,13 +77,13 @@ def sync_from_store(
         )
     n_store = store.count()
     if full is None:
-        full = lexical.fresh or lexical.pending or lexical.count() != n_store
+        full = lexical.fresh or lexical.journal.pending or lexical.count() != n_store
     if not full:
         return SyncReport(checked=n_store)
     # Pieces a gone writer announced may hold older content here than in the store (the same id
     # written again with other metadata): read again, with the missing ones. Read before the id
     # comparison, so that a writer that finishes meanwhile is not mistaken for a gone one.
-    abandoned = lexical.abandoned()
+    abandoned = lexical.journal.abandoned()
     store_ids = [r["id"] for r in store.iter_records(None, include=())]
     have = lexical.ids()
     missing = [i for i in store_ids if i not in have]
@@ -102,7 +102,7 @@ def sync_from_store(
         if batch:
             write_records(lexical, batch)
         lexical.write(delete=sorted(extra))
-    lexical.settle_all()
+    lexical.journal.settle_all()
     lexical.fresh = False
     if missing or extra or again:
         logger.info(

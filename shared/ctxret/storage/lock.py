@@ -12,6 +12,9 @@ folder takes it: ``path=`` and ``client=chromadb.PersistentClient(folder)`` alik
 A process may wait for the holder instead of failing at once: ``acquire(timeout)`` (seconds;
 ``ContextualIndex(..., lock_timeout=...)``, CLI ``--wait``) logs that it waits, then takes the lock
 as soon as the holder lets go, or fails with the same message once ``timeout`` has passed.
+
+Inside a process, one write at a time per store (a folder or a server collection): :func:`writers_of`
+gives every ``PieceStore`` open on it the same write lock and write counter (:class:`Writers`).
 """
 
 from __future__ import annotations
@@ -24,12 +27,14 @@ import socket
 import sys
 import threading
 import time
+import weakref
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import InputError, StoreError
 
-__all__ = ["FolderLock", "LOCK_NAME", "check_lock_timeout"]
+__all__ = ["FolderLock", "LOCK_NAME", "Writers", "check_lock_timeout", "writers_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -148,3 +153,35 @@ def _busy_message(folder: Path, waited: float = 0.0) -> str:
         f"server: `chroma run --path {folder}` and connect every process to it (ctxret --chroma-host HOST, or "
         "ContextualIndex(host=..., port=...))."
     )
+
+
+class _Cache(Protocol):
+    """A thread cache (:class:`~.cache.ThreadCache`): what a write drops its threads from."""
+
+    def invalidate(self, thread_ids: Iterable[str] | None = None) -> None: ...
+
+
+class Writers:
+    """The one write lock and write counter of a store inside this process, shared by every
+    ``PieceStore`` open on it (two indexes on one folder, or one server collection), and their thread
+    caches (a write drops the threads it changes from every one of them)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.generation = 0
+        self.caches: weakref.WeakSet[_Cache] = weakref.WeakSet()
+
+
+_writers: weakref.WeakValueDictionary[tuple[str, str], Writers] = weakref.WeakValueDictionary()
+_writers_guard = threading.Lock()
+
+
+def writers_of(where: str, collection: str) -> Writers:
+    """The :class:`Writers` of ``collection`` in the store at ``where`` (a resolved folder, or where a
+    server or client object is)."""
+    key = (where, collection)
+    with _writers_guard:
+        found = _writers.get(key)
+        if found is None:
+            found = _writers[key] = Writers()
+        return found

@@ -1,10 +1,11 @@
 """``PieceStore``: the Chroma collection and its lexical index, written and read as one.
 
-Every write goes Chroma first, then the lexical index in one SQLite transaction, with the
-lexical file's *pending* marker set in between (a crash between the two is repaired from
-Chroma's stored texts on the next open, without re-embedding). Deletes and clears follow the
-same order. A rebuild writes a new collection beside the old one and swaps it in only when
-complete, in steps that a crash at any point leaves recoverable (:meth:`PieceStore.recover`).
+Every write is announced in the write journal (:mod:`.journal`), then goes to Chroma, then to the
+lexical index in one SQLite transaction that settles the announcement (a crash between the two is
+repaired on the next open, without re-embedding: :func:`~.replay.repair_writes` and the lexical
+repair from Chroma's stored texts). Deletes and clears follow the same order. One writer at a time
+per store inside a process; the reads a search runs on (:meth:`PieceStore.resolve`). A rebuild is
+:mod:`.rebuild`; other processes' writes come in through :func:`~.replay.replay_changes`.
 """
 
 from __future__ import annotations
@@ -12,23 +13,26 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import threading
-import weakref
 from collections import defaultdict
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
 from .._faults import fault_point
 from ..errors import ClosedError, InputError
 from .base import DEFERRED, Fetched, Row, StoredPieces, group_parents
-from .cache import DEFAULT_CACHE_PIECES, Block, ScopeView, ThreadCache
+from .cache import DEFAULT_CACHE_PIECES, Block, ScopeView, ThreadCache, read_thread
 from .changes import ChangeLog
 from .chroma import DEFAULT_COLLECTION, ChromaStore
+from .copies import as_stored
+from .journal import Journal
 from .lexical import LexicalIndex, default_lexical_path, fts5_available
 from .lexical_sync import SyncReport, lexical_text, sync_from_store
+from .lock import Writers, writers_of
+from .rebuild import recover
+from .replay import repair_writes, replay_changes
 from .schema import ParentKey, Scope
 from .tokenize import Analysis
 from .tokenize import analysis as default_analysis
@@ -37,42 +41,17 @@ from .where import Unsupported
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ClosedStore", "PieceStore", "REBUILD_SUFFIX", "PREVIOUS_SUFFIX", "open_piece_store"]
-
-#: A rebuild writes ``<collection>-rebuild`` and keeps the old one as ``<collection>-previous``
-#: while the two are swapped.
-REBUILD_SUFFIX = "-rebuild"
-PREVIOUS_SUFFIX = "-previous"
-_T = TypeVar("_T")
+__all__ = ["ClosedStore", "PieceStore", "open_piece_store"]
 
 
-class _Writers:
-    """The one write lock and write counter of a store inside this process, shared by every
-    :class:`PieceStore` open on it (two indexes on one folder, or one server collection)."""
-
-    def __init__(self) -> None:
-        self.lock = threading.RLock()
-        self.generation = 0
-        self.stores: weakref.WeakSet[PieceStore] = weakref.WeakSet()
-
-
-_writers: weakref.WeakValueDictionary[tuple[str, str], _Writers] = weakref.WeakValueDictionary()
-_writers_guard = threading.Lock()
-
-
-def _writers_of(chroma: ChromaStore) -> _Writers:
+def _writers_of(chroma: ChromaStore) -> Writers:
     if chroma.path is not None:
         where = str(Path(chroma.path).resolve())
     elif chroma.location == "memory" or chroma.server and chroma.location.startswith("client"):
         where = f"{chroma.location}:{id(chroma.client)}"  # a client object is its own store
     else:
         where = chroma.location
-    key = (where, chroma.collection_name)
-    with _writers_guard:
-        found = _writers.get(key)
-        if found is None:
-            found = _writers[key] = _Writers()
-        return found
+    return writers_of(where, chroma.collection_name)
 
 
 class PieceStore:
@@ -91,9 +70,11 @@ class PieceStore:
     ) -> None:
         self.chroma = chroma
         self.lexical = lexical
-        #: Where writes are announced before they reach Chroma (:meth:`repair_writes`): the lexical file,
-        #: else a journal file of the same format holding no pieces (an embedded store with ``lexical=False``).
-        self.journal = lexical if lexical is not None else journal
+        # the SQLite file of the write journal: the lexical file, else one of the same format holding no
+        # pieces (an embedded store with ``lexical=False``)
+        self._journal_file = lexical if lexical is not None else journal
+        #: Where writes are announced before they reach Chroma (:mod:`.journal`, :func:`~.replay.repair_writes`).
+        self.journal: Journal | None = self._journal_file.journal if self._journal_file is not None else None
         #: Whether a thread-scoped search gets a BM25 side (from the threads' pieces, in memory).
         self.scoped_lexical = scoped_lexical
         #: The lexical analysis of thread-scoped BM25 (the lexical file's own, when there is one).
@@ -105,7 +86,7 @@ class PieceStore:
         #: The LLM-written views' vectors (``<collection>-views``), kept in step with the pieces (:mod:`.views`).
         self.views = ViewIndex(chroma)
         self._writers = _writers_of(chroma)
-        self._writers.stores.add(self)
+        self._writers.caches.add(self.cache)
 
     # -- one writer at a time ---------------------------------------------------------------------
     def writing(self) -> contextlib.AbstractContextManager[Any]:
@@ -120,7 +101,7 @@ class PieceStore:
         return self._writers.generation
 
     @contextlib.contextmanager
-    def _write(self, threads: Iterable[str] | None) -> Iterator[None]:
+    def changing(self, threads: Iterable[str] | None) -> Iterator[None]:
         """One change of the pieces: under the write lock; afterwards (even if it failed part-way) the
         changed threads leave every cache of the store in this process and the write counter moves on."""
         threads = None if threads is None else set(threads)
@@ -133,31 +114,11 @@ class PieceStore:
                 self._writers.generation += 1
 
     def _invalidate(self, threads: set[str] | None) -> None:
-        for store in list(self._writers.stores):
-            store.cache.invalidate(threads)
+        for cache in list(self._writers.caches):
+            cache.invalidate(threads)
 
     def _load_thread(self, thread_id: str) -> Block:
-        include = ("embeddings", "documents", "metadatas")
-        if self.lexical is not None and not self.lexical.pending:
-            # the thread's ids from the lexical file's index, then Chroma by id: 9 ms at 1M pieces,
-            # where Chroma's own thread filter costs 80 ms (it scales with the collection); texts and
-            # metadata from the file's copy when it has them (Chroma's read of those costs 3x the vectors')
-            ids = sorted(self.lexical.ids(thread_id))
-            kept = self.lexical.stored(ids) or {}
-            recs = self.chroma.get(ids, include=("embeddings",) if kept.keys() >= set(ids) else include)
-            for r in recs:
-                if r["id"] in kept:
-                    r["document"], r["metadata"] = kept[r["id"]]
-            recs = [r for r in recs if (r.get("metadata") or {}).get("thread_id") == thread_id]
-        else:
-            recs = list(self.chroma.iter_records({"thread_id": thread_id}, include=include))
-        vectors = np.asarray([r["embedding"] for r in recs], dtype=np.float32) if recs else np.zeros((0, 0), np.float32)
-        block = Block(
-            [r["id"] for r in recs],
-            vectors,
-            [r.get("document") or "" for r in recs],
-            [r.get("metadata") or {} for r in recs],
-        )
+        block = read_thread(self.chroma, self.lexical, thread_id)
         return self.views.load_thread(block, thread_id)  # views hook: the thread's views join its block
 
     def resolve(self, scope: Scope) -> tuple[Any, Any]:
@@ -167,7 +128,7 @@ class PieceStore:
         threads' stored vectors, BM25 with the scope's own statistics, the caller's ``where``
         evaluated on the metadata); anything else goes to Chroma's index and the lexical file.
         """
-        self.refresh()
+        replay_changes(self)
         if scope.thread_ids is not None:
             try:
                 view = ScopeView([self.cache.get(t) for t in scope.thread_ids], scope.where, self.analysis)
@@ -193,8 +154,8 @@ class PieceStore:
 
     def close(self) -> None:
         """Close the lexical file and give the folder lock back."""
-        if self.journal is not None:
-            self.journal.close()
+        if self._journal_file is not None:
+            self._journal_file.close()
         self.chroma.close()
 
     # -- config -----------------------------------------------------------------------------------
@@ -202,11 +163,12 @@ class PieceStore:
         return self.chroma.stored_config()
 
     def open(self, config: Mapping[str, Any]) -> None:
-        """Open (or create) the collection recording ``config``, after finishing any interrupted rebuild."""
-        self.recover()
+        """Open (or create) the collection recording ``config``, after finishing any interrupted rebuild
+        (:func:`~.rebuild.recover`) and then any write a crash cut off (:func:`~.replay.repair_writes`)."""
+        recover(self)
         self.chroma.open(config)
         self.views.open(config)  # views hook
-        self.repair_writes()
+        repair_writes(self)
 
     # -- writes -----------------------------------------------------------------------------------
     def existing(
@@ -250,7 +212,7 @@ class PieceStore:
         ``new``: which of ``ids`` were not stored before (default: those the lexical file does not
         hold). The announcement in the lexical file lists the new, rewritten and stale ids, and the
         pieces written again go to Chroma before the new ones, so that a crash is finished or undone
-        on the next open (:meth:`repair_writes`). ``name`` writes another collection of the store (a
+        on the next open (:func:`~.replay.repair_writes`). ``name`` writes another collection of the store (a
         rebuild target), Chroma only: the lexical index is refilled after the swap. ``views``
         (:class:`~.views.ViewRecords`): the written pieces' LLM-written views, stored before the pieces.
         """
@@ -258,7 +220,7 @@ class PieceStore:
         lexical = self.lexical if main else None
         journal = self.journal if main else None
         threads = {str(m.get("thread_id")) for m in metadatas} if main else set()  # stale ids: the same threads
-        with self._write(threads):
+        with self.changing(threads):
             again = lexical.known(ids) if lexical is not None else set()  # written before: Chroma merges their metadata
             fresh = set(new) if new is not None else set(ids) - again if lexical is not None else None
             if journal is not None and fresh is None:
@@ -279,7 +241,7 @@ class PieceStore:
                     self.chroma.upsert(ids, vectors, documents, metadatas, name=name)
             except InputError as e:
                 if journal is not None and getattr(e, "nothing_stored", False):
-                    journal.write(settle=True)  # refused whole: nothing to repair
+                    journal.settle()  # refused whole: nothing to repair
                 raise
             fault_point("write:after-upsert")
             if stale:
@@ -287,7 +249,7 @@ class PieceStore:
                 self.views.delete_pieces(stale, name=name)  # views hook
             fault_point("write:after-stale-delete")
             if lexical is not None:  # after Chroma, in one transaction; clears the pending marker
-                stored = self._as_stored(ids, documents, metadatas, again)
+                stored = as_stored(self.chroma, ids, documents, metadatas, again)
                 lexical.write(
                     list(ids),
                     [lexical_text(d, m) for d, m in zip(documents, metadatas, strict=False)],
@@ -298,27 +260,10 @@ class PieceStore:
                     stored=stored,
                 )
             elif journal is not None:
-                journal.write(settle=True)  # the announcement goes
+                journal.settle()  # the announcement goes
             fault_point("write:after-lexical")
             if main and self.changes is not None:  # after the data: other processes replay it
                 self.changes.record(list(ids), list(stale), threads)
-
-    def _as_stored(
-        self, ids: Sequence[str], documents: Sequence[str], metadatas: Sequence[Mapping[str, Any]], again: set[str]
-    ) -> list[tuple[Any, Any]]:
-        """What Chroma now holds for pieces just written, for the lexical file's copy: a new piece's
-        document and metadata as sent (Chroma drops ``None`` values); a piece written before is read
-        back, since Chroma's upsert merges metadata with the keys it had."""
-        back = {}
-        if again:
-            back = {
-                r["id"]: (r.get("document") or "", dict(r.get("metadata") or {}))
-                for r in self.chroma.get(sorted(again), include=("documents", "metadatas"))
-            }
-        return [
-            back.get(i, (None, None)) if i in again else (d, {k: v for k, v in m.items() if v is not None})
-            for i, d, m in zip(ids, documents, metadatas, strict=False)
-        ]
 
     def delete(self, scope: Scope) -> int:
         """Delete every piece inside ``scope``; returns how many."""
@@ -326,7 +271,7 @@ class PieceStore:
             recs = list(self.chroma.iter_records(scope.chroma_where()))
             ids = [r["id"] for r in recs]
             threads = {str((r["metadata"] or {}).get("thread_id")) for r in recs}
-            with self._write(threads):
+            with self.changing(threads):
                 self._delete_ids(ids)
                 self.views.delete_pieces(ids)  # views hook
                 if self.changes is not None:
@@ -335,7 +280,7 @@ class PieceStore:
 
     def clear(self) -> None:
         """Delete every piece (the collection and its config stay)."""
-        with self._write(None):
+        with self.changing(None):
             ids = [r["id"] for r in self.chroma.iter_records(None, include=())]
             if self.journal is not None:
                 self.journal.mark_pending(clear=True)
@@ -344,7 +289,7 @@ class PieceStore:
             if self.lexical is not None:
                 self.lexical.clear(settle=True)
             elif self.journal is not None:
-                self.journal.write(settle=True)
+                self.journal.settle()
             if self.changes is not None:
                 self.changes.record_everything()
 
@@ -356,51 +301,7 @@ class PieceStore:
         if self.lexical is not None:
             self.lexical.delete(ids, settle=True)
         elif self.journal is not None:
-            self.journal.write(settle=True)
-
-    def repair_writes(self) -> int:
-        """Finish or undo the writes a crash cut off (their announcements in :attr:`journal`), so that
-        every turn holds exactly one version; returns how many were repaired.
-
-        A write whose every new piece reached Chroma is finished (its stale pieces are deleted; the
-        pieces it wrote again went to Chroma before the new ones); any other is undone (the new
-        pieces that reached Chroma are deleted, with their views). A delete or clear is finished.
-        The lexical file is then repaired from Chroma (:meth:`sync_lexical`). Only for a store this
-        process alone writes (an embedded folder, or memory, whose announcements stay in the
-        lexical file or, with ``lexical=False``, in a journal file beside Chroma's): on a Chroma
-        server another process may have written the same pieces since, so nothing is repaired there,
-        and a turn a crash cut off between its two Chroma steps keeps both versions until it is
-        written again (the write removes the other version's pieces). The same holds for a write of
-        several Chroma calls whose pieces share ids with the old version: their vectors may be old
-        or new (their texts are the same).
-        """
-        journal = self.journal
-        if journal is None or self.changes is not None or not journal.pending:
-            return 0
-        n = 0
-        with self._write(None):
-            for found in journal.abandoned_writes():
-                if found.get("clear"):
-                    gone = [r["id"] for r in self.chroma.iter_records(None, include=())]
-                    self.chroma.delete_ids(gone)
-                    self.views.clear()  # views hook
-                elif "new" in found:
-                    new = list(found["new"])
-                    present = [r["id"] for r in self.chroma.get(new, include=())] if new else []
-                    finish = len(present) == len(new)
-                    gone = list(found["stale"]) if finish else present
-                    logger.warning(
-                        "%s an interrupted write to %r: %d piece(s) removed",
-                        "finishing" if finish else "undoing", self.collection_name, len(gone),
-                    )  # fmt: skip
-                    self.chroma.delete_ids(gone)
-                    self.views.delete_pieces(gone)  # views hook
-                else:
-                    continue  # an older announcement that does not say which pieces are new: the lexical repair
-                n += 1
-            if self.lexical is None:
-                journal.settle_all()  # with a lexical file, its repair from Chroma settles them
-        return n
+            self.journal.settle()
 
     # -- reads (the DenseBackend protocol) ---------------------------------------------------------
     def dense(self, vectors: np.ndarray, n: int, scope: Scope) -> list[list[Row]]:
@@ -430,10 +331,10 @@ class PieceStore:
 
     def complete(self, ids: Sequence[str]) -> dict[str, tuple[str, dict[str, Any]]]:
         """The texts and metadata of deferred rows (the ids that still exist): from the lexical
-        file's copy when it has them and no write is in flight (:meth:`LexicalIndex.stored`), the
+        file's copy when it has them and no write is in flight (:meth:`.copies.Copies.stored`), the
         rest from Chroma."""
         ids = list(dict.fromkeys(ids))
-        out = (self.lexical.stored(ids) if self.lexical is not None and ids else None) or {}
+        out = (self.lexical.copies.stored(ids) if self.lexical is not None and ids else None) or {}
         rest = [i for i in ids if i not in out]
         recs = self.chroma.get(rest, include=("documents", "metadatas")) if rest else []
         out.update({r["id"]: (r.get("document") or "", dict(r.get("metadata") or {})) for r in recs})
@@ -508,128 +409,12 @@ class PieceStore:
         }
 
     # -- maintenance ------------------------------------------------------------------------------
-    def refresh(self) -> None:
-        """Take in what other processes wrote since the last look (a store shared through a server).
-
-        Their threads leave the cache; the lexical file takes their new texts from Chroma and drops
-        their deleted ids. A no-op for a store only this process writes.
-        """
-        if self.changes is None:
-            return
-        records, check, resync = self.changes.poll()
-        if resync:
-            self.cache.invalidate()
-            self.sync_lexical(full=True)
-            return
-        upserted: list[str] = []
-        deleted: list[str] = []
-        for rec in records:
-            self.cache.invalidate(rec.get("threads", ()))
-            upserted += rec.get("up", [])
-            deleted += rec.get("del", [])
-        if self.lexical is not None and (upserted or deleted):
-            gone = set(deleted) - set(upserted)
-            found = (
-                {r["id"]: r for r in self.chroma.get(upserted, include=("documents", "metadatas"))} if upserted else {}
-            )
-            rows = [(rid, found[rid]) for rid in dict.fromkeys(upserted) if rid in found]
-            self.lexical.write(
-                [rid for rid, _ in rows],
-                [lexical_text(r.get("document") or "", r.get("metadata")) for _, r in rows],
-                [str((r.get("metadata") or {}).get("thread_id", "")) for _, r in rows],
-                [str((r.get("metadata") or {}).get("turn_id", "")) for _, r in rows],
-                delete=sorted(gone | (set(upserted) - set(found))),
-                stored=[(r.get("document") or "", dict(r.get("metadata") or {})) for _, r in rows],
-            )
-        if check:
-            self.sync_lexical()
-
     def sync_lexical(self, *, full: bool | None = None) -> SyncReport:
         """Repair the lexical index from Chroma's stored texts (``full=None``: only if cheap signals disagree)."""
         if self.lexical is None:
             return SyncReport()
         with self.writing():  # no write of this process in flight: its announcement is not a crashed one
             return sync_from_store(self.lexical, self.chroma, full=full)
-
-    def rebuild(self, config: Mapping[str, Any], refill: Callable[[str], _T]) -> _T:
-        """Build a new collection under ``config`` with ``refill(target_name)`` and swap it in when complete.
-
-        A failure or a crash while refilling leaves the old collection untouched; a crash during
-        the swap is finished by :meth:`recover` on the next open.
-        """
-        name = self.collection_name
-        temp = name + REBUILD_SUFFIX
-        self.views.begin_rebuild(temp, config)  # views hook
-        self.chroma.drop(temp)
-        self.chroma.open(config, name=temp)
-        try:
-            result = refill(temp)
-        except BaseException:
-            self.chroma.drop(temp)
-            self.views.abandon_rebuild(temp)  # views hook
-            raise
-        fault_point("rebuild:before-swap")
-        self.swap_in(temp)
-        return result
-
-    def swap_in(self, temp: str) -> None:
-        """Replace the collection with the complete ``temp``: old → previous, temp → name, drop previous."""
-        with self._write(None):
-            self._swap_in(temp)
-
-    def _swap_in(self, temp: str) -> None:
-        name = self.collection_name
-        previous = name + PREVIOUS_SUFFIX
-        if self.lexical is not None:
-            self.lexical.mark_pending()  # a crash from here on is repaired on open
-        self.views.swap(temp)  # views hook: the rebuilt views take the name first
-        fault_point("swap:after-views")
-        self.chroma.drop(previous)
-        if self.chroma.exists(name):
-            self.chroma.rename(name, previous)
-        fault_point("swap:after-rename-old")
-        self.chroma.rename(temp, name)
-        fault_point("swap:after-rename-new")
-        self.chroma.drop(previous)
-        self.views.swapped()  # views hook
-        fault_point("swap:before-lexical")
-        if self.changes is not None:
-            self.changes.record_everything()
-        if self.lexical is not None:  # the new pieces' stored texts, in one transaction
-            sync_from_store(self.lexical, self.chroma, full=True, rebuild=True)
-
-    def recover(self) -> bool:
-        """Finish or undo a rebuild that a crash interrupted; ``True`` when something was done.
-
-        * the collection exists: a leftover ``-rebuild`` was never swapped in (dropped); a leftover
-          ``-previous`` is the old collection after a finished swap (dropped);
-        * it does not, but ``-previous`` does: the crash came between the two renames; the
-          ``-rebuild`` collection is complete (it is renamed only once complete) and takes the name
-          (without it, ``-previous`` gets its name back).
-        """
-        name = self.collection_name
-        temp, previous = name + REBUILD_SUFFIX, name + PREVIOUS_SUFFIX
-        names = set(self.chroma.names())
-        self.views.recover(names)  # views hook: before the pieces decide
-        if not ({temp, previous} & names):
-            return False
-        if name in names:
-            for leftover in (temp, previous):
-                if leftover in names:
-                    logger.warning("dropping %r left by an interrupted rebuild of %r", leftover, name)
-                    self.chroma.drop(leftover)
-        elif previous in names:
-            source = temp if temp in names else previous
-            logger.warning("finishing an interrupted rebuild of %r: %r takes its name", name, source)
-            self.chroma.rename(source, name)
-            self.chroma.drop(previous)
-        else:
-            logger.warning("dropping %r left by an interrupted rebuild (no collection %r)", temp, name)
-            self.chroma.drop(temp)
-        if self.lexical is not None:
-            self.lexical.mark_pending()
-        return True
-
 
 class ClosedStore:
     """What an index holds in place of its :class:`PieceStore` after ``close()``: every use raises
@@ -658,8 +443,6 @@ def open_piece_store(
     lock_timeout: float = 0.0,
     lexical: bool | None = None,
     lexical_path: str | os.PathLike[str] | None = None,
-    lexical_language: str | None = "english",
-    cache_pieces: int | None = None,
 ) -> PieceStore:
     """The store an index opens: a Chroma collection, plus a lexical (BM25) file by default for an
     embedded or in-memory store.
@@ -675,7 +458,7 @@ def open_piece_store(
         not isinstance(lexical_path, (str, os.PathLike)) or not str(os.fspath(lexical_path)).strip()
     ):
         raise InputError(f"lexical_path must be a file path (or ':memory:'), got {lexical_path!r}")
-    analysis = default_analysis(lexical_language)
+    analysis = default_analysis()
     chroma = ChromaStore(
         path, collection=collection, host=host, port=port, ssl=ssl, headers=headers, client=client, in_memory=in_memory,
         lock_timeout=lock_timeout,
@@ -698,6 +481,5 @@ def open_piece_store(
     # A server is shared: other processes' writes come through its change log, replayed before each search.
     changes = ChangeLog(chroma) if chroma.server else None
     return PieceStore(
-        chroma, index, analysis=analysis, cache_pieces=DEFAULT_CACHE_PIECES if cache_pieces is None else cache_pieces,
-        scoped_lexical=lexical is not False, changes=changes, journal=journal,
-    )  # fmt: skip
+        chroma, index, analysis=analysis, scoped_lexical=lexical is not False, changes=changes, journal=journal
+    )

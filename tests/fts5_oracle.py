@@ -1,6 +1,6 @@
-"""The lexical file's FTS5 queries: BM25 search, exact scores and coverage in SQL (used when the
-postings are not held in memory, ``LexicalIndex(memory=False)``; :mod:`.postings` gives the same
-numbers from memory).
+"""The lexical file's three queries in FTS5 SQL (BM25 search, exact scores, coverage): the oracle the
+in-memory postings (:mod:`ctxret.storage.postings`, what every search runs on) are checked against, on
+the same file.
 
 Each row carries a scope token (a hash of its thread id) in a zero-weight column, so a
 thread-scoped search is an FTS5 intersection inside the query, re-checked against the stored
@@ -10,26 +10,45 @@ columns, so every piece is one token longer than its text (the scope token).
 
 from __future__ import annotations
 
-import hashlib
 import math
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Sequence
 
-_SQL_CHUNK = 500  # values per SQL ``IN (...)``
-
-
-def in_chunks(values: Sequence[str]) -> Iterator[tuple[list[str], str]]:
-    """``values`` in chunks of :data:`_SQL_CHUNK`, each with its ``?,?,...`` placeholders for ``IN (...)``."""
-    for start in range(0, len(values), _SQL_CHUNK):
-        chunk = list(values[start : start + _SQL_CHUNK])
-        yield chunk, ",".join("?" * len(chunk))
-
-__all__ = ["fts5_coverage", "fts5_scores", "fts5_search", "scope_token"]
+from ctxret.storage.lexical import LexicalIndex, scope_token
+from ctxret.storage.sql import in_chunks, safe_text
 
 
-def scope_token(thread_id: str) -> str:
-    """The FTS5 token standing for one thread id (a hash; the stored id is checked too)."""
-    return "t" + hashlib.sha256(str(thread_id).encode("utf-8", "surrogatepass")).hexdigest()[:24]
+class FTS5:
+    """:meth:`LexicalIndex.search`, ``scores`` and ``coverage`` of ``index`` run as FTS5 queries on its file."""
+
+    def __init__(self, index: LexicalIndex) -> None:
+        self.index = index
+
+    def search(self, query: str, k: int, thread_ids: Sequence[str] | None = None) -> list[tuple[str, float]]:
+        tokens = self.index.analysis.query_terms(query)
+        scope = _thread_list(thread_ids)
+        if not tokens or k < 1 or scope == []:
+            return []
+        with self.index._lock:
+            return fts5_search(self.index._db, tokens, k, scope)
+
+    def scores(self, query: str, ids: Iterable[str], thread_ids: Sequence[str] | None = None) -> dict[str, float]:
+        ids = list(dict.fromkeys(str(i) for i in ids))
+        if not ids:
+            return {}
+        with self.index._lock:
+            return fts5_scores(self.index._db, self.index.analysis.query_terms(query), ids, _thread_list(thread_ids))
+
+    def coverage(self, query: str, ids: Iterable[str]) -> dict[str, float]:
+        ids = list(dict.fromkeys(str(i) for i in ids))
+        if not ids:
+            return {}
+        with self.index._lock:
+            return fts5_coverage(self.index._db, self.index.analysis.coverage_terms(query), ids)
+
+
+def _thread_list(thread_ids: Sequence[str] | None) -> list[str] | None:
+    return None if thread_ids is None else [safe_text(str(t)) for t in thread_ids]
 
 
 def _match_expr(tokens: Sequence[str], thread_ids: Sequence[str] | None) -> str:
