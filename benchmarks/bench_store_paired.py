@@ -3,9 +3,9 @@
 Two workloads, each one fresh process per run, with a word-hash embedder (no model: what is timed
 is the write path and the store, Chroma and the lexical file):
 
-* ``index`` — a new embedded store, ``--threads`` chat threads added (``--pieces`` pieces in all),
-  then every thread's last turn rewritten and one thread deleted: the plan, the diff, the batches,
-  the journal, Chroma, the lexical file and its copies;
+* ``index`` — a new embedded store, ``--threads`` chat threads of ``--turns`` turns added (two
+  pieces a turn), then every thread's last turn rewritten and one thread deleted: the plan, the
+  diff, the batches, the journal, Chroma, the lexical file and its copies;
 * ``search`` — ``--searches`` hybrid searches on a store of ``--store-pieces`` pieces built once
   (by this checkout; the other opens the same files): half unscoped (Chroma's index, the postings,
   the copies' texts), half inside one thread (the thread cache).
@@ -16,7 +16,7 @@ ABBA (this, other, other, this, ...); each pair's ratio is this code's CPU time 
 the median ratio and a bootstrap 95% interval are printed.
 
     git archive main | tar -x -C /tmp/ctxret-main
-    python benchmarks/bench_store_paired.py --vs-code /tmp/ctxret-main --rounds 8
+    python benchmarks/bench_store_paired.py --vs-code /tmp/ctxret-main --rounds 5 --threads 20 --store-pieces 10000
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def build_store(folder: Path, pieces: int) -> None:
     from ctxret import ContextualIndex
 
     index = ContextualIndex(folder, embedder=_embedder(), progress=False)
-    threads = max(1, pieces // 200)
+    threads = max(1, pieces // 100)  # a 50-turn thread is 100 pieces (one a message)
     for t in range(threads):
         index.add_messages(_messages(t, 50), f"t{t}")
     index.close()
@@ -105,8 +105,9 @@ def run_search(folder: Path, searches: int) -> dict:
         groups = index.search(q, thread_id=scope) if scope is not None else index.search(q)
         found.append([[h.id for h in g.hits] for g in groups])
     cpu = time.process_time() - start
+    pieces = index.store.count()
     index.close()
-    return {"cpu": cpu, "digest": hashlib.sha256(json.dumps(found).encode()).hexdigest()[:16]}
+    return {"cpu": cpu, "digest": hashlib.sha256(json.dumps(found).encode()).hexdigest()[:16], "pieces": pieces}
 
 
 def _child(code: Path, args: list[str]) -> dict:
@@ -130,9 +131,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--vs-code", type=Path, required="--child" not in sys.argv, help="the other checkout")
     ap.add_argument("--rounds", type=int, default=8, help="ABBA rounds (two pairs each)")
-    ap.add_argument("--threads", type=int, default=30)
+    ap.add_argument("--threads", type=int, default=20)
     ap.add_argument("--turns", type=int, default=50, help="turns per thread (two pieces or more each)")
-    ap.add_argument("--store-pieces", type=int, default=20_000)
+    ap.add_argument("--store-pieces", type=int, default=10_000)
     ap.add_argument("--searches", type=int, default=200)
     ap.add_argument("--workloads", nargs="+", default=["index", "search"], choices=["index", "search"])
     ap.add_argument("--child", nargs="+", default=None, help=argparse.SUPPRESS)
@@ -153,7 +154,7 @@ def main() -> None:
             print(f"search store built in {time.monotonic() - t:.0f} s", file=sys.stderr)
         for kind in args.workloads:
             ratios, cpus = [], {"this": [], "other": []}
-            digests = set()
+            digests, pieces = set(), set()
             for r in range(args.rounds):
                 order = [("this", mine), ("other", theirs), ("other", theirs), ("this", mine)]
                 got = {}
@@ -167,12 +168,14 @@ def main() -> None:
                     assert res["code"].startswith(str(code)), (res["code"], code)  # the code meant ran
                     cpus[who].append(res["cpu"])
                     digests.add(res["digest"])
+                    pieces.add(res.get("pieces"))
                     got.setdefault(who, []).append(res["cpu"])
                 ratios += [got["this"][0] / got["other"][0], got["this"][1] / got["other"][1]]  # pairs (A,B), (B,A)
                 print(f"{kind} round {r + 1}: this {got['this']} other {got['other']}", file=sys.stderr)
             lo, hi = _interval(ratios)
             print(json.dumps({
-                "workload": kind, "pairs": len(ratios), "median_ratio": round(statistics.median(ratios), 4),
+                "workload": kind, "pieces": sorted(pieces)[0], "pairs": len(ratios),
+                "median_ratio": round(statistics.median(ratios), 4),
                 "interval_95": [round(lo, 4), round(hi, 4)],
                 "cpu_s_median": {k: round(statistics.median(v), 3) for k, v in cpus.items()},
                 "same_results": len(digests) == 1,
