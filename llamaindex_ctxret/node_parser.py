@@ -36,9 +36,10 @@ from ctxret.errors import InputError
 from ctxret.index import ContextualIndex
 from ctxret.ingest.documents import document_turns
 from ctxret.ingest.messages import turns_from_messages
+from ctxret.ingest.pieces import piece_metadata
 from ctxret.ingest.turns import MIN_BODY_BYTES, Piece, Turn, label_pieces
 from ctxret.results import IndexResult
-from ctxret.storage.schema import RETRIEVAL_KEYS, caller_keys, piece_metadata
+from ctxret.storage.schema import RETRIEVAL_KEYS, caller_keys
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.node_parser.interface import NodeParser
 from llama_index.core.schema import BaseNode, Document, MetadataMode, NodeRelationship, TextNode

@@ -38,18 +38,19 @@ from .results import (
 )
 
 if TYPE_CHECKING:
-    from .config import IndexConfig, SearchSettings
     from .embedders import Embedder, LocalEmbedder, OpenAIEmbedder
     from .index import ContextualIndex
+    from .ingest.config import IndexConfig
     from .query.fusion import FusionMethod, FusionSettings
+    from .query.settings import SearchSettings
 
 # Heavy parts (Chroma, onnxruntime, openai) load on first use, so `import ctxret` stays light.
 __getattr__ = lazy_getattr(
     __name__,
     {
         "ContextualIndex": ".index",
-        "IndexConfig": ".config",
-        "SearchSettings": ".config",
+        "IndexConfig": ".ingest.config",
+        "SearchSettings": ".query.settings",
         "FusionSettings": ".query.fusion",
         "FusionMethod": ".query.fusion",
         "Embedder": ".embedders",

@@ -15,20 +15,21 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .config import ContextStrategy, IndexConfig, SearchSettings, check_piece_bytes
 from .embedders.base import Embedder
-from .embedders.fitting import fit_pieces
 from .embedders.wrappers import as_embedder
 from .errors import ConfigMismatchError, InputError
+from .ingest.config import ContextStrategy, IndexConfig, check_piece_bytes
 from .ingest.context import Contextualizer
 from .ingest.documents import read_documents
 from .ingest.messages import turns_from_messages
+from .ingest.pieces import fit_pieces
 from .ingest.turns import Piece, Turn
 from .ingest.views import resolve_view_writers
 from .ingest.writer import DEFAULT_MAX_TURN_BYTES, PlannedTurn, plan_turns, rebuild_store, write_turns
 from .query.deadline import arun_staged, prepare_search, run_staged
 from .query.relevance import calibration_for
 from .query.search import SearchPlan, plan_search
+from .query.settings import SearchSettings
 from .query.vectors import query_vectors
 from .results import Group, IndexResult
 from .storage.chroma import DEFAULT_COLLECTION
