@@ -19,6 +19,7 @@ from ctxret.ingest.documents import document_id
 from ctxret.query.relevance import scored_metadata
 from ctxret.results import Group, Hit, IndexResult
 from ctxret.storage.schema import METADATA_PREFIX, RETRIEVAL_KEYS, as_list
+from ctxret.store import Store, open_store_arguments
 from ctxret.text import MAX_PARTS
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
@@ -173,21 +174,23 @@ class ContextualRetriever(BaseRetriever):
     # -- construction ---------------------------------------------------------------------------
     @classmethod
     def from_path(
-        cls, path: str | os.PathLike[str] | None = None, **kwargs: Any
+        cls, path: Store | str | os.PathLike[str] | None = None, **kwargs: Any
     ) -> ContextualRetriever:
         """Build the :class:`ContextualIndex` and the retriever in one call.
 
         Keywords that are retriever fields (``k``, ``score_threshold``, ``thread_id``, ``where``,
         ``max_parts``, ``search_kwargs``, and LangChain's ``tags``/``metadata``) go to the
-        retriever; everything else (``collection``, ``embedder``, ``in_memory``, ``host``, …) goes
-        to ``ContextualIndex(path, ...)``.
+        retriever; the store's (``collection``, ``in_memory``, ``host``, …) build the
+        :class:`ctxret.Store` (or pass one as ``path``); the rest (``embedder``, ``weight``, …) go to
+        ``ContextualIndex(store, ...)``.
         """
         fields = {
             name: kwargs.pop(name)
             for name in list(kwargs)
             if name in cls.model_fields and name != "index"
         }
-        return cls(index=ContextualIndex(path, **kwargs), **fields)
+        store = open_store_arguments(path, kwargs)  # Store.embedded(path, collection=...), Store.memory(), ...
+        return cls(index=ContextualIndex(store, **kwargs), **fields)
 
     # -- ingest -----------------------------------------------------------------------------------
     def add_messages(

@@ -30,6 +30,7 @@ from ctxret.index import ContextualIndex
 from ctxret.ingest.documents import documents_to_turns
 from ctxret.results import Hit
 from ctxret.storage.schema import Scope, as_list, caller_view
+from ctxret.store import open_store_arguments
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
@@ -58,8 +59,8 @@ class ContextualVectorStore(VectorStore):
         self, index: ContextualIndex | None = None, *, embedding: Embeddings | None = None, **index_kwargs: Any
     ) -> None:
         if index is None:
-            path = index_kwargs.pop("path", None)
-            index = ContextualIndex(path, embedder=cast(Any, embedding), **index_kwargs)
+            store = open_store_arguments(index_kwargs.pop("path", None), index_kwargs)
+            index = ContextualIndex(store, embedder=cast(Any, embedding), **index_kwargs)
         elif not isinstance(index, ContextualIndex):
             raise InputError(f"index must be a ctxret.ContextualIndex, got {type(index).__name__}")
         elif embedding is not None or index_kwargs:

@@ -15,6 +15,7 @@ from ctxret.errors import InputError
 from ctxret.index import ContextualIndex
 from ctxret.query.relevance import scored_metadata
 from ctxret.results import Group
+from ctxret.store import Store, open_store_arguments
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
@@ -39,11 +40,13 @@ def settings_embed_model() -> Any:
 
 
 def open_index(
-    path: str | os.PathLike[str] | None = None, *, embed_model: Any = None, **kwargs: Any
+    path: Store | str | os.PathLike[str] | None = None, *, embed_model: Any = None, **kwargs: Any
 ) -> ContextualIndex:
-    """``ContextualIndex(path, embedder=embed_model or Settings.embed_model or the local model, **kwargs)``."""
+    """``ContextualIndex(store, embedder=embed_model or Settings.embed_model or the local model, **kwargs)``, the
+    :class:`ctxret.Store` built from ``path`` (or given as ``path``) and the store's keywords (``collection``, ...)."""
     model = embed_model if embed_model is not None else settings_embed_model()
-    return ContextualIndex(path, embedder=model, **kwargs)
+    store = open_store_arguments(path, kwargs)
+    return ContextualIndex(store, embedder=model, **kwargs)
 
 
 def groups_to_nodes(groups: Sequence[Group]) -> list[NodeWithScore]:
@@ -169,7 +172,7 @@ class ContextualRetriever(BaseRetriever):
 
     @classmethod
     def from_path(
-        cls, path: str | os.PathLike[str] | None = None, *, embed_model: Any = None, **kwargs: Any
+        cls, path: Store | str | os.PathLike[str] | None = None, *, embed_model: Any = None, **kwargs: Any
     ) -> ContextualRetriever:
         """Open (or create) the index and the retriever in one call.
 

@@ -26,6 +26,7 @@ from ctxret.index import ContextualIndex
 from ctxret.ingest.writer import turns_from_records
 from ctxret.results import IndexResult
 from ctxret.storage.schema import as_list
+from ctxret.store import Store
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.schema import BaseNode, TransformComponent
 
@@ -78,7 +79,7 @@ class ContextualIndexWriter(TransformComponent):
 
     @classmethod
     def from_path(
-        cls, path: str | os.PathLike[str] | None = None, *, embed_model: Any = None, **kwargs: Any
+        cls, path: Store | str | os.PathLike[str] | None = None, *, embed_model: Any = None, **kwargs: Any
     ) -> ContextualIndexWriter:
         """A writer over ``ContextualIndex(path, **kwargs)``, embedding with ``embed_model`` (or Settings')."""
         return cls(open_index(path, embed_model=embed_model, **kwargs))
