@@ -18,11 +18,11 @@ from ctxret.results import Group
 from ctxret.store import Store, open_store_arguments
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from .filters import metadata_filters_to_where
-from .node_parser import piece_node
+from .node_parser import piece_node, stored_ref_id
 from .rerank import as_reranker
 
 __all__ = ["ContextualRetriever", "groups_to_nodes", "settings_embed_model"]
@@ -74,7 +74,9 @@ def groups_to_nodes(groups: Sequence[Group]) -> list[NodeWithScore]:
     for group in groups:
         for rank, hit in enumerate(group.hits):
             meta = scored_metadata(hit, group, rank, parts)
-            out.append(NodeWithScore(node=piece_node(hit.id, hit.text, meta), score=float(meta["score"])))
+            node = piece_node(hit.id, hit.text, meta)
+            node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=stored_ref_id(meta))
+            out.append(NodeWithScore(node=node, score=float(meta["score"])))
     return out
 
 
