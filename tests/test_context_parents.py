@@ -160,7 +160,11 @@ def test_query_weight_is_separate_from_the_stored_weight(tmp_path, local_embedde
 
     message = "Who offered to buy out the CEO? How much paper did we order?"
     index = ContextualIndex(
-        tmp_path / "qw", embedder=local_embedder, context="late", weight=0.0, lexical=False,
+        tmp_path / "qw",
+        embedder=local_embedder,
+        context="late",
+        weight=0.0,
+        lexical=False,
         settings=SearchSettings(query_weight=0.8),
     )
     parts, vecs = index.query_vectors(message)
