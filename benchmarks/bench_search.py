@@ -90,9 +90,9 @@ def bench_query(sizes: list[int], dims: int, k: int, repeat: int, seed: int) -> 
 
 def bench_indexing(repeat_threads: int) -> dict:
     from ctxret import ContextualIndex
-    from ctxret.embedders.fitting import fit_pieces
     from ctxret.embedders.local import LocalEmbedder
     from ctxret.ingest.messages import turns_from_messages
+    from ctxret.ingest.pieces import fit_pieces
 
     data = Path(__file__).resolve().parents[1] / "shared" / "ctxret" / "data" / "demo_threads.jsonl"
     threads = [json.loads(line) for line in data.read_text(encoding="utf-8").splitlines() if line.strip()]

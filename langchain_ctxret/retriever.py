@@ -19,6 +19,7 @@ from ctxret.ingest.documents import document_id
 from ctxret.query.relevance import scored_metadata
 from ctxret.results import Group, Hit, IndexResult
 from ctxret.storage.schema import METADATA_PREFIX, RETRIEVAL_KEYS, as_list
+from ctxret.store import Store, open_store_arguments
 from ctxret.text import MAX_PARTS
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
@@ -82,7 +83,9 @@ class ContextualRetriever(BaseRetriever):
 
     ``k``, ``score_threshold``, ``thread_id``, ``where``, ``max_parts`` and ``search_kwargs``
     are fields and can be overridden per call: ``retriever.invoke(message, k=2, thread_id="u1")``.
-    ``score_threshold`` is the core's **cosine floor** (``"auto"``: the index's, ``None``: none).
+    ``score_threshold`` is a floor on ``metadata["score"]`` (the relevance), the same scale as
+    ``search_kwargs["score_threshold"]``; ``None`` turns every floor off. ``cosine_floor`` is the core's
+    cosine floor (``"auto"``: the index's, ``None``: none).
 
     ``search_type`` and ``search_kwargs`` follow LangChain's ``VectorStoreRetriever``:
     ``search_kwargs={"k": 1, "filter": {"source": "runbook"}}`` (``filter`` is a Chroma ``where`` on
@@ -107,7 +110,11 @@ class ContextualRetriever(BaseRetriever):
     k: int = Field(default=5, ge=1)
     """Results per part (each group holds at most ``k`` Documents)."""
     score_threshold: float | Literal["auto"] | None = "auto"
-    """Cosine floor: ``"auto"`` = the index's floor, ``None`` = no floor."""
+    """A floor on ``metadata["score"]`` (the relevance, in [0, 1]), as ``search_kwargs["score_threshold"]``:
+    ``"auto"`` = none (the cosine floor still applies), ``None`` = no floor at all (nor the cosine floor, unless
+    ``cosine_floor`` is set)."""
+    cosine_floor: float | Literal["auto"] | None = "auto"
+    """The core's cosine floor (``SearchSettings.score_threshold``): ``"auto"`` = the index's, ``None``: none."""
     thread_id: str | list[str] | None = None
     """Search only these threads (one id or several); ``None`` searches all."""
     where: dict[str, Any] | None = None
@@ -123,6 +130,11 @@ class ContextualRetriever(BaseRetriever):
     """A ``BaseDocumentCompressor`` or a callable ``(part, hits) -> scores``, run inside each group."""
     rerank_candidates: int = Field(default=20, ge=1)
     """Candidates per group handed to ``rerank``."""
+
+    @field_validator("score_threshold")
+    @classmethod
+    def _check_score_threshold(cls, value: Any) -> Any:
+        return _relevance_floor(value)
 
     @field_validator("rerank")
     @classmethod
@@ -173,21 +185,23 @@ class ContextualRetriever(BaseRetriever):
     # -- construction ---------------------------------------------------------------------------
     @classmethod
     def from_path(
-        cls, path: str | os.PathLike[str] | None = None, **kwargs: Any
+        cls, path: Store | str | os.PathLike[str] | None = None, **kwargs: Any
     ) -> ContextualRetriever:
         """Build the :class:`ContextualIndex` and the retriever in one call.
 
         Keywords that are retriever fields (``k``, ``score_threshold``, ``thread_id``, ``where``,
         ``max_parts``, ``search_kwargs``, and LangChain's ``tags``/``metadata``) go to the
-        retriever; everything else (``collection``, ``embedder``, ``in_memory``, ``host``, …) goes
-        to ``ContextualIndex(path, ...)``.
+        retriever; the store's (``collection``, ``in_memory``, ``host``, …) build the
+        :class:`ctxret.Store` (or pass one as ``path``); the rest (``embedder``, ``weight``, …) go to
+        ``ContextualIndex(store, ...)``.
         """
         fields = {
             name: kwargs.pop(name)
             for name in list(kwargs)
             if name in cls.model_fields and name != "index"
         }
-        return cls(index=ContextualIndex(path, **kwargs), **fields)
+        store = open_store_arguments(path, kwargs)  # Store.embedded(path, collection=...), Store.memory(), ...
+        return cls(index=ContextualIndex(store, **kwargs), **fields)
 
     # -- ingest -----------------------------------------------------------------------------------
     def add_messages(
@@ -301,12 +315,16 @@ class ContextualRetriever(BaseRetriever):
         sk = {**self.search_kwargs, **dict(search_kwargs or {})}
         options = self._core_options(self.search_type, sk)
         scope_where = sk.get("filter", sk.get("where", self.where))
+        floor = _relevance_floor(self.score_threshold if score_threshold is _UNSET else score_threshold)
+        cosine = self.cosine_floor
+        if floor is None and "cosine_floor" not in self.model_fields_set:
+            cosine = None  # score_threshold=None: no floor at all
+        if isinstance(floor, float):
+            options["min_relevance"] = max(floor, options.get("min_relevance") or 0.0)
         params = {
             **options,
             "k": k if k is not None else sk.get("k", self.k),
-            "score_threshold": self.score_threshold
-            if score_threshold is _UNSET
-            else score_threshold,
+            "score_threshold": cosine,
             "thread_id": sk.get("thread_id", self.thread_id) if thread_id is _UNSET else thread_id,
             "where": scope_where if where is _UNSET else where,
             "max_parts": max_parts if max_parts is not None else sk.get("max_parts", self.max_parts),
@@ -362,6 +380,17 @@ class ContextualRetriever(BaseRetriever):
             k, score_threshold, thread_id, where, max_parts, search_kwargs, run_manager.get_child()
         )
         return groups_to_documents(await self.index.asearch(query, **params))
+
+
+def _relevance_floor(value: Any) -> float | Literal["auto"] | None:
+    if value is None or value == "auto":
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
+        raise ValueError(
+            f"score_threshold is a floor on metadata['score'], the relevance in [0, 1] ('auto': none, None: no floor "
+            f"at all; the cosine floor is cosine_floor=), got {value!r}"
+        )
+    return float(value)
 
 
 # -- results → Documents ---------------------------------------------------------------------------

@@ -4,10 +4,15 @@ For code that expects a vector store (``from_documents``, ``similarity_search``,
 ``as_retriever``, LangChain's indexing API). The store's own searches are the **flat** view of the
 index: the whole query is one part (``split=False``), so ``k`` means k in total, as every vector
 store does; the Documents come back as you added them (``page_content`` = the matched piece's
-text without its label, ``metadata`` = your metadata, ``id`` = the document id). Scores are the
-hits' ``relevance`` in [0, 1] (higher is better, :mod:`ctxret.query.relevance`).
+text without its label, ``metadata`` = your metadata, ``id`` = the document id). Scores follow
+langchain-chroma: ``similarity_search_with_score`` gives Chroma's cosine distance (``1 - cosine``, lower
+first), ``similarity_search_with_relevance_scores`` the hits' ``relevance`` in [0, 1] (higher is better,
+:mod:`ctxret.query.relevance`). The ``_by_vector`` searches take a vector made with :attr:`embeddings`
+(:mod:`ctxret.query.nearest`). langchain-chroma's constructor names are accepted: ``collection_name``,
+``persist_directory``, ``client``, ``embedding_function`` (``Chroma(collection_name, embedding_function)``).
 
-:meth:`ContextualVectorStore.as_retriever` returns the **grouped** retriever
+:meth:`ContextualVectorStore.as_retriever` is LangChain's ``VectorStoreRetriever`` (the documents as
+added); :meth:`ContextualVectorStore.as_grouped_retriever` returns the **grouped** retriever
 (:class:`langchain_ctxret.ContextualRetriever`) over the same index: the message split into parts,
 one group per part, pieces with their labels and every group and score key.
 
@@ -28,8 +33,11 @@ from ctxret.embedders.wrappers import _WrappedEmbedder
 from ctxret.errors import InputError
 from ctxret.index import ContextualIndex
 from ctxret.ingest.documents import documents_to_turns
-from ctxret.results import Hit
+from ctxret.query.nearest import nearest
+from ctxret.query.relevance import calibration_for
+from ctxret.results import Hit, cosine_to_distance
 from ctxret.storage.schema import Scope, as_list, caller_view
+from ctxret.store import open_store_arguments
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
@@ -51,15 +59,20 @@ class ContextualVectorStore(VectorStore):
 
     >>> store = ContextualVectorStore.from_documents(docs, embedding, in_memory=True)   # doctest: +SKIP
     >>> store.similarity_search("rollback", k=2)                                        # doctest: +SKIP
-    >>> retriever = store.as_retriever(search_kwargs={"k": 3})   # grouped, one group per part  # doctest: +SKIP
+    >>> retriever = store.as_grouped_retriever(search_kwargs={"k": 3})   # one group per part  # doctest: +SKIP
     """
 
     def __init__(
-        self, index: ContextualIndex | None = None, *, embedding: Embeddings | None = None, **index_kwargs: Any
+        self, index: ContextualIndex | str | None = None, embedding: Embeddings | None = None, **index_kwargs: Any
     ) -> None:
+        embedding = _chroma_names(index_kwargs, embedding)
+        if isinstance(index, str):  # langchain-chroma's first argument: Chroma(collection_name, embedding_function)
+            if "collection" in index_kwargs:
+                raise InputError("the collection is named twice (first argument and collection=); give one")
+            index_kwargs["collection"], index = index, None
         if index is None:
-            path = index_kwargs.pop("path", None)
-            index = ContextualIndex(path, embedder=cast(Any, embedding), **index_kwargs)
+            store = open_store_arguments(index_kwargs.pop("path", None), index_kwargs)
+            index = ContextualIndex(store, embedder=cast(Any, embedding), **index_kwargs)
         elif not isinstance(index, ContextualIndex):
             raise InputError(f"index must be a ctxret.ContextualIndex, got {type(index).__name__}")
         elif embedding is not None or index_kwargs:
@@ -196,8 +209,14 @@ class ContextualVectorStore(VectorStore):
     def similarity_search_with_score(
         self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
     ) -> list[tuple[Document, float]]:
-        """Like :meth:`similarity_search`, with each hit's relevance in [0, 1] (higher is better)."""
-        return self._search(query, k, filter, **kwargs)
+        """The ``k`` pieces nearest the query's vector with Chroma's cosine **distance** (``1 - cosine``, lower is
+        better, lower first), as langchain-chroma returns them: a dense search (no lexical side unless
+        ``lexical=True``). :meth:`similarity_search_with_relevance_scores` gives the relevance instead."""
+        kwargs.setdefault("lexical", False)
+        kwargs.setdefault("score_threshold", None)
+        groups = self.index.search(query, k=k, where=filter, split=False, **kwargs)
+        found = [(hit_view(h), cosine_to_distance(_cosine(h))) for g in groups for h in g.hits]
+        return sorted(found, key=lambda pair: pair[1])
 
     def _similarity_search_with_relevance_scores(
         self, query: str, k: int = 4, **kwargs: Any
@@ -211,6 +230,39 @@ class ContextualVectorStore(VectorStore):
         """Maximal marginal relevance over the ``fetch_k`` best pieces (:mod:`ctxret.query.mmr`)."""
         found = self._search(query, k, filter, mmr=True, fetch_k=fetch_k, lambda_mult=lambda_mult, **kwargs)
         return [doc for doc, _ in found]
+
+    # -- by vector: the vector as given, no parts, no lexical side (ctxret.query.nearest) -----------------------
+    def _nearest(
+        self, embedding: Sequence[float], k: int, filter: Any, kwargs: dict[str, Any], **mmr: Any
+    ) -> list[Hit]:
+        thread_id = kwargs.pop("thread_id", None)
+        if kwargs:
+            raise InputError(f"unknown keyword(s) {sorted(kwargs)}; a search by vector takes k, filter and thread_id=")
+        ix = self.index
+        calibration = ix.settings.relevance or calibration_for(ix.embedder)
+        return nearest(ix.store, embedding, k, Scope(thread_id, filter), dims=ix.config.dims, calibration=calibration,
+                       **mmr)  # fmt: skip
+
+    def similarity_search_by_vector(
+        self, embedding: list[float], k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
+    ) -> list[Document]:
+        """The ``k`` documents nearest ``embedding`` (made with :attr:`embeddings`), nearest first."""
+        return [hit_view(h) for h in self._nearest(embedding, k, filter, kwargs)]
+
+    def similarity_search_by_vector_with_relevance_scores(
+        self, embedding: list[float], k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        """:meth:`similarity_search_by_vector` with each hit's relevance of its cosine alone (in [0, 1], higher is
+        better; langchain-chroma returns the distance under this name, :meth:`similarity_search_with_score` does)."""
+        return [(hit_view(h), float(h.relevance or 0.0)) for h in self._nearest(embedding, k, filter, kwargs)]
+
+    def max_marginal_relevance_search_by_vector(
+        self, embedding: list[float], k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5,
+        filter: dict[str, Any] | None = None, **kwargs: Any,
+    ) -> list[Document]:  # fmt: skip
+        """Maximal marginal relevance over the ``fetch_k`` pieces nearest ``embedding``."""
+        hits = self._nearest(embedding, k, filter, kwargs, fetch_k=fetch_k, lambda_mult=lambda_mult)
+        return [hit_view(h) for h in hits]
 
     @classmethod
     def from_texts(
@@ -230,11 +282,48 @@ class ContextualVectorStore(VectorStore):
         """A store holding ``documents`` (ids from ``Document.id``; ``embedding=None``: the local model)."""
         return super().from_documents(documents, cast(Any, embedding), **kwargs)
 
-    def as_retriever(self, **kwargs: Any) -> ContextualRetriever:  # type: ignore[override]
-        """The grouped retriever over this index (``search_type``, ``search_kwargs``, ``tags`` and any
-        :class:`ContextualRetriever` field)."""
+    def as_grouped_retriever(self, **kwargs: Any) -> ContextualRetriever:
+        """The grouped retriever over this index (:class:`ContextualRetriever`: the message split into parts, one group
+        per part, pieces with their labels and every group and score key); ``search_type``, ``search_kwargs``,
+        ``tags`` and any of its fields. :meth:`as_retriever` is LangChain's: the documents as added."""
         tags = list(kwargs.pop("tags", None) or []) + self._get_retriever_tags()
         return ContextualRetriever(index=self.index, tags=tags, **kwargs)
+
+
+#: langchain-chroma's constructor names for what ctxret names otherwise.
+CHROMA_NAMES = {"collection_name": "collection", "persist_directory": "path", "embedding_function": "embedding"}
+#: langchain-chroma's constructor arguments ctxret does not take, and what to do instead.
+CHROMA_REFUSED = {
+    "client_settings": "ctxret makes its Chroma client itself (telemetry off); pass your own client= instead",
+    "collection_metadata": "ctxret records its own config on the collection (cosine space, model, weight)",
+    "collection_configuration": "ctxret sets the collection's index itself (HNSW, cosine space)",
+    "relevance_score_fn": "ctxret's relevance is calibrated (ctxret.query.relevance; SearchSettings(relevance=...))",
+    "create_collection_if_not_exists": "ctxret creates the collection on first open",
+    "chroma_cloud_api_key": "Chroma Cloud is not supported; use a Chroma server (host=, port=) or a client=",
+    "tenant": "pass a client= made for that tenant", "database": "pass a client= made for that database",
+}  # fmt: skip
+
+
+def _chroma_names(kwargs: dict[str, Any], embedding: Any) -> Any:
+    """langchain-chroma's names (``collection_name``, ``persist_directory``, ``embedding_function``) as ctxret's, in
+    place; returns the embedding. Its arguments ctxret has no use for are refused, saying what they are."""
+    for name in sorted(set(kwargs) & set(CHROMA_REFUSED)):
+        raise InputError(f"{name}= (langchain-chroma's) is not taken here: {CHROMA_REFUSED[name]}")
+    for theirs, ours in CHROMA_NAMES.items():
+        if theirs not in kwargs:
+            continue
+        if ours in kwargs or (ours == "embedding" and embedding is not None):
+            raise InputError(f"{theirs}= and {ours}= name the same thing (langchain-chroma's and ctxret's); give one")
+        value = kwargs.pop(theirs)
+        if ours == "embedding":
+            embedding = value
+        else:
+            kwargs[ours] = value
+    return embedding
+
+
+def _cosine(hit: Hit) -> float:
+    return float(hit.scores.get("cosine", hit.score))
 
 
 def _doc_where(ids: Sequence[str]) -> dict[str, Any]:

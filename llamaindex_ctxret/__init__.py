@@ -6,8 +6,8 @@
   ``ContextualIndex`` (the collection format LangChain and the CLI read too).
 * :class:`ContextualIndexWriter` — the same write as the last step of an ``IngestionPipeline``
   (parse and store in one run).
-* :class:`ContextualStoreIndex` — ``from_documents``, ``insert``, ``delete_ref_doc``,
-  ``as_retriever``, ``as_query_engine``.
+* :class:`ContextualStoreIndex` — ``from_documents``, ``insert``, ``refresh_ref_docs``, ``delete_ref_doc``,
+  ``ref_doc_info``, ``as_retriever``, ``as_query_engine``, ``as_chat_engine``.
 * :class:`ContextualRetriever` — per-part groups of ``NodeWithScore`` (``score`` = the hit's
   relevance in [0, 1]), with ``MetadataFilters`` and a per-group ``rerank`` (any node postprocessor).
 * :class:`CtxretEmbedding` — a ctxret embedder as a LlamaIndex ``BaseEmbedding``.

@@ -13,8 +13,9 @@ A LlamaIndex ``Document`` is read as:
 * a **text / markdown document** otherwise: split into sections by the core. The document id is
   ``metadata["doc_id"]``, else an id you set (``Document(id_=...)`` or a reader's
   ``filename_as_id=True``), else the core's default (the title, else a hash of the text) — never
-  LlamaIndex's random ``id_``. ``metadata["title"]`` is the title shown in headers and
-  ``metadata["thread_id"]`` the search scope (default: the document id).
+  LlamaIndex's random ``id_``: such a Document takes the stored id as its ``id_`` when it is parsed
+  or indexed (:func:`adopt_ref_id`), so ``node.ref_doc_id == doc.id_``. ``metadata["title"]`` is
+  the title shown in headers and ``metadata["thread_id"]`` the search scope (default: the document id).
 
 Every other metadata key is the caller's: it is written on each piece (flattened the way the core
 flattens it). ``Document(text, metadata={"title": T, "doc_id": I, **rest})`` gives exactly the
@@ -36,9 +37,10 @@ from ctxret.errors import InputError
 from ctxret.index import ContextualIndex
 from ctxret.ingest.documents import document_turns
 from ctxret.ingest.messages import turns_from_messages
+from ctxret.ingest.pieces import piece_metadata
 from ctxret.ingest.turns import MIN_BODY_BYTES, Piece, Turn, label_pieces
 from ctxret.results import IndexResult
-from ctxret.storage.schema import RETRIEVAL_KEYS, caller_keys, piece_metadata
+from ctxret.storage.schema import RETRIEVAL_KEYS, caller_keys
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.node_parser.interface import NodeParser
 from llama_index.core.schema import BaseNode, Document, MetadataMode, NodeRelationship, TextNode
@@ -50,7 +52,10 @@ __all__ = [
     "RETRIEVAL_KEYS",
     "ContextualNodeParser",
     "add_documents_to_index",
+    "adopt_ref_id",
+    "document_ref_id",
     "index_documents",
+    "stored_ref_id",
     "documents_from_messages",
     "documents_to_turns",
     "piece_node",
@@ -181,6 +186,36 @@ def _document_fields(node: BaseNode, thread_id: str | None) -> tuple[str, str | 
     )  # fmt: skip
 
 
+def document_ref_id(node: BaseNode, thread_id: str | None = None) -> str:
+    """The id ctxret stores a LlamaIndex document under, its ``ref_doc_id``: ``metadata["doc_id"]``, else an ``id_``
+    you chose (``Document(id_=...)``, ``filename_as_id=True``), else the content id (a hash of title and text, the
+    core's and LangChain's default: the same text is one document whichever adapter wrote it); a chat document's is
+    ``chat:<thread_id>`` (``@<first_turn>`` for a slice)."""
+    from ctxret.ingest.documents import document_id
+
+    meta = node.metadata or {}
+    if "messages" in meta:
+        thread, first = meta.get("thread_id") or "default", meta.get("first_turn", 1)
+        return f"chat:{thread}" if first == 1 else f"chat:{thread}@{first}"
+    text, title, doc_id, _ = _document_fields(node, thread_id)
+    return doc_id if doc_id is not None else document_id(text, title)
+
+
+def adopt_ref_id(node: BaseNode, thread_id: str | None = None) -> str:
+    """:func:`document_ref_id`, which a Document whose ``id_`` nobody chose (LlamaIndex's random default) takes as its
+    ``id_``: afterwards ``doc.id_`` is what ``node.ref_doc_id``, ``delete_ref_doc`` and ``ref_doc_info`` know it by."""
+    ref = document_ref_id(node, thread_id)
+    if node.id_ != ref and "id_" not in node.model_fields_set:
+        node.id_ = ref
+    return ref
+
+
+def stored_ref_id(meta: Mapping[str, Any]) -> str:
+    """The ``ref_doc_id`` of a stored piece, from its metadata (see :func:`document_ref_id`)."""
+    doc = meta.get("doc_id")
+    return str(doc) if doc is not None else f"chat:{meta.get('thread_id', 'default')}"
+
+
 def _thread_of(meta: Mapping[str, Any], thread_id: str | None) -> Any:
     """The thread a document names in its metadata, else ``thread_id``; an empty one is the core's error
     (never silently another thread)."""
@@ -308,6 +343,7 @@ class ContextualNodeParser(NodeParser):
                 include_system=self.include_system,
                 include_metadata=self.include_metadata,
             )
+            adopt_ref_id(doc, self.thread_id)
             source = doc.as_related_node_info()
             for turn in turns:
                 for piece in self._pieces(turn):
@@ -370,6 +406,9 @@ def index_documents(
     if isinstance(documents, BaseNode):
         documents = [documents]
     documents = list(documents)
+    for doc in documents:
+        if isinstance(doc, BaseNode):
+            adopt_ref_id(doc, thread_id)
     per_doc = documents_to_turns(
         documents,
         thread_id=thread_id,

@@ -15,13 +15,14 @@ from ctxret.errors import InputError
 from ctxret.index import ContextualIndex
 from ctxret.query.relevance import scored_metadata
 from ctxret.results import Group
+from ctxret.store import Store, open_store_arguments
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from .filters import metadata_filters_to_where
-from .node_parser import piece_node
+from .node_parser import piece_node, stored_ref_id
 from .rerank import as_reranker
 
 __all__ = ["ContextualRetriever", "groups_to_nodes", "settings_embed_model"]
@@ -39,11 +40,13 @@ def settings_embed_model() -> Any:
 
 
 def open_index(
-    path: str | os.PathLike[str] | None = None, *, embed_model: Any = None, **kwargs: Any
+    path: Store | str | os.PathLike[str] | None = None, *, embed_model: Any = None, **kwargs: Any
 ) -> ContextualIndex:
-    """``ContextualIndex(path, embedder=embed_model or Settings.embed_model or the local model, **kwargs)``."""
+    """``ContextualIndex(store, embedder=embed_model or Settings.embed_model or the local model, **kwargs)``, the
+    :class:`ctxret.Store` built from ``path`` (or given as ``path``) and the store's keywords (``collection``, ...)."""
     model = embed_model if embed_model is not None else settings_embed_model()
-    return ContextualIndex(path, embedder=model, **kwargs)
+    store = open_store_arguments(path, kwargs)
+    return ContextualIndex(store, embedder=model, **kwargs)
 
 
 def groups_to_nodes(groups: Sequence[Group]) -> list[NodeWithScore]:
@@ -71,7 +74,9 @@ def groups_to_nodes(groups: Sequence[Group]) -> list[NodeWithScore]:
     for group in groups:
         for rank, hit in enumerate(group.hits):
             meta = scored_metadata(hit, group, rank, parts)
-            out.append(NodeWithScore(node=piece_node(hit.id, hit.text, meta), score=float(meta["score"])))
+            node = piece_node(hit.id, hit.text, meta)
+            node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=stored_ref_id(meta))
+            out.append(NodeWithScore(node=node, score=float(meta["score"])))
     return out
 
 
@@ -169,7 +174,7 @@ class ContextualRetriever(BaseRetriever):
 
     @classmethod
     def from_path(
-        cls, path: str | os.PathLike[str] | None = None, *, embed_model: Any = None, **kwargs: Any
+        cls, path: Store | str | os.PathLike[str] | None = None, *, embed_model: Any = None, **kwargs: Any
     ) -> ContextualRetriever:
         """Open (or create) the index and the retriever in one call.
 

@@ -5,7 +5,8 @@
   them with their blended vectors through the core's one write path, then returns the nodes as
   stored (node id = stored piece id). Parse and store in one ``pipeline.run``.
 * :class:`ContextualStoreIndex` — what a ``VectorStoreIndex`` user reaches for: ``from_documents``,
-  ``insert``, ``delete_ref_doc``, ``as_retriever``, ``as_query_engine`` over a
+  ``insert``, ``refresh_ref_docs``, ``delete_ref_doc``, ``ref_doc_info``, ``as_retriever``, ``as_query_engine``,
+  ``as_chat_engine`` over a
   :class:`ctxret.ContextualIndex`.
 
 Embedder: an index built here (no ``index=`` given) embeds with ``embed_model`` (any LlamaIndex
@@ -25,16 +26,18 @@ from ctxret.errors import InputError
 from ctxret.index import ContextualIndex
 from ctxret.ingest.writer import turns_from_records
 from ctxret.results import IndexResult
-from ctxret.storage.schema import as_list
+from ctxret.storage.schema import as_list, caller_view
+from ctxret.store import Store
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.schema import BaseNode, TransformComponent
+from llama_index.core.storage.docstore.types import RefDocInfo
 
-from .node_parser import ContextualNodeParser, add_documents_to_index, index_documents
+from .node_parser import ContextualNodeParser, add_documents_to_index, document_ref_id, index_documents, stored_ref_id
 from .retriever import ContextualRetriever, open_index
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ContextualIndexWriter", "ContextualStoreIndex"]
+__all__ = ["ContextualIndexWriter", "ContextualStoreIndex", "LLAMA_REFUSED"]
 
 _PIECE_KEYS = ("turn_id", "header", "body", "thread_id", "turn_index", "source_ordinal", "ordinal")
 
@@ -78,7 +81,7 @@ class ContextualIndexWriter(TransformComponent):
 
     @classmethod
     def from_path(
-        cls, path: str | os.PathLike[str] | None = None, *, embed_model: Any = None, **kwargs: Any
+        cls, path: Store | str | os.PathLike[str] | None = None, *, embed_model: Any = None, **kwargs: Any
     ) -> ContextualIndexWriter:
         """A writer over ``ContextualIndex(path, **kwargs)``, embedding with ``embed_model`` (or Settings')."""
         return cls(open_index(path, embed_model=embed_model, **kwargs))
@@ -134,20 +137,30 @@ class ContextualStoreIndex:
         index: the index to use; built with ``path``, ``embed_model`` and ``index_kwargs``
             (``collection``, ``in_memory``, ``host``, …) when not given.
 
-    A document's ``ref_doc_id`` is the id ctxret stores it under: ``metadata["doc_id"]``, else an
-    id you chose (``Document(id_=...)``, ``filename_as_id=True``), else a hash of its title and
-    text (LlamaIndex's random ``id_`` is not used: re-inserting the same text must find the same
-    pieces). :meth:`insert` returns it; a chat document's is ``chat:<thread_id>``.
+    A document's ``ref_doc_id`` is the id ctxret stores it under, and its ``id_``: ``metadata["doc_id"]``, else an
+    ``id_`` you chose (``Document(id_=...)``, ``filename_as_id=True``), else the content id (a hash of title and
+    text, the id LangChain's adapter and the core give the same text: one document whichever adapter wrote it). A
+    Document whose ``id_`` is LlamaIndex's random default takes the content id as its ``id_`` when it is indexed or
+    parsed, so ``node.ref_doc_id``, :meth:`delete_ref_doc`, :meth:`refresh_ref_docs` and :attr:`ref_doc_info` all
+    know it by ``doc.id_``. A chat document's is ``chat:<thread_id>``.
+
+    ``VectorStoreIndex``'s keyword arguments: ``show_progress`` is the index's progress bar; the ones that name
+    LlamaIndex's own storage or pipeline (``storage_context``, ``transformations``, ``use_async``, ...) are refused
+    with what to do instead (:data:`LLAMA_REFUSED`).
     """
 
     def __init__(
         self,
         index: ContextualIndex | None = None,
         *,
-        path: str | os.PathLike[str] | None = None,
+        path: Store | str | os.PathLike[str] | None = None,
         embed_model: Any = None,
         **index_kwargs: Any,
     ) -> None:
+        for name in sorted(set(index_kwargs) & set(LLAMA_REFUSED)):
+            raise InputError(f"{name}= (VectorStoreIndex's) is not taken here: {LLAMA_REFUSED[name]}")
+        if "show_progress" in index_kwargs:
+            index_kwargs["progress"] = bool(index_kwargs.pop("show_progress"))
         if index is None:
             index = open_index(path, embed_model=embed_model, **index_kwargs)
         elif not isinstance(index, ContextualIndex):
@@ -183,9 +196,21 @@ class ContextualStoreIndex:
         anything was written or removed (``False``: stored as it is). LlamaIndex's ``refresh_ref_docs``."""
         return index_documents(self.index, list(documents), replace=kwargs.get("replace", True))[1]
 
+    @property
+    def ref_doc_info(self) -> dict[str, RefDocInfo]:
+        """``{ref_doc_id: RefDocInfo(node_ids=[stored piece ids], metadata=the document's own metadata)}`` for every
+        stored document (LlamaIndex's ``ref_doc_info``, read from the store: there is no separate docstore)."""
+        out: dict[str, RefDocInfo] = {}
+        for r in self.index.store.records(("metadatas",)):
+            meta = r["metadata"]
+            info = out.setdefault(stored_ref_id(meta), RefDocInfo(node_ids=[], metadata=caller_view(meta)))
+            info.node_ids.append(r["id"])
+        return out
+
     def delete_ref_doc(self, ref_doc_id: str, **kwargs: Any) -> int:
         """Delete every piece of a document (a chat document: its thread); returns how many. With
-        ``thread_id=`` only that thread's document of this id, else every thread's."""
+        ``thread_id=`` only that thread's document of this id, else every thread's. ``delete_from_docstore`` is
+        accepted and means nothing more: the pieces are the only copy."""
         n = self.index.delete(thread_id=kwargs.get("thread_id"), where={"doc_id": str(ref_doc_id)})
         if not n and str(ref_doc_id).startswith("chat:"):
             n = self.index.delete(thread_id=str(ref_doc_id)[5:].split("@", 1)[0])
@@ -195,28 +220,56 @@ class ContextualStoreIndex:
         """A :class:`ContextualRetriever` (``similarity_top_k``, ``filters``, ``rerank``, …)."""
         return ContextualRetriever(self.index, **kwargs)
 
+    def as_chat_engine(self, chat_mode: Any = "condense_plus_context", llm: Any = None, **kwargs: Any) -> Any:
+        """A chat engine over the retriever: ``chat_mode`` ``"condense_plus_context"`` (default; ``"best"`` means it
+        here), ``"context"`` or ``"condense_question"``. Retriever arguments (``similarity_top_k``, ``filters``, ...)
+        go to :meth:`as_retriever`, the rest to ``from_defaults`` (``llm``: ``Settings.llm`` by default)."""
+        from llama_index.core.chat_engine import (
+            CondensePlusContextChatEngine,
+            CondenseQuestionChatEngine,
+            ContextChatEngine,
+        )
+
+        mode = str(getattr(chat_mode, "value", chat_mode))
+        retriever_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in _RETRIEVER_KWARGS}
+        if mode in ("condense_plus_context", "best"):
+            return CondensePlusContextChatEngine.from_defaults(self.as_retriever(**retriever_kwargs), llm=llm, **kwargs)
+        if mode == "context":
+            return ContextChatEngine.from_defaults(self.as_retriever(**retriever_kwargs), llm=llm, **kwargs)
+        if mode == "condense_question":
+            engine = self.as_query_engine(llm=llm, **retriever_kwargs)
+            return CondenseQuestionChatEngine.from_defaults(query_engine=engine, llm=llm, **kwargs)
+        raise InputError(
+            f"chat_mode {mode!r} is not offered here; use 'condense_plus_context', 'context' or 'condense_question' "
+            "(an agent mode: build the agent yourself around as_query_engine() or as_retriever())"
+        )
+
     def as_query_engine(self, llm: Any = None, **kwargs: Any) -> Any:
         """A ``RetrieverQueryEngine``: retriever arguments (``similarity_top_k``, ``filters``,
         ``rerank``, ``score_threshold``, ``thread_id``, …) go to the retriever, the rest to
         ``RetrieverQueryEngine.from_args`` (``llm`` defaults to ``Settings.llm``)."""
-        own = {"similarity_top_k", "score_threshold", "thread_id", "where", "filters", "rerank",
-               "rerank_candidates", "search_kwargs"}  # fmt: skip
-        retriever_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in own}
+        retriever_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in _RETRIEVER_KWARGS}
         return self.as_retriever(**retriever_kwargs).as_query_engine(llm=llm, **kwargs)
+
+
+#: What :meth:`ContextualStoreIndex.as_query_engine` / ``as_chat_engine`` hand to the retriever.
+_RETRIEVER_KWARGS = frozenset({"similarity_top_k", "score_threshold", "thread_id", "where", "filters", "rerank",
+                               "rerank_candidates", "search_kwargs"})  # fmt: skip
+#: ``VectorStoreIndex`` keyword arguments that name LlamaIndex's own storage or pipeline, and what to do instead.
+LLAMA_REFUSED = {
+    "storage_context": "a LlamaIndex StorageContext (docstore, vector store); ctxret keeps the pieces in its own "
+    "Chroma collection: pass path=, a ctxret.Store or index= instead",
+    "transformations": "ctxret parses documents itself (ContextualNodeParser); for other steps run an "
+    "IngestionPipeline ending with ContextualIndexWriter",
+    "use_async": "ctxret embeds each write in one batched pass; use the retriever's aretrieve for async searches",
+    "store_nodes_override": "every piece is stored in the collection (there is no separate docstore)",
+    "insert_batch_size": "the core sizes its own write batches (whole documents, within Chroma's limit)",
+    "objects": "ctxret indexes documents and chat messages, not objects",
+    "index_struct": "ctxret keeps no index struct: the collection is the index",
+    "callback_manager": "pass it to as_retriever(callback_manager=...)",
+}  # fmt: skip
 
 
 def ref_doc_id(document: BaseNode) -> str:
     """The id ctxret stores a LlamaIndex document under (see :class:`ContextualStoreIndex`)."""
-    from ctxret.ingest.documents import document_id
-    from llama_index.core.schema import MetadataMode
-
-    meta = document.metadata or {}
-    if "messages" in meta:
-        thread = meta.get("thread_id") or "default"
-        first = meta.get("first_turn", 1)
-        return f"chat:{thread}" if first == 1 else f"chat:{thread}@{first}"
-    chosen = meta.get("doc_id") or (document.id_ if "id_" in document.model_fields_set else None)
-    if chosen:
-        return str(chosen)
-    title = meta.get("title") or None
-    return document_id(document.get_content(metadata_mode=MetadataMode.NONE), str(title) if title is not None else None)
+    return document_ref_id(document)

@@ -6,7 +6,7 @@ import asyncio
 
 import numpy as np
 import pytest
-from ctxret import ContextualIndex, InputError
+from ctxret import ContextualIndex, InputError, SearchSettings
 from ctxret.ingest.context import context_vectors, late_context_vectors
 from ctxret.ingest.messages import turns_from_messages
 from ctxret.ingest.turns import label_pieces
@@ -160,7 +160,12 @@ def test_query_weight_is_separate_from_the_stored_weight(tmp_path, local_embedde
 
     message = "Who offered to buy out the CEO? How much paper did we order?"
     index = ContextualIndex(
-        tmp_path / "qw", embedder=local_embedder, context="late", weight=0.0, query_weight=0.8, lexical=False
+        tmp_path / "qw",
+        embedder=local_embedder,
+        context="late",
+        weight=0.0,
+        lexical=False,
+        settings=SearchSettings(query_weight=0.8),
     )
     parts, vecs = index.query_vectors(message)
     _, expected = query_vectors(local_embedder, message, weight=0.8)
@@ -169,4 +174,6 @@ def test_query_weight_is_separate_from_the_stored_weight(tmp_path, local_embedde
     assert not np.allclose(vecs[0], whole_only[0], atol=1e-3)
     assert index.store.stored_config()["weight"] == 0.0 and "query_weight" not in index.store.stored_config()
     with pytest.raises(InputError, match="query_weight"):
-        ContextualIndex(tmp_path / "qw2", embedder=local_embedder, query_weight=1.5, lexical=False)
+        SearchSettings(query_weight=1.5)
+    with pytest.raises(InputError, match="'query_weight' is a search option"):
+        ContextualIndex(tmp_path / "qw2", embedder=local_embedder, query_weight=0.8, lexical=False)

@@ -1,4 +1,4 @@
-"""``ctxret eval ...`` (ctxret.evaluation.cli): parser wiring, outputs (markdown, JSON, PNG), errors."""
+"""``ctxret eval ...`` (ctxret.cli.evaluate): parser wiring, outputs (markdown, JSON, PNG), errors."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from ctxret.cli import evaluate as cli
 from ctxret.cli.settings import UsageError
-from ctxret.evaluation import cli
 from ctxret.evaluation.report import markdown_table, pct, threads_table
 from test_eval_threads import write_synthetic
 

@@ -131,7 +131,7 @@ def test_recency_reorders_inside_the_candidates_by_the_decayed_score(tmp_path, l
 
 
 def test_cli_runs_the_time_set(tmp_path, monkeypatch, local_embedder, capsys):
-    from ctxret.evaluation import cli
+    from ctxret.cli import evaluate as cli
 
     monkeypatch.setattr(cli, "make_embedder", lambda args: local_embedder)
     out = tmp_path / "time.json"

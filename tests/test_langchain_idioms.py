@@ -189,7 +189,7 @@ def test_vector_store_flat_search_and_grouped_retriever(local_embedder):
     assert [d.metadata["topic"] for d in store.similarity_search("pets at the vet", k=2, filter={"topic": "cat"})] == [
         "cat"
     ]
-    retriever = store.as_retriever(search_type="mmr", search_kwargs={"k": 2, "fetch_k": 4})
+    retriever = store.as_grouped_retriever(search_type="mmr", search_kwargs={"k": 2, "fetch_k": 4})
     assert isinstance(retriever, ContextualRetriever) and "ContextualVectorStore" in retriever.tags
     groups = by_group(retriever.invoke(TWO_PARTS))
     assert len(groups) == 2 and all(len(g) == 2 for g in groups.values())

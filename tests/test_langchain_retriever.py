@@ -196,19 +196,34 @@ def test_k_invoke_kwarg_overrides_field(index):
 
 
 def test_score_threshold_filters(index):
+    """The field and ``search_kwargs["score_threshold"]`` are one scale: a floor on ``metadata["score"]``."""
     query = "chocolate cake for the birthday"
     everything = ContextualRetriever(index=index, k=10, score_threshold=None).invoke(query)
     assert len(everything) == 10
-    floor = 0.4
-    kept = ContextualRetriever(index=index, k=10, score_threshold=floor).invoke(query)
+    floor = 0.05
+    kept = ContextualRetriever(index=index, k=10, score_threshold=floor, cosine_floor=None).invoke(query)
     assert 0 < len(kept) < len(everything)
-    assert all(d.metadata["score_cosine"] >= floor for d in kept)
-    assert [d.id for d in kept] == [d.id for d in everything if d.metadata["score_cosine"] >= floor]
-    # as an invoke keyword, and None disables the field's floor
-    r = ContextualRetriever(index=index, k=10, score_threshold=0.9)
+    assert [d.id for d in kept] == [d.id for d in everything if d.metadata["score"] >= floor]
+    same = ContextualRetriever(
+        index=index, k=10, cosine_floor=None, search_type="similarity_score_threshold",
+        search_kwargs={"score_threshold": floor},
+    )  # fmt: skip
+    assert [d.id for d in same.invoke(query)] == [d.id for d in kept]
+    # as an invoke keyword, and None disables every floor
+    r = ContextualRetriever(index=index, k=10, score_threshold=0.999)
     assert r.invoke(query) == []
     assert len(r.invoke(query, score_threshold=None)) == 10
-    assert all(d.metadata["score_cosine"] >= 0.5 for d in r.invoke(query, score_threshold=0.5))
+    assert all(d.metadata["score"] >= 0.05 for d in r.invoke(query, score_threshold=0.05))
+    with pytest.raises(ValueError, match="relevance"):
+        ContextualRetriever(index=index, score_threshold=-0.2)
+
+
+def test_cosine_floor_is_the_core_floor(index):
+    query = "chocolate cake for the birthday"
+    everything = ContextualRetriever(index=index, k=10, score_threshold=None).invoke(query)
+    kept = ContextualRetriever(index=index, k=10, cosine_floor=0.4).invoke(query)
+    assert 0 < len(kept) < len(everything)
+    assert [d.id for d in kept] == [d.id for d in everything if d.metadata["score_cosine"] >= 0.4]
 
 
 def test_auto_threshold_is_the_index_floor(index):
@@ -563,7 +578,7 @@ def test_group_documents_round_trip(retriever):
 
 def test_format_groups_keeps_empty_parts(index):
     # a part about nothing in memory finds nothing over the floor but keeps its section
-    r = ContextualRetriever(index=index, k=2, score_threshold=0.45, thread_id="a")
+    r = ContextualRetriever(index=index, k=2, cosine_floor=0.45, thread_id="a")
     message = (
         "How long do I bake the chocolate cake? Explain lattice QCD gluon propagators in detail."
     )

@@ -12,6 +12,7 @@ PUBLIC_NAMES = [
     "__version__",
     # the facade and its configuration
     "ContextualIndex",
+    "Store",
     "IndexConfig",
     "SearchSettings",
     "FusionSettings",

@@ -4,7 +4,7 @@ Stored pieces are small and labelled and carry 20% of their turn in their vector
 message is split into parts, each blended with the whole message, each searching on its own and
 keeping its own group of results.
 
-The public face is small: the :class:`ContextualIndex` facade, its configuration
+The public face is small: the :class:`ContextualIndex` facade and its :class:`Store`, its configuration
 (:class:`IndexConfig`, :class:`SearchSettings`, :class:`FusionSettings`), its results
 (:class:`Group`, :class:`Hit`, :class:`IndexResult`), the embedders and the errors. The method's
 stages are plain functions under :mod:`ctxret.text` and :mod:`ctxret.blend` (the two primitives),
@@ -38,18 +38,21 @@ from .results import (
 )
 
 if TYPE_CHECKING:
-    from .config import IndexConfig, SearchSettings
     from .embedders import Embedder, LocalEmbedder, OpenAIEmbedder
     from .index import ContextualIndex
+    from .ingest.config import IndexConfig
     from .query.fusion import FusionMethod, FusionSettings
+    from .query.settings import SearchSettings
+    from .store import Store
 
 # Heavy parts (Chroma, onnxruntime, openai) load on first use, so `import ctxret` stays light.
 __getattr__ = lazy_getattr(
     __name__,
     {
         "ContextualIndex": ".index",
-        "IndexConfig": ".config",
-        "SearchSettings": ".config",
+        "Store": ".store",
+        "IndexConfig": ".ingest.config",
+        "SearchSettings": ".query.settings",
         "FusionSettings": ".query.fusion",
         "FusionMethod": ".query.fusion",
         "Embedder": ".embedders",
@@ -62,6 +65,7 @@ __all__ = [
     "__version__",
     # the facade and its configuration
     "ContextualIndex",
+    "Store",
     "IndexConfig",
     "SearchSettings",
     "FusionSettings",

@@ -13,141 +13,106 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-import numpy as np
-
-from .config import ContextStrategy, IndexConfig, SearchSettings, check_piece_bytes
 from .embedders.base import Embedder
-from .embedders.fitting import fit_pieces
+from .embedders.local import shared_local_embedder
 from .embedders.wrappers import as_embedder
 from .errors import ConfigMismatchError, InputError
+from .ingest.config import ContextStrategy, IndexConfig, check_piece_bytes
 from .ingest.context import Contextualizer
 from .ingest.documents import read_documents
 from .ingest.messages import turns_from_messages
+from .ingest.pieces import fit_pieces
 from .ingest.turns import Piece, Turn
 from .ingest.views import resolve_view_writers
 from .ingest.writer import DEFAULT_MAX_TURN_BYTES, PlannedTurn, plan_turns, rebuild_store, write_turns
 from .query.deadline import arun_staged, prepare_search, run_staged
 from .query.relevance import calibration_for
 from .query.search import SearchPlan, plan_search
+from .query.settings import SearchSettings
 from .query.vectors import query_vectors
 from .results import Group, IndexResult
-from .storage.chroma import DEFAULT_COLLECTION
 from .storage.lexical_sync import SyncReport
-from .storage.pieces import ClosedStore, PieceStore, open_piece_store
+from .storage.pieces import ClosedStore, PieceStore
 from .storage.rebuild import recover
 from .storage.schema import Scope, as_list
+from .store import STORE_ARGUMENTS, Store, refuse_unknown
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ContextualIndex"]
+__all__ = ["ContextualIndex", "INDEX_ARGUMENTS"]
+
+#: What the constructor takes besides the store (``progress`` and ``max_turn_bytes``: the write options).
+INDEX_ARGUMENTS = ("store", "embedder", "weight", "context", "piece_bytes", "views", "view_writer", "contextualizer",
+                   "settings", "progress", "max_turn_bytes")  # fmt: skip
 
 
 class ContextualIndex:
     """Contextual chunk retrieval over a Chroma collection.
 
-    >>> index = ContextualIndex("./memory")                       # doctest: +SKIP
+    >>> index = ContextualIndex(Store.embedded("./memory"))      # doctest: +SKIP
     >>> index.add_messages(messages, thread_id="user-42")         # doctest: +SKIP
     >>> for group in index.search("...", thread_id="user-42"):    # doctest: +SKIP
     ...     print(group.part, [h.score for h in group.hits])
 
-    Store: ``path`` (embedded Chroma folder; default ``./.ctxret``), ``host``/``port`` (a Chroma server),
-    ``client`` (your own Chroma client) or ``in_memory=True`` (a separate store each time). An embedded folder
-    (``path``, or ``client=chromadb.PersistentClient(folder)``) is locked for this process while the index is
-    open; ``lock_timeout`` (seconds, default 0) waits for another process that holds it instead of failing at
-    once. Embedder: the local MiniLM model by default;
-    any ctxret embedder, LangChain ``Embeddings`` or LlamaIndex ``BaseEmbedding`` (wrapped by
-    :func:`ctxret.embedders.wrappers.as_embedder`).
+    ``store``: a :class:`~ctxret.store.Store` (``Store.embedded(path)``, ``.server(host, port)``, ``.from_client(c)``,
+    ``.memory()``), or the shorthand: a folder path, or no store and the store's arguments as keywords
+    (``ContextualIndex("./memory", collection=...)``, ``ContextualIndex(in_memory=True)``; default ``./.ctxret``).
+    ``embedder``: the local MiniLM model by default; any ctxret embedder, LangChain ``Embeddings`` or LlamaIndex
+    ``BaseEmbedding`` (:func:`ctxret.embedders.wrappers.as_embedder`).
 
-    Index config (recorded in the collection, :class:`~ctxret.config.IndexConfig`): ``weight``,
-    ``context`` and ``piece_bytes`` left as ``None`` take the collection's recorded values (or the
-    defaults for a new collection); values you pass must match the collection, else
-    :class:`ConfigMismatchError` — :meth:`rebuild` re-embeds it under new settings.
+    Index config (recorded in the collection, :class:`~ctxret.ingest.config.IndexConfig`): ``weight``, ``context``,
+    ``piece_bytes`` and ``views`` left as ``None`` take the collection's recorded values (or the defaults for a new
+    collection); values you pass must match, else :class:`ConfigMismatchError` (:meth:`rebuild` re-embeds).
+    ``context="llm"`` needs a ``contextualizer``; ``views=["questions", "summary"]`` a ``view_writer`` (an LLM, a
+    callable or a dict of them by kind; :mod:`ctxret.ingest.views`). Write options: ``progress`` (``None``: a bar
+    on a terminal) and ``max_turn_bytes`` (a longer turn is refused; ``None`` / 0: no limit).
 
-    Hybrid search: ``lexical`` (on for an embedded or in-memory store) keeps a BM25 index in step
-    with the collection; ``lexical_path`` names its file (and switches it on for a server).
-    LLM-written views (recorded): ``views=["questions", "summary"]`` with a ``view_writer`` (an LLM,
-    a callable or a dict of them by kind; :mod:`ctxret.ingest.views`).
+    Search defaults: ``settings=SearchSettings(...)`` (never recorded); each :meth:`search` may override them. A
+    misspelt or misplaced argument is an :class:`InputError` naming its family (store, index or search).
 
-    Search defaults (:class:`~ctxret.config.SearchSettings`, never recorded): pass ``settings=``
-    or any of its options as keywords (``score_threshold``, ``query_weight``, ``fusion``,
-    ``lexical_weight``, ``rrf_k``, ``candidates``, ``lexical_floor``, …); each :meth:`search` may
-    override them.
-
-    Updates: a document re-added under its id replaces the stored one whole (sections it lost are
-    removed; ``replace=False`` keeps them); a chat turn replaces its own stored version, and turns a
-    call does not give are kept. A crash part-way leaves each turn in one version: the next open
-    finishes or undoes the interrupted write (an embedded or in-memory store with its lexical file;
-    see :func:`~ctxret.storage.replay.repair_writes` for the others).
-
-    Thread-safety: one index may be shared by threads. Searches run in parallel with each other and
-    with writes (no lock on the read path: a search that runs while a turn is being rewritten may
-    see its old and new pieces together, for that moment). Writes (``add_*``, ``delete``, ``clear``,
-    ``reindex``) to one store are serialized inside the process — by every index, adapter or CLI
-    object open on the same folder or server collection — but embed in parallel: what a write
-    removes is worked out under the lock, against what is stored then. Processes sharing a Chroma
-    server are not serialized (see the README).
+    Updates replace whole (a document under its id, a chat turn by its number; a crash leaves one version). Searches
+    run in parallel with writes; writes to one store are serialized in the process, not across a server's clients.
     """
 
     _rebuilding = False  # set by rebuild(): open a collection whose config differs, to re-embed it
 
     def __init__(
-        self,
-        path: str | os.PathLike[str] | None = None,
-        *,
-        # where the pieces live: an embedded folder (path), a Chroma server, your own client, or memory
-        collection: str = DEFAULT_COLLECTION, host: str | None = None, port: int | None = None, ssl: bool = False,
-        headers: Mapping[str, str] | None = None, client: Any | None = None, in_memory: bool = False,
-        lock_timeout: float = 0.0, lexical: bool | None = None, lexical_path: str | os.PathLike[str] | None = None,
-        # how pieces become vectors (an IndexConfig, recorded on the collection)
-        embedder: Embedder | None = None, weight: float | None = None, context: ContextStrategy | None = None,
-        piece_bytes: int | None = None, contextualizer: Contextualizer | None = None, progress: bool | None = None,
-        max_turn_bytes: int | None = DEFAULT_MAX_TURN_BYTES,
-        views: Sequence[str] | str | None = None, view_writer: Any = None,
-        # how searches run unless a call says otherwise (SearchSettings)
-        settings: SearchSettings | None = None, **search_options: Any,
+        self, store: Store | str | os.PathLike[str] | None = None, *, embedder: Embedder | Any | None = None,
+        weight: float | None = None, context: ContextStrategy | None = None, piece_bytes: int | None = None,
+        views: Sequence[str] | str | None = None, view_writer: Any = None, contextualizer: Contextualizer | None = None,
+        settings: SearchSettings | None = None, **options: Any,
     ) -> None:  # fmt: skip
-        if embedder is None:
-            from .embedders.local import shared_local_embedder
-
-            embedder = shared_local_embedder()
-        else:  # a LangChain Embeddings or LlamaIndex BaseEmbedding is wrapped
-            embedder = as_embedder(embedder)
-        self.embedder: Embedder = embedder
+        progress, max_turn_bytes = options.pop("progress", None), options.pop("max_turn_bytes", DEFAULT_MAX_TURN_BYTES)
+        refuse_unknown({k: v for k, v in options.items() if k not in STORE_ARGUMENTS}, "index", INDEX_ARGUMENTS)
+        spec = Store.of(options.pop("path", None) if store is None else store, **options)
+        self.embedder: Embedder = shared_local_embedder() if embedder is None else as_embedder(embedder)
         if settings is not None and not isinstance(settings, SearchSettings):
             raise InputError(f"settings must be a SearchSettings, got {type(settings).__name__}")
         if progress is not None and not isinstance(progress, bool):
             raise InputError(f"progress must be True, False or None (a bar on a terminal), got {progress!r}")
-        if max_turn_bytes is not None and (isinstance(max_turn_bytes, bool) or not isinstance(max_turn_bytes, int)
-                                           or max_turn_bytes < 0):  # fmt: skip
+        if max_turn_bytes is not None and (type(max_turn_bytes) is not int or max_turn_bytes < 0):
             raise InputError(f"max_turn_bytes must be a number of bytes (0 or None: no limit), got {max_turn_bytes!r}")
         #: The search defaults of this index (override per call).
-        self.settings: SearchSettings = (settings or SearchSettings()).with_options(**search_options)
-        #: ``context="llm"``: writes one context line per piece (see :mod:`ctxret.ingest.context`).
-        self.contextualizer = contextualizer
-        #: ``views``: writes each piece's views (an LLM, a callable, or ``{kind: either}``).
-        self.view_writer = view_writer
-        self.progress = progress
-        self.max_turn_bytes = max_turn_bytes or None
-        self.store: PieceStore = open_piece_store(
-            path, collection=collection, host=host, port=port, ssl=ssl, headers=headers, client=client,
-            in_memory=in_memory, lock_timeout=lock_timeout, lexical=lexical, lexical_path=lexical_path,
-        )  # fmt: skip
+        self.settings: SearchSettings = settings or SearchSettings()
+        self.contextualizer, self.view_writer = contextualizer, view_writer  # context="llm" / views writers
+        self.progress, self.max_turn_bytes = progress, max_turn_bytes or None
+        self.store: PieceStore = spec.open()
         recover(self.store)  # finish an interrupted rebuild first: its collection holds the config to read
         stored = self.store.stored_config()
         self.config: IndexConfig = IndexConfig.resolve(
-            embedder, stored, weight=weight, context=context, piece_bytes=piece_bytes, views=views
+            self.embedder, stored, weight=weight, context=context, piece_bytes=piece_bytes, views=views
         )
         resolve_view_writers(self.config.view_kinds, view_writer)  # a bad writer fails now, not at the first write
         self._stored_differs = bool(stored is not None and self.config.differences(stored))
         if self._stored_differs and not getattr(self, "_rebuilding", False):
-            store = self.store
-            raise ConfigMismatchError(self.config.mismatch_message(stored or {}, store.collection_name, store.location))
+            at = self.store
+            raise ConfigMismatchError(self.config.mismatch_message(stored or {}, at.collection_name, at.location))
         if not self._stored_differs:
             self.store.open(self.config.as_dict())
             self.store.sync_lexical()  # a crash between the two writes, or lexical newly on: repair
 
     @classmethod
-    def rebuild(cls, path: str | os.PathLike[str] | None = None, **kwargs: Any) -> ContextualIndex:
+    def rebuild(cls, store: Store | str | os.PathLike[str] | None = None, **kwargs: Any) -> ContextualIndex:
         """Open a collection under new settings and re-embed every stored piece under them.
 
         Takes :class:`ContextualIndex`'s arguments. The new collection is built beside the old one
@@ -156,18 +121,13 @@ class ContextualIndex:
         """
         self = cls.__new__(cls)
         self._rebuilding = True
-        cls.__init__(self, path, **kwargs)
+        cls.__init__(self, store, **kwargs)
         self._rebuilding = False
         self.reindex()
         return self
 
-    @property
-    def weight(self) -> float:
-        return self.config.weight
-
-    @property
-    def piece_bytes(self) -> int:
-        return self.config.piece_bytes
+    weight = property(lambda self: self.config.weight, doc="The collection's blend weight.")
+    piece_bytes = property(lambda self: self.config.piece_bytes, doc="The collection's piece byte budget.")
 
     @property
     def score_threshold(self) -> float | None:
@@ -208,21 +168,13 @@ class ContextualIndex:
         return self.add_turns(turns, metadata=metadata)
 
     def add_documents(
-        self,
-        documents: Iterable[str | Mapping[str, Any]] | str | Mapping[str, Any],
-        *,
-        thread_id: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        replace: bool = True,
-    ) -> IndexResult:
-        """Index plain-text or markdown documents (strings or ``{"text", "title"?, "id"?, "metadata"?}``),
-        split into sections. The id defaults to a hash of title and text: give an ``id`` so that re-adding
-        an edited document replaces it. ``thread_id`` (the scope) defaults to the id.
-
-        A document re-added under its id (in the same thread) replaces the stored one whole: changed
-        sections are re-embedded, unchanged ones cost nothing, and stored sections it no longer has
-        are removed (an empty document removes them all), in one write. ``replace=False`` adds the
-        given sections and keeps the document's other stored sections."""
+        self, documents: Iterable[str | Mapping[str, Any]] | str | Mapping[str, Any], *, thread_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None, replace: bool = True,
+    ) -> IndexResult:  # fmt: skip
+        """Index plain-text or markdown documents (strings or ``{"text", "title"?, "id"?, "metadata"?}``), split into
+        sections. The id defaults to a hash of title and text (give an ``id`` so that an edited document replaces its
+        old version); ``thread_id`` (the scope) defaults to the id. A document re-added under its id replaces the
+        stored one whole, in one write (unchanged sections cost nothing); ``replace=False`` keeps its other sections."""
         turns, keys = read_documents(documents, thread_id=thread_id, metadata=metadata)
         return self._write(turns, None, replace, keys)
 
@@ -230,13 +182,10 @@ class ContextualIndex:
         self, turns: Sequence[Turn | PlannedTurn], *, metadata: Mapping[str, Any] | None = None, replace: bool = True,
         documents: Iterable[tuple[str, str]] = (),
     ) -> IndexResult:  # fmt: skip
-        """Index prepared turns (or sections) of any threads in one call: the one write path every ingest goes
-        through, in bounded batches (a failure part-way says what is stored: :func:`.ingest.writer.write_turns`).
-
-        Chat turns replace their own stored version, one by one (turns not given are kept). The sections
-        of a document (turns with a ``doc_id``) are the whole document, as in :meth:`add_documents`:
-        its stored sections not given are removed, unless ``replace=False``. ``documents``: more
-        ``(thread_id, doc_id)`` given whole (one with no section here loses every stored one)."""
+        """Index prepared turns (or sections) of any threads: the one write path every ingest goes through, in bounded
+        batches (a failure part-way says what is stored: :func:`.ingest.writer.write_turns`). Chat turns replace their
+        own stored version; the sections of a document (``doc_id``) are the whole document, as in :meth:`add_documents`.
+        ``documents``: more ``(thread_id, doc_id)`` given whole (one with no section here loses every stored one)."""
         return self._write(turns, metadata, replace, documents)
 
     def _write(
@@ -263,9 +212,7 @@ class ContextualIndex:
         return fit_pieces(turn, self.embedder, self.piece_bytes if max_bytes is None else check_piece_bytes(max_bytes))
 
     # -- search -------------------------------------------------------------------------------------
-    def query_vectors(
-        self, message: str, *, max_parts: int | None = None, split: bool = True
-    ) -> tuple[list[str], np.ndarray]:
+    def query_vectors(self, message: str, *, max_parts: int | None = None, split: bool = True) -> tuple[list[str], Any]:
         """The parts of ``message`` and their blended query vectors (one embedding request)."""
         s = self.settings.with_options(split=split, **({} if max_parts is None else {"max_parts": max_parts}))
         weight = self.weight if s.query_weight is None else s.query_weight
@@ -290,12 +237,11 @@ class ContextualIndex:
         """Split ``message`` into parts; each part keeps its own group of at most ``k`` hits (never padded,
         never de-duplicated across parts; an empty message returns ``[]``).
 
-        ``thread_id`` (one id or several) and ``where`` (a Chroma filter) scope the search inside the
-        query; ``score_threshold`` is a cosine floor (``"auto"``: the embedder's, ``None``: none). Any
-        :class:`~ctxret.config.SearchSettings` field is a keyword for this call (``lexical``, ``fusion``,
-        ``parents``, ``rerank``, ``mmr``, ``hyde``, ``deadline_ms``, ...). ``Hit.scores`` names every
-        score; ``Group.stages`` / ``Group.degraded`` say which stages ran (:mod:`ctxret.query.deadline`).
-        """
+        ``thread_id`` (one id or several) and ``where`` (a Chroma filter) scope the search; ``score_threshold`` is a
+        cosine floor (``"auto"``: the embedder's, ``None``: none). Every other search option is a keyword here or a
+        field of ``settings=SearchSettings(...)`` (:class:`~ctxret.query.settings.SearchSettings`: ``lexical``,
+        ``fusion``, ``parents``, ``rerank``, ``mmr``, ``hyde``, ``deadline_ms``, ...). ``Hit.scores`` names every
+        score; ``Group.stages`` / ``Group.degraded`` say which stages ran (:mod:`ctxret.query.deadline`)."""
         plan, scope, backends, replan = prepare_search(
             self.store, self.settings if settings is None else settings, self.plan, k, score_threshold, thread_id,
             where, options,

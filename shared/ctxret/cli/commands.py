@@ -216,7 +216,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 def cmd_stats(args: argparse.Namespace) -> int:
     """Counts and the collection's config; opens any collection without loading a model or the BM25 postings
     (nothing is written)."""
-    from ..config import IndexConfig
+    from ..ingest.config import IndexConfig
 
     settings = resolve_settings(args)
     store = open_store(settings)

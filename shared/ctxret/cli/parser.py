@@ -14,7 +14,7 @@ from .settings import DEMO_COLLECTION, add_common_options
 __all__ = ["build_parser"]
 
 
-#: The ``eval`` command's line in ``ctxret --help`` (the same words as :func:`ctxret.evaluation.cli.register_eval`'s).
+#: The ``eval`` command's line in ``ctxret --help`` (the same words as :func:`ctxret.cli.evaluate.register_eval`'s).
 EVAL_HELP = "measure retrieval on fixtures or threads"
 
 
@@ -50,7 +50,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     if argv is not None and "eval" not in argv:
         sub.add_parser("eval", help=EVAL_HELP, add_help=False)  # never parsed: "eval" is not in argv
         return parser
-    from ..evaluation.cli import register_eval  # here, not at import: evaluation.cli imports cli.settings
+    from .evaluate import register_eval  # here, not at import: it loads the harness
 
     register_eval(sub, common)
     return parser

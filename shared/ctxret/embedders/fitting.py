@@ -1,72 +1,26 @@
 """Fitting text to an embedder's input limit: pieces re-packed until they fit, long texts embedded in windows.
 
 Nothing is ever truncated inside a model: a piece over the model's token limit is re-packed at a
-smaller byte budget (:func:`fit_pieces`); any other text over the limit (a whole turn, a long
+smaller byte budget (:func:`ctxret.ingest.pieces.fit_pieces`); any other text over the limit (a whole turn, a long
 query) is embedded as the unit mean of windows that fit (:func:`embed_fitting`).
 """
 
 from __future__ import annotations
 
 import sys
-from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from ..blend import mean_vector
-from ..errors import InputError
-from ..ingest.turns import Piece, Turn, label_pieces, piece_id
 from ..text import MIN_PIECE_BYTES, clean_text, pack_text_pieces
 from .base import Embedder, check_vectors, embedder_name
 
-__all__ = ["fit_pieces", "embed_fitting", "aembed_fitting", "embed_in_batches", "EMBED_CHUNK"]
+__all__ = ["embed_fitting", "aembed_fitting", "embed_in_batches", "EMBED_CHUNK"]
 
 #: Texts per embed call while a progress bar is shown (its granularity: the bar moves from the first batch).
 EMBED_CHUNK = 64
-
-
-def fit_pieces(turn: Turn, embedder: Embedder, max_bytes: int) -> list[Piece]:
-    """Label ``turn``'s pieces at ``max_bytes`` and re-pack any piece over the embedder's token limit.
-
-    An over-limit piece is re-packed at a smaller budget until every part fits, so nothing is
-    ever truncated inside the model. Ordinals and ids are assigned after fitting.
-    """
-    pieces = label_pieces(turn, max_bytes)
-    if not pieces:
-        return pieces
-    limit = int(embedder.max_tokens)
-    counts = embedder.count_tokens([p.text for p in pieces])
-    if max(counts) <= limit:
-        return pieces
-    out: list[Piece] = []
-    for piece, count in zip(pieces, counts, strict=False):
-        out.extend([piece] if count <= limit else _split_to_fit(embedder, piece, count, limit))
-    seen: dict[int, int] = defaultdict(int)
-    fitted = []
-    for p in out:
-        ordinal = seen[p.source_ordinal]
-        seen[p.source_ordinal] += 1
-        pid = piece_id(turn.thread_id, turn.index, p.source_ordinal, ordinal, p.text, turn.doc_id)
-        fitted.append(replace(p, ordinal=ordinal, id=pid))
-    return fitted
-
-
-def _split_to_fit(embedder: Embedder, piece: Piece, count: int, limit: int) -> list[Piece]:
-    body_bytes = len(piece.body.encode("utf-8"))
-    budget = max(MIN_PIECE_BYTES, int(body_bytes * limit / count * 0.9))
-    while True:
-        bodies = pack_text_pieces(piece.body, budget)
-        texts = [f"{piece.header}\n{b}" for b in bodies]
-        if max(embedder.count_tokens(texts)) <= limit:
-            return [replace(piece, text=t, body=b) for t, b in zip(texts, bodies, strict=False)]
-        if budget <= MIN_PIECE_BYTES:
-            raise InputError(
-                f"cannot fit a piece of turn {piece.turn_id!r} into {limit} tokens even at {budget} bytes; "
-                "shorten the header (title, source names) or use an embedder with a larger input limit"
-            )
-        budget = max(MIN_PIECE_BYTES, budget * 2 // 3)
 
 
 def _fitting_plan(embedder: Embedder, texts: Sequence[str]) -> tuple[list[str], list[int]]:

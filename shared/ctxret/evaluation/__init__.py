@@ -6,7 +6,7 @@
   representations (:mod:`.representations`, :mod:`.timeset`, :mod:`.views`), scoring (:mod:`.scoring`)
   and paired statistics (:mod:`.stats`).
 * :mod:`.calibrate` — blend weight, piece budget, floor and fusion sweeps (``ctxret eval calibrate PATH``).
-* :mod:`.metrics`, :mod:`.report`, :mod:`.cli` (:func:`register_eval` for the main CLI).
+* :mod:`.metrics`, :mod:`.report`; the ``eval`` commands are :mod:`ctxret.cli.evaluate`.
 
 Every search is exact cosine with numpy; every distinct text is embedded once per process
 (:func:`.embedding.cached_embedder`); every random choice is fixed by ``seed``.
@@ -15,14 +15,12 @@ Every search is exact cosine with numpy; every distinct text is embedded once pe
 from __future__ import annotations
 
 from .calibrate import run_calibrate
-from .cli import register_eval
 from .controlled import CONDITIONS, REPRESENTATIONS, load_fixture, run_controlled
 from .datasets import QUERY_SETS, Conversation, load_jsonl, load_locomo, load_threads
 from .representations import THREAD_REPRESENTATIONS, register_representation
 from .threads import run_threads
 
 __all__ = [
-    "register_eval",
     "run_controlled",
     "load_fixture",
     "REPRESENTATIONS",

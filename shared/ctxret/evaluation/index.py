@@ -16,14 +16,15 @@ import numpy as np
 
 from ..blend import CHUNK_FOCUS_WEIGHT, chunk_search_vector
 from ..embedders.base import Embedder
-from ..embedders.fitting import embed_fitting, fit_pieces
+from ..embedders.fitting import embed_fitting
 from ..ingest.context import context_vectors
+from ..ingest.pieces import fit_pieces, piece_metadata
 from ..ingest.turns import Piece
 from ..query.fusion import FusionSettings
 from ..query.search import PartCandidates
 from ..query.vectors import query_texts, query_vectors
 from ..storage.memory import ExactStore
-from ..storage.schema import Scope, piece_metadata
+from ..storage.schema import Scope
 from ..text import clean_text
 from .datasets import Conversation
 from .embedding import CachedEmbedder, cached_embedder

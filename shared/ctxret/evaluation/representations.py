@@ -17,7 +17,7 @@ Representations (register more with :func:`register_representation`)
   windows averaged when over the model's limit) at the run's weight; ``late`` (late chunking: each
   piece's span pooled from the token vectors of the section's text) at the run's weight; and
   ``late`` at weight 0 — the pure late-chunked vector, with query parts still blended at the run's
-  weight (runtime: ``ContextualIndex(context="late", weight=0.0, query_weight=0.8)``). The two ``late``
+  weight (runtime: ``ContextualIndex(context="late", weight=0.0)`` searched with ``query_weight=0.8``). The two ``late``
   representations need an embedder with token output (``embed_tokens``: the local model); runs over the
   default set skip them otherwise.
 * ``bm25``: BM25 (:class:`ctxret.lexical.LexicalIndex`) over the piece texts, whole message as

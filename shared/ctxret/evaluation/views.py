@@ -37,13 +37,14 @@ from typing import Any
 
 import numpy as np
 
+from ..ingest.pieces import piece_metadata
 from ..ingest.views import llm_view_writer, write_views
 from ..query.hyde import DEFAULT_HYDE_WEIGHT, blend_hyde, llm_hyde
 from ..query.views import merge_views
 from ..storage.base import DenseBackend, Fetched, Row
 from ..storage.cache import Block
 from ..storage.memory import ExactStore
-from ..storage.schema import ParentKey, Scope, piece_metadata
+from ..storage.schema import ParentKey, Scope
 from ..storage.views import MemoryViews, ViewedBlock
 from ..text import clean_text
 from .hybrid import RUNTIME_DEFAULT, scope_candidates

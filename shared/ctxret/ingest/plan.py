@@ -13,12 +13,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from ..config import IndexConfig
 from ..embedders.base import Embedder
-from ..embedders.fitting import fit_pieces
 from ..errors import InputError
 from ..storage.base import StoredPieces
-from ..storage.schema import caller_keys, check_id, check_metadata_arg, piece_metadata
+from ..storage.schema import caller_keys, check_id, check_metadata_arg
+from .config import IndexConfig
+from .pieces import fit_pieces, piece_metadata
 from .turns import Piece, Source, Turn, parse_time
 
 __all__ = [

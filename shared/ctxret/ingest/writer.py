@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from ..blend import chunk_search_vector
-from ..config import IndexConfig
 from ..embedders.base import Embedder, check_vectors
 from ..embedders.fitting import EMBED_CHUNK, embed_in_batches
 from ..errors import CtxretError
@@ -30,6 +29,7 @@ from ..results import IndexResult
 from ..storage.rebuild import rebuild
 from ..storage.replay import repair_writes
 from ..text import clean_text
+from .config import IndexConfig
 from .context import Contextualizer, context_vectors, contextualize
 from .plan import (
     DEFAULT_MAX_TURN_BYTES,

@@ -47,7 +47,6 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ..config import SearchSettings
 from ..embedders.base import Embedder
 from ..embedders.fitting import aembed_fitting, embed_fitting
 from ..errors import InputError
@@ -67,6 +66,7 @@ from .search import (
     lexical_side,
     stage_pool,
 )
+from .settings import SearchSettings
 from .vectors import aquery_vectors, query_texts, query_vectors
 from .views import ViewMatch, annotate, merge_views
 

@@ -31,7 +31,6 @@ from typing import Any
 
 import numpy as np
 
-from ..config import SearchSettings
 from ..errors import InputError
 from ..results import Group, Hit
 from ..storage.base import Deferred, DenseBackend, LexicalBackend, Row
@@ -41,6 +40,7 @@ from .mmr import MMRSettings
 from .parents import expand_parents
 from .relevance import RelevanceCalibration
 from .rerank import GroupStages, finish_groups
+from .settings import SearchSettings
 
 __all__ = [
     "SearchPlan",

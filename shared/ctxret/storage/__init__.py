@@ -5,6 +5,6 @@ Nothing outside this package touches a Chroma client or collection object.
 
 from __future__ import annotations
 
-from .schema import METADATA_PREFIX, RESERVED_KEYS, RETRIEVAL_KEYS, Scope, flatten_metadata, piece_metadata
+from .schema import METADATA_PREFIX, RESERVED_KEYS, RETRIEVAL_KEYS, Scope, flatten_metadata
 
-__all__ = ["METADATA_PREFIX", "RESERVED_KEYS", "RETRIEVAL_KEYS", "Scope", "flatten_metadata", "piece_metadata"]
+__all__ = ["METADATA_PREFIX", "RESERVED_KEYS", "RETRIEVAL_KEYS", "Scope", "flatten_metadata"]

@@ -1,7 +1,7 @@
 """The one metadata schema: what ctxret stores with a piece, which keys are its own, what a hit carries.
 
 Every write path (the core, both adapters, the CLI readers) builds piece metadata with
-:func:`piece_metadata`, and every adapter builds a result's metadata with :func:`hit_metadata`,
+:func:`ctxret.ingest.pieces.piece_metadata`, and every adapter builds a result's metadata with :func:`hit_metadata`,
 so the policies below hold everywhere:
 
 * **Reserved keys.** ctxret writes :data:`RESERVED_KEYS` on every piece and the adapters add
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -28,7 +27,6 @@ from ..text import check_unicode
 from .where import check_where
 
 if TYPE_CHECKING:
-    from ..ingest.turns import Piece, Turn
     from ..results import Group, Hit
 
 __all__ = [
@@ -47,7 +45,6 @@ __all__ = [
     "flatten_metadata",
     "hit_metadata",
     "parent_key",
-    "piece_metadata",
 ]
 
 #: Metadata keys ctxret writes on every piece.
@@ -162,36 +159,6 @@ def flatten_metadata(meta: Mapping[str, Any], prefix: str = "") -> dict[str, str
     return dict(sorted(out.items()))
 
 
-def piece_metadata(turn: Turn, p: Piece) -> dict[str, Any]:
-    """The flat Chroma metadata ctxret stores with a piece."""
-    caller = caller_metadata(p.metadata) if p.metadata else {}
-    meta: dict[str, Any] = {
-        **caller,
-        "thread_id": p.thread_id,
-        "turn_id": p.turn_id,
-        "parent_id": p.turn_id,
-        "turn_index": p.turn_index,
-        "turn_label": turn.label,
-        "kind": p.kind,
-        "source_kind": p.source_kind,
-        "source_label": p.source_label,
-        "source_ordinal": p.source_ordinal,
-        "ordinal": p.ordinal,
-        "header": p.header,
-        "body": p.body,
-    }
-    if caller:
-        meta["caller_keys"] = ",".join(sorted(caller))
-    if p.source_name:
-        meta["source_name"] = p.source_name
-    if p.doc_id is not None:
-        meta["doc_id"] = p.doc_id
-    if p.timestamp is not None:
-        meta["timestamp"] = p.timestamp.isoformat()
-        meta["ts_epoch"] = _epoch(p.timestamp)
-    return meta
-
-
 def parent_key(meta: Mapping[str, Any]) -> ParentKey | None:
     """The ``(thread_id, parent_id)`` a piece's parent is known by, or ``None``."""
     pid, thread = meta.get("parent_id"), meta.get("thread_id")
@@ -233,12 +200,6 @@ def hit_metadata(hit: Hit, group: Group, rank: int, parts: Sequence[str]) -> dic
         meta["search_degraded"] = True
         meta["search_skipped"] = list(group.skipped)
     return meta
-
-
-def _epoch(ts: datetime) -> float:
-    if ts.tzinfo is None:
-        return (ts - datetime(1970, 1, 1)).total_seconds()
-    return ts.timestamp()
 
 
 class Scope:

@@ -3,7 +3,7 @@
 The main CLI calls :func:`register_eval` with its subparsers; each command sets ``func(args) ->
 int`` (the exit code, the ``ctxret`` contract: 0 ok, 1 error — a ctxret error such as bad input
 or a missing file, reported on stderr —, 2 usage — bad flags, from argparse).
-``python -m ctxret.evaluation ...`` runs the same commands standalone.
+The harness itself (:mod:`ctxret.evaluation`) knows nothing of the command line.
 
     ctxret eval controlled FIXTURE.json [--json OUT] [--plot OUT.png]
     ctxret eval threads PATH [--json OUT] [--plot OUT.png]
@@ -19,7 +19,6 @@ import sys
 from typing import Any
 
 from ..blend import CHUNK_FOCUS_WEIGHT
-from ..cli.settings import add_common_options, resolve_settings
 from ..errors import CtxretError
 from ..query.fusion import (
     DEFAULT_CANDIDATES,
@@ -28,6 +27,7 @@ from ..query.fusion import (
     DEFAULT_RRF_K,
     FusionSettings,
 )
+from .settings import add_common_options, resolve_settings
 
 #: Exit codes (the main ``ctxret`` CLI's contract).
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
@@ -36,7 +36,7 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 def make_embedder(args: argparse.Namespace) -> Any:
     """The embedder the common options name (``--embedder``, ``--model``, ``--dims``, env), as every ctxret
     command builds it."""
-    from ..cli.settings import make_embedder as build
+    from .settings import make_embedder as build
 
     settings = resolve_settings(args)
     if settings.embedder == "local":
@@ -184,8 +184,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def _controlled(args: argparse.Namespace) -> int:
-    from .controlled import CONDITIONS, REPRESENTATIONS, load_fixture, run_controlled
-    from .report import controlled_table, plot_controlled, write_json
+    from ..evaluation.controlled import CONDITIONS, REPRESENTATIONS, load_fixture, run_controlled
+    from ..evaluation.report import controlled_table, plot_controlled, write_json
 
     fixture = load_fixture(args.fixture or bundled_fixture())
     res = run_controlled(
@@ -212,9 +212,9 @@ def _controlled(args: argparse.Namespace) -> int:
 
 
 def _threads(args: argparse.Namespace) -> int:
-    from .datasets import DEFAULT_QUERY_SETS, load_threads
-    from .report import paired_table, peer_table, plot_threads, threads_table, write_json
-    from .threads import run_threads
+    from ..evaluation.datasets import DEFAULT_QUERY_SETS, load_threads
+    from ..evaluation.report import paired_table, peer_table, plot_threads, threads_table, write_json
+    from ..evaluation.threads import run_threads
 
     convs = load_threads(args.path)
     res = run_threads(
@@ -261,9 +261,9 @@ def _threads(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from .calibrate import run_calibrate
-    from .datasets import load_threads
-    from .report import calibration_report, plot_calibration, write_json
+    from ..evaluation.calibrate import run_calibrate
+    from ..evaluation.datasets import load_threads
+    from ..evaluation.report import calibration_report, plot_calibration, write_json
 
     convs = load_threads(args.path)
     kwargs: dict[str, Any] = {}
@@ -310,8 +310,8 @@ def _outputs(args: argparse.Namespace, rows: Any, config: Any, plot: Any, write_
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """A stand-alone parser (``python -m ctxret.evaluation``) with the ``eval`` commands at top level."""
-    parser = argparse.ArgumentParser(prog="python -m ctxret.evaluation", description="ctxret evaluation harness")
+    """A parser with only the ``eval`` commands (what :func:`main` runs: ``main(["eval", "threads", PATH])``)."""
+    parser = argparse.ArgumentParser(prog="ctxret", description="ctxret evaluation harness")
     sub = parser.add_subparsers(dest="command", metavar="eval")
     sub.required = True
     register_eval(sub)
@@ -319,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..cli.settings import UsageError
+    from .settings import UsageError
 
     args = build_parser().parse_args(argv)
     try:

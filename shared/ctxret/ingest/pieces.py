@@ -1,0 +1,95 @@
+"""A turn's pieces as they are stored: labelled, re-packed until each fits the embedder's input limit
+(:func:`fit_pieces`), and the flat Chroma metadata stored with each (:func:`piece_metadata`)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from ..embedders.base import Embedder
+from ..errors import InputError
+from ..storage.schema import caller_metadata
+from ..text import MIN_PIECE_BYTES, pack_text_pieces
+from .turns import Piece, Turn, label_pieces, piece_id
+
+__all__ = ["fit_pieces", "piece_metadata"]
+
+
+def fit_pieces(turn: Turn, embedder: Embedder, max_bytes: int) -> list[Piece]:
+    """Label ``turn``'s pieces at ``max_bytes`` and re-pack any piece over the embedder's token limit.
+
+    An over-limit piece is re-packed at a smaller budget until every part fits, so nothing is
+    ever truncated inside the model. Ordinals and ids are assigned after fitting.
+    """
+    pieces = label_pieces(turn, max_bytes)
+    if not pieces:
+        return pieces
+    limit = int(embedder.max_tokens)
+    counts = embedder.count_tokens([p.text for p in pieces])
+    if max(counts) <= limit:
+        return pieces
+    out: list[Piece] = []
+    for piece, count in zip(pieces, counts, strict=False):
+        out.extend([piece] if count <= limit else _split_to_fit(embedder, piece, count, limit))
+    seen: dict[int, int] = defaultdict(int)
+    fitted = []
+    for p in out:
+        ordinal = seen[p.source_ordinal]
+        seen[p.source_ordinal] += 1
+        pid = piece_id(turn.thread_id, turn.index, p.source_ordinal, ordinal, p.text, turn.doc_id)
+        fitted.append(replace(p, ordinal=ordinal, id=pid))
+    return fitted
+
+
+def _split_to_fit(embedder: Embedder, piece: Piece, count: int, limit: int) -> list[Piece]:
+    body_bytes = len(piece.body.encode("utf-8"))
+    budget = max(MIN_PIECE_BYTES, int(body_bytes * limit / count * 0.9))
+    while True:
+        bodies = pack_text_pieces(piece.body, budget)
+        texts = [f"{piece.header}\n{b}" for b in bodies]
+        if max(embedder.count_tokens(texts)) <= limit:
+            return [replace(piece, text=t, body=b) for t, b in zip(texts, bodies, strict=False)]
+        if budget <= MIN_PIECE_BYTES:
+            raise InputError(
+                f"cannot fit a piece of turn {piece.turn_id!r} into {limit} tokens even at {budget} bytes; "
+                "shorten the header (title, source names) or use an embedder with a larger input limit"
+            )
+        budget = max(MIN_PIECE_BYTES, budget * 2 // 3)
+
+
+def piece_metadata(turn: Turn, p: Piece) -> dict[str, Any]:
+    """The flat Chroma metadata ctxret stores with a piece."""
+    caller = caller_metadata(p.metadata) if p.metadata else {}
+    meta: dict[str, Any] = {
+        **caller,
+        "thread_id": p.thread_id,
+        "turn_id": p.turn_id,
+        "parent_id": p.turn_id,
+        "turn_index": p.turn_index,
+        "turn_label": turn.label,
+        "kind": p.kind,
+        "source_kind": p.source_kind,
+        "source_label": p.source_label,
+        "source_ordinal": p.source_ordinal,
+        "ordinal": p.ordinal,
+        "header": p.header,
+        "body": p.body,
+    }
+    if caller:
+        meta["caller_keys"] = ",".join(sorted(caller))
+    if p.source_name:
+        meta["source_name"] = p.source_name
+    if p.doc_id is not None:
+        meta["doc_id"] = p.doc_id
+    if p.timestamp is not None:
+        meta["timestamp"] = p.timestamp.isoformat()
+        meta["ts_epoch"] = _epoch(p.timestamp)
+    return meta
+
+
+def _epoch(ts: datetime) -> float:
+    if ts.tzinfo is None:
+        return (ts - datetime(1970, 1, 1)).total_seconds()
+    return ts.timestamp()

@@ -1,0 +1,182 @@
+"""How a search runs: :class:`SearchSettings`, query-time only (never recorded; an index holds defaults, each call
+may override them)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Literal
+
+import numpy as np
+
+from ..blend import CHUNK_FOCUS_WEIGHT
+from ..errors import InputError
+from ..ingest.config import MAX_INT
+from ..text import MAX_PARTS
+from .fusion import FusionSettings
+from .hyde import DEFAULT_HYDE_WEIGHT, as_hyde
+from .mmr import DEFAULT_FETCH_K, DEFAULT_LAMBDA_MULT, check_fetch_k, check_lambda_mult
+from .relevance import RelevanceCalibration
+from .rerank import DEFAULT_RERANK_CANDIDATES, check_reranker
+
+__all__ = ["SearchSettings"]
+
+_MAX_DEADLINE_MS = 86_400_000  # a day
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """How a search runs. Query-time only: an index holds defaults, each call may override them.
+
+    * ``k``: hits per part (per group), not in total.
+    * ``score_threshold``: the cosine floor per hit; ``"auto"`` = the embedder's default
+      (``Embedder.default_score_threshold``), ``None`` = no floor.
+    * ``max_parts`` (≤ parts a message is split into) and ``split`` (``False``: one
+      whole-message vector, the baseline).
+    * ``query_weight``: blend weight of a part against its whole message (0.8); ``None`` = the
+      collection's ``weight``. It is separate from the stored weight: a collection of pure
+      late-chunked vectors (weight 0) is searched with parts that keep 80% of their own vector.
+    * ``lexical``: hybrid search on (``True``), off (``False``) or on when the index has a lexical
+      index (``None``); ``hybrid``: its fusion settings (:class:`FusionSettings`).
+    * ``parents``: attach each hit's whole turn or section and keep one hit per parent in a group.
+    * ``max_message_bytes``: a longer message is refused (64 KiB by default: a message is split into
+      at most 8 parts, and each part over the model's limit is embedded window by window, so a
+      1 MB message costs tens of seconds); ``None`` for no limit.
+    * ``hyde``: HyDE per part — ``fn(part) -> hypothetical answer`` (or a LangChain / LlamaIndex
+      LLM, prompted by :mod:`ctxret.query.hyde`); each part's query vector is blended with its
+      answer's, ``hyde_weight`` being the part's share (0.5). ``None``: off.
+    * ``views``: search the index's LLM-written views too (when it has any); ``False`` skips them.
+    * ``deadline_ms``: return within this many milliseconds, whatever is slow (the embedding
+      request, the store, the LLM): stages run in order of value and a stage that would overrun is
+      skipped or abandoned; each :class:`~ctxret.results.Group` says what ran
+      (``stages``, ``degraded``). See :mod:`ctxret.query.deadline`. ``None``: no deadline.
+
+    * ``relevance``: the :class:`~ctxret.query.relevance.RelevanceCalibration` that turns a hit's
+      cosine and lexical coverage into ``scores["relevance"]`` in [0, 1]; ``None`` = the
+      embedder's (see :func:`~ctxret.query.relevance.calibration_for`). ``min_relevance``: hits
+      under it are dropped (a floor on the scale the adapters show as ``score``).
+    * ``rerank``: a callable ``(part, hits) -> scores`` (one float per hit, ``None`` drops it) run
+      inside each group on its top ``rerank_candidates`` hits that passed the floors, before the cut
+      to ``k``; the group is ordered by its scores (:mod:`ctxret.query.rerank`).
+    * ``mmr``: maximal marginal relevance inside each group over its top ``fetch_k`` hits,
+      ``lambda_mult`` from 0 (diverse) to 1 (relevant) (:mod:`ctxret.query.mmr`).
+
+    :meth:`with_options` takes the flat names every entry point uses (``fusion``,
+    ``lexical_weight``, ``rrf_k``, ``candidates``, ``lexical_floor`` for the hybrid settings).
+    """
+
+    k: int = 5
+    score_threshold: float | None | Literal["auto"] = "auto"
+    max_parts: int = MAX_PARTS
+    split: bool = True
+    query_weight: float | None = CHUNK_FOCUS_WEIGHT
+    lexical: bool | None = None
+    hybrid: FusionSettings = field(default_factory=FusionSettings)
+    parents: bool = False
+    max_message_bytes: int | None = 65_536
+    relevance: RelevanceCalibration | None = None
+    min_relevance: float | None = None
+    rerank: Any = None
+    rerank_candidates: int = DEFAULT_RERANK_CANDIDATES
+    mmr: bool = False
+    fetch_k: int = DEFAULT_FETCH_K
+    lambda_mult: float = DEFAULT_LAMBDA_MULT
+    hyde: Any = None
+    hyde_weight: float = DEFAULT_HYDE_WEIGHT
+    views: bool = True
+    deadline_ms: float | None = None
+
+    def __post_init__(self) -> None:
+        self._check_group_stages()
+        object.__setattr__(self, "k", _positive_int(self.k, "k (results per part)"))
+        object.__setattr__(self, "max_parts", _positive_int(self.max_parts, "max_parts"))
+        object.__setattr__(self, "score_threshold", _threshold(self.score_threshold))
+        for name in ("split", "parents", "views"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.lexical is not None and not isinstance(self.lexical, bool):
+            raise InputError(f"lexical must be True, False or None, got {self.lexical!r}")
+        qw = self.query_weight
+        if qw is not None:
+            if isinstance(qw, bool) or not isinstance(qw, (int, float)) or not 0.0 <= float(qw) <= 1.0:
+                raise InputError(f"query_weight must be between 0 and 1 (or None: the collection's weight), got {qw!r}")
+            object.__setattr__(self, "query_weight", float(qw))
+        mb = self.max_message_bytes
+        if mb is not None:  # 0: no limit, like None
+            none = mb == 0 and not isinstance(mb, bool)
+            object.__setattr__(self, "max_message_bytes", None if none else _positive_int(mb, "max_message_bytes"))
+        if not isinstance(self.hybrid, FusionSettings):
+            raise InputError(f"hybrid must be a FusionSettings, got {type(self.hybrid).__name__}")
+        object.__setattr__(self, "hyde", as_hyde(self.hyde))
+        hw = self.hyde_weight
+        if isinstance(hw, bool) or not isinstance(hw, (int, float)) or not 0.0 <= float(hw) <= 1.0:
+            raise InputError(
+                f"hyde_weight (the part's share against its hypothetical answer) must be between 0 and 1, got {hw!r}"
+            )
+        object.__setattr__(self, "hyde_weight", float(hw))
+        dl = self.deadline_ms
+        if dl is not None:
+            if isinstance(dl, bool) or not isinstance(dl, (int, float)) or not 0 < dl <= _MAX_DEADLINE_MS:
+                raise InputError(
+                    f"deadline_ms must be a positive number of milliseconds up to {_MAX_DEADLINE_MS:,} (or None: no "
+                    f"deadline), got {dl!r}"
+                )
+            object.__setattr__(self, "deadline_ms", float(dl))
+
+    def _check_group_stages(self) -> None:
+        if self.relevance is not None and not isinstance(self.relevance, RelevanceCalibration):
+            raise InputError(f"relevance must be a RelevanceCalibration or None, got {type(self.relevance).__name__}")
+        mr = self.min_relevance
+        if mr is not None:
+            if isinstance(mr, bool) or not isinstance(mr, (int, float, np.floating)) or not 0.0 <= float(mr) <= 1.0:
+                raise InputError(f"min_relevance is a relevance floor between 0 and 1 (or None), got {mr!r}")
+            object.__setattr__(self, "min_relevance", float(mr))
+        check_reranker(self.rerank)
+        object.__setattr__(self, "rerank_candidates", _positive_int(self.rerank_candidates, "rerank_candidates"))
+        if not isinstance(self.mmr, bool):
+            raise InputError(f"mmr must be True or False, got {self.mmr!r}")
+        object.__setattr__(self, "fetch_k", check_fetch_k(self.fetch_k))
+        object.__setattr__(self, "lambda_mult", check_lambda_mult(self.lambda_mult))
+
+    #: Flat option names that set a field of :attr:`hybrid`.
+    HYBRID_OPTIONS = {"fusion": "method", "lexical_weight": "lexical_weight", "rrf_k": "rrf_k",
+                      "candidates": "candidates", "lexical_floor": "lexical_floor"}  # fmt: skip
+
+    @classmethod
+    def option_names(cls) -> list[str]:
+        """Every keyword :meth:`with_options` accepts."""
+        return [f.name for f in fields(cls) if f.name != "hybrid"] + list(cls.HYBRID_OPTIONS) + ["hybrid"]
+
+    def with_options(self, **options: Any) -> SearchSettings:
+        """A copy with ``options`` applied; an unknown option is an error naming the valid ones."""
+        if not options:
+            return self
+        unknown = sorted(set(options) - set(self.option_names()))
+        if unknown:
+            raise InputError(f"unknown search option(s) {unknown}; valid options: {', '.join(self.option_names())}")
+        hybrid_changes = {self.HYBRID_OPTIONS[k]: v for k, v in options.items() if k in self.HYBRID_OPTIONS}
+        direct = {k: v for k, v in options.items() if k not in self.HYBRID_OPTIONS}
+        hybrid = direct.pop("hybrid", self.hybrid)
+        # None keeps the current value, except for lexical_floor where None means "no lexical rescue"
+        hybrid_changes = {k: v for k, v in hybrid_changes.items() if v is not None or k == "lexical_floor"}
+        if hybrid_changes:
+            if not isinstance(hybrid, FusionSettings):
+                raise InputError(f"hybrid must be a FusionSettings, got {type(hybrid).__name__}")
+            hybrid = replace(hybrid, **hybrid_changes)
+        return replace(self, hybrid=hybrid, **direct)
+
+
+def _positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= MAX_INT:
+        raise InputError(f"{name} must be a positive integer (at most {MAX_INT:,}), got {value!r}")
+    return int(value)
+
+
+def _threshold(value: Any) -> float | None | Literal["auto"]:
+    if value is None or value == "auto":
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not math.isfinite(float(value)):
+        raise InputError(f"score_threshold must be a cosine between -1 and 1, 'auto' or None, got {value!r}")
+    if not -1.0 <= float(value) <= 1.0:
+        raise InputError(f"score_threshold is a cosine floor between -1 and 1, got {value!r}")
+    return float(value)

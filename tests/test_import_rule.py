@@ -1,0 +1,164 @@
+"""The import rule of ARCHITECTURE.md, checked on the source: layers import one way, no module imports itself back.
+
+Every ``import`` / ``from ... import`` in the package is read with :mod:`ast` — at module level, inside functions
+(a lazy import is still a dependency) and under ``TYPE_CHECKING`` (a type is a dependency too).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "shared" / "ctxret"
+
+#: The layers, lowest first: a unit (a subpackage, or a top-level module) imports only units of its own layer or
+#: earlier ones. ARCHITECTURE.md states the same list.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors", "_version", "_faults", "_lazy"),
+    ("text", "blend", "results"),
+    ("embedders",),
+    ("storage",),
+    ("ingest",),
+    ("query",),
+    ("config",),
+    ("store", "index"),
+    ("evaluation",),
+    ("cli", "__main__"),
+    ("ctxret",),  # the package's __init__: the public face
+)
+RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
+
+
+def _modules(package: Path) -> dict[str, Path]:
+    out = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _imported(module: str, path: Path, known: dict[str, Path]) -> Iterator[str]:
+    """The package modules ``module`` imports (``from pkg import mod`` names the module, else the package)."""
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")[: None if is_package else -1]
+                base = base[: len(base) - (node.level - 1)]
+                prefix = ".".join(base + ([node.module] if node.module else []))
+            else:
+                prefix = node.module or ""
+            for alias in node.names:
+                name = f"{prefix}.{alias.name}"
+                yield name if name in known else prefix
+
+
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """``{module: {package modules it imports}}`` (implicit parent-package imports left out)."""
+    known = _modules(package)
+    return {m: {t for t in _imported(m, p, known) if t in known and t != m} for m, p in known.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def unit(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{a} -> {b}" for a, targets in graph.items() for b in targets if RANK[unit(b)] > RANK[unit(a)])
+
+
+def test_every_unit_has_a_layer() -> None:
+    assert {unit(m) for m in import_graph()} <= set(RANK), "a new subpackage or module needs its place in LAYERS"
+
+
+def test_no_import_cycle_in_the_package() -> None:
+    assert cycles(import_graph()) == []
+
+
+def test_layers_import_one_way() -> None:
+    assert layer_violations(import_graph()) == []
+
+
+def test_config_only_re_exports() -> None:
+    """``ctxret.config`` defines nothing: the settings live with the stage that uses them."""
+    tree = ast.parse((PACKAGE / "config.py").read_text(encoding="utf-8"))
+    defined = [n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))]
+    assert defined == []
+    from ctxret.config import IndexConfig, SearchSettings
+    from ctxret.ingest.config import IndexConfig as ingest_config
+    from ctxret.query.settings import SearchSettings as query_settings
+
+    assert IndexConfig is ingest_config and SearchSettings is query_settings
+
+
+def test_only_storage_touches_chroma() -> None:
+    for module, path in _modules(PACKAGE).items():
+        names = set(_imported(module, path, {}))
+        if unit(module) != "storage":
+            assert not {n for n in names if n.split(".")[0] == "chromadb"}, module
+
+
+@pytest.mark.parametrize("adapter", ["langchain_ctxret", "llamaindex_ctxret"])
+def test_adapters_import_the_core_never_each_other(adapter: str) -> None:
+    other = {"langchain_ctxret": "llamaindex_ctxret", "llamaindex_ctxret": "langchain_ctxret"}[adapter]
+    graph = import_graph(ROOT / adapter)
+    assert cycles(graph) == []
+    for module, path in _modules(ROOT / adapter).items():
+        assert not {n for n in _imported(module, path, {}) if n.split(".")[0] == other}, module
+
+
+def test_the_checks_can_fail() -> None:
+    """The walker sees a cycle and a violation where there is one (so the tests above could fail)."""
+    graph = {"ctxret.a": {"ctxret.b"}, "ctxret.b": {"ctxret.a"}, "ctxret.text": {"ctxret.query.search"}}
+    graph["ctxret.query.search"] = set()
+    assert cycles(graph) == [["ctxret.a", "ctxret.b"]]
+    RANK.setdefault("a", 0)
+    RANK.setdefault("b", 0)
+    try:
+        assert layer_violations(graph) == ["ctxret.text -> ctxret.query.search"]
+    finally:
+        del RANK["a"], RANK["b"]
