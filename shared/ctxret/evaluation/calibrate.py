@@ -633,7 +633,7 @@ def relevance_samples(
     indexed = _indexed(conversations, emb, piece_bytes, weight, fusion, k, limit_queries, seed)
     for conv, sets, ix in indexed:
         for qs in ("facts", "qa"):
-            for q in sets[qs]:
+            for qn, q in enumerate(sets[qs]):
                 parts, qv = ix.query(q.text, split=True)
                 if not parts:
                     continue
@@ -641,14 +641,15 @@ def relevance_samples(
                     ix.exact_store(ix.default_stored), conv.id, parts, qv, k=k,
                     fusion=pool_fusion,
                 )  # fmt: skip
-                for c in cands:
+                for part_index, c in enumerate(cands):
                     top = c.ranked[:pool]
                     texts = [ix.pieces[ix.index_of[rid]].text for rid, _ in top]
                     content = dict(zip([rid for rid, _ in top], content_coverage(c.part, texts), strict=True))
                     for rank, (rid, fused) in enumerate(top):
                         right = bool(ix.piece_units[ix.index_of[rid]] & q.evidence)
                         out.append({
-                            "conversation": conv.id, "query_set": qs, "cosine": float(c.cosine[rid]),
+                            "conversation": conv.id, "query_set": qs, "query": f"{conv.id}/{qs}/{qn}",
+                            "part": part_index, "cosine": float(c.cosine[rid]),
                             "coverage": content[rid], "fused": float(fused), "rank": rank,
                             "bm25": float((c.bm25 or {}).get(rid, 0.0)),
                             "n_candidates": len(c.ranked), "right": right,

@@ -65,6 +65,9 @@ __all__ = [
     "fit_relevance",
     "relevance",
     "scored_metadata",
+    "shown_groups",
+    "shown_order",
+    "shown_score",
 ]
 
 #: Candidates per query part (best first, by the runtime's hybrid ranking) the fit looks at.
@@ -278,16 +281,44 @@ def fit_relevance(samples: Sequence[Mapping[str, Any]], *, source: str = "") -> 
 
 
 # -- what the adapters show -------------------------------------------------------------------------
+def shown_score(hit: Any) -> tuple[float, str] | None:
+    """The score an adapter shows for ``hit`` and its scale: the reranker's when one ran (``"rerank"``:
+    the group is in its order), else the hit's ``relevance``; ``None`` when it has neither."""
+    scores = hit.scores
+    if scores.get("rerank") is not None:
+        return float(scores["rerank"]), "rerank"
+    if scores.get("relevance") is not None:
+        return float(scores["relevance"]), "relevance"
+    return None
+
+
+def shown_order(hits: Sequence[Any]) -> list[Any]:
+    """``hits`` (one group, in its ranking order) in the order an adapter shows them: by the score it
+    shows (:func:`shown_score`), best first; ties keep the ranking order. The ranking stage picks which
+    ``k`` hits a group keeps (the fused score ranks better than any one score can threshold); inside
+    the group the order is the shown score's, so the first Document or node is the highest score a
+    user sees. A reranked group is already in its reranker's order."""
+    keyed = [(shown_score(h), i, h) for i, h in enumerate(hits)]
+    if any(k is None for k, _, _ in keyed):
+        return list(hits)
+    return [h for _, _, h in sorted(keyed, key=lambda t: (-t[0][0], t[1]))]  # type: ignore[index]
+
+
+def shown_groups(groups: Sequence[Any]) -> list[tuple[Any, list[Any]]]:
+    """Each group with its hits in the order an adapter shows them (:func:`shown_order`)."""
+    return [(g, shown_order(g.hits)) for g in groups]
+
+
 def scored_metadata(hit: Any, group: Any, rank: int, parts: Sequence[str]) -> dict[str, Any]:
-    """:func:`ctxret.storage.schema.hit_metadata` with ``score`` = the hit's ``relevance`` and
-    ``score_scale = "relevance"`` (when it has one): the score both adapters show, the same for
-    the same hit whatever else the part found. The ranking score stays under its own name
-    (``score_fused``, ``score_cosine``, ``score_rerank``) and ``group_rank`` keeps the group's order."""
+    """:func:`ctxret.storage.schema.hit_metadata` with ``score`` = the score the adapters show
+    (:func:`shown_score`: the hit's ``relevance``, ``score_scale = "relevance"``; the reranker's
+    score, ``"rerank"``, when one ran) and ``group_rank`` = ``rank``, the hit's place in the order
+    shown (:func:`shown_order`). The ranking score stays under its own name (``score_fused``,
+    ``score_cosine``) and so does the relevance (``score_relevance``)."""
     from ..storage.schema import hit_metadata
 
     meta = hit_metadata(hit, group, rank, parts)
-    rel = hit.scores.get("relevance")
-    if rel is not None:
-        meta["score"] = float(rel)
-        meta["score_scale"] = "relevance"
+    shown = shown_score(hit)
+    if shown is not None:
+        meta["score"], meta["score_scale"] = shown
     return meta
