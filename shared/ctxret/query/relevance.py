@@ -1,41 +1,43 @@
-"""``relevance``: a score in [0, 1] you can threshold, the same whatever else a part's search found.
+"""``relevance``: a score in [0, 1] you can threshold, the same whatever other searches found.
 
 The fused score of hybrid search is min–max normalised over each part's candidates, so the same
 right answer scores 1.0 in one store and 0.30 in another: it ranks, it cannot be thresholded.
-``relevance`` is a logistic function of features that do not depend on the candidate set:
+``relevance`` is a logistic function of three features of the hit in its own part's search:
 
 * ``cosine`` — the hit's raw cosine to its (blended) query part;
 * ``coverage`` — the share of the part's distinct content words the piece holds (its text,
   label included, tokenized by the lexical index's tokenizer; English function words left out:
-  :func:`content_words`). 1.0 = every content word of the part.
+  :func:`content_words`). 1.0 = every content word of the part;
+* ``top`` — 1 when the hit is the part's best dense match (its cosine is the highest among the
+  part's candidates, :func:`is_top`), else 0.
+
+``relevance = 1 / (1 + exp(-(intercept + a·cosine + b·coverage + c·coverage² + d·top)))``; a part with
+no content word at all uses the cosine-only model, ``dense`` (``intercept + a·cosine + d·top``).
 
 Coverage is deliberately not weighted by IDF (the lexical floor's ``LexicalIndex.coverage`` is):
 IDF comes from the store, and in a small store it is degenerate — with two pieces a word one of
 them holds weighs nothing and a word none holds weighs the most, so "When does my flight leave?"
-gave the piece about the flight a coverage of 0. On LoCoMo dev (about 600 pieces per conversation,
-where IDF is well behaved) IDF weighting separates right from wrong slightly better (AUC 0.920
-against 0.912 when measured on the ``mean`` stored side); the unweighted share never changes with
-what else is stored.
+gave the piece about the flight a coverage of 0.
 
-``relevance = 1 / (1 + exp(-(intercept + a·cosine + b·coverage + c·coverage²)))`` (the squared
-term lets the curve flatten at high coverage, where a one-word part is held by many pieces; a part
-with no content word at all uses the cosine-only model, ``dense``). Dense and hybrid searches use
-the same function: coverage needs the texts, not the lexical index. The coefficients are fitted
-per embedder family on the LoCoMo development split (``ctxret eval calibrate --sweeps
-relevance``): every candidate among the top :data:`CALIBRATION_POOL` of each query part's hybrid
-ranking, labelled right when the piece holds one of the query's evidence utterances. So a
-relevance of 0.6 means that, on that data, about 60% of the hits with that cosine and coverage
-held the answer. It is calibrated to LoCoMo, not universal: there about one candidate in twenty is
-right and shared words are the strongest evidence (the cosine alone separates poorly), so a right
-answer worded differently from the question gets a low relevance, and in a store where most
-candidates are right relevance under-states them. Recalibrate on your own threads (the same
-command prints the coefficients; pass them as
-``SearchSettings(relevance=RelevanceCalibration(...))`` or set ``default_relevance`` on your
-embedder).
+Why ``top``: fitted on conversations alone (LoCoMo, where about one candidate in twenty is right and
+shared words are the strongest evidence), cosine and coverage put a right answer worded differently
+from the question — "departing at 09:40" for "when does my flight leave" — at 0.07, and right top hits
+of a small wiki at 0.02–0.3. Being the part's best dense match is evidence on every kind of data (on
+LoCoMo dev 63% of the top hits are right, on documents 70–90%), and it costs nothing: the part's
+candidates are scored anyway. It is the one feature that looks beyond the hit, and only inside its own
+part's search: adding a piece that becomes the part's best match lowers the previous best's relevance;
+nothing else in the store, no other part and no other search enters.
 
-What it depends on: the hit's own cosine (fixed by the model and the blend) and its own text
-against the part's words — nothing else. The number of candidates a part had, their scores, the
-hit's rank and the rest of the store do not enter at all.
+The coefficients are fitted per embedder family by ``ctxret eval calibrate --sweeps relevance`` on
+several kinds of data at once, each dataset weighing the same: conversations (every candidate among
+the top :data:`CALIBRATION_POOL` of each query part's hybrid ranking, labelled right when the piece
+holds one of the query's evidence utterances) and documents sets (``--docs``: the top hits of each
+query, labelled right when they come from one of its relevant documents). The fit is a compromise
+between datasets whose share of right candidates differs (5% on LoCoMo, 10–16% on documents), so it is
+calibrated on none of them exactly; BENCHMARKS ("Relevance calibration") gives the per-dataset AUC,
+reliability table and calibration error, held out by fold and by dataset. Recalibrate on your own data
+(the same command prints the coefficients; pass them as ``SearchSettings(relevance=RelevanceCalibration(...))``
+or set ``default_relevance`` on your embedder).
 
 Embedders without a fitted calibration get the local model's curve shifted along the cosine axis
 so that their default floor (``default_score_threshold``) maps to the relevance the local model's
@@ -58,11 +60,13 @@ __all__ = [
     "CALIBRATION_POOL",
     "content_coverage",
     "content_words",
+    "expected_calibration_error",
     "LOCAL_MINILM",
     "RelevanceCalibration",
     "RelevanceModel",
     "calibration_for",
     "fit_relevance",
+    "is_top",
     "relevance",
     "scored_metadata",
     "shown_groups",
@@ -114,24 +118,27 @@ def content_words(part: str) -> str:
 
 @dataclass(frozen=True)
 class RelevanceModel:
-    """``sigmoid(intercept + cosine_weight·cosine + coverage_weight·coverage + coverage_sq_weight·coverage²)``."""
+    """``sigmoid(intercept + cosine_weight·cosine + coverage_weight·coverage + coverage_sq_weight·coverage²
+    + top_weight·top)``; ``top`` is 1 for the part's best dense match (see :func:`is_top`), else 0."""
 
     intercept: float
     cosine_weight: float
     coverage_weight: float = 0.0
     coverage_sq_weight: float = 0.0
+    top_weight: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("intercept", "cosine_weight", "coverage_weight", "coverage_sq_weight"):
+        for name in ("intercept", "cosine_weight", "coverage_weight", "coverage_sq_weight", "top_weight"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
                 raise InputError(f"RelevanceModel.{name} must be a finite number, got {v!r}")
             object.__setattr__(self, name, float(v))
 
-    def __call__(self, cosine: Any, coverage: Any = 0.0) -> Any:
+    def __call__(self, cosine: Any, coverage: Any = 0.0, top: Any = 0.0) -> Any:
         z = self.intercept + self.cosine_weight * np.asarray(cosine, dtype=np.float64)
         cov = np.asarray(coverage, dtype=np.float64)
         z = z + self.coverage_weight * cov + self.coverage_sq_weight * cov * cov
+        z = z + self.top_weight * np.asarray(top, dtype=np.float64)
         out = 1.0 / (1.0 + np.exp(-np.clip(z, -60.0, 60.0)))
         return float(out) if np.ndim(out) == 0 else out
 
@@ -149,11 +156,12 @@ class RelevanceCalibration:
     dense: RelevanceModel
     source: str = ""
 
-    def __call__(self, cosine: float, coverage: float | None = None) -> float:
-        """The relevance of one hit (``coverage=None``: dense search, the cosine alone)."""
+    def __call__(self, cosine: float, coverage: float | None = None, top: bool | float = False) -> float:
+        """The relevance of one hit (``coverage=None``: a part without content words, the cosine alone;
+        ``top``: the hit is its part's best dense match, :func:`is_top`)."""
         if coverage is None:
-            return float(self.dense(cosine))
-        return float(self.hybrid(cosine, coverage))
+            return float(self.dense(cosine, 0.0, float(top)))
+        return float(self.hybrid(cosine, coverage, float(top)))
 
     def shifted(self, cosine_shift: float, source: str) -> RelevanceCalibration:
         return RelevanceCalibration(self.hybrid.shifted(cosine_shift), self.dense.shifted(cosine_shift), source)
@@ -193,21 +201,35 @@ def calibration_for(embedder: Any) -> RelevanceCalibration:
     )
 
 
-def relevance(cal: RelevanceCalibration, cosine: float, coverage: float | None) -> float:
-    """``cal(cosine, coverage)``, for callers that prefer a function."""
-    return cal(cosine, coverage)
+def is_top(cosine: float, best: float | None) -> bool:
+    """Whether a hit with ``cosine`` is its part's best dense match (``best``: the highest cosine among the
+    part's candidates, ``None`` when unknown)."""
+    return best is not None and float(cosine) >= float(best) - TOP_TOLERANCE
+
+
+#: Cosines this close to the part's best count as the best (float32 vectors, ties).
+TOP_TOLERANCE = 1e-6
+
+
+def relevance(cal: RelevanceCalibration, cosine: float, coverage: float | None, top: bool = False) -> float:
+    """``cal(cosine, coverage, top)``, for callers that prefer a function."""
+    return cal(cosine, coverage, top)
 
 
 # -- fitting --------------------------------------------------------------------------------------
-def _logistic_fit(x: np.ndarray, y: np.ndarray, l2: float = 1e-3, iters: int = 100) -> np.ndarray:
-    """Newton–Raphson (IRLS) for an L2-regularised logistic regression; ``x`` has a leading ones column."""
+def _logistic_fit(
+    x: np.ndarray, y: np.ndarray, l2: float = 1e-3, iters: int = 100, weights: np.ndarray | None = None
+) -> np.ndarray:
+    """Newton–Raphson (IRLS) for an L2-regularised, optionally weighted logistic regression; ``x`` has a
+    leading ones column."""
     w = np.zeros(x.shape[1])
+    sw = np.ones(len(y)) if weights is None else np.asarray(weights, dtype=np.float64)
     reg = np.full(x.shape[1], l2)
     reg[0] = 0.0  # the intercept is not shrunk
     for _ in range(iters):
         p = 1.0 / (1.0 + np.exp(-np.clip(x @ w, -60, 60)))
-        grad = x.T @ (p - y) + reg * w
-        hess = (x * (p * (1 - p))[:, None]).T @ x + np.diag(reg + 1e-9)
+        grad = x.T @ (sw * (p - y)) + reg * w
+        hess = (x * (sw * p * (1 - p))[:, None]).T @ x + np.diag(reg + 1e-9)
         step = np.linalg.solve(hess, grad)
         w -= step
         if np.max(np.abs(step)) < 1e-8:
@@ -257,27 +279,47 @@ def reliability(
     return rows
 
 
-def fit_relevance(samples: Sequence[Mapping[str, Any]], *, source: str = "") -> RelevanceCalibration:
-    """Fit both models on ``samples`` of ``{"cosine", "coverage", "right"}`` (one per candidate hit):
-    the coverage model on the samples that have a coverage, the cosine-only model on all."""
+def fit_relevance(
+    samples: Sequence[Mapping[str, Any]], *, source: str = "", balance: bool = True
+) -> RelevanceCalibration:
+    """Fit both models on ``samples`` of ``{"cosine", "coverage", "top", "right"}`` (one per candidate hit;
+    ``top``: the part's best dense match, 0 when absent): the coverage model on the samples that have a
+    coverage, the cosine-only model on all. ``balance``: every ``dataset`` (a sample key; one when absent)
+    weighs the same in the fit, whatever its number of samples."""
     if not samples:
         raise InputError("no samples to fit relevance on: the threads need labelled facts or questions")
     cos = np.array([float(s["cosine"]) for s in samples])
     has = np.array([s.get("coverage") is not None for s in samples])
     cov = np.array([float(s.get("coverage") or 0.0) for s in samples])
+    top = np.array([1.0 if s.get("top") else 0.0 for s in samples])
     y = np.array([1.0 if s["right"] else 0.0 for s in samples])
     if y.min() == y.max() or y[has].min(initial=1.0) == y[has].max(initial=1.0):
         raise InputError(
             "relevance needs both right and wrong hits among the samples (and among those with content words)"
         )
+    names = [str(s.get("dataset", "")) for s in samples]
+    sizes = {n: names.count(n) for n in set(names)} if balance else {}
+    weights = np.array([1.0 / sizes[n] for n in names]) if balance else np.ones(len(samples))
+    weights = weights / weights.mean()
     ones = np.ones_like(cos)
-    hb = _logistic_fit(np.column_stack([ones, cos, cov, cov * cov])[has], y[has])
-    dn = _logistic_fit(np.column_stack([ones, cos]), y)
+    hb = _logistic_fit(np.column_stack([ones, cos, cov, cov * cov, top])[has], y[has], weights=weights[has])
+    dn = _logistic_fit(np.column_stack([ones, cos, top]), y, weights=weights)
     return RelevanceCalibration(
-        RelevanceModel(float(hb[0]), float(hb[1]), float(hb[2]), float(hb[3])),
-        RelevanceModel(float(dn[0]), float(dn[1])),
+        RelevanceModel(float(hb[0]), float(hb[1]), float(hb[2]), float(hb[3]), float(hb[4])),
+        RelevanceModel(float(dn[0]), float(dn[1]), top_weight=float(dn[2])),
         source,
     )
+
+
+def expected_calibration_error(p: Any, labels: Any, bins: int = 10) -> float:
+    """ECE: the mean |predicted − observed share right| over ``bins`` equal-width bins, weighted by size."""
+    pa = np.asarray(p, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.float64)
+    if not len(pa):
+        return math.nan
+    idx = np.minimum((pa * bins).astype(int), bins - 1)
+    return float(sum(abs(pa[idx == b].mean() - y[idx == b].mean()) * (idx == b).sum()
+                     for b in range(bins) if (idx == b).any()) / len(pa))  # fmt: skip
 
 
 # -- what the adapters show -------------------------------------------------------------------------
