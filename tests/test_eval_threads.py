@@ -233,7 +233,7 @@ def test_calibrate_on_synthetic_threads(synthetic, local_embedder):
     )
     assert set(res.recommended) == {"weight", "piece_bytes", "threshold", "fusion", "relevance"}
     assert set(res.recommended["relevance"]["hybrid"]) == {
-        "intercept", "cosine_weight", "coverage_weight", "coverage_sq_weight", "top_weight"
+        "intercept", "cosine_weight", "coverage_weight", "coverage_sq_weight", "top_weight", "margin_weight"
     }
     held = [r for r in res.curves["relevance_separation"] if r["relevance"] == "held out by fold"]
     assert held and all(0.0 <= r["auc"] <= 1.0 for r in held)

@@ -655,7 +655,7 @@ def relevance_samples(
                         out.append({
                             "dataset": conv.source, "conversation": conv.id, "query_set": qs,
                             "query": f"{conv.id}/{qs}/{qn}", "part": part_index, "cosine": float(c.cosine[rid]),
-                            "top": is_top(c.cosine[rid], best),
+                            "best": best, "top": is_top(c.cosine[rid], best),
                             "coverage": content[rid], "fused": float(fused), "rank": rank,
                             "bm25": float((c.bm25 or {}).get(rid, 0.0)),
                             "n_candidates": len(c.ranked), "right": right,
@@ -756,7 +756,8 @@ def docs_relevance_samples(docs: DocsSet, embedder: Embedder, *, pool: int | Non
                     out.append({
                         "dataset": docs.name, "conversation": docs.name, "query_set": "docs",
                         "query": f"{docs.name}/{qid}", "part": g.part_index, "cosine": float(h.scores["cosine"]),
-                        "top": is_top(float(h.scores["cosine"]), best), "coverage": h.scores.get("coverage"),
+                        "best": best, "top": is_top(float(h.scores["cosine"]), best),
+                        "coverage": h.scores.get("coverage"),
                         "fused": float(h.scores.get("fused", h.score)), "rank": rank,
                         "bm25": float(h.scores.get("bm25", 0.0)), "n_candidates": len(g.hits),
                         "right": str(h.metadata.get("doc_id")) in relevant,
@@ -787,7 +788,7 @@ def relevance_report(
     from ..query.relevance import auc, expected_calibration_error, fit_relevance, reliability
 
     def score(c: Any, rows: Sequence[dict[str, Any]]) -> np.ndarray:
-        return np.array([c(r["cosine"], r["coverage"], r.get("top", False)) for r in rows])
+        return np.array([c(r["cosine"], r["coverage"], r.get("best")) for r in rows])
 
     by_fold = np.zeros(len(samples))
     fold_of = np.array([_fold(str(r.get("query", i)), folds) for i, r in enumerate(samples)])
@@ -862,19 +863,23 @@ def relevance_sweep(
     h, d = cal.hybrid, cal.dense
     recommended = {
         "hybrid": {"intercept": h.intercept, "cosine_weight": h.cosine_weight, "coverage_weight": h.coverage_weight,
-                   "coverage_sq_weight": h.coverage_sq_weight, "top_weight": h.top_weight},
-        "dense": {"intercept": d.intercept, "cosine_weight": d.cosine_weight, "top_weight": d.top_weight},
+                   "coverage_sq_weight": h.coverage_sq_weight, "top_weight": h.top_weight,
+                   "margin_weight": h.margin_weight},
+        "dense": {"intercept": d.intercept, "cosine_weight": d.cosine_weight, "top_weight": d.top_weight,
+                  "margin_weight": d.margin_weight},
         "code": (
             f"RelevanceCalibration(hybrid=RelevanceModel({h.intercept:.3f}, {h.cosine_weight:.3f}, "
-            f"{h.coverage_weight:.3f}, {h.coverage_sq_weight:.3f}, {h.top_weight:.3f}), "
-            f"dense=RelevanceModel({d.intercept:.3f}, {d.cosine_weight:.3f}, top_weight={d.top_weight:.3f}))"
+            f"{h.coverage_weight:.3f}, {h.coverage_sq_weight:.3f}, {h.top_weight:.3f}, {h.margin_weight:.3f}), "
+            f"dense=RelevanceModel({d.intercept:.3f}, {d.cosine_weight:.3f}, top_weight={d.top_weight:.3f}, "
+            f"margin_weight={d.margin_weight:.3f}))"
         ),
     }  # fmt: skip
     per_set = [r for r in report["separation"] if r["relevance"] == "held out by fold"]
     notes = [
         f"relevance: sigmoid({h.intercept:.3f} + {h.cosine_weight:.3f}*cosine + {h.coverage_weight:.3f}*coverage "
-        f"{h.coverage_sq_weight:+.3f}*coverage^2 {h.top_weight:+.3f}*top) "
-        f"(no content word: sigmoid({d.intercept:.3f} + {d.cosine_weight:.3f}*cosine {d.top_weight:+.3f}*top)) "
+        f"{h.coverage_sq_weight:+.3f}*coverage^2 {h.top_weight:+.3f}*top {h.margin_weight:+.3f}*margin) "
+        f"(no content word: sigmoid({d.intercept:.3f} + {d.cosine_weight:.3f}*cosine {d.top_weight:+.3f}*top "
+        f"{d.margin_weight:+.3f}*margin)) "
         f"on {len(samples)} candidates, {int(sum(y))} right; held out by fold: "
         + "; ".join(f"{r['dataset']} AUC {r['auc']:.3f}, ECE {r['ece']:.3f}, right top hits >= 0.5 "
                     f"{r['right_top_share_ge_0_5'] * 100:.0f}%" for r in per_set)

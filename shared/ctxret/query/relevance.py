@@ -9,17 +9,18 @@ right answer scores 1.0 in one store and 0.30 in another: it ranks, it cannot be
   label included, tokenized by the lexical index's tokenizer; English function words left out:
   :func:`content_words`). 1.0 = every content word of the part;
 * ``top`` — 1 when the hit is the part's best dense match (its cosine is the highest among the
-  part's candidates, :func:`is_top`), else 0.
+  part's candidates, :func:`is_top`), else 0; and ``margin``, how far its cosine is under that best
+  (``max(cosine − best, −0.15)``, 0 for the best: :func:`best_features`).
 
-``relevance = 1 / (1 + exp(-(intercept + a·cosine + b·coverage + c·coverage² + d·top)))``; a part with
-no content word at all uses the cosine-only model, ``dense`` (``intercept + a·cosine + d·top``).
+``relevance = 1 / (1 + exp(-(intercept + a·cosine + b·coverage + c·coverage² + d·top + e·margin)))``; a
+part with no content word at all uses the cosine-only model, ``dense`` (no coverage terms).
 
 Coverage is deliberately not weighted by IDF (the lexical floor's ``LexicalIndex.coverage`` is):
 IDF comes from the store, and in a small store it is degenerate — with two pieces a word one of
 them holds weighs nothing and a word none holds weighs the most, so "When does my flight leave?"
 gave the piece about the flight a coverage of 0.
 
-Why ``top``: fitted on conversations alone (LoCoMo, where about one candidate in twenty is right and
+Why ``top`` and ``margin``: fitted on conversations alone (LoCoMo, where about one candidate in twenty is right and
 shared words are the strongest evidence), cosine and coverage put a right answer worded differently
 from the question — "departing at 09:40" for "when does my flight leave" — at 0.07, and right top hits
 of a small wiki at 0.02–0.3. Being the part's best dense match is evidence on every kind of data (on
@@ -66,6 +67,7 @@ __all__ = [
     "RelevanceModel",
     "calibration_for",
     "fit_relevance",
+    "best_features",
     "is_top",
     "relevance",
     "scored_metadata",
@@ -119,26 +121,30 @@ def content_words(part: str) -> str:
 @dataclass(frozen=True)
 class RelevanceModel:
     """``sigmoid(intercept + cosine_weight·cosine + coverage_weight·coverage + coverage_sq_weight·coverage²
-    + top_weight·top)``; ``top`` is 1 for the part's best dense match (see :func:`is_top`), else 0."""
+    + top_weight·top + margin_weight·margin)``; ``top`` is 1 for the part's best dense match, else 0, and
+    ``margin`` = ``max(cosine − the part's best cosine, −MARGIN_CAP)`` (:func:`best_features`)."""
 
     intercept: float
     cosine_weight: float
     coverage_weight: float = 0.0
     coverage_sq_weight: float = 0.0
     top_weight: float = 0.0
+    margin_weight: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("intercept", "cosine_weight", "coverage_weight", "coverage_sq_weight", "top_weight"):
+        for name in ("intercept", "cosine_weight", "coverage_weight", "coverage_sq_weight", "top_weight",
+                     "margin_weight"):  # fmt: skip
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
                 raise InputError(f"RelevanceModel.{name} must be a finite number, got {v!r}")
             object.__setattr__(self, name, float(v))
 
-    def __call__(self, cosine: Any, coverage: Any = 0.0, top: Any = 0.0) -> Any:
+    def __call__(self, cosine: Any, coverage: Any = 0.0, top: Any = 0.0, margin: Any = 0.0) -> Any:
         z = self.intercept + self.cosine_weight * np.asarray(cosine, dtype=np.float64)
         cov = np.asarray(coverage, dtype=np.float64)
         z = z + self.coverage_weight * cov + self.coverage_sq_weight * cov * cov
         z = z + self.top_weight * np.asarray(top, dtype=np.float64)
+        z = z + self.margin_weight * np.asarray(margin, dtype=np.float64)
         out = 1.0 / (1.0 + np.exp(-np.clip(z, -60.0, 60.0)))
         return float(out) if np.ndim(out) == 0 else out
 
@@ -156,26 +162,33 @@ class RelevanceCalibration:
     dense: RelevanceModel
     source: str = ""
 
-    def __call__(self, cosine: float, coverage: float | None = None, top: bool | float = False) -> float:
+    def __call__(self, cosine: float, coverage: float | None = None, best: float | None = None) -> float:
         """The relevance of one hit (``coverage=None``: a part without content words, the cosine alone;
-        ``top``: the hit is its part's best dense match, :func:`is_top`)."""
+        ``best``: the highest cosine among the hit's part's candidates, ``None``: the hit's own, i.e. it is
+        its part's best match)."""
+        top, margin = best_features(cosine, best)
         if coverage is None:
-            return float(self.dense(cosine, 0.0, float(top)))
-        return float(self.hybrid(cosine, coverage, float(top)))
+            return float(self.dense(cosine, 0.0, top, margin))
+        return float(self.hybrid(cosine, coverage, top, margin))
 
     def shifted(self, cosine_shift: float, source: str) -> RelevanceCalibration:
         return RelevanceCalibration(self.hybrid.shifted(cosine_shift), self.dense.shifted(cosine_shift), source)
 
 
-#: all-MiniLM-L6-v2 (the local model), fitted by ``ctxret eval calibrate --sweeps relevance`` on the
-#: LoCoMo development split (5 conversations, facts and questions, the default hybrid search over the
-#: local model's default stored side, late chunking at weight 0): 39,500 candidates, 1,930 right;
-#: AUC 0.897 (leave one conversation out 0.896), the cosine alone 0.735 (README, "k, the threshold
-#: and score scales"; BENCHMARKS, "Relevance calibration").
+#: all-MiniLM-L6-v2 (the local model), fitted by ``ctxret eval calibrate --sweeps relevance`` over the local
+#: model's default stored side (late chunking at weight 0), on three datasets weighing the same: LoCoMo dev
+#: (5 conversations, facts and questions, the top 20 of each part's default hybrid ranking: 39,500 candidates,
+#: 1,930 right), scifact-dev (100 train claims, the corpus cut to their 111 cited abstracts + 400 others: 2,000
+#: candidates, 419 right) and tests/data/handbook (40 questions over 20 files: 800 candidates, 125 right).
+#: Held out by fold: AUC 0.882 / 0.911 / 0.838, right top hits at 0.5 or more 72% / 71% / 83% (BENCHMARKS,
+#: "Relevance calibration").
 LOCAL_MINILM = RelevanceCalibration(
-    hybrid=RelevanceModel(intercept=-10.105, cosine_weight=6.613, coverage_weight=11.602, coverage_sq_weight=-3.342),
-    dense=RelevanceModel(intercept=-6.260, cosine_weight=7.923),
-    source="all-MiniLM-L6-v2, LoCoMo dev",
+    hybrid=RelevanceModel(
+        intercept=-3.739, cosine_weight=5.375, coverage_weight=-0.615, coverage_sq_weight=4.095, top_weight=0.751,
+        margin_weight=4.963,
+    ),
+    dense=RelevanceModel(intercept=-3.501, cosine_weight=6.000, top_weight=0.921, margin_weight=6.601),
+    source="all-MiniLM-L6-v2, LoCoMo dev + scifact-dev + handbook",
 )
 #: The local model's default floor: where the placeholder curves of other embedders are anchored.
 _LOCAL_FLOOR = 0.3
@@ -203,17 +216,27 @@ def calibration_for(embedder: Any) -> RelevanceCalibration:
 
 def is_top(cosine: float, best: float | None) -> bool:
     """Whether a hit with ``cosine`` is its part's best dense match (``best``: the highest cosine among the
-    part's candidates, ``None`` when unknown)."""
-    return best is not None and float(cosine) >= float(best) - TOP_TOLERANCE
+    part's candidates; ``None``: the hit's own)."""
+    return best is None or float(cosine) >= float(best) - TOP_TOLERANCE
+
+
+def best_features(cosine: float, best: float | None) -> tuple[float, float]:
+    """``(top, margin)`` of a hit: 1.0 when it is its part's best dense match (:func:`is_top`), and its
+    cosine's margin under the part's best, ``max(cosine − best, −MARGIN_CAP)`` (0 for the best)."""
+    if best is None:
+        return 1.0, 0.0
+    return (1.0 if is_top(cosine, best) else 0.0), max(min(float(cosine) - float(best), 0.0), -MARGIN_CAP)
 
 
 #: Cosines this close to the part's best count as the best (float32 vectors, ties).
 TOP_TOLERANCE = 1e-6
+#: How far under the part's best cosine the margin feature still tells hits apart.
+MARGIN_CAP = 0.15
 
 
-def relevance(cal: RelevanceCalibration, cosine: float, coverage: float | None, top: bool = False) -> float:
-    """``cal(cosine, coverage, top)``, for callers that prefer a function."""
-    return cal(cosine, coverage, top)
+def relevance(cal: RelevanceCalibration, cosine: float, coverage: float | None, best: float | None = None) -> float:
+    """``cal(cosine, coverage, best)``, for callers that prefer a function."""
+    return cal(cosine, coverage, best)
 
 
 # -- fitting --------------------------------------------------------------------------------------
@@ -282,16 +305,18 @@ def reliability(
 def fit_relevance(
     samples: Sequence[Mapping[str, Any]], *, source: str = "", balance: bool = True
 ) -> RelevanceCalibration:
-    """Fit both models on ``samples`` of ``{"cosine", "coverage", "top", "right"}`` (one per candidate hit;
-    ``top``: the part's best dense match, 0 when absent): the coverage model on the samples that have a
-    coverage, the cosine-only model on all. ``balance``: every ``dataset`` (a sample key; one when absent)
-    weighs the same in the fit, whatever its number of samples."""
+    """Fit both models on ``samples`` of ``{"cosine", "coverage", "best", "right"}`` (one per candidate hit;
+    ``best``: the highest cosine among its part's candidates, the hit's own when absent): the coverage model
+    on the samples that have a coverage, the cosine-only model on all. ``balance``: every ``dataset`` (a
+    sample key; one when absent) weighs the same in the fit, whatever its number of samples."""
     if not samples:
         raise InputError("no samples to fit relevance on: the threads need labelled facts or questions")
     cos = np.array([float(s["cosine"]) for s in samples])
     has = np.array([s.get("coverage") is not None for s in samples])
     cov = np.array([float(s.get("coverage") or 0.0) for s in samples])
-    top = np.array([1.0 if s.get("top") else 0.0 for s in samples])
+    feats = [best_features(float(s["cosine"]), s.get("best")) for s in samples]
+    top = np.array([t for t, _ in feats])
+    margin = np.array([m for _, m in feats])
     y = np.array([1.0 if s["right"] else 0.0 for s in samples])
     if y.min() == y.max() or y[has].min(initial=1.0) == y[has].max(initial=1.0):
         raise InputError(
@@ -302,11 +327,11 @@ def fit_relevance(
     weights = np.array([1.0 / sizes[n] for n in names]) if balance else np.ones(len(samples))
     weights = weights / weights.mean()
     ones = np.ones_like(cos)
-    hb = _logistic_fit(np.column_stack([ones, cos, cov, cov * cov, top])[has], y[has], weights=weights[has])
-    dn = _logistic_fit(np.column_stack([ones, cos, top]), y, weights=weights)
+    hb = _logistic_fit(np.column_stack([ones, cos, cov, cov * cov, top, margin])[has], y[has], weights=weights[has])
+    dn = _logistic_fit(np.column_stack([ones, cos, top, margin]), y, weights=weights)
     return RelevanceCalibration(
-        RelevanceModel(float(hb[0]), float(hb[1]), float(hb[2]), float(hb[3]), float(hb[4])),
-        RelevanceModel(float(dn[0]), float(dn[1]), top_weight=float(dn[2])),
+        RelevanceModel(*(float(v) for v in hb)),
+        RelevanceModel(float(dn[0]), float(dn[1]), top_weight=float(dn[2]), margin_weight=float(dn[3])),
         source,
     )
 

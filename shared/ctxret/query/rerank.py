@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import InputError
 from ..results import Group, Hit
 from .mmr import MMRSettings, mmr_order
-from .relevance import RelevanceCalibration, content_coverage, is_top
+from .relevance import RelevanceCalibration, content_coverage
 
 __all__ = ["DEFAULT_RERANK_CANDIDATES", "GroupStages", "Reranker", "check_reranker", "finish_groups", "rerank_hits"]
 
@@ -101,7 +101,8 @@ def _with_relevance(
     hits: list[Hit], part: str, cal: RelevanceCalibration | None, best: float | None = None
 ) -> list[Hit]:
     """Coverage and relevance on each hit; ``best``: the highest cosine among the part's candidates (the
-    hit that has it is the part's best dense match, a feature of the relevance: :func:`.relevance.is_top`)."""
+    hit's margin under it and whether it is the part's best dense match are features of the relevance:
+    :func:`.relevance.best_features`)."""
     if not hits:
         return hits
     if best is None:
@@ -112,8 +113,7 @@ def _with_relevance(
         if c is not None:
             scores["coverage"] = float(c)
         if cal is not None:
-            cos = float(h.scores["cosine"])
-            scores["relevance"] = cal(cos, c, is_top(cos, best))
+            scores["relevance"] = cal(float(h.scores["cosine"]), c, best)
         out.append(replace(h, scores=scores))
     return out
 
