@@ -3,7 +3,9 @@
 Runs ``ctxret --help``, ``ctxret search --help``, ``ctxret stats``, ``ctxret delete --thread <none>`` (a
 thread that is not there: the store is not changed) and ``ctxret search MESSAGE`` as subprocesses, one of each
 per round, ``--rounds`` times, and reports the median wall time of each with its ratio to ``search`` per round
-(median of the per-round ratios, so load that drifts between rounds cancels). One more run of each under
+(median of the per-round ratios, so load that drifts between rounds cancels), and the same for the CPU time
+of each command's process (``getrusage`` of the children), with a 95% interval of the median ratio; rounds
+alternate the order of the commands (ABBA). One more run of each under
 ``python -X importtime`` gives the import time of its top-level modules and which heavy packages it imports
 (onnxruntime and tokenizers mean a model was loaded).
 
@@ -19,8 +21,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -77,6 +81,17 @@ def build_synthetic(path: Path, n: int) -> None:
     store.close()
 
 
+def _median_interval(values: list[float]) -> tuple[float, float]:
+    """A distribution-free ~95% interval of the median of sorted ``values`` (order statistics of the
+    binomial(n, 1/2)); the whole range when there are too few."""
+    n = len(values)
+    if n < 6:
+        return values[0], values[-1]
+    half = 0.98 * n**0.5  # 1.96 * sqrt(n) / 2
+    lo, hi = max(0, int(n / 2 - half)), min(n - 1, int(math.ceil(n / 2 + half)) - 1)
+    return values[lo], values[hi]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--store", help="an existing embedded store (default: the demo threads in a temporary one)")
@@ -101,24 +116,36 @@ def main() -> int:
     for cmd in cmds.values():  # warm the file cache and the bytecode once
         subprocess.run(cmd, capture_output=True, check=True, env=env)
     times: dict[str, list[float]] = {name: [] for name in cmds}
-    for _ in range(args.rounds):
-        for name, cmd in cmds.items():
+    cpu: dict[str, list[float]] = {name: [] for name in cmds}
+    names = list(cmds)
+    for i in range(args.rounds):  # ABBA: every other round runs the commands in reverse order
+        for name in names if i % 2 == 0 else names[::-1]:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             started = time.perf_counter()
-            subprocess.run(cmd, capture_output=True, check=True, env=env)
+            subprocess.run(cmds[name], capture_output=True, check=True, env=env)
             times[name].append(time.perf_counter() - started)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[name].append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     rows = []
     for name, cmd in cmds.items():
         ratios = [t / s for t, s in zip(times[name], times["search"], strict=True)]
+        cpu_ratios = sorted(t / s for t, s in zip(cpu[name], cpu["search"], strict=True))
         imported, heavy = imports(cmd)
+        lo, hi = _median_interval(cpu_ratios)
         rows.append({
             "command": name, "median_s": statistics.median(times[name]), "min_s": min(times[name]),
-            "ratio_to_search": statistics.median(ratios), "imports_s": imported, "heavy_imports": heavy,
+            "ratio_to_search": statistics.median(ratios), "cpu_median_s": statistics.median(cpu[name]),
+            "cpu_ratio_to_search": statistics.median(cpu_ratios), "cpu_ratio_interval": [lo, hi],
+            "imports_s": imported, "heavy_imports": heavy,
         })  # fmt: skip
-    print(f"store {store}, {args.rounds} interleaved rounds, {os.cpu_count()} CPUs")
-    print("| command | median wall | min | ratio to `search` (median of rounds) | imports | heavy packages imported |")
-    print("|:--|--:|--:|--:|--:|:--|")
+    print(f"store {store}, {args.rounds} interleaved rounds (ABBA), {os.cpu_count()} CPUs")
+    print("| command | median wall | ratio to `search` (wall) | median CPU | ratio to `search` (CPU, 95% interval) "
+          "| imports | heavy packages imported |")
+    print("|:--|--:|--:|--:|--:|--:|:--|")
     for r in rows:
-        print(f"| `ctxret {r['command']}` | {r['median_s']:.2f} s | {r['min_s']:.2f} s | {r['ratio_to_search']:.2f} | "
+        lo, hi = r["cpu_ratio_interval"]
+        print(f"| `ctxret {r['command']}` | {r['median_s']:.2f} s | {r['ratio_to_search']:.2f} | "
+              f"{r['cpu_median_s']:.2f} s | {r['cpu_ratio_to_search']:.2f} ({lo:.2f}–{hi:.2f}) | "
               f"{r['imports_s']:.2f} s | {', '.join(r['heavy_imports']) or '—'} |")  # fmt: skip
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,7 @@ from ctxret.config import SearchSettings
 from ctxret.errors import InputError
 from ctxret.index import ContextualIndex
 from ctxret.ingest.documents import document_id
-from ctxret.query.relevance import scored_metadata
+from ctxret.query.relevance import scored_metadata, shown_groups
 from ctxret.results import Group, Hit, IndexResult
 from ctxret.storage.schema import METADATA_PREFIX, RETRIEVAL_KEYS, as_list
 from ctxret.store import Store, open_store_arguments
@@ -397,7 +397,7 @@ def _relevance_floor(value: Any) -> float | Literal["auto"] | None:
 def groups_to_documents(groups: Sequence[Group]) -> list[Document]:
     """Flatten the core's groups into Documents, group by group (see ``ContextualRetriever``)."""
     parts = [g.part for g in groups]
-    return [hit_to_document(hit, g, rank, parts) for g in groups for rank, hit in enumerate(g.hits)]
+    return [hit_to_document(hit, g, rank, parts) for g, hits in shown_groups(groups) for rank, hit in enumerate(hits)]
 
 
 def hit_to_document(

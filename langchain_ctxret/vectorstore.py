@@ -34,7 +34,7 @@ from ctxret.errors import InputError
 from ctxret.index import ContextualIndex
 from ctxret.ingest.documents import documents_to_turns
 from ctxret.query.nearest import nearest
-from ctxret.query.relevance import calibration_for
+from ctxret.query.relevance import calibration_for, shown_groups, shown_score
 from ctxret.results import Hit, cosine_to_distance
 from ctxret.storage.schema import Scope, as_list, caller_view
 from ctxret.store import open_store_arguments
@@ -196,8 +196,8 @@ class ContextualVectorStore(VectorStore):
         kwargs.setdefault("score_threshold", None)  # a vector store ranks, it does not drop (LangChain's contract)
         kwargs.setdefault("split", False)
         groups = self.index.search(query, k=k, where=filter, **kwargs)
-        return [
-            (hit_view(h), float(h.relevance if h.relevance is not None else h.score)) for g in groups for h in g.hits
+        return [  # in the order of the score shown (the relevance; a reranker's score when one ran)
+            (hit_view(h), (shown_score(h) or (float(h.score), ""))[0]) for _, hits in shown_groups(groups) for h in hits
         ]
 
     def similarity_search(

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from ctxret.errors import InputError
 from ctxret.index import ContextualIndex
-from ctxret.query.relevance import scored_metadata
+from ctxret.query.relevance import scored_metadata, shown_groups
 from ctxret.results import Group
 from ctxret.store import Store, open_store_arguments
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -71,8 +71,8 @@ def groups_to_nodes(groups: Sequence[Group]) -> list[NodeWithScore]:
     """
     parts = [g.part for g in groups]
     out: list[NodeWithScore] = []
-    for group in groups:
-        for rank, hit in enumerate(group.hits):
+    for group, hits in shown_groups(groups):
+        for rank, hit in enumerate(hits):
             meta = scored_metadata(hit, group, rank, parts)
             node = piece_node(hit.id, hit.text, meta)
             node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=stored_ref_id(meta))

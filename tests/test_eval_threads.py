@@ -233,8 +233,10 @@ def test_calibrate_on_synthetic_threads(synthetic, local_embedder):
     )
     assert set(res.recommended) == {"weight", "piece_bytes", "threshold", "fusion", "relevance"}
     assert set(res.recommended["relevance"]["hybrid"]) == {
-        "intercept", "cosine_weight", "coverage_weight", "coverage_sq_weight"
+        "intercept", "cosine_weight", "coverage_weight", "coverage_sq_weight", "top_weight", "margin_weight"
     }
+    held = [r for r in res.curves["relevance_separation"] if r["relevance"] == "held out by fold"]
+    assert held and all(0.0 <= r["auc"] <= 1.0 for r in held)
     assert res.recommended["weight"] in (0.8, 1.0)
     assert res.recommended["piece_bytes"] in (300, 600)
     assert 0.0 <= res.recommended["threshold"] <= 0.8

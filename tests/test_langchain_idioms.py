@@ -128,10 +128,15 @@ def test_a_compressor_reranks_inside_each_group(retriever):
     assert [q for q, _, _ in ReverseCompressor.calls] == [g[0].metadata["group_query"] for g in groups.values()]
     assert all(n == 3 for _, n, _ in ReverseCompressor.calls)  # rerank_candidates per part
     assert all(cb is not None for _, _, cb in ReverseCompressor.calls)  # the run's callbacks reach the compressor
+    ranked = retriever.index.search(TWO_PARTS, k=3, score_threshold=None)  # the ranking order the compressor gets
     for i, docs in groups.items():
-        assert [d.id for d in docs] == [d.id for d in reversed(plain[i])]
+        assert [d.id for d in docs] == [h.id for h in reversed(ranked[i].hits)]
+        assert {d.id for d in docs} == {d.id for d in plain[i]}
         assert [d.metadata["score_rerank"] for d in docs] == [10.0, 9.0, 8.0]
-        assert all(0.0 <= d.metadata["score"] <= 1.0 and d.metadata["score_scale"] == "relevance" for d in docs)
+        # a reranked group shows the score it is ordered by; the relevance stays under its own name
+        assert all(d.metadata["score"] == d.metadata["score_rerank"] and d.metadata["score_scale"] == "rerank"
+                   for d in docs)  # fmt: skip
+        assert all(0.0 <= d.metadata["score_relevance"] <= 1.0 for d in docs)
 
 
 def test_a_filtering_compressor_drops_and_orders_by_position(retriever):

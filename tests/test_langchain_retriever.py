@@ -9,6 +9,7 @@ from ctxret.errors import InputError
 from ctxret.index import ContextualIndex
 from ctxret.ingest.messages import turns_from_messages
 from ctxret.ingest.turns import label_pieces
+from ctxret.query.relevance import shown_order
 from ctxret.query.split import split_prompt_chunks
 from ctxret.results import Group, Hit
 from langchain_core.callbacks import AsyncCallbackHandler, BaseCallbackHandler
@@ -125,7 +126,7 @@ def test_all_is_pinned():
 def test_documents_mirror_core_hits(retriever, index):
     docs = retriever.invoke(TWO_PARTS)
     groups = index.search(TWO_PARTS, k=3, score_threshold=None)
-    hits = [(g, rank, h) for g in groups for rank, h in enumerate(g.hits)]
+    hits = [(g, rank, h) for g in groups for rank, h in enumerate(shown_order(g.hits))]  # by the score shown
     assert len(groups) == 2
     assert len(docs) == len(hits) == 6
     for doc, (g, rank, hit) in zip(docs, hits, strict=True):
@@ -163,8 +164,8 @@ def test_metadata_keys_and_types(retriever):
         assert d.page_content.startswith(m["header"])
     for group in by_group(docs).values():
         assert [d.metadata["group_rank"] for d in group] == [0, 1, 2]
-        ranking = [d.metadata["score_cosine"] for d in group]  # dense search: ranked by cosine
-        assert ranking == sorted(ranking, reverse=True)
+        shown = [d.metadata["score"] for d in group]  # listed by the score shown (the relevance)
+        assert shown == sorted(shown, reverse=True)
 
 
 def test_parts_retrieve_their_own_turns(retriever):

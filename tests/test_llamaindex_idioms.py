@@ -187,12 +187,18 @@ def test_a_postprocessor_reranks_inside_each_group(filled):
                                 rerank_candidates=3).retrieve(QUERY)  # fmt: skip
     parts = list(dict.fromkeys(n.node.metadata["group_query"] for n in plain))
     assert [q for q, _ in ReverseRerank.calls] == parts and all(n == 3 for _, n in ReverseRerank.calls)
+    ranked = filled.search(QUERY, k=3, score_threshold=None)  # the ranking order the postprocessor gets
     for g in (0, 1):
         mine = [n for n in nodes if n.node.metadata["group"] == g]
         base = [n for n in plain if n.node.metadata["group"] == g]
-        assert [n.node.node_id for n in mine] == [n.node.node_id for n in reversed(base)]
+        assert [n.node.node_id for n in mine] == [h.id for h in reversed(ranked[g].hits)]
+        assert {n.node.node_id for n in mine} == {n.node.node_id for n in base}
         assert [n.node.metadata["score_rerank"] for n in mine] == [100.0, 99.0, 98.0]
-        assert all(0.0 <= n.score <= 1.0 for n in mine)  # NodeWithScore.score stays the relevance
+        # as after LlamaIndex's own rerankers, NodeWithScore.score is the reranker's (the order shown);
+        # the relevance stays in the metadata
+        assert [n.score for n in mine] == [100.0, 99.0, 98.0]
+        assert all(n.node.metadata["score_scale"] == "rerank" for n in mine)
+        assert all(0.0 <= n.node.metadata["score_relevance"] <= 1.0 for n in mine)
 
 
 def test_builtin_postprocessors_as_rerankers(filled):

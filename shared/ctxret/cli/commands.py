@@ -21,6 +21,7 @@ from .settings import (
     make_embedder,
     open_index,
     open_store,
+    quick_store_stats,
     resolve_settings,
 )
 
@@ -215,16 +216,20 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """Counts and the collection's config; opens any collection without loading a model or the BM25 postings
-    (nothing is written)."""
+    (nothing is written). An embedded store whose lexical file is in step answers from that file alone
+    (:func:`ctxret.storage.config_copy.quick_stats`): chromadb is not even imported."""
     from ..ingest.config import IndexConfig
 
     settings = resolve_settings(args)
-    store = open_store(settings)
-    try:
-        stats = store.stats()
-        cfg = stats["config"] = store.stored_config() or {}
-    finally:
-        store.close()
+    stats = quick_store_stats(settings)  # from the lexical file alone when it can answer: no chromadb import
+    if stats is None:
+        store = open_store(settings)
+        try:
+            stats = store.stats()
+            stats["config"] = store.stored_config() or {}
+        finally:
+            store.close()
+    cfg = stats["config"]
     floor: float | None = None
     try:  # would this environment's options open it? (the embedder described, not loaded; no network call)
         embedder = describe_embedder(settings)

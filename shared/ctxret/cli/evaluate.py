@@ -153,6 +153,14 @@ def register_eval(subparsers: Any, common: argparse.ArgumentParser | None = None
     _common(cal)
     cal.add_argument("--sweeps", default=None,
                      help="comma-separated: weight,piece_bytes,threshold,fusion,relevance (default: all)")
+    cal.add_argument("--docs", action="append", default=[], metavar="FOLDER",
+                     help="relevance sweep: also fit on a documents set (a BEIR folder, or a folder of .md/.txt "
+                          "files with queries.jsonl); repeatable; each dataset weighs the same")
+    cal.add_argument("--docs-split", default="train", help="BEIR qrels split of --docs (default train)")
+    cal.add_argument("--docs-limit-queries", type=_positive_int, default=None,
+                     help="BEIR: a seeded sample of N queries of --docs")
+    cal.add_argument("--docs-distractors", type=int, default=None,
+                     help="BEIR: the corpus cut to the sampled queries' relevant documents plus N others (seeded)")
     cal.set_defaults(func=cmd_calibrate)
     return ev
 
@@ -261,7 +269,7 @@ def _threads(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from ..evaluation.calibrate import run_calibrate
+    from ..evaluation.calibrate import load_docs_set, run_calibrate
     from ..evaluation.datasets import load_threads
     from ..evaluation.report import calibration_report, plot_calibration, write_json
 
@@ -269,6 +277,12 @@ def _calibrate(args: argparse.Namespace) -> int:
     kwargs: dict[str, Any] = {}
     if _csv(args.sweeps):
         kwargs["sweeps"] = _csv(args.sweeps)
+    if args.docs:
+        kwargs["docs"] = [
+            load_docs_set(d, split=args.docs_split, limit_queries=args.docs_limit_queries,
+                          distractors=args.docs_distractors, seed=args.seed)
+            for d in args.docs
+        ]  # fmt: skip
     res = run_calibrate(
         convs,
         make_embedder(args),

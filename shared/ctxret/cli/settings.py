@@ -367,6 +367,21 @@ def _require_collection(
     return None
 
 
+def quick_store_stats(settings: Settings) -> dict[str, Any] | None:
+    """``stats`` of an embedded store from its lexical file alone (counts and the config copy; see
+    :mod:`ctxret.storage.config_copy`), or ``None`` when the file cannot answer on its own (a server, no
+    file, a write announced, no copy yet): then :func:`open_store` asks Chroma."""
+    from ..storage.config_copy import quick_stats
+    from ..storage.lexical import default_lexical_path
+
+    server, where = _location(settings, None, must_exist=True)
+    if server:
+        return None
+    folder = where["path"]
+    lexical = settings.lexical_path or default_lexical_path(folder, settings.collection)
+    return quick_stats(folder, lexical, settings.collection)
+
+
 def open_store(settings: Settings, *, writable: bool = False) -> PieceStore:
     """The existing collection the settings name, as a store, without an embedder (``stats``, ``delete``).
 

@@ -49,6 +49,7 @@ import sys
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -217,6 +218,7 @@ def run_calibrate(
     floor_representation: str = FLOOR_REPRESENTATION,
     off_topic: Sequence[str] | None = OFF_TOPIC_QUESTIONS,
     progress: bool = False,
+    docs: Sequence[DocsSet] = (),
 ) -> CalibrationResult:
     """Run the sweeps (see the module docstring) and return the curves and recommended values.
 
@@ -344,8 +346,8 @@ def run_calibrate(
     if "relevance" in sweeps:
         say("relevance")
         rel = relevance_sweep(
-            convs, emb, k=k, weight=weight, piece_bytes=base_bytes, fusion=fusion, limit_queries=limit_queries,
-            seed=seed,
+            convs, emb, docs=docs, k=k, weight=weight, piece_bytes=base_bytes, fusion=fusion,
+            limit_queries=limit_queries, seed=seed,
         )
         curves["relevance"] = rel["reliability"]
         curves["relevance_separation"] = rel["separation"]
@@ -367,6 +369,7 @@ def run_calibrate(
         "limit_queries": limit_queries,
         "keep_correct": KEEP_CORRECT,
         "dense_representation": DENSE,
+        "docs": [f"{d.name}: {d.note}" for d in docs],
     }
     return CalibrationResult(recommended, curves, config, notes)
 
@@ -622,9 +625,10 @@ def relevance_samples(
     pool: int | None = None,
 ) -> list[dict[str, Any]]:
     """One sample per candidate among the top ``pool`` of each part's runtime hybrid ranking, for
-    every fact and question: ``{"conversation", "query_set", "cosine", "coverage", "fused", "rank",
-    "n_candidates", "right"}`` (right: the piece holds one of the query's evidence units)."""
-    from ..query.relevance import CALIBRATION_POOL, content_coverage
+    every fact and question: ``{"dataset", "conversation", "query_set", "query", "part", "cosine", "top",
+    "coverage", "fused", "rank", "n_candidates", "right"}`` (right: the piece holds one of the query's
+    evidence units; top: its cosine is the highest among the part's candidates)."""
+    from ..query.relevance import CALIBRATION_POOL, content_coverage, is_top
 
     pool = int(pool or CALIBRATION_POOL)
     pool_fusion = with_candidates(RUNTIME_DEFAULT, fusion.candidates, fusion.lexical_floor)
@@ -633,7 +637,7 @@ def relevance_samples(
     indexed = _indexed(conversations, emb, piece_bytes, weight, fusion, k, limit_queries, seed)
     for conv, sets, ix in indexed:
         for qs in ("facts", "qa"):
-            for q in sets[qs]:
+            for qn, q in enumerate(sets[qs]):
                 parts, qv = ix.query(q.text, split=True)
                 if not parts:
                     continue
@@ -641,14 +645,17 @@ def relevance_samples(
                     ix.exact_store(ix.default_stored), conv.id, parts, qv, k=k,
                     fusion=pool_fusion,
                 )  # fmt: skip
-                for c in cands:
+                for part_index, c in enumerate(cands):
+                    best = max(c.cosine.values(), default=None)
                     top = c.ranked[:pool]
                     texts = [ix.pieces[ix.index_of[rid]].text for rid, _ in top]
                     content = dict(zip([rid for rid, _ in top], content_coverage(c.part, texts), strict=True))
                     for rank, (rid, fused) in enumerate(top):
                         right = bool(ix.piece_units[ix.index_of[rid]] & q.evidence)
                         out.append({
-                            "conversation": conv.id, "query_set": qs, "cosine": float(c.cosine[rid]),
+                            "dataset": conv.source, "conversation": conv.id, "query_set": qs,
+                            "query": f"{conv.id}/{qs}/{qn}", "part": part_index, "cosine": float(c.cosine[rid]),
+                            "best": best, "top": is_top(c.cosine[rid], best),
                             "coverage": content[rid], "fused": float(fused), "rank": rank,
                             "bm25": float((c.bm25 or {}).get(rid, 0.0)),
                             "n_candidates": len(c.ranked), "right": right,
@@ -656,59 +663,227 @@ def relevance_samples(
     return out
 
 
-def relevance_sweep(conversations: Sequence[Conversation], embedder: Embedder, **kwargs: Any) -> dict[str, Any]:
-    """Fit relevance (see the module docstring) and measure how well it separates right from wrong."""
-    from ..query.relevance import auc, fit_relevance, log_loss, reliability
+@dataclass
+class DocsSet:
+    """Documents and labelled queries for the relevance fit: ``documents`` as ``ContextualIndex.add_documents``
+    takes them (each with an ``id``), ``queries`` as ``(query id, text, relevant document ids)``."""
+
+    name: str
+    documents: list[dict[str, Any]]
+    queries: list[tuple[str, str, frozenset[str]]]
+    note: str = ""
+
+
+def load_docs_set(
+    path: str | Path, *, split: str = "train", limit_queries: int | None = None, distractors: int | None = None,
+    seed: int = 0,
+) -> DocsSet:  # fmt: skip
+    """A BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/SPLIT.tsv``) or a folder of ``.md``/``.txt``
+    files with ``queries.jsonl`` (``{"query": ..., "relevant": ["file.md", ...]}`` a line; ids are the files'
+    paths under the folder). BEIR: ``limit_queries`` of the split's queries (a seeded sample), and the
+    corpus cut to their relevant documents plus ``distractors`` others (a seeded sample; ``None``: all)."""
+    import json
+    import random
+
+    root = Path(path)
+    if not root.is_dir():
+        raise InputError(f"{root}: not a folder; --docs takes a BEIR folder or a folder of .md/.txt files")
+    rng = random.Random(seed)
+    if (root / "corpus.jsonl").is_file():
+        qrels_file = root / "qrels" / f"{split}.tsv"
+        if not qrels_file.is_file():
+            raise InputError(f"{root}: no qrels/{split}.tsv; pass the split that exists (--docs-split)")
+        qrels: dict[str, set[str]] = defaultdict(set)
+        for line in qrels_file.read_text(encoding="utf-8").splitlines()[1:]:
+            cols = line.split("\t")
+            if len(cols) >= 3 and float(cols[2]) > 0:
+                qrels[cols[0]].add(cols[1])
+        texts = {}
+        for line in (root / "queries.jsonl").read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                q = json.loads(line)
+                texts[str(q["_id"])] = str(q["text"])
+        qids = sorted((q for q in qrels if q in texts), key=str)
+        rng.shuffle(qids)
+        qids = qids[:limit_queries] if limit_queries else qids
+        need = set().union(*(qrels[q] for q in qids)) if qids else set()
+        corpus = [json.loads(line) for line in (root / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
+                  if line.strip()]  # fmt: skip
+        others = [c for c in corpus if str(c["_id"]) not in need]
+        rng.shuffle(others)
+        keep = [c for c in corpus if str(c["_id"]) in need] + (others if distractors is None else others[:distractors])
+        documents = [{"id": str(c["_id"]), "text": str(c.get("text") or ""), "title": str(c.get("title") or "")}
+                     for c in keep]  # fmt: skip
+        queries = [(q, texts[q], frozenset(qrels[q])) for q in qids]
+        note = f"{len(queries)} queries of qrels/{split}.tsv, {len(documents)} of {len(corpus)} documents"
+        return DocsSet(root.name, documents, queries, note)
+    qfile = root / "queries.jsonl"
+    if not qfile.is_file():
+        raise InputError(f"{root}: no queries.jsonl (one {{\"query\": ..., \"relevant\": [\"file.md\"]}} a line)")
+    files = sorted(f for f in root.rglob("*") if f.suffix.lower() in (".md", ".markdown", ".txt") and f.is_file())
+    documents = [{"id": f.relative_to(root).as_posix(), "text": f.read_text(encoding="utf-8"), "title": f.stem}
+                 for f in files]  # fmt: skip
+    ids = {d["id"] for d in documents}
+    queries = []
+    for n, line in enumerate(qfile.read_text(encoding="utf-8").splitlines()):
+        if line.strip():
+            q = json.loads(line)
+            relevant = frozenset(str(r) for r in q["relevant"])
+            if not relevant <= ids:
+                raise InputError(f"{qfile}:{n + 1}: relevant {sorted(relevant - ids)} not among the folder's files")
+            queries.append((str(n), str(q["query"]), relevant))
+    queries = queries[:limit_queries] if limit_queries else queries
+    return DocsSet(root.name, documents, queries, f"{len(queries)} queries, {len(documents)} files")
+
+
+def docs_relevance_samples(docs: DocsSet, embedder: Embedder, *, pool: int | None = None) -> list[dict[str, Any]]:
+    """The samples of :func:`relevance_samples` for a documents set, from the runtime itself: the documents in
+    an in-memory :class:`~ctxret.ContextualIndex` over the embedder's default stored side, each query searched
+    whole (``split=False``) with no floor, its top ``pool`` hits labelled right when their document is one
+    of the query's relevant ones. ``top``: the highest cosine among those hits."""
+    from ..index import ContextualIndex
+    from ..query.relevance import CALIBRATION_POOL, is_top
+
+    pool = int(pool or CALIBRATION_POOL)
+    index = ContextualIndex(in_memory=True, embedder=embedder, collection=f"calibrate-{abs(hash(docs.name))}")
+    try:
+        index.add_documents(docs.documents)
+        out: list[dict[str, Any]] = []
+        for qid, text, relevant in docs.queries:
+            for g in index.search(text, k=pool, score_threshold=None, split=False):
+                best = max((float(h.scores["cosine"]) for h in g.hits), default=None)
+                for rank, h in enumerate(g.hits):
+                    out.append({
+                        "dataset": docs.name, "conversation": docs.name, "query_set": "docs",
+                        "query": f"{docs.name}/{qid}", "part": g.part_index, "cosine": float(h.scores["cosine"]),
+                        "best": best, "top": is_top(float(h.scores["cosine"]), best),
+                        "coverage": h.scores.get("coverage"),
+                        "fused": float(h.scores.get("fused", h.score)), "rank": rank,
+                        "bm25": float(h.scores.get("bm25", 0.0)), "n_candidates": len(g.hits),
+                        "right": str(h.metadata.get("doc_id")) in relevant,
+                    })  # fmt: skip
+        return out
+    finally:
+        index.close()
+
+
+#: Folds of the held-out-by-fold estimate (queries hashed into folds, inside every dataset).
+RELEVANCE_FOLDS = 5
+
+
+def _fold(query: str, folds: int) -> int:
+    import zlib
+
+    return zlib.crc32(query.encode("utf-8")) % folds
+
+
+def relevance_report(
+    samples: Sequence[dict[str, Any]], cal: Any, *, folds: int = RELEVANCE_FOLDS, shipped: Any = None
+) -> dict[str, Any]:
+    """Per dataset: how well ``cal`` separates and is calibrated (in sample), the same held out by fold
+    (coefficients fitted on every dataset's other folds) and by dataset (fitted on the other datasets),
+    ``shipped`` (the calibration the embedder has today) scored the same way, the top hits' relevance
+    (the share of right top hits at ≥ 0.5) and the wrong hits' distribution; the reliability table of
+    the held-out-by-fold relevance."""
+    from ..query.relevance import auc, expected_calibration_error, fit_relevance, reliability
+
+    def score(c: Any, rows: Sequence[dict[str, Any]]) -> np.ndarray:
+        return np.array([c(r["cosine"], r["coverage"], r.get("best")) for r in rows])
+
+    by_fold = np.zeros(len(samples))
+    fold_of = np.array([_fold(str(r.get("query", i)), folds) for i, r in enumerate(samples)])
+    for f in range(folds):
+        test = fold_of == f
+        train = [r for r, t in zip(samples, test, strict=True) if not t]
+        if test.any() and len({r["right"] for r in train}) == 2:
+            by_fold[test] = score(fit_relevance(train), [r for r, t in zip(samples, test, strict=True) if t])
+    names = sorted({str(r.get("dataset", "")) for r in samples})
+    by_set = np.full(len(samples), math.nan)
+    if len(names) > 1:
+        for n in names:
+            mask = np.array([str(r.get("dataset", "")) == n for r in samples])
+            train = [r for r, m in zip(samples, mask, strict=True) if not m]
+            if len({r["right"] for r in train}) == 2:
+                by_set[mask] = score(fit_relevance(train), [r for r, m in zip(samples, mask, strict=True) if m])
+    fitted = score(cal, samples)
+    now = score(shipped, samples) if shipped is not None else None
+    rows: list[dict[str, Any]] = []
+    tables: list[dict[str, Any]] = []
+    for n in names:
+        mask = np.array([str(r.get("dataset", "")) == n for r in samples])
+        sub = [r for r, m in zip(samples, mask, strict=True) if m]
+        y = np.array([bool(r["right"]) for r in sub])
+        tops = np.array([r["rank"] == 0 for r in sub])
+        queries = len({(r["query"], r["part"]) for r in sub})
+        variants = [("fitted, in sample", fitted[mask]), ("held out by fold", by_fold[mask]),
+                    ("held out by dataset", by_set[mask])]  # fmt: skip
+        if now is not None:
+            variants.insert(0, ("shipped before", now[mask]))
+        for label, p in variants:
+            if np.isnan(p).all():
+                continue
+            wrong = p[~y]
+            rows.append({
+                "dataset": n, "relevance": label, "n": len(sub), "right": int(y.sum()), "parts": queries,
+                "auc": auc(p, y), "ece": expected_calibration_error(p, y),
+                "right_top_share_ge_0_5": float(np.mean(p[tops & y] >= 0.5)) if (tops & y).any() else math.nan,
+                "right_top_ge_0_5_of_parts": float((p[tops & y] >= 0.5).sum() / queries) if queries else math.nan,
+                "wrong_top_ge_0_5": float(np.mean(p[tops & ~y] >= 0.5)) if (tops & ~y).any() else math.nan,
+                "wrong_ge_0_5": float(np.mean(wrong >= 0.5)) if len(wrong) else math.nan,
+                "wrong_p50": float(np.percentile(wrong, 50)) if len(wrong) else math.nan,
+                "wrong_p90": float(np.percentile(wrong, 90)) if len(wrong) else math.nan,
+                "wrong_p99": float(np.percentile(wrong, 99)) if len(wrong) else math.nan,
+            })  # fmt: skip
+        rows.append({"dataset": n, "relevance": "cosine alone (AUC only)", "n": len(sub), "right": int(y.sum()),
+                     "parts": queries, "auc": auc([r["cosine"] for r in sub], y)})  # fmt: skip
+        rows.append({"dataset": n, "relevance": "fused score (AUC only)", "n": len(sub), "right": int(y.sum()),
+                     "parts": queries, "auc": auc([r["fused"] for r in sub], y)})  # fmt: skip
+        for b in reliability(by_fold[mask], y):
+            tables.append({"dataset": n, "relevance": "held out by fold", **b})
+        if now is not None:
+            for b in reliability(now[mask], y):
+                tables.append({"dataset": n, "relevance": "shipped before", **b})
+    return {"separation": rows, "reliability": tables}
+
+
+def relevance_sweep(
+    conversations: Sequence[Conversation], embedder: Embedder, *, docs: Sequence[DocsSet] = (), **kwargs: Any
+) -> dict[str, Any]:
+    """Fit relevance (see the module docstring) on the conversations and any documents sets together (each
+    dataset weighs the same) and measure it per dataset (:func:`relevance_report`)."""
+    from ..query.relevance import calibration_for, fit_relevance
 
     emb = cached_embedder(embedder)
-    samples = relevance_samples(conversations, emb, **kwargs)
+    samples = relevance_samples(conversations, emb, **kwargs) if conversations else []
+    for ds in docs:
+        samples.extend(docs_relevance_samples(ds, emb.inner))
     cal = fit_relevance(samples, source=f"{emb.model_id}, fitted by ctxret eval calibrate --sweeps relevance")
+    report = relevance_report(samples, cal, shipped=calibration_for(emb.inner))
     y = [s["right"] for s in samples]
-    cos = np.array([s["cosine"] for s in samples])
-    cov = np.array([s["coverage"] if s["coverage"] is not None else 0.0 for s in samples])
-    rel = np.array([cal(s["cosine"], s["coverage"]) for s in samples])
-    dense = cal.dense(cos)
-    separation = [
-        {"score": "relevance (cosine + coverage)", "auc": auc(rel, y), "log_loss": log_loss(rel, y)},
-        {"score": "relevance, dense (cosine)", "auc": auc(dense, y), "log_loss": log_loss(dense, y)},
-        {"score": "cosine", "auc": auc(cos, y), "log_loss": math.nan},
-        {"score": "coverage", "auc": auc(cov, y), "log_loss": math.nan},
-        {"score": "fused (min-max, per part)", "auc": auc([s["fused"] for s in samples], y), "log_loss": math.nan},
-    ]
-    convs = sorted({s["conversation"] for s in samples})
-    if len(convs) >= 2:  # each conversation scored with coefficients fitted on the others
-        held_p: list[float] = []
-        held_y: list[bool] = []
-        for c in convs:
-            train = [s for s in samples if s["conversation"] != c]
-            test = [s for s in samples if s["conversation"] == c]
-            if not test or len({s["right"] for s in train}) < 2:
-                continue
-            m = fit_relevance(train)
-            held_p.extend(m(s["cosine"], s["coverage"]) for s in test)
-            held_y.extend(s["right"] for s in test)
-        separation.append({"score": "relevance, leave-one-conversation-out", "auc": auc(held_p, held_y),
-                           "log_loss": log_loss(held_p, held_y)})  # fmt: skip
-    for row in separation:
-        row["n"] = len(samples)
-        row["right"] = int(sum(y))
     h, d = cal.hybrid, cal.dense
     recommended = {
         "hybrid": {"intercept": h.intercept, "cosine_weight": h.cosine_weight, "coverage_weight": h.coverage_weight,
-                   "coverage_sq_weight": h.coverage_sq_weight},
-        "dense": {"intercept": d.intercept, "cosine_weight": d.cosine_weight},
+                   "coverage_sq_weight": h.coverage_sq_weight, "top_weight": h.top_weight,
+                   "margin_weight": h.margin_weight},
+        "dense": {"intercept": d.intercept, "cosine_weight": d.cosine_weight, "top_weight": d.top_weight,
+                  "margin_weight": d.margin_weight},
         "code": (
             f"RelevanceCalibration(hybrid=RelevanceModel({h.intercept:.3f}, {h.cosine_weight:.3f}, "
-            f"{h.coverage_weight:.3f}, {h.coverage_sq_weight:.3f}), "
-            f"dense=RelevanceModel({d.intercept:.3f}, {d.cosine_weight:.3f}))"
+            f"{h.coverage_weight:.3f}, {h.coverage_sq_weight:.3f}, {h.top_weight:.3f}, {h.margin_weight:.3f}), "
+            f"dense=RelevanceModel({d.intercept:.3f}, {d.cosine_weight:.3f}, top_weight={d.top_weight:.3f}, "
+            f"margin_weight={d.margin_weight:.3f}))"
         ),
-    }
+    }  # fmt: skip
+    per_set = [r for r in report["separation"] if r["relevance"] == "held out by fold"]
     notes = [
         f"relevance: sigmoid({h.intercept:.3f} + {h.cosine_weight:.3f}*cosine + {h.coverage_weight:.3f}*coverage "
-        f"{h.coverage_sq_weight:+.3f}*coverage^2) "
-        f"(dense: sigmoid({d.intercept:.3f} + {d.cosine_weight:.3f}*cosine)); AUC {separation[0]['auc']:.3f} "
-        f"(cosine {separation[2]['auc']:.3f}, fused {separation[4]['auc']:.3f}) on {len(samples)} candidates, "
-        f"{int(sum(y))} right; use it: SearchSettings(relevance={recommended['code']})"
-    ]
-    return {"samples": samples, "calibration": cal, "reliability": reliability(rel, y), "separation": separation,
-            "recommended": recommended, "notes": notes}  # fmt: skip
+        f"{h.coverage_sq_weight:+.3f}*coverage^2 {h.top_weight:+.3f}*top {h.margin_weight:+.3f}*margin) "
+        f"(no content word: sigmoid({d.intercept:.3f} + {d.cosine_weight:.3f}*cosine {d.top_weight:+.3f}*top "
+        f"{d.margin_weight:+.3f}*margin)) "
+        f"on {len(samples)} candidates, {int(sum(y))} right; held out by fold: "
+        + "; ".join(f"{r['dataset']} AUC {r['auc']:.3f}, ECE {r['ece']:.3f}, right top hits >= 0.5 "
+                    f"{r['right_top_share_ge_0_5'] * 100:.0f}%" for r in per_set)
+        + f"; use it: SearchSettings(relevance={recommended['code']})"
+    ]  # fmt: skip
+    return {"samples": samples, "calibration": cal, "reliability": report["reliability"],
+            "separation": report["separation"], "recommended": recommended, "notes": notes}  # fmt: skip

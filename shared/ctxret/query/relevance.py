@@ -1,41 +1,44 @@
-"""``relevance``: a score in [0, 1] you can threshold, the same whatever else a part's search found.
+"""``relevance``: a score in [0, 1] you can threshold, the same whatever other searches found.
 
 The fused score of hybrid search is min–max normalised over each part's candidates, so the same
 right answer scores 1.0 in one store and 0.30 in another: it ranks, it cannot be thresholded.
-``relevance`` is a logistic function of features that do not depend on the candidate set:
+``relevance`` is a logistic function of three features of the hit in its own part's search:
 
 * ``cosine`` — the hit's raw cosine to its (blended) query part;
 * ``coverage`` — the share of the part's distinct content words the piece holds (its text,
   label included, tokenized by the lexical index's tokenizer; English function words left out:
-  :func:`content_words`). 1.0 = every content word of the part.
+  :func:`content_words`). 1.0 = every content word of the part;
+* ``top`` — 1 when the hit is the part's best dense match (its cosine is the highest among the
+  part's candidates, :func:`is_top`), else 0; and ``margin``, how far its cosine is under that best
+  (``max(cosine − best, −0.15)``, 0 for the best: :func:`best_features`).
+
+``relevance = 1 / (1 + exp(-(intercept + a·cosine + b·coverage + c·coverage² + d·top + e·margin)))``; a
+part with no content word at all uses the cosine-only model, ``dense`` (no coverage terms).
 
 Coverage is deliberately not weighted by IDF (the lexical floor's ``LexicalIndex.coverage`` is):
 IDF comes from the store, and in a small store it is degenerate — with two pieces a word one of
 them holds weighs nothing and a word none holds weighs the most, so "When does my flight leave?"
-gave the piece about the flight a coverage of 0. On LoCoMo dev (about 600 pieces per conversation,
-where IDF is well behaved) IDF weighting separates right from wrong slightly better (AUC 0.920
-against 0.912 when measured on the ``mean`` stored side); the unweighted share never changes with
-what else is stored.
+gave the piece about the flight a coverage of 0.
 
-``relevance = 1 / (1 + exp(-(intercept + a·cosine + b·coverage + c·coverage²)))`` (the squared
-term lets the curve flatten at high coverage, where a one-word part is held by many pieces; a part
-with no content word at all uses the cosine-only model, ``dense``). Dense and hybrid searches use
-the same function: coverage needs the texts, not the lexical index. The coefficients are fitted
-per embedder family on the LoCoMo development split (``ctxret eval calibrate --sweeps
-relevance``): every candidate among the top :data:`CALIBRATION_POOL` of each query part's hybrid
-ranking, labelled right when the piece holds one of the query's evidence utterances. So a
-relevance of 0.6 means that, on that data, about 60% of the hits with that cosine and coverage
-held the answer. It is calibrated to LoCoMo, not universal: there about one candidate in twenty is
-right and shared words are the strongest evidence (the cosine alone separates poorly), so a right
-answer worded differently from the question gets a low relevance, and in a store where most
-candidates are right relevance under-states them. Recalibrate on your own threads (the same
-command prints the coefficients; pass them as
-``SearchSettings(relevance=RelevanceCalibration(...))`` or set ``default_relevance`` on your
-embedder).
+Why ``top`` and ``margin``: fitted on conversations alone (LoCoMo, where about one candidate in twenty is right and
+shared words are the strongest evidence), cosine and coverage put a right answer worded differently
+from the question — "departing at 09:40" for "when does my flight leave" — at 0.07, and right top hits
+of a small wiki at 0.02–0.3. Being the part's best dense match is evidence on every kind of data (on
+LoCoMo dev 63% of the top hits are right, on documents 70–90%), and it costs nothing: the part's
+candidates are scored anyway. It is the one feature that looks beyond the hit, and only inside its own
+part's search: adding a piece that becomes the part's best match lowers the previous best's relevance;
+nothing else in the store, no other part and no other search enters.
 
-What it depends on: the hit's own cosine (fixed by the model and the blend) and its own text
-against the part's words — nothing else. The number of candidates a part had, their scores, the
-hit's rank and the rest of the store do not enter at all.
+The coefficients are fitted per embedder family by ``ctxret eval calibrate --sweeps relevance`` on
+several kinds of data at once, each dataset weighing the same: conversations (every candidate among
+the top :data:`CALIBRATION_POOL` of each query part's hybrid ranking, labelled right when the piece
+holds one of the query's evidence utterances) and documents sets (``--docs``: the top hits of each
+query, labelled right when they come from one of its relevant documents). The fit is a compromise
+between datasets whose share of right candidates differs (5% on LoCoMo, 10–16% on documents), so it is
+calibrated on none of them exactly; BENCHMARKS ("Relevance calibration") gives the per-dataset AUC,
+reliability table and calibration error, held out by fold and by dataset. Recalibrate on your own data
+(the same command prints the coefficients; pass them as ``SearchSettings(relevance=RelevanceCalibration(...))``
+or set ``default_relevance`` on your embedder).
 
 Embedders without a fitted calibration get the local model's curve shifted along the cosine axis
 so that their default floor (``default_score_threshold``) maps to the relevance the local model's
@@ -58,13 +61,19 @@ __all__ = [
     "CALIBRATION_POOL",
     "content_coverage",
     "content_words",
+    "expected_calibration_error",
     "LOCAL_MINILM",
     "RelevanceCalibration",
     "RelevanceModel",
     "calibration_for",
     "fit_relevance",
+    "best_features",
+    "is_top",
     "relevance",
     "scored_metadata",
+    "shown_groups",
+    "shown_order",
+    "shown_score",
 ]
 
 #: Candidates per query part (best first, by the runtime's hybrid ranking) the fit looks at.
@@ -111,24 +120,31 @@ def content_words(part: str) -> str:
 
 @dataclass(frozen=True)
 class RelevanceModel:
-    """``sigmoid(intercept + cosine_weight·cosine + coverage_weight·coverage + coverage_sq_weight·coverage²)``."""
+    """``sigmoid(intercept + cosine_weight·cosine + coverage_weight·coverage + coverage_sq_weight·coverage²
+    + top_weight·top + margin_weight·margin)``; ``top`` is 1 for the part's best dense match, else 0, and
+    ``margin`` = ``max(cosine − the part's best cosine, −MARGIN_CAP)`` (:func:`best_features`)."""
 
     intercept: float
     cosine_weight: float
     coverage_weight: float = 0.0
     coverage_sq_weight: float = 0.0
+    top_weight: float = 0.0
+    margin_weight: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("intercept", "cosine_weight", "coverage_weight", "coverage_sq_weight"):
+        for name in ("intercept", "cosine_weight", "coverage_weight", "coverage_sq_weight", "top_weight",
+                     "margin_weight"):  # fmt: skip
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
                 raise InputError(f"RelevanceModel.{name} must be a finite number, got {v!r}")
             object.__setattr__(self, name, float(v))
 
-    def __call__(self, cosine: Any, coverage: Any = 0.0) -> Any:
+    def __call__(self, cosine: Any, coverage: Any = 0.0, top: Any = 0.0, margin: Any = 0.0) -> Any:
         z = self.intercept + self.cosine_weight * np.asarray(cosine, dtype=np.float64)
         cov = np.asarray(coverage, dtype=np.float64)
         z = z + self.coverage_weight * cov + self.coverage_sq_weight * cov * cov
+        z = z + self.top_weight * np.asarray(top, dtype=np.float64)
+        z = z + self.margin_weight * np.asarray(margin, dtype=np.float64)
         out = 1.0 / (1.0 + np.exp(-np.clip(z, -60.0, 60.0)))
         return float(out) if np.ndim(out) == 0 else out
 
@@ -146,25 +162,33 @@ class RelevanceCalibration:
     dense: RelevanceModel
     source: str = ""
 
-    def __call__(self, cosine: float, coverage: float | None = None) -> float:
-        """The relevance of one hit (``coverage=None``: dense search, the cosine alone)."""
+    def __call__(self, cosine: float, coverage: float | None = None, best: float | None = None) -> float:
+        """The relevance of one hit (``coverage=None``: a part without content words, the cosine alone;
+        ``best``: the highest cosine among the hit's part's candidates, ``None``: the hit's own, i.e. it is
+        its part's best match)."""
+        top, margin = best_features(cosine, best)
         if coverage is None:
-            return float(self.dense(cosine))
-        return float(self.hybrid(cosine, coverage))
+            return float(self.dense(cosine, 0.0, top, margin))
+        return float(self.hybrid(cosine, coverage, top, margin))
 
     def shifted(self, cosine_shift: float, source: str) -> RelevanceCalibration:
         return RelevanceCalibration(self.hybrid.shifted(cosine_shift), self.dense.shifted(cosine_shift), source)
 
 
-#: all-MiniLM-L6-v2 (the local model), fitted by ``ctxret eval calibrate --sweeps relevance`` on the
-#: LoCoMo development split (5 conversations, facts and questions, the default hybrid search over the
-#: local model's default stored side, late chunking at weight 0): 39,500 candidates, 1,930 right;
-#: AUC 0.897 (leave one conversation out 0.896), the cosine alone 0.735 (README, "k, the threshold
-#: and score scales"; BENCHMARKS, "Relevance calibration").
+#: all-MiniLM-L6-v2 (the local model), fitted by ``ctxret eval calibrate --sweeps relevance`` over the local
+#: model's default stored side (late chunking at weight 0), on three datasets weighing the same: LoCoMo dev
+#: (5 conversations, facts and questions, the top 20 of each part's default hybrid ranking: 39,500 candidates,
+#: 1,930 right), scifact-dev (100 train claims, the corpus cut to their 111 cited abstracts + 400 others: 2,000
+#: candidates, 419 right) and tests/data/handbook (40 questions over 20 files: 800 candidates, 125 right).
+#: Held out by fold: AUC 0.882 / 0.911 / 0.838, right top hits at 0.5 or more 72% / 71% / 83% (BENCHMARKS,
+#: "Relevance calibration").
 LOCAL_MINILM = RelevanceCalibration(
-    hybrid=RelevanceModel(intercept=-10.105, cosine_weight=6.613, coverage_weight=11.602, coverage_sq_weight=-3.342),
-    dense=RelevanceModel(intercept=-6.260, cosine_weight=7.923),
-    source="all-MiniLM-L6-v2, LoCoMo dev",
+    hybrid=RelevanceModel(
+        intercept=-3.739, cosine_weight=5.375, coverage_weight=-0.615, coverage_sq_weight=4.095, top_weight=0.751,
+        margin_weight=4.963,
+    ),
+    dense=RelevanceModel(intercept=-3.501, cosine_weight=6.000, top_weight=0.921, margin_weight=6.601),
+    source="all-MiniLM-L6-v2, LoCoMo dev + scifact-dev + handbook",
 )
 #: The local model's default floor: where the placeholder curves of other embedders are anchored.
 _LOCAL_FLOOR = 0.3
@@ -190,21 +214,45 @@ def calibration_for(embedder: Any) -> RelevanceCalibration:
     )
 
 
-def relevance(cal: RelevanceCalibration, cosine: float, coverage: float | None) -> float:
-    """``cal(cosine, coverage)``, for callers that prefer a function."""
-    return cal(cosine, coverage)
+def is_top(cosine: float, best: float | None) -> bool:
+    """Whether a hit with ``cosine`` is its part's best dense match (``best``: the highest cosine among the
+    part's candidates; ``None``: the hit's own)."""
+    return best is None or float(cosine) >= float(best) - TOP_TOLERANCE
+
+
+def best_features(cosine: float, best: float | None) -> tuple[float, float]:
+    """``(top, margin)`` of a hit: 1.0 when it is its part's best dense match (:func:`is_top`), and its
+    cosine's margin under the part's best, ``max(cosine − best, −MARGIN_CAP)`` (0 for the best)."""
+    if best is None:
+        return 1.0, 0.0
+    return (1.0 if is_top(cosine, best) else 0.0), max(min(float(cosine) - float(best), 0.0), -MARGIN_CAP)
+
+
+#: Cosines this close to the part's best count as the best (float32 vectors, ties).
+TOP_TOLERANCE = 1e-6
+#: How far under the part's best cosine the margin feature still tells hits apart.
+MARGIN_CAP = 0.15
+
+
+def relevance(cal: RelevanceCalibration, cosine: float, coverage: float | None, best: float | None = None) -> float:
+    """``cal(cosine, coverage, best)``, for callers that prefer a function."""
+    return cal(cosine, coverage, best)
 
 
 # -- fitting --------------------------------------------------------------------------------------
-def _logistic_fit(x: np.ndarray, y: np.ndarray, l2: float = 1e-3, iters: int = 100) -> np.ndarray:
-    """Newton–Raphson (IRLS) for an L2-regularised logistic regression; ``x`` has a leading ones column."""
+def _logistic_fit(
+    x: np.ndarray, y: np.ndarray, l2: float = 1e-3, iters: int = 100, weights: np.ndarray | None = None
+) -> np.ndarray:
+    """Newton–Raphson (IRLS) for an L2-regularised, optionally weighted logistic regression; ``x`` has a
+    leading ones column."""
     w = np.zeros(x.shape[1])
+    sw = np.ones(len(y)) if weights is None else np.asarray(weights, dtype=np.float64)
     reg = np.full(x.shape[1], l2)
     reg[0] = 0.0  # the intercept is not shrunk
     for _ in range(iters):
         p = 1.0 / (1.0 + np.exp(-np.clip(x @ w, -60, 60)))
-        grad = x.T @ (p - y) + reg * w
-        hess = (x * (p * (1 - p))[:, None]).T @ x + np.diag(reg + 1e-9)
+        grad = x.T @ (sw * (p - y)) + reg * w
+        hess = (x * (sw * p * (1 - p))[:, None]).T @ x + np.diag(reg + 1e-9)
         step = np.linalg.solve(hess, grad)
         w -= step
         if np.max(np.abs(step)) < 1e-8:
@@ -254,40 +302,90 @@ def reliability(
     return rows
 
 
-def fit_relevance(samples: Sequence[Mapping[str, Any]], *, source: str = "") -> RelevanceCalibration:
-    """Fit both models on ``samples`` of ``{"cosine", "coverage", "right"}`` (one per candidate hit):
-    the coverage model on the samples that have a coverage, the cosine-only model on all."""
+def fit_relevance(
+    samples: Sequence[Mapping[str, Any]], *, source: str = "", balance: bool = True
+) -> RelevanceCalibration:
+    """Fit both models on ``samples`` of ``{"cosine", "coverage", "best", "right"}`` (one per candidate hit;
+    ``best``: the highest cosine among its part's candidates, the hit's own when absent): the coverage model
+    on the samples that have a coverage, the cosine-only model on all. ``balance``: every ``dataset`` (a
+    sample key; one when absent) weighs the same in the fit, whatever its number of samples."""
     if not samples:
         raise InputError("no samples to fit relevance on: the threads need labelled facts or questions")
     cos = np.array([float(s["cosine"]) for s in samples])
     has = np.array([s.get("coverage") is not None for s in samples])
     cov = np.array([float(s.get("coverage") or 0.0) for s in samples])
+    feats = [best_features(float(s["cosine"]), s.get("best")) for s in samples]
+    top = np.array([t for t, _ in feats])
+    margin = np.array([m for _, m in feats])
     y = np.array([1.0 if s["right"] else 0.0 for s in samples])
     if y.min() == y.max() or y[has].min(initial=1.0) == y[has].max(initial=1.0):
         raise InputError(
             "relevance needs both right and wrong hits among the samples (and among those with content words)"
         )
+    names = [str(s.get("dataset", "")) for s in samples]
+    sizes = {n: names.count(n) for n in set(names)} if balance else {}
+    weights = np.array([1.0 / sizes[n] for n in names]) if balance else np.ones(len(samples))
+    weights = weights / weights.mean()
     ones = np.ones_like(cos)
-    hb = _logistic_fit(np.column_stack([ones, cos, cov, cov * cov])[has], y[has])
-    dn = _logistic_fit(np.column_stack([ones, cos]), y)
+    hb = _logistic_fit(np.column_stack([ones, cos, cov, cov * cov, top, margin])[has], y[has], weights=weights[has])
+    dn = _logistic_fit(np.column_stack([ones, cos, top, margin]), y, weights=weights)
     return RelevanceCalibration(
-        RelevanceModel(float(hb[0]), float(hb[1]), float(hb[2]), float(hb[3])),
-        RelevanceModel(float(dn[0]), float(dn[1])),
+        RelevanceModel(*(float(v) for v in hb)),
+        RelevanceModel(float(dn[0]), float(dn[1]), top_weight=float(dn[2]), margin_weight=float(dn[3])),
         source,
     )
 
 
+def expected_calibration_error(p: Any, labels: Any, bins: int = 10) -> float:
+    """ECE: the mean |predicted − observed share right| over ``bins`` equal-width bins, weighted by size."""
+    pa = np.asarray(p, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.float64)
+    if not len(pa):
+        return math.nan
+    idx = np.minimum((pa * bins).astype(int), bins - 1)
+    return float(sum(abs(pa[idx == b].mean() - y[idx == b].mean()) * (idx == b).sum()
+                     for b in range(bins) if (idx == b).any()) / len(pa))  # fmt: skip
+
+
 # -- what the adapters show -------------------------------------------------------------------------
+def shown_score(hit: Any) -> tuple[float, str] | None:
+    """The score an adapter shows for ``hit`` and its scale: the reranker's when one ran (``"rerank"``:
+    the group is in its order), else the hit's ``relevance``; ``None`` when it has neither."""
+    scores = hit.scores
+    if scores.get("rerank") is not None:
+        return float(scores["rerank"]), "rerank"
+    if scores.get("relevance") is not None:
+        return float(scores["relevance"]), "relevance"
+    return None
+
+
+def shown_order(hits: Sequence[Any]) -> list[Any]:
+    """``hits`` (one group, in its ranking order) in the order an adapter shows them: by the score it
+    shows (:func:`shown_score`), best first; ties keep the ranking order. The ranking stage picks which
+    ``k`` hits a group keeps (the fused score ranks better than any one score can threshold); inside
+    the group the order is the shown score's, so the first Document or node is the highest score a
+    user sees. A reranked group is already in its reranker's order."""
+    keyed = [(shown_score(h), i, h) for i, h in enumerate(hits)]
+    if any(k is None for k, _, _ in keyed):
+        return list(hits)
+    return [h for _, _, h in sorted(keyed, key=lambda t: (-t[0][0], t[1]))]  # type: ignore[index]
+
+
+def shown_groups(groups: Sequence[Any]) -> list[tuple[Any, list[Any]]]:
+    """Each group with its hits in the order an adapter shows them (:func:`shown_order`)."""
+    return [(g, shown_order(g.hits)) for g in groups]
+
+
 def scored_metadata(hit: Any, group: Any, rank: int, parts: Sequence[str]) -> dict[str, Any]:
-    """:func:`ctxret.storage.schema.hit_metadata` with ``score`` = the hit's ``relevance`` and
-    ``score_scale = "relevance"`` (when it has one): the score both adapters show, the same for
-    the same hit whatever else the part found. The ranking score stays under its own name
-    (``score_fused``, ``score_cosine``, ``score_rerank``) and ``group_rank`` keeps the group's order."""
+    """:func:`ctxret.storage.schema.hit_metadata` with ``score`` = the score the adapters show
+    (:func:`shown_score`: the hit's ``relevance``, ``score_scale = "relevance"``; the reranker's
+    score, ``"rerank"``, when one ran) and ``group_rank`` = ``rank``, the hit's place in the order
+    shown (:func:`shown_order`). The ranking score stays under its own name (``score_fused``,
+    ``score_cosine``) and so does the relevance (``score_relevance``)."""
     from ..storage.schema import hit_metadata
 
     meta = hit_metadata(hit, group, rank, parts)
-    rel = hit.scores.get("relevance")
-    if rel is not None:
-        meta["score"] = float(rel)
-        meta["score_scale"] = "relevance"
+    shown = shown_score(hit)
+    if shown is not None:
+        meta["score"], meta["score_scale"] = shown
     return meta

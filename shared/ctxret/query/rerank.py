@@ -97,18 +97,30 @@ def rerank_hits(rerank: Reranker, part: str, hits: Sequence[Hit]) -> list[Hit]:
     return [replace(h, score=s, scores={**h.scores, "rerank": s}) for s, _, h in kept]
 
 
-def _with_relevance(hits: list[Hit], part: str, cal: RelevanceCalibration | None) -> list[Hit]:
+def _with_relevance(
+    hits: list[Hit], part: str, cal: RelevanceCalibration | None, best: float | None = None
+) -> list[Hit]:
+    """Coverage and relevance on each hit; ``best``: the highest cosine among the part's candidates (the
+    hit's margin under it and whether it is the part's best dense match are features of the relevance:
+    :func:`.relevance.best_features`)."""
     if not hits:
         return hits
+    if best is None:
+        best = max(float(h.scores["cosine"]) for h in hits)
     out = []
     for h, c in zip(hits, content_coverage(part, [h.text for h in hits]), strict=True):
         scores = dict(h.scores)
         if c is not None:
             scores["coverage"] = float(c)
         if cal is not None:
-            scores["relevance"] = cal(float(h.scores["cosine"]), c)
+            scores["relevance"] = cal(float(h.scores["cosine"]), c, best)
         out.append(replace(h, scores=scores))
     return out
+
+
+def _best_cosine(candidates: Any) -> float | None:
+    cosines = getattr(candidates, "cosine", None)
+    return max((float(v) for v in cosines.values()), default=None) if cosines else None
 
 
 def finish_groups(
@@ -122,7 +134,7 @@ def finish_groups(
     """Run the stages on each part's floored hits (``hit_lists[i]`` for ``candidates[i]``) and cut to ``k``."""
     lists: list[list[Hit]] = []
     for c, hits in zip(candidates, hit_lists, strict=False):
-        hits = _with_relevance(list(hits), c.part, stages.relevance)
+        hits = _with_relevance(list(hits), c.part, stages.relevance, _best_cosine(c))
         if stages.min_relevance is not None:
             hits = [h for h in hits if h.scores.get("relevance", 0.0) >= stages.min_relevance]
         if stages.rerank is not None:

@@ -22,6 +22,7 @@ import numpy as np
 
 from .._faults import fault_point
 from ..errors import ClosedError, InputError
+from . import config_copy
 from .base import DEFERRED, Fetched, Row, StoredPieces, group_parents
 from .cache import DEFAULT_CACHE_PIECES, Block, ScopeView, ThreadCache, read_thread
 from .changes import ChangeLog
@@ -167,6 +168,7 @@ class PieceStore:
         (:func:`~.rebuild.recover`) and then any write a crash cut off (:func:`~.replay.repair_writes`)."""
         recover(self)
         self.chroma.open(config)
+        config_copy.record(self.lexical, self.collection_name, self.chroma.stored_config())  # for `ctxret stats`
         self.views.open(config)  # views hook
         repair_writes(self)
 

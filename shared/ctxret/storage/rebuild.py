@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
 from .._faults import fault_point
+from . import config_copy
 from .changes import ChangeLog
 from .chroma import ChromaStore
 from .lexical import LexicalIndex
@@ -90,6 +91,7 @@ def swap_in(store: RebuiltStore, temp: str) -> None:
             store.changes.record_everything()
         if store.lexical is not None:  # the new pieces' stored texts, in one transaction
             sync_from_store(store.lexical, store.chroma, full=True, rebuild=True)
+        config_copy.record(store.lexical, name, store.chroma.stored_config())  # the rebuilt config, for stats
 
 
 def recover(store: RebuiltStore) -> bool:
