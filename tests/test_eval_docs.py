@@ -209,7 +209,7 @@ def test_hybrid_default_is_the_products_own_search(local_embedder, tmp_path):
     assert set(rows) == {"hybrid_default", "peer_bm25s", "peer_dense", "peer_ensemble_rrf", "peer_query_fusion"}
     assert rows["hybrid_default"]["mrr_at_10"] == 1.0  # three easy questions, each about one file
     assert len(res.per_query["peer_dense"]["ndcg_at_10"]) == 3
-    assert (tmp_path / next(p.name for p in tmp_path.glob("peer-dense-*.npy"))).is_file()
+    assert (tmp_path / next(p.name for p in tmp_path.glob("peer-dense-*.npz"))).is_file()
 
 
 def test_cli_on_a_folder_of_markdown(local_embedder, capsys, tmp_path):

@@ -332,9 +332,9 @@ def score_ranking(ranked: Sequence[str], q: DocQuery, nbytes: Mapping[str, int])
 
 
 def corpus_key(ds: DocSet, model_id: str) -> str:
-    """A short hash of the documents and the model: the cache folder's name."""
+    """A short hash of the documents (in any order) and the model: the cache folder's name."""
     h = hashlib.sha256(model_id.encode())
-    for d in ds.documents:
+    for d in sorted(ds.documents, key=lambda d: d.id):  # the same documents in another order: the same cache
         h.update(f"\x00{d.id}\x01{d.title or ''}\x02{d.text}".encode("utf-8", "replace"))
     return h.hexdigest()[:16]
 
@@ -404,14 +404,17 @@ def truncating(embedder: Any) -> Any:
 
 
 def peer_document_vectors(ds: DocSet, embedder: Any, cache_dir: str | None) -> np.ndarray:
-    """One unit vector per document (title and text, cut to the model's window); cached as ``.npy``."""
+    """One unit vector per document (title and text, cut to the model's window), in ``ds.documents`` order;
+    cached as ``.npz`` (ids and vectors) under ``cache_dir``."""
     path = None
+    ids = [d.id for d in ds.documents]
     if cache_dir is not None:
-        path = Path(cache_dir) / f"peer-dense-{corpus_key(ds, embedder.model_id)}.npy"
+        path = Path(cache_dir) / f"peer-dense-{corpus_key(ds, embedder.model_id)}.npz"
         if path.is_file():
-            vecs = np.load(path)
-            if vecs.shape == (len(ds.documents), int(embedder.dims)):
-                return vecs
+            with np.load(path) as saved:
+                row = {str(d): i for i, d in enumerate(saved["ids"])}
+                if set(row) == set(ids) and saved["vectors"].shape[1] == int(embedder.dims):
+                    return np.asarray(saved["vectors"][[row[d] for d in ids]], dtype=np.float32)
     cut = truncating(embedder)
     quiet = logging.getLogger("ctxret.embedders.local")
     level = quiet.level
@@ -421,7 +424,7 @@ def peer_document_vectors(ds: DocSet, embedder: Any, cache_dir: str | None) -> n
     finally:
         quiet.setLevel(level)
     if path is not None:
-        np.save(path, vecs)
+        np.savez(path, ids=np.array(ids), vectors=vecs)
     return vecs
 
 
