@@ -356,6 +356,41 @@ def run(ds: DocSet, cache: str, dump_path: Path) -> None:
         ],
     )
 
+    small_ks = (1, 2, 3, 5, 10)
+    family(
+        "RRF pmax + whole-doc dense + BM25, small k",
+        [
+            (f"w={w},k={k}", lambda w=w, k=k: rrf([R_PMAX, R_DD, R_BM], list(w), k, valid=[None, None, BM_hit]))
+            for w in [(a, b, round(1 - a - b, 2)) for a in (0.2, 0.3, 0.4) for b in (0.1, 0.2, 0.3)]
+            for k in small_ks
+        ],
+    )
+    family(
+        "RRF product + whole-doc dense + BM25, small k",
+        [
+            (f"w={w},k={k}", lambda w=w, k=k: rrf([R_PROD, R_DD, R_BM], list(w), k, valid=[prod_valid, None, BM_hit]))
+            for w in [(a, b, round(1 - a - b, 2)) for a in (0.2, 0.3, 0.4) for b in (0.1, 0.2, 0.3)]
+            for k in small_ks
+        ],
+    )
+    zprod = zscore(prod["max"])
+    family(
+        "z-score product + whole-doc dense + BM25",
+        [
+            (f"w={w}", lambda w=w: w[0] * zprod + w[1] * zd + w[2] * zb)
+            for w in [(a, b, round(1 - a - b, 2)) for a in (0.3, 0.4, 0.5, 0.6) for b in (0.1, 0.2, 0.3)]
+        ],
+    )
+    family(
+        "z-score pmax + whole-doc dense + BM25, fine",
+        [
+            (f"w={w}", lambda w=w: w[0] * zp + w[1] * zd + w[2] * zb)
+            for w in [
+                (a, b, round(1 - a - b, 2)) for a in (0.35, 0.4, 0.45, 0.5, 0.55, 0.6) for b in (0.1, 0.15, 0.2, 0.25)
+            ]
+        ],
+    )
+
     # dense PRF (Rocchio on the query vector from the top documents of a first-pass fusion)
     first = 0.7 * zp + 0.3 * zb
     top = _top(first, 10)

@@ -172,15 +172,17 @@ def _hit(pid: str, doc: str, score: float, thread: str | None = None) -> Hit:
 def test_rank_documents_rules():
     part1 = [_hit("p1", "A", 0.9), _hit("p2", "B", 0.8), _hit("p3", "B", 0.7), _hit("p4", "C", 0.2)]
     part2 = [_hit("p5", "C", 0.95), _hit("p6", "A", 0.1)]
-    assert [d.doc_id for d in rank_documents([part1])] == ["A", "B", "C"]  # first appearance
+    assert [d.doc_id for d in rank_documents([part1], rule="max")] == ["A", "B", "C"]  # first appearance
+    assert [d.doc_id for d in rank_documents([part1])] == ["B", "A", "C"]  # default: 0.8 + 0.25 * 0.7 > 0.9
     assert [d.doc_id for d in rank_documents([part1], rule="top2", alpha=0.5)] == ["B", "A", "C"]  # 1.15 > 0.9
     assert rank_documents([part1], rule="sum")[0].score == pytest.approx(1.5)
-    both = rank_documents([part1, part2])
+    both = rank_documents([part1, part2], rule="max")
     assert [d.doc_id for d in both] == ["C", "A", "B"] and both[0].score == 0.95
     assert [h.id for h in both[1].hits] == ["p1", "p6"]
-    summed = rank_documents([part1, part2], across="sum")
+    summed = rank_documents([part1, part2], rule="max", across="sum")
     assert summed[0].doc_id == "C" and summed[0].score == pytest.approx(1.15)
     assert len(rank_documents([part1, part2], k=2)) == 2
+    assert rank_documents([part1])[0].score == pytest.approx(0.8 + 0.25 * 0.7)
     with pytest.raises(InputError, match="rule must be one of"):
         rank_documents([part1], rule="mean")
 
@@ -220,7 +222,7 @@ def test_cli_on_a_folder_of_markdown(local_embedder, capsys, tmp_path):
     out = capsys.readouterr().out
     assert "4 documents" in out and "3 queries" in out
     assert "relevant files not in the folder: 1" in out
-    assert "Document ranking of hybrid_default: document score = its best piece" in out
+    assert "Document ranking of hybrid_default: document score = best piece + 0.25 × second-best piece" in out
     for peer in ("peer_bm25s", "peer_dense", "peer_ensemble_rrf", "peer_query_fusion"):
         assert f"| {peer}" in out
     saved = json.loads(out_json.read_text())
