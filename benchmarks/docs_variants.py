@@ -4,6 +4,7 @@ Reads what ``ctxret eval docs`` cached (the product's index, the peers' document
 by :func:`dump` (the product's own search results at ``k=100`` per query, every stored piece with its vector),
 then scores every variant on whole score matrices (numpy): no model call after the dump.
 
+    python benchmarks/docs_variants.py subset ../shared/data/scifact-dev --split train --out /tmp/docs-subset
     python benchmarks/docs_variants.py dump ../shared/data/scifact-dev --split train --cache /tmp/docs-cache
     python benchmarks/docs_variants.py run ../shared/data/scifact-dev --split train --cache /tmp/docs-cache
 
@@ -15,8 +16,7 @@ queries (optimistic, shown for reference only).
 from __future__ import annotations
 
 import argparse
-import itertools
-import math
+import json
 import pickle
 import sys
 import time
@@ -30,6 +30,24 @@ from ctxret.evaluation.stats import paired_diff, stratified_bootstrap
 
 FOLDS = 5
 DEPTH = 100
+
+
+def subset(src: Path, split: str, out: Path, head: int = 900, tail: int = 400) -> None:
+    """A BEIR folder with every document a query cites, the first ``head`` and the last ``tail`` of the corpus
+    (all queries and qrels kept): a smaller corpus when embedding all of it is out of reach (BENCHMARKS.md)."""
+    import shutil
+
+    ds = load_docs(src, split=split)
+    keep = {d for q in ds.queries for d in q.relevant}
+    keep |= {d.id for d in ds.documents[:head]} | {d.id for d in ds.documents[len(ds.documents) - tail :]}
+    (out / "qrels").mkdir(parents=True, exist_ok=True)
+    with open(src / "corpus.jsonl", encoding="utf-8") as fin, open(out / "corpus.jsonl", "w", encoding="utf-8") as fout:
+        for line in fin:
+            if line.strip() and str(json.loads(line)["_id"]) in keep:
+                fout.write(line)
+    shutil.copy(src / "queries.jsonl", out / "queries.jsonl")
+    shutil.copy(src / "qrels" / f"{split}.tsv", out / "qrels" / f"{split}.tsv")
+    print(f"{out}: {len(keep):,} documents", file=sys.stderr)
 
 
 def dump(ds: DocSet, cache: str, out: Path) -> None:
@@ -431,11 +449,15 @@ class _Model:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("command", choices=("dump", "run"))
+    ap.add_argument("command", choices=("subset", "dump", "run"))
     ap.add_argument("path")
     ap.add_argument("--split", default="test")
     ap.add_argument("--cache", default="/tmp/docs-cache")
+    ap.add_argument("--out", default="/tmp/docs-subset", help="subset: the folder to write")
     args = ap.parse_args(argv)
+    if args.command == "subset":
+        subset(Path(args.path), args.split, Path(args.out))
+        return 0
     ds = load_docs(args.path, split=args.split)
     dump_path = Path(args.cache) / "variants-dump.pkl"
     if args.command == "dump":
@@ -447,5 +469,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-_ = (itertools, math)
