@@ -8,6 +8,7 @@ The harness itself (:mod:`ctxret.evaluation`) knows nothing of the command line.
     ctxret eval controlled FIXTURE.json [--json OUT] [--plot OUT.png]
     ctxret eval threads PATH [--json OUT] [--plot OUT.png]
     ctxret eval calibrate PATH [--json OUT] [--plot OUT.png]
+    ctxret eval docs PATH [--split test] [--queries FILE] [--json OUT]
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ def register_eval(subparsers: Any, common: argparse.ArgumentParser | None = None
                                description="Evaluation harness: the controlled test, the thread protocol, calibration. "
                                            "The embedder options (--embedder, --model, --dims, --weight) are the "
                                            "same as for every ctxret command.")
-    sub = ev.add_subparsers(dest="eval_command", metavar="{controlled,threads,calibrate}")
+    sub = ev.add_subparsers(dest="eval_command", metavar="{controlled,threads,calibrate,docs}")
     sub.required = True
 
     c = sub.add_parser("controlled", parents=parents,
@@ -162,6 +163,26 @@ def register_eval(subparsers: Any, common: argparse.ArgumentParser | None = None
     cal.add_argument("--docs-distractors", type=int, default=None,
                      help="BEIR: the corpus cut to the sampled queries' relevant documents plus N others (seeded)")
     cal.set_defaults(func=cmd_calibrate)
+
+    d = sub.add_parser("docs", parents=parents,
+                       help="documents: a BEIR folder or your own .md/.txt folder, with the peers in the run")
+    d.add_argument("path", help="a BEIR folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv) or a folder of "
+                                ".md/.txt files with a queries file")
+    d.add_argument("--split", default="test", help="BEIR: the qrels file qrels/SPLIT.tsv (default test)")
+    d.add_argument("--queries", default=None,
+                   help='a folder of files: the JSONL queries file, {"query": ..., "relevant": ["file.md", ...]} '
+                        "a line (default PATH/queries.jsonl)")
+    d.add_argument("--depth", type=_positive_int, default=100, help="documents ranked per query (default 100)")
+    d.add_argument("--cache", default=None,
+                   help="folder for the product's index and the peers' vectors, reused by the next run "
+                        "(default: ctxret-eval-docs in the temp folder)")
+    d.add_argument("--no-cache", action="store_true", help="index in memory, keep nothing")
+    d.add_argument("--rule", default=None, choices=("max", "max_mean", "top2", "sum"),
+                   help="how hits become a document ranking (ctxret.query.documents; default: its DEFAULT_RULE)")
+    d.add_argument("--limit-queries", type=_positive_int, default=None, help="score only the first N queries")
+    d.add_argument("--json", dest="json_out", default=None, help="write {\"rows\": [...], \"config\": {...}} here")
+    d.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    d.set_defaults(func=cmd_docs)
     return ev
 
 
@@ -189,6 +210,42 @@ def cmd_threads(args: argparse.Namespace) -> int:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     return _run(_calibrate, args)
+
+
+def cmd_docs(args: argparse.Namespace) -> int:
+    return _run(_docs, args)
+
+
+def _docs(args: argparse.Namespace) -> int:
+    from ..evaluation.docs import DEFAULT_CACHE, docs_peer_table, docs_table, load_docs, run_docs
+    from ..evaluation.report import write_json
+
+    ds = load_docs(args.path, split=args.split, queries=args.queries)
+    res = run_docs(
+        ds,
+        make_embedder(args),
+        cache_dir=None if args.no_cache else (args.cache or DEFAULT_CACHE),
+        depth=args.depth,
+        rule=args.rule,
+        limit_queries=args.limit_queries,
+        progress=not args.quiet,
+    )
+    c = res.config
+    print(f"Documents — {c['source']}: {c['documents']:,} documents ({c['pieces']:,} pieces), {c['queries']:,} "
+          f"queries; embedder {c['embedder']}, depth {c['depth']}")
+    if c["notes"]:
+        print("Dropped on reading: " + "; ".join(f"{k}: {v}" for k, v in sorted(c["notes"].items())))
+    print(f"Document ranking of hybrid_default: {c['document_rule']}")
+    print()
+    print(docs_table(res.rows))
+    print()
+    print("The runtime default (hybrid_default) against the peers, paired per query (points; 95% intervals):")
+    print()
+    print(docs_peer_table(c["peer_comparison"]))
+    if args.json_out:
+        write_json(args.json_out, res.rows, {k: v for k, v in c.items() if k != "query_ids"})
+        print(f"\nwrote {os.fspath(args.json_out)}")
+    return 0
 
 
 def _controlled(args: argparse.Namespace) -> int:
