@@ -215,7 +215,7 @@ def test_hybrid_default_is_the_products_own_search(local_embedder, tmp_path):
 
 
 def test_cli_on_a_folder_of_markdown(local_embedder, capsys, tmp_path):
-    from ctxret.evaluation.cli import main
+    from ctxret.cli.evaluate import main
 
     out_json = tmp_path / "out.json"
     assert main(["eval", "docs", str(FOLDER), "--no-cache", "--quiet", "--json", str(out_json)]) == 0
@@ -231,7 +231,7 @@ def test_cli_on_a_folder_of_markdown(local_embedder, capsys, tmp_path):
 
 
 def test_cli_bad_folder_exits_1_with_the_reason(capsys, tmp_path):
-    from ctxret.evaluation.cli import main
+    from ctxret.cli.evaluate import main
 
     (tmp_path / "a.md").write_text("# A\n")
     assert main(["eval", "docs", str(tmp_path), "--no-cache"]) == 1
