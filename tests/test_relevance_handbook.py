@@ -81,3 +81,13 @@ def test_calibrate_fits_and_reports_per_dataset_on_documents(local_embedder):
     assert 0.5 < rows["held out by fold"]["auc"] <= 1.0 and rows["held out by fold"]["n"] == 12 * 20
     assert {r["bin"] for r in res["reliability"]} >= {"0.0-0.1", "0.8-1.0"}
     assert "top_weight" in res["recommended"]["hybrid"]
+
+
+def test_conversations_loaded_together_are_one_dataset_of_the_fit():
+    from types import SimpleNamespace
+
+    from ctxret.evaluation.calibrate import dataset_name
+
+    locomo = [SimpleNamespace(source=f"/data/locomo-dev/{n}.json") for n in (26, 30, 41)]
+    assert dataset_name(locomo) == "locomo-dev"  # five files, one dataset: it weighs as much as a docs set
+    assert dataset_name([SimpleNamespace(source="/x/tuning_threads.jsonl")] * 2) == "tuning_threads"

@@ -612,6 +612,22 @@ def _add(acc: dict[str, list[float]], m: dict[str, float]) -> None:
             acc[key].append(m[key])
 
 
+def dataset_name(conversations: Sequence[Conversation]) -> str:
+    """One name for conversations loaded together: the file's stem, or the folder the files share (LoCoMo's
+    five files are one dataset, ``locomo-dev``, in a fit where every dataset weighs the same)."""
+    import os
+
+    paths = sorted({Path(c.source) for c in conversations})
+    if not paths:
+        return ""
+    if len(paths) == 1:
+        return paths[0].stem
+    try:
+        return Path(os.path.commonpath([str(p.parent) for p in paths])).name or "threads"
+    except ValueError:
+        return "threads"
+
+
 def relevance_samples(
     conversations: Sequence[Conversation],
     embedder: Embedder,
@@ -634,6 +650,7 @@ def relevance_samples(
     pool_fusion = with_candidates(RUNTIME_DEFAULT, fusion.candidates, fusion.lexical_floor)
     emb = cached_embedder(embedder)
     out: list[dict[str, Any]] = []
+    dataset = dataset_name(conversations)
     indexed = _indexed(conversations, emb, piece_bytes, weight, fusion, k, limit_queries, seed)
     for conv, sets, ix in indexed:
         for qs in ("facts", "qa"):
@@ -653,7 +670,7 @@ def relevance_samples(
                     for rank, (rid, fused) in enumerate(top):
                         right = bool(ix.piece_units[ix.index_of[rid]] & q.evidence)
                         out.append({
-                            "dataset": conv.source, "conversation": conv.id, "query_set": qs,
+                            "dataset": dataset, "conversation": conv.id, "query_set": qs,
                             "query": f"{conv.id}/{qs}/{qn}", "part": part_index, "cosine": float(c.cosine[rid]),
                             "best": best, "top": is_top(c.cosine[rid], best),
                             "coverage": content[rid], "fused": float(fused), "rank": rank,
