@@ -25,7 +25,7 @@ One run measures, interleaved query by query (the same ``--queries`` claims for 
 Times are milliseconds per search: p50 / p90 and mean, wall (``perf_counter``) and CPU
 (``process_time``: the whole process, so the search's worker threads count). ``--check FILE`` writes
 (first run) or compares (later runs) every search's hits and scores, so two versions of the code can be
-checked for identical results. ``--profile FILE`` writes a cProfile of the one-scope searches.
+checked for identical results. ``--profile FILE`` writes a cProfile (CPU time) of the one-scope searches.
 
     python benchmarks/bench_docs.py --queries 200 --check /tmp/docspeed-hits.json
     python benchmarks/bench_docs.py --queries 100 --index-docs 500 --index-rounds 2   # needs langchain-chroma
@@ -90,8 +90,8 @@ def _synthetic(n: int) -> tuple[list[dict[str, str]], list[str], str]:
 
 
 # -- the product's stores -------------------------------------------------------------------------
-def _digest(docs: Sequence[dict[str, str]], scoped: bool) -> str:
-    h = hashlib.sha256(f"v{STORE_VERSION} scoped={scoped}".encode())
+def _digest(docs: Sequence[dict[str, str]], scoped: bool, model: str = "") -> str:
+    h = hashlib.sha256(f"v{STORE_VERSION} scoped={scoped} model={model}".encode())
     for d in docs:
         h.update(d["id"].encode() + b"\0" + d["text"].encode() + b"\0")
     return h.hexdigest()[:16]
@@ -105,15 +105,16 @@ def _add(index: Any, docs: Sequence[dict[str, str]], thread_id: str | None, batc
 def open_store(root: Path, docs: Sequence[dict[str, str]], scoped: bool, embedder: Any) -> tuple[Any, float | None]:
     """The product's index of ``docs`` under ``root`` (built when missing or stale), and the build's wall seconds."""
     from ctxret import ContextualIndex
+    from ctxret.errors import ConfigMismatchError
 
-    path = root / ("one" if scoped else "each")
+    path = root / (("one" if scoped else "each") + ("-hash" if isinstance(embedder, HashEmbedder) else ""))
     marker = path / "bench-docs.json"
-    digest = _digest(docs, scoped)
+    digest = _digest(docs, scoped, embedder.model_id)
     if marker.exists() and json.loads(marker.read_text()).get("digest") == digest:
         try:
             return ContextualIndex(path, embedder=embedder, progress=False), None
-        except Exception as e:  # a config the code no longer opens: build again
-            print(f"  rebuilding {path.name}: {type(e).__name__}: {e}", file=sys.stderr)
+        except ConfigMismatchError as e:  # a config this code no longer opens: build again (never on a lock)
+            print(f"  rebuilding {path.name}: {e}", file=sys.stderr)
     shutil.rmtree(path, ignore_errors=True)
     path.mkdir(parents=True)
     print(f"  building the {'one-scope' if scoped else 'one-scope-per-document'} store in {path} ...", file=sys.stderr)
@@ -123,6 +124,55 @@ def open_store(root: Path, docs: Sequence[dict[str, str]], scoped: bool, embedde
     seconds = time.perf_counter() - t0
     marker.write_text(json.dumps({"digest": digest, "seconds": seconds, "pieces": index.stats().get("pieces")}))
     return index, seconds
+
+
+class HashEmbedder:
+    """A fast stand-in for the local model when there is no time to embed the corpus (``--embedder hash``).
+
+    The same pieces as the local model (its tokenizer counts, window, piece budget and floor), the same
+    384 dimensions, but each vector is the unit sum of its words' hashed signs: what a search costs
+    does not depend on what the vectors mean, only on their number and size (the context is the ``mean``
+    of a section's pieces, not ``late``: the search reads the stored vectors the same way). A different ``model_id``,
+    so a store built with it is never searched with the real model's vectors."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.dims = int(inner.dims)
+
+    model_id = "bench-hash-384"
+    default_context = "mean"  # late chunking would run the local model over every section
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dims), np.float32)
+        for i, t in enumerate(texts):
+            for w in t.lower().split():
+                h = int.from_bytes(hashlib.blake2b(w.encode(), digest_size=8).digest(), "little")
+                out[i, h % self.dims] += 1.0 if (h >> 32) & 1 else -1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms > 0, norms, 1.0)
+
+    async def aembed(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed(texts)
+
+
+class Charged:
+    """``stand_in``'s vectors at the local model's cost: the model embeds the texts too (its answer unused)."""
+
+    def __init__(self, model: Any, stand_in: Any) -> None:
+        self.model, self.stand_in = model, stand_in
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stand_in, name)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.model.embed(list(texts))
+        return self.stand_in.embed(texts)
+
+    async def aembed(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed(texts)
 
 
 class Recorded:
@@ -190,12 +240,12 @@ class PeerHybrid:
 
 def peer_vectors(root: Path, docs: Sequence[dict[str, str]], embedder: Any) -> np.ndarray:
     """One vector per whole document, truncated to the model's window (cached beside the stores)."""
-    path = root / f"peer-vectors-{_digest(docs, False)}.npy"
+    path = root / f"peer-vectors-{_digest(docs, False, embedder.model_id)}.npy"
     if path.exists():
         return np.load(path)
     from ctxret.embedders.local import LocalEmbedder
 
-    trunc = LocalEmbedder(truncate=True)
+    trunc = LocalEmbedder(truncate=True) if not isinstance(embedder, HashEmbedder) else embedder
     vecs = trunc.embed([d["text"] for d in docs])
     np.save(path, vecs)
     return vecs
@@ -233,16 +283,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--index-docs", type=int, default=0, help="time indexing of the first N documents (0: not)")
     ap.add_argument("--index-rounds", type=int, default=1, help="ABBA rounds of the indexing comparison")
     ap.add_argument("--json", type=Path, help="write the per-query times here")
+    ap.add_argument(
+        "--embedder",
+        choices=("local", "hash"),
+        default="local",
+        help="hash: the stores and the peer's document vectors from HashEmbedder (fast to build); the searches "
+        "including the embedding then add the local model's own query embedding, measured in the same run",
+    )
     args = ap.parse_args(argv)
 
     from ctxret.embedders.local import LocalEmbedder
 
     docs, claims, name = load_corpus(args.data, args.synthetic)
     args.store_dir.mkdir(parents=True, exist_ok=True)
-    embedder = LocalEmbedder()
+    model = LocalEmbedder()
+    embedder: Any = HashEmbedder(model) if args.embedder == "hash" else model
+    live: Any = Charged(model, embedder) if embedder is not model else model  # what "incl" searches embed with
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     print(f"corpus: {name}; machine: {platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
     print(f"date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; python {platform.python_version()}")
+    stand_in = " (stand-in; the query embedding by the local model)" if model is not embedder else ""
+    print(f"vectors: {embedder.model_id}{stand_in}")
 
     indexes: dict[str, Any] = {}
     for mode in ("one", "each"):
@@ -253,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"store {mode}: {pieces} pieces" + (f", built in {built:.0f} s" if built is not None else ""))
     peer = None
     if "peer" in modes:
-        peer = PeerHybrid(docs, embedder, peer_vectors(args.store_dir, docs, embedder), args.peer_candidates)
+        peer = PeerHybrid(docs, live, peer_vectors(args.store_dir, docs, embedder), args.peer_candidates)
 
     rng = random.Random(7)
     queries = rng.sample(claims, min(args.queries, len(claims)))
@@ -268,7 +329,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def product(mode: str, q: str, record: bool) -> Any:
         index = indexes[mode]
-        index.embedder = recorded if record else embedder
+        index.embedder = recorded if record else live
         try:
             if mode == "one":
                 return index.search(q, k=args.k, thread_id="kb")
@@ -328,14 +389,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"check: wrote {args.check}")
     if args.profile is not None and "one" in indexes:
         import cProfile
+        import pstats
 
-        prof = cProfile.Profile()
+        prof = cProfile.Profile(time.process_time)  # CPU time: on a shared machine wall time is mostly waiting
         prof.enable()
         for q in queries:
             product("one", q, True)
         prof.disable()
         prof.dump_stats(str(args.profile))
-        print(f"profile: {args.profile}")
+        print(f"profile (CPU seconds over {len(queries)} one-scope searches): {args.profile}")
+        pstats.Stats(prof).sort_stats("tottime").print_stats(20)
     if args.json is not None:
         args.json.write_text(json.dumps({"wall": wall, "cpu": cpu}))
     if args.index_docs:
