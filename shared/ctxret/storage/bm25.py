@@ -81,6 +81,9 @@ class BM25Corpus:
         if allowed is not None:
             hit &= allowed
         rows = np.flatnonzero(hit)
+        if len(rows) > k:  # only the rows scoring at least the k-th best can be in the top k (ties included)
+            top = s[rows]
+            rows = rows[top >= np.partition(top, len(rows) - k)[len(rows) - k]]
         order = rows[np.lexsort((self._rank_of_id[rows], -s[rows]))][:k]
         return [(self.ids[int(i)], float(s[i])) for i in order]
 

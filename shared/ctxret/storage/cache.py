@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .base import Fetched, Row, group_parents
+from .base import Fetched, Row
 from .bm25 import BM25Corpus
 from .schema import ParentKey, Scope
 from .tokenize import Analysis
@@ -31,16 +31,30 @@ if TYPE_CHECKING:
     from .chroma import ChromaStore
     from .lexical import LexicalIndex
 
-__all__ = ["Block", "ScopeView", "ThreadCache", "DEFAULT_CACHE_PIECES", "read_thread"]
+__all__ = ["Block", "ScopeView", "ThreadCache", "DEFAULT_CACHE_PIECES", "read_thread", "top_n"]
 
 #: Pieces the cache holds at most (about 150 MB of 384-d float32 vectors, plus texts).
 DEFAULT_CACHE_PIECES = 100_000
 
 
+def top_n(scores: np.ndarray, n: int) -> np.ndarray:
+    """The rows of the ``n`` highest ``scores``, best first, ties in row order: exactly
+    ``np.argsort(-scores, kind="stable")[:n]``, without sorting every row (a partition finds the
+    ``n``-th score; only the rows at or above it are sorted)."""
+    m = len(scores)
+    if n >= m or n < 1:
+        return np.argsort(-scores, kind="stable")[: max(n, 0)]
+    kth = np.partition(scores, m - n)[m - n]  # the n-th highest
+    rows = np.flatnonzero(scores >= kth)  # at least n, in row order (fewer only with NaN scores)
+    if len(rows) < n:  # NaN: never with stored vectors; argsort puts it last
+        return np.argsort(-scores, kind="stable")[:n]
+    return rows[np.argsort(-scores[rows], kind="stable")][:n]
+
+
 class Block:
     """One thread's pieces: ids, stored vectors, documents and metadata, in a fixed order."""
 
-    __slots__ = ("ids", "vectors", "documents", "metadatas", "_tokens", "_bm25")
+    __slots__ = ("ids", "vectors", "documents", "metadatas", "_tokens", "_bm25", "_row", "_parents")
 
     def __init__(
         self, ids: Sequence[str], vectors: np.ndarray, documents: Sequence[str], metadatas: Sequence[Mapping[str, Any]]
@@ -55,6 +69,8 @@ class Block:
         self.metadatas = [dict(m or {}) for m in metadatas]
         self._tokens: list[list[str]] | None = None
         self._bm25: dict[str, BM25Corpus] = {}
+        self._row: dict[str, int] | None = None
+        self._parents: dict[ParentKey, list[int]] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -65,10 +81,26 @@ class Block:
             from .lexical_sync import lexical_text
 
             self._tokens = [
-                analysis.index_tokens(lexical_text(d, m))
-                for d, m in zip(self.documents, self.metadatas, strict=False)
+                analysis.index_tokens(lexical_text(d, m)) for d, m in zip(self.documents, self.metadatas, strict=False)
             ]
         return self._tokens
+
+    def row(self) -> dict[str, int]:
+        """Each piece id's row (worked out once: a block never changes)."""
+        if self._row is None:
+            self._row = {rid: i for i, rid in enumerate(self.ids)}
+        return self._row
+
+    def parent_rows(self) -> dict[ParentKey, list[int]]:
+        """The rows of each ``(thread_id, parent_id)``'s pieces, in row order (worked out once)."""
+        if self._parents is None:
+            out: dict[ParentKey, list[int]] = {}
+            for i, meta in enumerate(self.metadatas):
+                pid, thread = meta.get("parent_id"), meta.get("thread_id")
+                if pid is not None and thread is not None:
+                    out.setdefault((str(thread), str(pid)), []).append(i)
+            self._parents = out
+        return self._parents
 
     def bm25(self, analysis: Analysis) -> BM25Corpus:
         corpus = self._bm25.get(analysis.version)
@@ -156,17 +188,25 @@ class ScopeView:
         self.analysis = analysis
         ok = compile_where(where) if where else None  # raises Unsupported for the caller to fall back on
         self._blocks = list(blocks)
-        self.ids: list[str] = [rid for b in self._blocks for rid in b.ids]
-        self.documents = [d for b in self._blocks for d in b.documents]
-        self.metadatas = [m for b in self._blocks for m in b.metadatas]
         sizes = {b.vectors.shape[1] for b in self._blocks if len(b)}
         if len(sizes) > 1:
             raise ValueError(f"pieces of different vector sizes {sorted(sizes)} in one scope")
-        self.vectors = (
-            np.vstack([b.vectors for b in self._blocks if len(b)]) if sizes else np.zeros((0, 1), np.float32)
-        )
+        if len(self._blocks) == 1:
+            # one thread (a knowledge base in one scope): the block's own lists, vectors and row index,
+            # never copied (a copy of 20K pieces' vectors costs more than the search over them)
+            b = self._blocks[0]
+            self.ids, self.documents, self.metadatas = b.ids, b.documents, b.metadatas
+            self.vectors = b.vectors if sizes else np.zeros((0, 1), np.float32)
+            self._row = b.row()
+        else:
+            self.ids = [rid for b in self._blocks for rid in b.ids]
+            self.documents = [d for b in self._blocks for d in b.documents]
+            self.metadatas = [m for b in self._blocks for m in b.metadatas]
+            self.vectors = (
+                np.vstack([b.vectors for b in self._blocks if len(b)]) if sizes else np.zeros((0, 1), np.float32)
+            )
+            self._row = {rid: i for i, rid in enumerate(self.ids)}
         self.allowed = np.array([ok(m) for m in self.metadatas], dtype=bool) if ok is not None else None
-        self._row = {rid: i for i, rid in enumerate(self.ids)}
         self._corpus: BM25Corpus | None = None
 
     @property
@@ -177,18 +217,18 @@ class ScopeView:
     # the DenseBackend protocol
     def dense(self, vectors: np.ndarray, n: int, scope: Scope) -> list[list[Row]]:
         q = np.asarray(vectors, dtype=np.float32).reshape(len(vectors), -1)
-        rows = np.arange(len(self.ids)) if self.allowed is None else np.flatnonzero(self.allowed)
-        if not len(rows) or n < 1:
+        rows = None if self.allowed is None else np.flatnonzero(self.allowed)
+        if not len(self.ids) or (rows is not None and not len(rows)) or n < 1:
             return [[] for _ in range(len(q))]
-        scores = self.vectors[rows] @ q.T
+        scores = (self.vectors if rows is None else self.vectors[rows]) @ q.T
         out: list[list[Row]] = []
         for j in range(q.shape[0]):
             col = scores[:, j]
-            top = np.argsort(-col, kind="stable")[:n]
+            top = top_n(col, n)
             out.append(
                 [
                     (self.ids[r], self.documents[r], float(np.clip(col[i], -1.0, 1.0)), dict(self.metadatas[r]))
-                    for i, r in ((int(i), int(rows[i])) for i in top)
+                    for i, r in ((int(i), int(i) if rows is None else int(rows[i])) for i in top)
                 ]
             )
         return out
@@ -204,7 +244,14 @@ class ScopeView:
 
     def parents(self, keys: Iterable[ParentKey]) -> dict[ParentKey, list[dict[str, Any]]]:
         wanted = set(keys)
-        return {k: v for k, v in group_parents(self.metadatas).items() if k in wanted}
+        out: dict[ParentKey, list[dict[str, Any]]] = {}
+        for b in self._blocks:  # a parent's pieces are in its own thread's block
+            held = b.parent_rows()
+            for key in wanted:
+                rows = held.get(key)
+                if rows:
+                    out.setdefault(key, []).extend(dict(b.metadatas[i]) for i in rows)
+        return out
 
     # the LexicalBackend protocol, with the scope's own statistics
     @property
