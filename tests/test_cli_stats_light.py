@@ -86,7 +86,7 @@ def test_stats_from_the_file_is_what_chroma_says(store, run, monkeypatch):
 def test_stats_asks_chroma_when_the_file_cannot_answer_alone(store, run):
     lexical_path = default_lexical_path(store, "ctxret")
     lexical = LexicalIndex(lexical_path)
-    lexical.mark_pending(["x"])  # a writer announced a write and has not settled it
+    lexical.journal.mark_pending(["x"])  # a writer announced a write and has not settled it
     lexical.close()
     assert config_copy.quick_stats(store, lexical_path, "ctxret") is None
     info = json.loads(run("stats", "--store", store, "--json")[1])
