@@ -47,8 +47,8 @@ STAGE_NAMES = {
         "late_context_vectors", "piece_id", "plan_turns", "split_sections", "turns_from_messages", "write_turns",
     ],
     "ctxret.query": [
-        "FusionMethod", "FusionSettings", "SearchPlan", "aquery_vectors", "arun_search", "convex", "expand_parents",
-        "fuse", "passes_floor", "plan_search", "query_vectors", "rrf", "run_search", "search_vectors",
+        "Backends", "FusionMethod", "FusionSettings", "QueryVectors", "SearchPlan", "aquery_vectors", "arun_search",
+        "convex", "expand_parents", "fuse", "passes_floor", "plan_search", "query_vectors", "rrf", "run_search",
         "split_prompt_chunks",
     ],
 }  # fmt: skip

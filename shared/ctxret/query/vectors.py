@@ -17,7 +17,7 @@ from ..errors import InputError
 from ..text import MAX_PARTS, WHOLE_MESSAGE_MAX_BYTES, clean_text, tail_utf8
 from .split import split_prompt_chunks
 
-__all__ = ["query_texts", "query_vectors", "aquery_vectors"]
+__all__ = ["aquery_vectors", "blend_parts", "embed_inputs", "query_texts", "query_vectors"]
 
 
 def query_texts(message: str, *, max_parts: int = MAX_PARTS, split: bool = True) -> tuple[list[str], str]:
@@ -30,14 +30,15 @@ def query_texts(message: str, *, max_parts: int = MAX_PARTS, split: bool = True)
     return (split_prompt_chunks(message, max_parts) if split else [whole]), whole
 
 
-def _inputs(parts: list[str], whole: str, split: bool) -> list[str]:
+def embed_inputs(parts: list[str], whole: str, split: bool) -> list[str]:
     """What to embed: the parts, plus the whole message when it is not already the only part."""
     if not split or (len(parts) == 1 and clean_text(parts[0]) == clean_text(whole)):
         return parts
     return parts + [whole]
 
 
-def _blend(vecs: np.ndarray, n_parts: int, weight: float) -> np.ndarray:
+def blend_parts(vecs: np.ndarray, n_parts: int, weight: float) -> np.ndarray:
+    """The parts' query vectors from the vectors of :func:`embed_inputs` (the whole message's last)."""
     if len(vecs) == n_parts:  # one vector per part: unblended (no split) or part == whole
         return np.asarray(vecs, dtype=np.float32)
     return chunk_search_vector(vecs[:-1], vecs[-1], weight).astype(np.float32)
@@ -59,7 +60,7 @@ def query_vectors(
     parts, whole = query_texts(message, max_parts=max_parts, split=split)
     if not parts:
         return [], np.zeros((0, int(embedder.dims)), np.float32)
-    return parts, _blend(embed_fitting(embedder, _inputs(parts, whole, split)), len(parts), weight)
+    return parts, blend_parts(embed_fitting(embedder, embed_inputs(parts, whole, split)), len(parts), weight)
 
 
 async def aquery_vectors(
@@ -74,4 +75,4 @@ async def aquery_vectors(
     parts, whole = query_texts(message, max_parts=max_parts, split=split)
     if not parts:
         return [], np.zeros((0, int(embedder.dims)), np.float32)
-    return parts, _blend(await aembed_fitting(embedder, _inputs(parts, whole, split)), len(parts), weight)
+    return parts, blend_parts(await aembed_fitting(embedder, embed_inputs(parts, whole, split)), len(parts), weight)
