@@ -22,9 +22,9 @@ PUBLIC_NAMES = [
     "Hit",
     "IndexResult",
     "cosine_to_distance",
-    "cosine_to_relevance",
+    "cosine_to_unit_interval",
     "distance_to_cosine",
-    "relevance_to_cosine",
+    "unit_interval_to_cosine",
     # embedders
     "Embedder",
     "LocalEmbedder",

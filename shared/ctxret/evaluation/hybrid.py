@@ -90,13 +90,13 @@ def with_candidates(fusion: FusionSettings, candidates: int, lexical_floor: floa
 
 def floor_mask(
     cosines: np.ndarray,
-    coverage: np.ndarray | None,
+    idf_coverage: np.ndarray | None,
     floor: float | None,
     lexical_floor: float | None = RUNTIME_DEFAULT.lexical_floor,
 ) -> np.ndarray:
     """Which ranked hits survive the floor: :func:`ctxret.query.fusion.passes_floor`, the runtime's rule.
 
-    Dense rankings pass ``coverage=None``: the cosine floor alone, as the runtime's dense path does.
+    Dense rankings pass ``idf_coverage=None``: the cosine floor alone, as the runtime's dense path does.
     """
     cosines = np.asarray(cosines, dtype=np.float64)
-    return np.asarray(passes_floor(cosines, coverage, floor, lexical_floor), dtype=bool).reshape(cosines.shape)
+    return np.asarray(passes_floor(cosines, idf_coverage, floor, lexical_floor), dtype=bool).reshape(cosines.shape)

@@ -1,7 +1,7 @@
 """Query vectors: a message → its parts (≤ 8) and one blended vector per part, from one embedding request.
 
 The whole message is capped at 8,000 UTF-8 bytes keeping the end; each part is blended with the
-whole (``chunk_search_vector(part, whole, weight)``). A message that is a single part is
+whole (``blend_with_context(part, whole, weight)``). A message that is a single part is
 embedded once: its part and its whole are the same text, and the blend of a vector with itself
 is that vector.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..blend import CHUNK_FOCUS_WEIGHT, chunk_search_vector
+from ..blend import OWN_WEIGHT, blend_with_context
 from ..embedders.base import Embedder
 from ..embedders.fitting import aembed_fitting, embed_fitting
 from ..errors import InputError
@@ -41,14 +41,14 @@ def blend_parts(vecs: np.ndarray, n_parts: int, weight: float) -> np.ndarray:
     """The parts' query vectors from the vectors of :func:`embed_inputs` (the whole message's last)."""
     if len(vecs) == n_parts:  # one vector per part: unblended (no split) or part == whole
         return np.asarray(vecs, dtype=np.float32)
-    return chunk_search_vector(vecs[:-1], vecs[-1], weight).astype(np.float32)
+    return blend_with_context(vecs[:-1], vecs[-1], weight).astype(np.float32)
 
 
 def query_vectors(
     embedder: Embedder,
     message: str,
     *,
-    weight: float = CHUNK_FOCUS_WEIGHT,
+    weight: float = OWN_WEIGHT,
     max_parts: int = MAX_PARTS,
     split: bool = True,
 ) -> tuple[list[str], np.ndarray]:
@@ -67,7 +67,7 @@ async def aquery_vectors(
     embedder: Embedder,
     message: str,
     *,
-    weight: float = CHUNK_FOCUS_WEIGHT,
+    weight: float = OWN_WEIGHT,
     max_parts: int = MAX_PARTS,
     split: bool = True,
 ) -> tuple[list[str], np.ndarray]:
