@@ -135,6 +135,8 @@ def _do(work: Work, started: list[concurrent.futures.Future[Any]]) -> Any:
         jobs = [stage_pool().submit(hyde_answer, work.hyde, p) for p in work.parts]
         started.extend(jobs)
         return jobs
+    if len(work.handles) == 1:
+        return [work.handles[0].result(timeout=work.timeout)]
     _, pending = concurrent.futures.wait(work.handles, timeout=work.timeout)
     if pending:
         raise concurrent.futures.TimeoutError()

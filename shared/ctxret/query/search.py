@@ -258,12 +258,24 @@ def hybrid_candidates(
             cosine[rid] = cos
         listed = dict(kept)
         known_bm25, known_coverage = known[i] if known is not None else ({}, {})
-        bm25 = {rid: 0.0 for rid in cosine}
+        bm25 = dict.fromkeys(cosine, 0.0)
         only_dense = [r[0] for r in rows if r[0] not in listed]
-        bm25.update(_looked_up(known_bm25, only_dense, lexical.scores, part, thread_ids))
+        if known_bm25.keys() <= bm25.keys():  # the dense rows dense_side saw (no views or HyDE since)
+            missing = [rid for rid in only_dense if rid not in known_bm25]
+            bm25.update(known_bm25)
+            if missing:
+                bm25.update(lexical.scores(part, missing, thread_ids))
+        else:
+            bm25.update(_looked_up(known_bm25, only_dense, lexical.scores, part, thread_ids))
         bm25.update(listed)
         asked = _idf_coverage_asked(plan, idf_coverage_for, cosine)
-        idf_coverage = _looked_up(known_coverage, asked, lexical.coverage, part) if asked else {}
+        if not asked:
+            idf_coverage: dict[str, float] = {}
+        elif known_coverage.keys() <= set(asked):  # as above: the floor asks about what it asked dense_side
+            missing = [rid for rid in asked if rid not in known_coverage]
+            idf_coverage = {**known_coverage, **(lexical.coverage(part, missing) if missing else {})}
+        else:
+            idf_coverage = _looked_up(known_coverage, asked, lexical.coverage, part)
         dense_list = [(r[0], float(r[2])) for r in rows]
         pool = PartCandidates(part, [], info, cosine, bm25, idf_coverage, dense_list, kept)
         out.append(fuse_candidates(pool, s))
