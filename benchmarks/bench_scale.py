@@ -2,8 +2,8 @@
 
 A synthetic corpus (deterministic from a seed) is written through ``PieceStore.write`` -- Chroma and
 the SQLite lexical file together, exactly as indexing writes them -- and searched with the
-product's search code (``PieceStore.resolve`` + ``query.search.search_vectors``: dense and BM25
-candidates per part, fusion, the floor, groups):
+product's search loop (``query.deadline.run_search``, what ``ContextualIndex.search`` calls: dense and
+BM25 candidates per part, fusion, the floor, groups):
 
 * ``n`` pieces in ``threads`` threads; thread sizes log-normal (sigma 0.8), so a few threads are
   several times the mean, as in real memory;
@@ -15,9 +15,10 @@ candidates per part, fusion, the floor, groups):
   query parts are 12-25-word utterances of the same kind;
 * metadata as ``piece_metadata`` writes it.
 
-"Excluding embedding" times the search from query vectors to groups (``search_vectors``);
-"including" runs the product's whole search (``run_search``: the local model embeds a real 8-part
-message while the lexical side runs beside it) on the same store. Reported: p50/p95 of thread-scoped
+"Excluding embedding" times that loop from query vectors made already (``QueryVectors``: the same
+stages and overlap as a product search, without ``embed``), backends resolved per search;
+"including" runs it from a real 8-part message on the store itself, as ``ContextualIndex.search``
+does (the local model embeds the message while the lexical side runs beside it). Reported: p50/p95 of thread-scoped
 searches (the first search of a thread, which reads it from the store, and later ones), unscoped
 searches, the time to open the store, its size on disk, the process RSS, and the build rate.
 
@@ -164,7 +165,8 @@ def pct(xs: list[float]) -> dict:
 
 
 def search_timings(c: Corpus, store, searches: int, seed: int = 11) -> dict:
-    from ctxret.query.search import search_vectors
+    from ctxret.query.deadline import run_search
+    from ctxret.query.executor import QueryVectors, store_backends
     from ctxret.storage.schema import Scope
 
     plan = search_plan()
@@ -174,8 +176,7 @@ def search_timings(c: Corpus, store, searches: int, seed: int = 11) -> dict:
 
     def run(scope: Scope, parts: list[str], q: np.ndarray) -> tuple[float, list]:
         t0 = time.perf_counter()
-        dense, lexical = store.resolve(scope)
-        groups = search_vectors(plan, parts, q, scope, dense, lexical)
+        groups = run_search(plan, QueryVectors(parts, q), scope, None, store_backends(store, scope))
         return (time.perf_counter() - t0) * 1000, groups
 
     for t in picks.tolist():
@@ -205,8 +206,9 @@ MESSAGE = " ".join(
 
 
 def search_with_embedding(c: Corpus, store, searches: int, seed: int = 13) -> dict:
-    """The product's whole search (``run_search``: the local model embeds the 8-part message, the
-    lexical side runs beside the embedding and the dense query) on the store: thread-scoped (after
+    """The product's whole search (``run_search`` on the store, as ``ContextualIndex.search`` calls it:
+    the local model embeds the 8-part message, the lexical side runs beside the embedding and the
+    dense query) on the store: thread-scoped (after
     the thread's first search) and unscoped. The message is real text; the stored vectors are
     synthetic, so the hits mean nothing, but the work is the same."""
     from ctxret.embedders.local import LocalEmbedder
@@ -220,8 +222,7 @@ def search_with_embedding(c: Corpus, store, searches: int, seed: int = 13) -> di
 
     def run(scope: Scope) -> float:
         t0 = time.perf_counter()
-        dense, lexical = store.resolve(scope)
-        groups = run_search(plan, MESSAGE, scope, emb, (dense, lexical, None))
+        groups = run_search(plan, MESSAGE, scope, emb, store)
         assert len(groups) == 8
         return (time.perf_counter() - t0) * 1000
 
@@ -264,11 +265,11 @@ def real_threads(store, folder: Path, questions: int = 20) -> dict:
     for conv in convs:
         scope = Scope(conv.turns[0].thread_id)
         for q in conv.questions[:questions]:
-            big = run_search(plan, q.text, scope, emb, (*store.resolve(scope), None))
+            big = run_search(plan, q.text, scope, emb, store)
             t0 = time.perf_counter()
-            big = run_search(plan, q.text, scope, emb, (*store.resolve(scope), None))
+            big = run_search(plan, q.text, scope, emb, store)
             times.append((time.perf_counter() - t0) * 1000)
-            small = run_search(plan, q.text, scope, emb, (*alone.resolve(scope), None))
+            small = run_search(plan, q.text, scope, emb, alone)
             asked += 1
             hits = [[(h.id, h.score) for h in g.hits] for g in big]
             same += hits == [[(h.id, h.score) for h in g.hits] for g in small]

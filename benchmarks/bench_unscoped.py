@@ -1,18 +1,20 @@
 """Unscoped hybrid search on a ``bench_scale.py`` store, and a paired comparison with other code.
 
 One run: a fresh process opens the store, reads the lexical postings, runs ``--warmup`` then
-``--searches`` unscoped 8-part searches from query vectors (``search_vectors``, as
-``bench_scale.py`` times "excluding embedding"; the same messages every run) and prints the p50 in
-ms and a digest of the groups' hits (ids, texts and metadata), so two codes can be checked for the
-same results.
+``--searches`` unscoped 8-part searches from query vectors (the product's loop,
+``query.deadline.run_search`` with ``QueryVectors``, as ``bench_scale.py`` times "excluding
+embedding"; the same messages every run) and prints the p50 in ms (wall and process CPU time) and
+a digest of the groups' hits (ids, texts and metadata), so two codes can be checked for the same
+results.
 
 ``--vectors-from sqlite|memory`` is a what-if: the lexical hits' vectors are served from a SQLite
 table (built once beside the store) or a dict of every vector instead of Chroma's read by id, to
 measure what a local copy of the vectors would buy; results must not change.
 
 ``--vs-code DIR`` compares this checkout with the checkout in ``DIR`` (e.g. a ``git worktree`` of
-an older commit): rounds alternate one fresh process of each, each round's ratio is this code's
-p50 over theirs, and the median ratio is printed. ``--ef-search A B`` sets the store's HNSW search
+an older commit), each timed by its own copy of this script (so each runs its own search path):
+rounds alternate one fresh process of each (ABBA), each round's ratio is this code's p50 over
+theirs, and the median ratio is printed. ``--ef-search A B`` sets the store's HNSW search
 width for this code's runs (A) and for theirs (B) before each run, so each code runs on the width
 it gives new collections; the store's width is put back afterwards. ``--their-store DIR``: a copy
 of the store for the other code, when the two write different lexical file versions (each would
@@ -78,7 +80,8 @@ def one_run(store: str, searches: int, warmup: int, seed: int, vectors_from: str
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import bench_scale
     import numpy as np
-    from ctxret.query.search import search_vectors
+    from ctxret.query.deadline import run_search
+    from ctxret.query.executor import Backends, QueryVectors
     from ctxret.storage.pieces import open_piece_store
     from ctxret.storage.schema import Scope
 
@@ -91,26 +94,28 @@ def one_run(store: str, searches: int, warmup: int, seed: int, vectors_from: str
     rng = np.random.default_rng(seed)
     messages = [corpus.query(int(t), rng) for t in rng.choice(corpus.threads, warmup + searches, replace=False)]
     local = _local_vectors(s, store, vectors_from) if vectors_from != "chroma" else None
-    times, ids = [], []
+    times, cpu, ids = [], [], []
     for parts, q in messages:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         dense, lexical = s.resolve(Scope())
         if local is not None:
             dense.fetch = local  # the what-if: the lexical hits' vectors from outside Chroma
-        groups = search_vectors(plan, parts, q, Scope(), dense, lexical)
+        groups = run_search(plan, QueryVectors(parts, q), Scope(), None, Backends(dense, lexical))
         times.append((time.perf_counter() - t0) * 1000)
+        cpu.append((time.process_time() - c0) * 1000)
         ids.append([[(h.id, h.text, h.metadata) for h in g.hits] for g in groups])
     s.close()
     digest = hashlib.sha256(json.dumps(ids[warmup:], sort_keys=True).encode()).hexdigest()[:16]
     return {"p50_ms": round(statistics.median(times[warmup:]), 2), "searches": searches, "results": digest,
-            "vectors_from": vectors_from}  # fmt: skip
+            "vectors_from": vectors_from, "cpu_p50_ms": round(statistics.median(cpu[warmup:]), 2)}  # fmt: skip
 
 
 def _child(code: str | None, store: str, args: argparse.Namespace) -> dict:
     env = dict(os.environ)
     if code is not None:
         env["PYTHONPATH"] = str(Path(code) / "shared")
-    cmd = [sys.executable, __file__, store, "--searches", str(args.searches), "--warmup", str(args.warmup),
+    script = Path(code) / "benchmarks" / Path(__file__).name if code is not None else Path(__file__)
+    cmd = [sys.executable, str(script), store, "--searches", str(args.searches), "--warmup", str(args.warmup),
            "--seed", str(args.seed), "--vectors-from", args.vectors_from]  # fmt: skip
     return json.loads(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout)
 

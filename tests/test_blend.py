@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from ctxret import InputError
-from ctxret.blend import CHUNK_FOCUS_WEIGHT, chunk_search_vector, mean_vector, truncate_dims, unit
+from ctxret.blend import OWN_WEIGHT, blend_with_context, mean_vector, truncate_dims, unit
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
@@ -64,53 +64,53 @@ def test_unit_of_very_small_or_large_vectors_is_still_unit(dtype, scale):
     out = unit(v)
     assert out.dtype == dtype
     np.testing.assert_allclose(out, np.array([3.0, -4.0, 0.0, 12.0]) / 13.0, rtol=1e-6)
-    np.testing.assert_allclose(chunk_search_vector(v, v), out, rtol=1e-6)
+    np.testing.assert_allclose(blend_with_context(v, v), out, rtol=1e-6)
 
 
 def test_unit_accepts_lists_and_integers():
     np.testing.assert_allclose(unit([3, 4]), [0.6, 0.8])
 
 
-# --------------------------------------------------------------------------- chunk_search_vector
+# --------------------------------------------------------------------------- blend_with_context
 
 
 def test_default_weight_is_point_eight():
-    assert CHUNK_FOCUS_WEIGHT == 0.8
+    assert OWN_WEIGHT == 0.8
     a, b = rand(32), rand(32)
-    np.testing.assert_allclose(chunk_search_vector(a, b), ref_blend(a, b, 0.8), atol=1e-12)
+    np.testing.assert_allclose(blend_with_context(a, b), ref_blend(a, b, 0.8), atol=1e-12)
 
 
 @pytest.mark.parametrize("w", [0.0, 0.2, 0.5, 0.8, 0.95, 1.0])
 def test_blend_matches_reference_1d(w):
     a, b = rand(64) * 7.0, rand(64) * 0.01  # lengths must not change the effective weight
-    out = chunk_search_vector(a, b, w)
+    out = blend_with_context(a, b, w)
     np.testing.assert_allclose(out, ref_blend(a, b, w), rtol=1e-10, atol=1e-12)
     assert np.linalg.norm(out) == pytest.approx(1.0)
 
 
 def test_blend_weight_one_is_the_piece_and_zero_is_the_context():
     a, b = rand(10), rand(10)
-    np.testing.assert_allclose(chunk_search_vector(a, b, 1.0), ref_unit(a), atol=1e-12)
-    np.testing.assert_allclose(chunk_search_vector(a, b, 0.0), ref_unit(b), atol=1e-12)
+    np.testing.assert_allclose(blend_with_context(a, b, 1.0), ref_unit(a), atol=1e-12)
+    np.testing.assert_allclose(blend_with_context(a, b, 0.0), ref_unit(b), atol=1e-12)
 
 
 def test_blend_is_scale_invariant():
     a, b = rand(12), rand(12)
-    np.testing.assert_allclose(chunk_search_vector(3.0 * a, 0.001 * b), chunk_search_vector(a, b), atol=1e-12)
+    np.testing.assert_allclose(blend_with_context(3.0 * a, 0.001 * b), blend_with_context(a, b), atol=1e-12)
 
 
 def test_blend_row_wise_with_one_context():
     chunks, ctx = rand(6, 20), rand(20)
-    out = chunk_search_vector(chunks, ctx, 0.8)
+    out = blend_with_context(chunks, ctx, 0.8)
     assert out.shape == (6, 20)
     np.testing.assert_allclose(out, ref_blend(chunks, ctx[None, :], 0.8), atol=1e-12)
     for i in range(6):
-        np.testing.assert_allclose(out[i], chunk_search_vector(chunks[i], ctx), atol=1e-12)
+        np.testing.assert_allclose(out[i], blend_with_context(chunks[i], ctx), atol=1e-12)
 
 
 def test_blend_row_wise_with_one_context_per_row():
     chunks, ctx = rand(6, 20), rand(6, 20)
-    out = chunk_search_vector(chunks, ctx, 0.95)
+    out = blend_with_context(chunks, ctx, 0.95)
     np.testing.assert_allclose(out, ref_blend(chunks, ctx, 0.95), atol=1e-12)
     for i in range(6):
         np.testing.assert_allclose(out[i], ref_blend(chunks[i], ctx[i], 0.95), atol=1e-12)
@@ -118,34 +118,34 @@ def test_blend_row_wise_with_one_context_per_row():
 
 def test_blend_zero_vectors():
     z, b = np.zeros(8), rand(8)
-    assert np.array_equal(chunk_search_vector(z, z), z)
+    assert np.array_equal(blend_with_context(z, z), z)
     # unit(zero) is zero, so only the other side is left: the formula, not a special case
-    np.testing.assert_allclose(chunk_search_vector(z, b), ref_unit(b), atol=1e-12)
-    np.testing.assert_allclose(chunk_search_vector(b, z), ref_unit(b), atol=1e-12)
-    assert np.all(np.isfinite(chunk_search_vector(np.zeros((3, 8)), np.zeros(8))))
+    np.testing.assert_allclose(blend_with_context(z, b), ref_unit(b), atol=1e-12)
+    np.testing.assert_allclose(blend_with_context(b, z), ref_unit(b), atol=1e-12)
+    assert np.all(np.isfinite(blend_with_context(np.zeros((3, 8)), np.zeros(8))))
 
 
 def test_blend_opposite_inputs_at_half_weight_give_zero():
     a = ref_unit(rand(8))
-    out = chunk_search_vector(a, -a, 0.5)
+    out = blend_with_context(a, -a, 0.5)
     assert np.all(np.isfinite(out))
     assert np.linalg.norm(out) == pytest.approx(0.0, abs=1e-12)
 
 
 def test_blend_keeps_float32():
     a, b = rand(3, 16).astype(np.float32), rand(16).astype(np.float32)
-    out = chunk_search_vector(a, b)
+    out = blend_with_context(a, b)
     assert out.dtype == np.float32
     np.testing.assert_allclose(out, ref_blend(a, b), atol=1e-6)
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
-@pytest.mark.parametrize("side", ["chunk", "message"])
+@pytest.mark.parametrize("side", ["own", "context"])
 def test_blend_refuses_nan_and_inf(bad, side):
     a, b = rand(8), rand(8)
-    (a if side == "chunk" else b)[3] = bad
+    (a if side == "own" else b)[3] = bad
     with pytest.raises(InputError, match="NaN or infinite") as err:
-        chunk_search_vector(a, b)
+        blend_with_context(a, b)
     assert side in str(err.value)
 
 
@@ -158,27 +158,27 @@ def test_unit_and_mean_refuse_nan():
 
 def test_blend_dimension_mismatch_names_both_sizes():
     with pytest.raises(InputError, match="dimension mismatch") as err:
-        chunk_search_vector(rand(384), rand(256))
+        blend_with_context(rand(384), rand(256))
     assert "384" in str(err.value) and "256" in str(err.value)
     with pytest.raises(InputError) as err:
-        chunk_search_vector(rand(4, 384), rand(4, 1024))
+        blend_with_context(rand(4, 384), rand(4, 1024))
     assert "384" in str(err.value) and "1024" in str(err.value)
 
 
 def test_blend_row_count_mismatch():
-    with pytest.raises(InputError, match="3 chunk vectors but 2 message vectors"):
-        chunk_search_vector(rand(3, 8), rand(2, 8))
+    with pytest.raises(InputError, match="3 own vectors but 2 context vectors"):
+        blend_with_context(rand(3, 8), rand(2, 8))
 
 
 def test_blend_2d_message_with_1d_chunk_is_refused():
     with pytest.raises(InputError, match="2-D"):
-        chunk_search_vector(rand(8), rand(3, 8))
+        blend_with_context(rand(8), rand(3, 8))
 
 
 @pytest.mark.parametrize("w", [-0.01, 1.01, 2, float("nan"), float("inf")])
 def test_blend_refuses_weight_outside_unit_interval(w):
     with pytest.raises(InputError, match="weight"):
-        chunk_search_vector(rand(4), rand(4), w)
+        blend_with_context(rand(4), rand(4), w)
 
 
 @pytest.mark.parametrize(
@@ -192,7 +192,7 @@ def test_blend_refuses_weight_outside_unit_interval(w):
 )
 def test_blend_refuses_bad_shapes_and_types(bad, match):
     with pytest.raises((InputError,), match=match):
-        chunk_search_vector(bad, bad)
+        blend_with_context(bad, bad)
 
 
 # --------------------------------------------------------------------------- mean_vector
@@ -228,7 +228,7 @@ def test_stored_side_recipe_from_the_seed():
     """context = meanVector(turnPieceVectors); stored = each piece blended with it."""
     pieces = rand(5, 32)
     context = mean_vector(pieces)
-    stored = chunk_search_vector(pieces, context)
+    stored = blend_with_context(pieces, context)
     expected = ref_blend(pieces, ref_unit(ref_unit(pieces).mean(axis=0))[None, :], 0.8)
     np.testing.assert_allclose(stored, expected, atol=1e-12)
 
@@ -278,7 +278,7 @@ _weight = st.floats(0.0, 1.0, allow_nan=False)
 @PROPS
 @given(a=_unit_vec, b=_unit_vec, w=_weight)
 def test_property_blend_of_unit_inputs_is_unit_or_zero(a, b, w):
-    out = chunk_search_vector(a, b, w)
+    out = blend_with_context(a, b, w)
     assert out.shape == (D,)
     assert np.all(np.isfinite(out))
     n = np.linalg.norm(out)
@@ -289,7 +289,7 @@ def test_property_blend_of_unit_inputs_is_unit_or_zero(a, b, w):
 @PROPS
 @given(a=_raw, b=_raw, w=_weight)
 def test_property_blend_of_any_finite_inputs_is_unit_or_zero(a, b, w):
-    out = chunk_search_vector(a, b, w)
+    out = blend_with_context(a, b, w)
     n = np.linalg.norm(out)
     assert n == pytest.approx(1.0, abs=1e-9) or n == 0.0
 
@@ -298,8 +298,8 @@ def test_property_blend_of_any_finite_inputs_is_unit_or_zero(a, b, w):
 @given(qp=_unit_vec, qc=_unit_vec, sp=_unit_vec, sc=_unit_vec, w=_weight)
 def test_property_four_term_expansion_of_the_dot_product(qp, qc, sp, sc, w):
     """Seed: before the final normalisation, dot(query, stored) expands into four weighted terms."""
-    q = chunk_search_vector(qp, qc, w)
-    s = chunk_search_vector(sp, sc, w)
+    q = blend_with_context(qp, qc, w)
+    s = blend_with_context(sp, sc, w)
     q_len = np.linalg.norm(w * qp + (1 - w) * qc)
     s_len = np.linalg.norm(w * sp + (1 - w) * sc)
     lhs = float(np.dot(q, s)) * q_len * s_len
@@ -315,7 +315,7 @@ def test_property_four_term_expansion_of_the_dot_product(qp, qc, sp, sc, w):
 def test_four_term_expansion_seed_weights():
     """At w = 0.8 the terms weigh 0.64, 0.16, 0.16, 0.04 (the seed's table)."""
     qp, qc, sp, sc = (ref_unit(rand(D)) for _ in range(4))
-    q, s = chunk_search_vector(qp, qc), chunk_search_vector(sp, sc)
+    q, s = blend_with_context(qp, qc), blend_with_context(sp, sc)
     lhs = np.dot(q, s) * np.linalg.norm(0.8 * qp + 0.2 * qc) * np.linalg.norm(0.8 * sp + 0.2 * sc)
     rhs = 0.64 * qp @ sp + 0.16 * qp @ sc + 0.16 * qc @ sp + 0.04 * qc @ sc
     assert lhs == pytest.approx(rhs, abs=1e-12)

@@ -154,7 +154,7 @@ def test_stage_errors_degrade_under_a_deadline_and_raise_without(index, caplog):
     def broken(part):
         raise RuntimeError("LLM quota exceeded")
 
-    with caplog.at_level(logging.WARNING, logger="ctxret.query.deadline"):
+    with caplog.at_level(logging.WARNING, logger="ctxret.query.executor"):
         groups = index.search(MESSAGE, thread_id="u1", hyde=broken, deadline_ms=5_000)
     assert all(g.skipped == ("hyde",) for g in groups) and "LLM quota exceeded" in caplog.text
     with pytest.raises(RuntimeError, match="quota"):

@@ -8,7 +8,7 @@ import uuid
 import numpy as np
 import pytest
 from ctxret import ContextualIndex, InputError, SearchSettings
-from ctxret.blend import chunk_search_vector
+from ctxret.blend import blend_with_context
 from ctxret.query.hyde import llm_hyde
 from ctxret.query.vectors import query_vectors
 from langchain_core.language_models.fake import FakeListLLM
@@ -63,7 +63,7 @@ def test_hyde_blends_each_part_with_its_answer(index, monkeypatch, local_embedde
     first, second = seen  # the plain vectors (dense), then the blended ones (hyde)
     np.testing.assert_allclose(first, plain, atol=1e-5)
     answers = local_embedder.embed([ANSWERS[p] for p in parts])
-    expected = np.stack([chunk_search_vector(plain[i], answers[i], weight) for i in range(len(parts))])
+    expected = np.stack([blend_with_context(plain[i], answers[i], weight) for i in range(len(parts))])
     np.testing.assert_allclose(second, expected, atol=1e-5)
     if weight == 1.0:
         np.testing.assert_allclose(second, plain, atol=1e-5)

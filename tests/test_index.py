@@ -11,7 +11,7 @@ import ctxret.ingest.messages
 import numpy as np
 import pytest
 from ctxret import ConfigMismatchError, ContextualIndex, InputError
-from ctxret.results import cosine_to_distance, cosine_to_relevance, distance_to_cosine, relevance_to_cosine
+from ctxret.results import cosine_to_distance, cosine_to_unit_interval, distance_to_cosine, unit_interval_to_cosine
 from sample_threads import GARDEN, thread
 
 DATA = Path(__file__).parent / "data"
@@ -346,8 +346,8 @@ def test_the_seed_dogs_case(tmp_path, local_embedder):
 def test_score_scales_convert_by_name():
     assert cosine_to_distance(0.5) == pytest.approx(0.5)
     assert distance_to_cosine(0.25) == pytest.approx(0.75)
-    assert cosine_to_relevance(0.5) == pytest.approx(0.75)  # the seed's 0.75 floor is cosine 0.5
-    assert relevance_to_cosine(0.75) == pytest.approx(0.5)
+    assert cosine_to_unit_interval(0.5) == pytest.approx(0.75)  # the seed's 0.75 floor is cosine 0.5
+    assert unit_interval_to_cosine(0.75) == pytest.approx(0.5)
 
 
 def test_invalid_collection_name_is_refused(tmp_path, local_embedder):

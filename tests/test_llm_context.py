@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from ctxret import ContextualIndex, InputError
-from ctxret.blend import chunk_search_vector
+from ctxret.blend import blend_with_context
 from ctxret.ingest.messages import turns_from_messages
 from ctxret.storage.lexical import LexicalIndex
 from langchain_core.language_models.fake import FakeListLLM
@@ -38,7 +38,7 @@ def test_llm_context_is_stored_blended_and_indexed_for_bm25(tmp_path, local_embe
         assert "Zephyrine" not in r["document"]
         own = local_embedder.embed([r["document"]])[0]
         ctx = local_embedder.embed([r["metadata"]["context_text"]])[0]
-        assert float(np.dot(r["embedding"], chunk_search_vector(own, ctx, 0.8))) == pytest.approx(1.0, abs=1e-4)
+        assert float(np.dot(r["embedding"], blend_with_context(own, ctx, 0.8))) == pytest.approx(1.0, abs=1e-4)
     # contextual BM25: a word only the context line holds finds the pieces lexically
     hits = index.lexical_index.search("Zephyrine", 5)
     assert {h[0] for h in hits} == {r["id"] for r in records}
@@ -122,5 +122,5 @@ def test_missing_line_falls_back_to_the_mean_context(tmp_path, local_embedder):
     assert "context_text" in records[0]["metadata"] and "context_text" not in records[1]["metadata"]
     own = local_embedder.embed([r["document"] for r in records])
     mean = own.mean(axis=0)
-    expected = chunk_search_vector(own[1], mean / np.linalg.norm(mean), 0.8)
+    expected = blend_with_context(own[1], mean / np.linalg.norm(mean), 0.8)
     assert float(np.dot(records[1]["embedding"], expected)) == pytest.approx(1.0, abs=1e-4)

@@ -22,9 +22,9 @@ PUBLIC_NAMES = [
     "Hit",
     "IndexResult",
     "cosine_to_distance",
-    "cosine_to_relevance",
+    "cosine_to_unit_interval",
     "distance_to_cosine",
-    "relevance_to_cosine",
+    "unit_interval_to_cosine",
     # embedders
     "Embedder",
     "LocalEmbedder",
@@ -47,8 +47,8 @@ STAGE_NAMES = {
         "late_context_vectors", "piece_id", "plan_turns", "split_sections", "turns_from_messages", "write_turns",
     ],
     "ctxret.query": [
-        "FusionMethod", "FusionSettings", "SearchPlan", "aquery_vectors", "arun_search", "convex", "expand_parents",
-        "fuse", "passes_floor", "plan_search", "query_vectors", "rrf", "run_search", "search_vectors",
+        "Backends", "FusionMethod", "FusionSettings", "QueryVectors", "SearchPlan", "aquery_vectors", "arun_search",
+        "convex", "expand_parents", "fuse", "passes_floor", "plan_search", "query_vectors", "rrf", "run_search",
         "split_prompt_chunks",
     ],
 }  # fmt: skip

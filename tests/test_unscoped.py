@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 from ctxret import ContextualIndex
-from ctxret.query.search import assemble, candidates
+from ctxret.query.deadline import run_candidates
+from ctxret.query.executor import Backends
+from ctxret.query.search import assemble
 from ctxret.storage.base import Deferred
 from ctxret.storage.schema import Scope
 from sample_threads import GARDEN, thread
@@ -60,7 +62,7 @@ def test_candidates_are_deferred_and_only_kept_hits_are_read(index) -> None:
     parts, qvecs = index.query_vectors(QUERIES[0])
     plan = index.plan(k=2, score_threshold=None)
     dense, lexical = index.store.resolve(Scope())
-    cands = candidates(plan, parts, qvecs, Scope(), dense, lexical)
+    cands = run_candidates(plan, parts, qvecs, Scope(), Backends(dense, lexical))
     assert all(isinstance(meta, Deferred) for c in cands for _, meta in c.info.values())
     asked: list[list[str]] = []
 
@@ -81,7 +83,7 @@ def test_a_piece_deleted_during_a_search_is_left_out(index, local_embedder, tmp_
     parts, qvecs = ix.query_vectors("dentist appointment on Thursday")
     plan = ix.plan(k=3, score_threshold=None)
     dense, lexical = ix.store.resolve(Scope())
-    cands = candidates(plan, parts, qvecs, Scope(), dense, lexical)
+    cands = run_candidates(plan, parts, qvecs, Scope(), Backends(dense, lexical))
     first = cands[0].ranked[0][0]
     ix.delete(thread_id="garden")  # between the candidates and the read of the kept hits
     groups = assemble(plan, cands, complete=dense.complete)

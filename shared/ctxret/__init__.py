@@ -32,9 +32,9 @@ from .results import (
     Hit,
     IndexResult,
     cosine_to_distance,
-    cosine_to_relevance,
+    cosine_to_unit_interval,
     distance_to_cosine,
-    relevance_to_cosine,
+    unit_interval_to_cosine,
 )
 
 if TYPE_CHECKING:
@@ -76,8 +76,8 @@ __all__ = [
     "IndexResult",
     "cosine_to_distance",
     "distance_to_cosine",
-    "cosine_to_relevance",
-    "relevance_to_cosine",
+    "cosine_to_unit_interval",
+    "unit_interval_to_cosine",
     # embedders
     "Embedder",
     "LocalEmbedder",

@@ -1,7 +1,7 @@
-"""The blend: a piece's vector mixed with its context's vector, both unit-normalised first.
+"""The blend: a vector mixed with its context's vector, both unit-normalised first.
 
-``chunk_search_vector(a, b, w) = unit(w * unit(a) + (1 - w) * unit(b))`` — the same function
-builds stored vectors (piece + its turn) and query vectors (part + the whole message).
+``blend_with_context(own, context, w) = unit(w * unit(own) + (1 - w) * unit(context))`` — the same
+function builds stored vectors (a piece + its turn) and query vectors (a part + the whole message).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import numpy as np
 
 from .errors import InputError
 
-#: Weight of the piece's own embedding in the blend (the rest is its context).
-CHUNK_FOCUS_WEIGHT = 0.8
+#: Weight of a piece's (or a part's) own embedding in the blend (the rest is its context's).
+OWN_WEIGHT = 0.8
 
 ArrayLike = np.ndarray | Sequence[float] | Sequence[Sequence[float]]
 
@@ -54,25 +54,26 @@ def unit(v: ArrayLike) -> np.ndarray:
     return (scaled / safe).astype(arr.dtype, copy=False)
 
 
-def chunk_search_vector(chunk: ArrayLike, message: ArrayLike, weight: float = CHUNK_FOCUS_WEIGHT) -> np.ndarray:
-    """Blend ``chunk`` with its context ``message``: ``unit(w*unit(chunk) + (1-w)*unit(message))``.
+def blend_with_context(own: ArrayLike, context: ArrayLike, weight: float = OWN_WEIGHT) -> np.ndarray:
+    """Blend ``own`` (a piece's or a part's vector) with its ``context`` (its turn's, or the whole
+    message's): ``unit(w*unit(own) + (1-w)*unit(context))``.
 
-    Works on one vector, or row-wise on 2-D arrays: ``chunk`` of shape ``(n, d)`` with ``message``
+    Works on one vector, or row-wise on 2-D arrays: ``own`` of shape ``(n, d)`` with ``context``
     of shape ``(d,)`` (one context for all rows) or ``(n, d)`` (one context per row).
     """
     if not (0.0 <= float(weight) <= 1.0) or weight != weight:
         raise InputError(f"blend weight must be between 0 and 1, got {weight!r}")
-    a = _as_array(chunk, "chunk")
-    b = _as_array(message, "message")
+    a = _as_array(own, "own vector")
+    b = _as_array(context, "context vector")
     if a.shape[-1] != b.shape[-1]:
         raise InputError(
-            f"dimension mismatch: chunk has {a.shape[-1]} numbers, message has {b.shape[-1]}; "
+            f"dimension mismatch: the own vector has {a.shape[-1]} numbers, the context {b.shape[-1]}; "
             "both must come from the same embedding model at the same dimensions"
         )
     if b.ndim == 2 and a.ndim == 2 and a.shape[0] != b.shape[0]:
-        raise InputError(f"row mismatch: {a.shape[0]} chunk vectors but {b.shape[0]} message vectors")
+        raise InputError(f"row mismatch: {a.shape[0]} own vectors but {b.shape[0]} context vectors")
     if b.ndim == 2 and a.ndim == 1:
-        raise InputError("message is 2-D but chunk is 1-D; pass one message vector per chunk row")
+        raise InputError("the context is 2-D but the own vector is 1-D; pass one context vector per row")
     dtype = np.result_type(a.dtype, b.dtype)
     mixed = weight * unit(a).astype(np.float64) + (1.0 - weight) * unit(b).astype(np.float64)
     return unit(mixed).astype(dtype, copy=False)

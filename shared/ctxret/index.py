@@ -25,9 +25,9 @@ from .ingest.pieces import fit_pieces
 from .ingest.turns import Piece, Turn
 from .ingest.views import resolve_view_writers
 from .ingest.writer import DEFAULT_MAX_TURN_BYTES, PlannedTurn, plan_turns, rebuild_store, write_turns
-from .query.deadline import arun_staged, prepare_search, run_staged
+from .query.deadline import arun_search, run_search
 from .query.relevance import calibration_for
-from .query.search import SearchPlan, plan_search
+from .query.search import SearchPlan, plan_search, prepare_search
 from .query.settings import SearchSettings
 from .query.vectors import query_vectors
 from .results import Group, IndexResult
@@ -241,23 +241,25 @@ class ContextualIndex:
         cosine floor (``"auto"``: the embedder's, ``None``: none). Every other search option is a keyword here or a
         field of ``settings=SearchSettings(...)`` (:class:`~ctxret.query.settings.SearchSettings`: ``lexical``,
         ``fusion``, ``parents``, ``rerank``, ``mmr``, ``hyde``, ``deadline_ms``, ...). ``Hit.scores`` names every
-        score; ``Group.stages`` / ``Group.degraded`` say which stages ran (:mod:`ctxret.query.deadline`)."""
-        plan, scope, backends, replan = prepare_search(
-            self.store, self.settings if settings is None else settings, self.plan, k, score_threshold, thread_id,
-            where, options,
+        score; ``Group.stages`` / ``Group.degraded`` say which stages ran (:mod:`ctxret.query.executor`)."""
+        request = prepare_search(
+            self.settings if settings is None else settings, k=k, score_threshold=score_threshold,
+            thread_id=thread_id, where=where, options=options,
         )  # fmt: skip
-        return run_staged(plan, message, scope, self.embedder, backends, replan=replan)
+        plan = self.plan(request.settings, has_lexical=True)  # the backends say per search (SearchPlan.for_backends)
+        return run_search(plan, message, request.scope, self.embedder, self.store)
 
     async def asearch(
         self, message: str, k: int | None = None, score_threshold: Any = ..., thread_id: Any = None,
         where: Mapping[str, Any] | None = None, *, settings: SearchSettings | None = None, **options: Any,
     ) -> list[Group]:  # fmt: skip
         """Async :meth:`search`: the embedding on the embedder's async path, the store queries off the event loop."""
-        plan, scope, backends, replan = prepare_search(
-            self.store, self.settings if settings is None else settings, self.plan, k, score_threshold, thread_id,
-            where, options,
+        request = prepare_search(
+            self.settings if settings is None else settings, k=k, score_threshold=score_threshold,
+            thread_id=thread_id, where=where, options=options,
         )  # fmt: skip
-        return await arun_staged(plan, message, scope, self.embedder, backends, replan=replan)
+        plan = self.plan(request.settings, has_lexical=True)  # the backends say per search (SearchPlan.for_backends)
+        return await arun_search(plan, message, request.scope, self.embedder, self.store)
 
     # -- maintenance --------------------------------------------------------------------------------
     def sync_lexical(self) -> SyncReport:

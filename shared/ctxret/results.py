@@ -13,9 +13,11 @@ class Hit:
 
     ``score`` is the ranking score of the hit's group: the raw cosine for dense search, the fused
     score with hybrid search, the reranker's score when a reranker ran. ``scores`` names every
-    score the hit has: ``cosine`` (dense, raw cosine in [-1, 1]); with hybrid search ``bm25``,
-    ``fused`` and ``coverage`` (share of the part's IDF-weighted words the piece holds);
-    ``relevance`` (in [0, 1], independent of the other candidates: :mod:`ctxret.query.relevance`);
+    score the hit has: ``cosine`` (dense, raw cosine in [-1, 1]); with hybrid search ``bm25`` and
+    ``fused``; ``coverage`` (the share of the part's distinct content words the piece holds, not
+    weighted — the floor's rescue reads another number, the IDF-weighted ``idf_coverage`` of
+    :class:`~ctxret.query.search.PartCandidates`); ``relevance`` (the calibrated score in [0, 1],
+    independent of the other candidates: :mod:`ctxret.query.relevance`);
     ``rerank`` when a reranker ran. With LLM-written views, ``cosine`` is the better of the piece's
     own vector and its best view, and ``view`` is that view's cosine when the view won (its kind and
     text are in the metadata, ``view_kind`` and ``view_text``).
@@ -104,11 +106,12 @@ def distance_to_cosine(distance: float) -> float:
     return 1.0 - distance
 
 
-def cosine_to_relevance(cosine: float) -> float:
-    """The ``(1 + cosine) / 2`` relevance scale in [0, 1] (some production indexes report it: 0.75 = cosine 0.5)."""
+def cosine_to_unit_interval(cosine: float) -> float:
+    """A cosine mapped onto [0, 1] as ``(1 + cosine) / 2`` (a scale some indexes report; a floor of 0.75
+    on it is cosine 0.5). Not ``Hit.scores["relevance"]``, which is calibrated (:mod:`ctxret.query.relevance`)."""
     return (1.0 + cosine) / 2.0
 
 
-def relevance_to_cosine(relevance: float) -> float:
+def unit_interval_to_cosine(relevance: float) -> float:
     """Raw cosine from the ``(1 + cosine) / 2`` relevance scale."""
     return 2.0 * relevance - 1.0

@@ -19,7 +19,7 @@ import os
 import sys
 from typing import Any
 
-from ..blend import CHUNK_FOCUS_WEIGHT
+from ..blend import OWN_WEIGHT
 from ..errors import CtxretError
 from ..query.fusion import (
     DEFAULT_CANDIDATES,
@@ -50,7 +50,7 @@ def make_embedder(args: argparse.Namespace) -> Any:
 def _weight(args: argparse.Namespace) -> float:
     """The blend weight: ``--weight`` / ``CTXRET_WEIGHT`` (the common option), default 0.8."""
     weight = resolve_settings(args).weight
-    return CHUNK_FOCUS_WEIGHT if weight is None else weight
+    return OWN_WEIGHT if weight is None else weight
 
 
 def _fusion(args: argparse.Namespace) -> FusionSettings:

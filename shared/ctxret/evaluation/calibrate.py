@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from ..blend import CHUNK_FOCUS_WEIGHT
+from ..blend import OWN_WEIGHT
 from ..embedders.base import Embedder
 from ..errors import InputError
 from ..ingest.turns import MIN_BODY_BYTES
@@ -203,7 +203,7 @@ def run_calibrate(
     embedder: Embedder,
     *,
     k: int = 5,
-    weight: float = CHUNK_FOCUS_WEIGHT,
+    weight: float = OWN_WEIGHT,
     piece_bytes: int | None = None,
     threshold: float | None = None,
     weights: Sequence[float] = WEIGHT_GRID,
@@ -395,7 +395,7 @@ def floor_effects(
     questions: Sequence[str] | None = OFF_TOPIC_QUESTIONS,
     representations: Sequence[str] = (FLOOR_REPRESENTATION, OFFTOPIC_HYBRID),
     k: int = 5,
-    weight: float = CHUNK_FOCUS_WEIGHT,
+    weight: float = OWN_WEIGHT,
     piece_bytes: int | None = None,
     fusion: FusionSettings = RUNTIME_DEFAULT,
     limit_queries: int | None = None,
@@ -468,7 +468,7 @@ def fusion_sweep(
     *,
     configs: Sequence[FusionSettings],
     k: int = 5,
-    weight: float = CHUNK_FOCUS_WEIGHT,
+    weight: float = OWN_WEIGHT,
     piece_bytes: int | None = None,
     floor: float | None = None,
     fusion: FusionSettings = RUNTIME_DEFAULT,
@@ -633,7 +633,7 @@ def relevance_samples(
     embedder: Embedder,
     *,
     k: int = 5,
-    weight: float = CHUNK_FOCUS_WEIGHT,
+    weight: float = OWN_WEIGHT,
     piece_bytes: int | None = None,
     fusion: FusionSettings = RUNTIME_DEFAULT,
     limit_queries: int | None = None,

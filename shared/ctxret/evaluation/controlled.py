@@ -76,7 +76,7 @@ from typing import Any
 
 import numpy as np
 
-from ..blend import CHUNK_FOCUS_WEIGHT, chunk_search_vector
+from ..blend import OWN_WEIGHT, blend_with_context
 from ..embedders.base import Embedder
 from ..embedders.fitting import embed_fitting
 from ..errors import InputError
@@ -267,7 +267,7 @@ def run_controlled(
     *,
     representations: Sequence[str] = REPRESENTATIONS,
     conditions: Sequence[str] = CONDITIONS,
-    weight: float = CHUNK_FOCUS_WEIGHT,
+    weight: float = OWN_WEIGHT,
     seed: int = 0,
     fusion: FusionSettings = RUNTIME_DEFAULT,
     generic: bool = True,
@@ -331,7 +331,7 @@ def run_controlled(
             "clean": np.vstack([vec(r.context.passage) for r in records]),
             "noisy": np.vstack([vec(r.noisy_passage) for r in records]),
         }
-        blended = {k: chunk_search_vector(sent, v, weight) for k, v in stored.items()}
+        blended = {k: blend_with_context(sent, v, weight) for k, v in stored.items()}
         late: dict[str, np.ndarray] = {}
         late_only: dict[str, np.ndarray] = {}
         if any(r in LATE_REPRESENTATIONS for r in representations):
@@ -339,8 +339,8 @@ def run_controlled(
                 "clean": np.vstack([late_sentence_vector(emb, r.context.passage, r.sentence) for r in records]),
                 "noisy": np.vstack([late_sentence_vector(emb, r.noisy_passage, r.sentence) for r in records]),
             }
-            late = {k: chunk_search_vector(sent, v, weight) for k, v in pooled.items()}
-            late_only = {k: chunk_search_vector(sent, v, 0.0) for k, v in pooled.items()}  # = unit(pooled)
+            late = {k: blend_with_context(sent, v, weight) for k, v in pooled.items()}
+            late_only = {k: blend_with_context(sent, v, 0.0) for k, v in pooled.items()}  # = unit(pooled)
         # Record ids are seeded hashes: BM25 breaks score ties by id, and identical stored sentences
         # tie, so ids must not favour one context systematically.
         ids = [hashlib.sha256(f"{seed}/{block}/{r.context.id}".encode()).hexdigest()[:16] for r in records]
@@ -368,10 +368,10 @@ def run_controlled(
             if rep == "blend_stored_only":
                 return blended[side] @ p
             if rep == "late":
-                return late[side] @ chunk_search_vector(p, vec(whole), weight)
+                return late[side] @ blend_with_context(p, vec(whole), weight)
             if rep == "late_only":  # weight 0 on both sides, as the runtime blends queries at the stored weight
-                return late_only[side] @ chunk_search_vector(p, vec(whole), 0.0)
-            dense = blended[side] @ chunk_search_vector(p, vec(whole), weight)
+                return late_only[side] @ blend_with_context(p, vec(whole), 0.0)
+            dense = blended[side] @ blend_with_context(p, vec(whole), weight)
             if rep == "blend":
                 return dense
             lex = lexical.search(part, n, [block]) if lexical is not None else []
@@ -381,7 +381,7 @@ def run_controlled(
             if rep == "bm25":
                 return lex_scores
             rule = with_candidates(fusion_for(rep, fusion), fusion.candidates, None)
-            qvec = chunk_search_vector(p, vec(whole), weight)[None, :]
+            qvec = blend_with_context(p, vec(whole), weight)[None, :]
             assert lexical is not None
             (cand,) = hybrid_candidates(exact(side), block, [part], qvec, k=1, fusion=rule)
             out = np.full(n, -np.inf)

@@ -1,8 +1,9 @@
 """Hybrid (dense + BM25) representations of the harness: the runtime's own search, on exact stores.
 
-Every hybrid number the harness reports comes from :func:`ctxret.query.search.candidates` (the
-runtime's stages: dense and lexical candidates per part, one fetch for lexical-only hits, exact
-BM25 and cosine for every candidate, fusion) run on an :class:`~ctxret.storage.memory.ExactStore` (the
+Every hybrid number the harness reports comes from :func:`ctxret.query.deadline.run_candidates` (the
+product's search loop up to its candidates: dense and lexical candidates per part, one fetch for
+lexical-only hits, exact BM25 and cosine for every candidate, fusion — the same schedule as a
+product search) run on an :class:`~ctxret.storage.memory.ExactStore` (the
 conversation's thread view: exact cosine over its stored vectors, BM25 with its own statistics —
 the code a thread-scoped product search runs). Only the floor is applied
 afterwards (:func:`floor_mask`, the runtime's :func:`~ctxret.query.fusion.passes_floor`), so
@@ -21,8 +22,10 @@ from typing import Any
 
 import numpy as np
 
+from ..query.deadline import run_candidates
+from ..query.executor import Backends
 from ..query.fusion import FusionMethod, FusionSettings, passes_floor
-from ..query.search import PartCandidates, SearchPlan, candidates
+from ..query.search import PartCandidates, SearchPlan
 from ..storage.base import DenseBackend, LexicalBackend
 from ..storage.memory import ExactStore
 from ..storage.schema import Scope
@@ -61,7 +64,7 @@ def hybrid_candidates(
     store: ExactStore, thread_id: str, parts: Sequence[str], qvecs: np.ndarray, *, k: int, fusion: FusionSettings,
     where: Mapping[str, Any] | None = None,
 ) -> list[PartCandidates]:  # fmt: skip
-    """The runtime's hybrid candidates of each part in one thread (every candidate's lexical coverage
+    """The runtime's hybrid candidates of each part in one thread (every candidate's ``idf_coverage``
     included, for any floor): the store's thread view, as the product serves a thread-scoped search.
     ``where``: a metadata filter applied inside the thread view before ranking (a time window on ``ts_epoch``)."""
     scope = Scope(thread_id, where)
@@ -73,11 +76,12 @@ def scope_candidates(
     dense: DenseBackend, lexical: LexicalBackend | None, scope: Scope, parts: Sequence[str], qvecs: np.ndarray, *,
     k: int, fusion: FusionSettings | None,
 ) -> list[PartCandidates]:  # fmt: skip
-    """The runtime's candidates of each part (:func:`ctxret.query.search.candidates`) from the given
-    backends: hybrid under ``fusion`` (every candidate's lexical coverage included, for any floor), or
-    dense only (``fusion=None``: the top ``k`` by cosine)."""
+    """The runtime's candidates of each part (the product's search loop up to its candidates,
+    :func:`ctxret.query.deadline.run_candidates`) from the given backends: hybrid under ``fusion`` (every
+    candidate's ``idf_coverage`` included, for any floor), or dense only (``fusion=None``: the top ``k`` by cosine)."""
     plan = SearchPlan(k=k, floor=None, weight=1.0, max_parts=MAX_PARTS, split=True, hybrid=fusion, parents=False)
-    return candidates(plan, parts, qvecs, scope, dense, lexical if fusion is not None else None, coverage_for="all")
+    backends = Backends(dense, lexical if fusion is not None else None)
+    return run_candidates(plan, parts, qvecs, scope, backends, idf_coverage_for="all")
 
 
 def with_candidates(fusion: FusionSettings, candidates: int, lexical_floor: float | None) -> FusionSettings:
@@ -86,13 +90,13 @@ def with_candidates(fusion: FusionSettings, candidates: int, lexical_floor: floa
 
 def floor_mask(
     cosines: np.ndarray,
-    coverage: np.ndarray | None,
+    idf_coverage: np.ndarray | None,
     floor: float | None,
     lexical_floor: float | None = RUNTIME_DEFAULT.lexical_floor,
 ) -> np.ndarray:
     """Which ranked hits survive the floor: :func:`ctxret.query.fusion.passes_floor`, the runtime's rule.
 
-    Dense rankings pass ``coverage=None``: the cosine floor alone, as the runtime's dense path does.
+    Dense rankings pass ``idf_coverage=None``: the cosine floor alone, as the runtime's dense path does.
     """
     cosines = np.asarray(cosines, dtype=np.float64)
-    return np.asarray(passes_floor(cosines, coverage, floor, lexical_floor), dtype=bool).reshape(cosines.shape)
+    return np.asarray(passes_floor(cosines, idf_coverage, floor, lexical_floor), dtype=bool).reshape(cosines.shape)

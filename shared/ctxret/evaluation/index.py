@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..blend import CHUNK_FOCUS_WEIGHT, chunk_search_vector
+from ..blend import OWN_WEIGHT, blend_with_context
 from ..embedders.base import Embedder
 from ..embedders.fitting import embed_fitting
 from ..ingest.context import context_vectors
@@ -41,16 +41,16 @@ class Ranked:
     items: np.ndarray
     scores: np.ndarray
     cosines: np.ndarray | None
-    #: Hybrid only: each ranked hit's share of the part's term weight (``LexicalIndex.coverage``).
-    coverage: np.ndarray | None = None
-    #: Hybrid only: the coverage that lets a hit under the cosine floor through (None: none does).
+    #: Hybrid only: each ranked hit's ``idf_coverage``, the share of the part's IDF-weighted words it holds.
+    idf_coverage: np.ndarray | None = None
+    #: Hybrid only: the idf_coverage that lets a hit under the cosine floor through (None: none does).
     lexical_floor: float | None = None
 
     def kept(self, floor: float | None) -> np.ndarray:
         """Positions (into ``items``) of the hits that survive ``floor``, by the runtime's rule."""
         if self.cosines is None:
             return np.arange(len(self.items))
-        return np.flatnonzero(floor_mask(self.cosines, self.coverage, floor, self.lexical_floor))
+        return np.flatnonzero(floor_mask(self.cosines, self.idf_coverage, floor, self.lexical_floor))
 
 
 @dataclass
@@ -76,7 +76,7 @@ class ConversationIndex:
         embedder: Embedder,
         *,
         piece_bytes: int | None = None,
-        weight: float = CHUNK_FOCUS_WEIGHT,
+        weight: float = OWN_WEIGHT,
         fusion: FusionSettings = RUNTIME_DEFAULT,
         k: int = 5,
     ) -> None:
@@ -114,7 +114,7 @@ class ConversationIndex:
         """Stored vectors (one row per piece) under a context strategy of :mod:`ctxret.context` and a
         blend weight (default: the run's), built as :class:`ctxret.ContextualIndex` builds them:
         :func:`ctxret.context.context_vectors` per section, then
-        :func:`ctxret.blend.chunk_search_vector`. Memoised."""
+        :func:`ctxret.blend.blend_with_context`. Memoised."""
         w = self.weight if weight is None else float(weight)
         key = (context, w)
         if key not in self._stored:
@@ -126,7 +126,7 @@ class ConversationIndex:
             for pieces, ctx in zip(self.turn_pieces, self._contexts[context], strict=False):
                 n = len(pieces)
                 if n:
-                    out[row : row + n] = chunk_search_vector(self.raw[row : row + n], ctx, w)
+                    out[row : row + n] = blend_with_context(self.raw[row : row + n], ctx, w)
                 row += n
             self._stored[key] = out
         return self._stored[key]
@@ -174,7 +174,7 @@ class ConversationIndex:
                     np.fromiter((self.index_of[i] for i in ids), dtype=np.int64, count=len(ids)),
                     np.fromiter((sc for _, sc in c.ranked), dtype=np.float64, count=len(ids)),
                     np.fromiter((c.cosine[i] for i in ids), dtype=np.float64, count=len(ids)),
-                    np.fromiter((c.coverage.get(i, 0.0) for i in ids), dtype=np.float64, count=len(ids)),
+                    np.fromiter((c.idf_coverage.get(i, 0.0) for i in ids), dtype=np.float64, count=len(ids)),
                     lexical_floor,
                 )
             )

@@ -12,7 +12,7 @@ Representations (register more with :func:`register_representation`)
   (:func:`ctxret.index.query_vectors`), one group per part: the runtime's dense search.
 * ``pieces_turnctx`` / ``pieces_late`` / ``late_only``: the other context strategies of
   :mod:`ctxret.context` (stored vectors built by :func:`ctxret.context.context_vectors` and
-  :func:`ctxret.blend.chunk_search_vector`, as :class:`ctxret.ContextualIndex` builds them), against
+  :func:`ctxret.blend.blend_with_context`, as :class:`ctxret.ContextualIndex` builds them), against
   the split query parts like ``pieces_blend_split``: ``turn`` (the section's text embedded whole,
   windows averaged when over the model's limit) at the run's weight; ``late`` (late chunking: each
   piece's span pooled from the token vectors of the section's text) at the run's weight; and

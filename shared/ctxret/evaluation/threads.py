@@ -43,7 +43,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..blend import CHUNK_FOCUS_WEIGHT
+from ..blend import OWN_WEIGHT
 from ..embedders.base import Embedder
 from ..embedders.fitting import embed_fitting
 from ..errors import InputError
@@ -119,7 +119,7 @@ def run_threads(
     representations: Sequence[str] | None = None,
     query_sets: Sequence[str] = DEFAULT_QUERY_SETS,
     k: int = 5,
-    weight: float = CHUNK_FOCUS_WEIGHT,
+    weight: float = OWN_WEIGHT,
     piece_bytes: int | None = None,
     threshold: float | None = None,
     fusion: FusionSettings = RUNTIME_DEFAULT,

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..blend import chunk_search_vector
+from ..blend import blend_with_context
 from ..embedders.fitting import embed_fitting
 from ..query.search import PartCandidates
 from ..query.timewords import TimeWindow, find_time, strip_time, time_expressions
@@ -126,7 +126,7 @@ class TimeAware:
         if len(parts) == 1 and clean_text(parts[0]) == clean_text(whole):
             return texts, embed_fitting(ix.emb, texts)
         vecs = embed_fitting(ix.emb, [*texts, stripped_whole])
-        return texts, chunk_search_vector(vecs[:-1], vecs[-1], ix.weight).astype(np.float32)
+        return texts, blend_with_context(vecs[:-1], vecs[-1], ix.weight).astype(np.float32)
 
 
 def _groups_plain(ix: Any, message: str) -> list[Any]:

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from .._version import __version__
-from ..blend import CHUNK_FOCUS_WEIGHT
+from ..blend import OWN_WEIGHT
 from ..errors import InputError
 from ..text import PACKER_VERSION
 from .context import CONTEXT_STRATEGIES
@@ -36,7 +36,7 @@ class IndexConfig:
 
     model_id: str
     dims: int
-    weight: float = CHUNK_FOCUS_WEIGHT
+    weight: float = OWN_WEIGHT
     context: str = "mean"
     piece_bytes: int = 600
     packer: str = PACKER_VERSION
@@ -89,9 +89,9 @@ class IndexConfig:
         elif "weight" in stored:
             chosen["weight"] = stored["weight"]
         elif chosen["context"] == default_context:
-            chosen["weight"] = float(getattr(embedder, "default_weight", CHUNK_FOCUS_WEIGHT))
+            chosen["weight"] = float(getattr(embedder, "default_weight", OWN_WEIGHT))
         else:
-            chosen["weight"] = CHUNK_FOCUS_WEIGHT
+            chosen["weight"] = OWN_WEIGHT
         return cls(
             model_id=str(embedder.model_id),
             dims=int(embedder.dims),

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from ..blend import chunk_search_vector
+from ..blend import blend_with_context
 from ..embedders.base import Embedder, check_vectors
 from ..embedders.fitting import EMBED_CHUNK, embed_in_batches
 from ..errors import CtxretError
@@ -290,7 +290,7 @@ def _embed_batch(
     # one blend over the batch: each piece's row with its turn's context (one vector, or one per piece)
     dims = vectors.shape[1]
     rows = [np.broadcast_to(ctx, (len(p.pieces), dims)) for p, ctx in zip(batch, contexts, strict=True) if p.pieces]
-    blended = chunk_search_vector(vectors, np.concatenate(rows), config.weight) if rows else np.zeros((0, config.dims))
+    blended = blend_with_context(vectors, np.concatenate(rows), config.weight) if rows else np.zeros((0, config.dims))
     ids = [x.id for p in batch for x in p.pieces]
     docs = [x.text for p in batch for x in p.pieces]
     metas = [m for p in batch for m in p.metadatas]

@@ -3,8 +3,9 @@ floored groups → parents.
 
 * :mod:`.vectors` — parts and blended query vectors from one embedding request;
 * :mod:`.fusion` — fusion methods (convex, RRF, weighted RRF) and the floor rule;
-* :mod:`.search` — the plan and the stages' building blocks; :mod:`.deadline` — the sync/async executors
-  (``run_search``, ``arun_search``: the stages in order of value, on a clock when ``deadline_ms`` is set);
+* :mod:`.search` — the plan and the stages' building blocks; :mod:`.executor` — the one loop of stages (in order
+  of value, on a clock when ``deadline_ms`` is set); :mod:`.deadline` — its two drivers, ``run_search`` and
+  ``arun_search``;
 * :mod:`.parents` — small-to-big parent expansion.
 """
 
@@ -16,22 +17,26 @@ from .._lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from .deadline import arun_search, run_search
+    from .executor import Backends, QueryVectors
     from .fusion import FusionMethod, FusionSettings, convex, fuse, passes_floor, rrf
     from .parents import expand_parents
-    from .search import SearchPlan, plan_search, search_vectors
+    from .search import SearchPlan, plan_search
     from .split import split_prompt_chunks
     from .vectors import aquery_vectors, query_vectors
 
 _NAMES = {
     "FusionMethod": ".fusion", "FusionSettings": ".fusion", "convex": ".fusion", "fuse": ".fusion",
     "passes_floor": ".fusion", "rrf": ".fusion", "expand_parents": ".parents", "SearchPlan": ".search",
-    "arun_search": ".deadline", "plan_search": ".search", "run_search": ".deadline", "search_vectors": ".search",
+    "arun_search": ".deadline", "plan_search": ".search", "run_search": ".deadline", "Backends": ".executor",
+    "QueryVectors": ".executor",
     "aquery_vectors": ".vectors", "query_vectors": ".vectors", "split_prompt_chunks": ".split",
 }  # fmt: skip
 __getattr__ = lazy_getattr(__name__, _NAMES)
 __all__ = [
+    "Backends",
     "FusionMethod",
     "FusionSettings",
+    "QueryVectors",
     "SearchPlan",
     "aquery_vectors",
     "arun_search",
@@ -43,6 +48,5 @@ __all__ = [
     "query_vectors",
     "rrf",
     "run_search",
-    "search_vectors",
     "split_prompt_chunks",
 ]

@@ -4,7 +4,7 @@ A search returns one :class:`~ctxret.results.Group` of pieces per query part; a 
 the top documents instead, each once, with a document score. :func:`rank_documents` is that step, a
 pure function of the hits (no store, no embedder), so the search can call it on its own groups::
 
-    groups = run_staged(plan, message, scope, embedder, backends)      # pieces, k per part
+    groups = run_search(plan, message, scope, embedder, store)        # pieces, k per part
     docs = rank_documents(groups, rule=DEFAULT_RULE, k=k)              # documents, best first
 
 Rules (``rule=``), each giving a document's score within one group from its hits' ``score``:

@@ -57,8 +57,8 @@ DEFAULT_FUSION = FusionMethod.CONVEX
 DEFAULT_LEXICAL_WEIGHT = 0.7
 #: RRF's ``k`` (rank offset).
 DEFAULT_RRF_K = 60.0
-#: A hit under the cosine floor is kept when it holds at least this share of its part's term
-#: weight (IDF-weighted query tokens; see ``LexicalIndex.coverage``). Chosen on the LoCoMo dev
+#: A hit under the cosine floor is kept when its ``idf_coverage`` (the share of its part's
+#: IDF-weighted query tokens it holds; see ``LexicalIndex.coverage``) is at least this. Chosen on the LoCoMo dev
 #: split: it keeps the hybrid's accuracy while off-topic parts still come back empty.
 DEFAULT_LEXICAL_FLOOR = 0.3
 #: With a caller ``where`` filter, the lexical side fetches this many times ``candidates`` before
@@ -233,12 +233,13 @@ class FusionSettings:
 RESCUE_COSINE_SHARE = 0.5
 
 
-def passes_floor(cosine: Any, coverage: Any, floor: float | None, lexical_floor: float | None) -> Any:
+def passes_floor(cosine: Any, idf_coverage: Any, floor: float | None, lexical_floor: float | None) -> Any:
     """The floor rule with fusion, shared by the runtime and the evaluation harness.
 
-    A hit is kept when its cosine is at least ``floor``; or, with hybrid search (``coverage`` is
-    not ``None``), when it holds at least ``lexical_floor`` of its part's IDF-weighted words
-    (:meth:`LexicalIndex.coverage`) and its cosine is at least ``RESCUE_COSINE_SHARE`` of the floor
+    A hit is kept when its cosine is at least ``floor``; or, with hybrid search (``idf_coverage`` is
+    not ``None``), when it holds at least ``lexical_floor`` of its part's IDF-weighted words (its
+    ``idf_coverage``, from the lexical backend's ``coverage``) and its cosine is at least
+    ``RESCUE_COSINE_SHARE`` of the floor
     (a shared rare word alone does not bring back an off-topic piece). ``floor=None`` keeps
     everything; ``lexical_floor=None`` applies the cosine floor to every hit. Works on scalars
     and on numpy arrays (element-wise).
@@ -247,8 +248,9 @@ def passes_floor(cosine: Any, coverage: Any, floor: float | None, lexical_floor:
     if floor is None:
         return np.ones_like(cos, dtype=bool) if cos.ndim else True
     keep = cos >= floor
-    if coverage is not None and lexical_floor is not None:
-        keep = keep | ((np.asarray(coverage, dtype=np.float64) >= lexical_floor) & (cos >= floor * RESCUE_COSINE_SHARE))
+    if idf_coverage is not None and lexical_floor is not None:
+        rescued = np.asarray(idf_coverage, dtype=np.float64) >= lexical_floor
+        keep = keep | (rescued & (cos >= floor * RESCUE_COSINE_SHARE))
     return keep if cos.ndim else bool(keep)
 
 

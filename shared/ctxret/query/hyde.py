@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..blend import chunk_search_vector
+from ..blend import blend_with_context
 from ..errors import InputError
 from ..ingest.views import acall_llm, call_llm, is_llm
 
@@ -110,6 +110,6 @@ def blend_hyde(qvecs: np.ndarray, answers: Sequence[str], answer_vecs: np.ndarra
     row = 0
     for i, answer in enumerate(answers):
         if answer:
-            out[i] = chunk_search_vector(qvecs[i], answer_vecs[row], weight)
+            out[i] = blend_with_context(qvecs[i], answer_vecs[row], weight)
             row += 1
     return out

@@ -1,9 +1,10 @@
 """The search pipeline: plan → query vectors → candidates per part → fused, floored groups → parents.
 
 One planning function (:func:`plan_search`) turns :class:`~ctxret.config.SearchSettings` into a
-:class:`SearchPlan`; one synchronous and one asynchronous executor run it against the storage
-protocols of :mod:`ctxret.storage.base` (the product's ``PieceStore``, or the harness's exact
-``ExactStore``), so the runtime and the evaluation harness run the same code.
+:class:`SearchPlan`; this module holds the stages' building blocks, which the one loop of
+:mod:`.executor` runs against the storage protocols of :mod:`ctxret.storage.base` (the product's
+``PieceStore``, or the harness's exact ``ExactStore``): the product, the evaluation harness and the
+benchmarks run the same schedule of the same code.
 
 Stages, per query part (parts never mix: each keeps its own group):
 
@@ -13,21 +14,22 @@ Stages, per query part (parts never mix: each keeps its own group):
    lexical query (with a caller ``where`` filter, ``4 × n`` before the filter); lexical-only hits
    are fetched from the store in ONE read for all parts, which fills in their text, metadata
    and vector (for their exact cosine) and enforces the scope, so a stale lexical row never
-   surfaces; the exact BM25 of dense-only hits comes from the lexical index;
+   surfaces; the exact BM25 of the dense hits (and the IDF-weighted coverage of those the floor
+   asks about) comes from the lexical index (:func:`dense_side`, while that read runs);
 3. **fuse** (hybrid): :func:`ctxret.query.fusion.fuse` on the part's two lists;
 4. **floor and cut**: hits under the cosine floor are dropped (with hybrid search a hit under it
-   is kept on strong lexical evidence: :func:`~ctxret.query.fusion.passes_floor`), the rest cut
+   is kept when it holds enough of the part's IDF-weighted words, its ``idf_coverage``:
+   :func:`~ctxret.query.fusion.passes_floor`), the rest cut
    to ``k``; groups are never padded;
 5. **parents** (``parents=True``): each hit's whole turn or section, one hit per parent in a group.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
-import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from types import EllipsisType
+from typing import Any, Literal
 
 import numpy as np
 
@@ -37,20 +39,29 @@ from ..storage.base import Deferred, DenseBackend, LexicalBackend, Row
 from ..storage.schema import Scope
 from .fusion import WHERE_OVERFETCH, FusionSettings, fuse, passes_floor
 from .mmr import MMRSettings
-from .parents import expand_parents
 from .relevance import RelevanceCalibration
 from .rerank import GroupStages, finish_groups
 from .settings import SearchSettings
 
 __all__ = [
-    "SearchPlan",
+    "IdfCoverageFor",
     "PartCandidates",
+    "SearchPlan",
+    "SearchRequest",
     "assemble",
-    "candidates",
+    "check_message",
+    "dense_candidates",
+    "dense_side",
     "fuse_candidates",
+    "hybrid_candidates",
+    "lexical_lists",
+    "lexical_side",
     "plan_search",
-    "search_vectors",
+    "prepare_search",
 ]
+
+#: Whose ``idf_coverage`` the candidates carry: those under the floor (what the rescue rule reads), or all.
+IdfCoverageFor = Literal["below_floor", "all"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +81,18 @@ class SearchPlan:
     hyde_weight: float = 0.5  # the part's share against its hypothetical answer
     views: bool = True  # search the index's LLM-written views (when it has any)
     deadline_ms: float | None = None  # ctxret.query.deadline
+    lexical_required: bool = False  # lexical=True: a store without a lexical index is an error
+
+    def for_backends(self, has_lexical: bool) -> SearchPlan:
+        """This plan on backends with (or without) a lexical index: no hybrid search without one."""
+        if has_lexical:
+            return self
+        if self.lexical_required:
+            raise InputError(
+                "lexical=True but this index has no lexical index (a Chroma server or custom client gets none by "
+                "default); open it with lexical_path='<local file>.sqlite3' to add one"
+            )
+        return replace(self, hybrid=None) if self.hybrid is not None else self
 
     @property
     def n_candidates(self) -> int:
@@ -81,13 +104,9 @@ def plan_search(
     settings: SearchSettings, *, default_floor: float | None, stored_weight: float, has_lexical: bool,
     relevance: RelevanceCalibration | None = None,
 ) -> SearchPlan:  # fmt: skip
-    """Resolve ``settings`` against an index: its default floor, its blend weight, whether it has a lexical index."""
-    if settings.lexical is True and not has_lexical:
-        raise InputError(
-            "lexical=True but this index has no lexical index (a Chroma server or custom client gets none by "
-            "default); open it with lexical_path='<local file>.sqlite3' to add one"
-        )
-    hybrid = settings.hybrid if (settings.lexical is not False and has_lexical) else None
+    """Resolve ``settings`` against an index: its default floor, its blend weight, whether it has a lexical index
+    (``has_lexical=True`` for a store whose backends say so per search: :meth:`SearchPlan.for_backends`)."""
+    hybrid = settings.hybrid if settings.lexical is not False else None
     floor = default_floor if settings.score_threshold == "auto" else settings.score_threshold
     weight = stored_weight if settings.query_weight is None else settings.query_weight
     stages = GroupStages(
@@ -98,7 +117,35 @@ def plan_search(
         settings.k, floor, float(weight), settings.max_parts, settings.split, hybrid, settings.parents,
         settings.max_message_bytes, stages,
         hyde=settings.hyde, hyde_weight=settings.hyde_weight, views=settings.views, deadline_ms=settings.deadline_ms,
-    )  # fmt: skip
+        lexical_required=settings.lexical is True,
+    ).for_backends(has_lexical)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """One call's search settings (the index's defaults with the call's options applied) and its scope."""
+
+    settings: SearchSettings
+    scope: Scope
+
+
+def prepare_search(
+    settings: SearchSettings, *, k: int | None = None,
+    score_threshold: float | None | Literal["auto"] | EllipsisType = ...,
+    thread_id: str | Sequence[str] | None = None, where: Mapping[str, Any] | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> SearchRequest:  # fmt: skip
+    """A search call's arguments checked and resolved (``score_threshold=...``: not given). Bad options
+    fail here, before any work."""
+    if not isinstance(settings, SearchSettings):
+        raise InputError(f"settings must be a SearchSettings, got {type(settings).__name__}")
+    given = dict(options or {})
+    if k is not None:
+        given["k"] = k
+    if score_threshold is not ...:
+        given["score_threshold"] = score_threshold
+    scope = Scope(thread_id, where)
+    return SearchRequest(settings.with_options(**given), scope)
 
 
 @dataclass
@@ -110,7 +157,9 @@ class PartCandidates:
     info: dict[str, tuple[str, dict[str, Any]]]  # id -> (document, metadata)
     cosine: dict[str, float]
     bm25: dict[str, float] | None = None  # hybrid only
-    coverage: dict[str, float] = field(default_factory=dict)  # hybrid: share of the part's term weight
+    #: hybrid: the share of the part's IDF-weighted words a candidate holds (the floor's rescue rule reads it;
+    #: ``Hit.scores["coverage"]`` is another number: the unweighted share of content words, :mod:`.relevance`)
+    idf_coverage: dict[str, float] = field(default_factory=dict)
     dense: list[tuple[str, float]] = field(default_factory=list)  # (id, cosine) best first
     lexical: list[tuple[str, float]] = field(default_factory=list)  # hybrid: (id, bm25) best first, in scope
 
@@ -129,24 +178,8 @@ def fuse_candidates(c: PartCandidates, fusion: FusionSettings) -> PartCandidates
     return replace(c, ranked=ranked)
 
 
-_POOL: concurrent.futures.ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
-#: Worker threads of the search stages (a lexical search beside the dense query; a bounded search's
-#: stages; an abandoned stage holds one until it ends).
-POOL_WORKERS = 32
-
-
-def stage_pool() -> concurrent.futures.ThreadPoolExecutor:
-    """The process's pool of search-stage workers (made on first use)."""
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = concurrent.futures.ThreadPoolExecutor(POOL_WORKERS, thread_name_prefix="ctxret-stage")
-        return _POOL
-
-
-# -- the stages after embedding (shared by both executors) ---------------------------------------
-def _dense_candidates(parts: Sequence[str], rows: Sequence[Sequence[Row]]) -> list[PartCandidates]:
+# -- the stages' building blocks (run by .executor) ---------------------------------------------
+def dense_candidates(parts: Sequence[str], rows: Sequence[Sequence[Row]]) -> list[PartCandidates]:
     out = []
     for part, row in zip(parts, rows, strict=False):
         dense = [(r[0], float(r[2])) for r in row]
@@ -154,7 +187,7 @@ def _dense_candidates(parts: Sequence[str], rows: Sequence[Sequence[Row]]) -> li
     return out
 
 
-def _lexical_lists(
+def lexical_lists(
     lexical: LexicalBackend, plan: SearchPlan, parts: Sequence[str], scope: Scope
 ) -> list[list[tuple[str, float]]]:
     n = plan.n_candidates * WHERE_OVERFETCH if scope.where else plan.n_candidates
@@ -169,12 +202,17 @@ def lexical_side(
     all their hits from the store (text, metadata, vector; inside the scope), so that it runs in a
     worker beside the embedding and the dense query. Hits the dense side also found are read too:
     it is not known yet which, and the one read costs about the same."""
-    lists = _lexical_lists(lexical, plan, parts, scope)
+    lists = lexical_lists(lexical, plan, parts, scope)
     ids = list(dict.fromkeys(i for hits in lists for i, _ in hits))
     return lists, (backend.fetch(ids, scope) if ids else {})
 
 
-def _hybrid_candidates(
+#: Per part, what :func:`dense_side` worked out for the dense hits: their BM25, and the IDF-weighted
+#: coverage of those the floor asks about.
+Known = Sequence[tuple[Mapping[str, float], Mapping[str, float]]]
+
+
+def hybrid_candidates(
     backend: DenseBackend,
     lexical: LexicalBackend,
     plan: SearchPlan,
@@ -184,16 +222,17 @@ def _hybrid_candidates(
     dense_rows: Sequence[Sequence[Row]],
     lexical_rows: Sequence[Sequence[tuple[str, float]]],
     *,
-    coverage_for: str = "below_floor",
-    prefetched: dict[str, Any] | None = None,
-    known: Sequence[tuple[dict[str, float], dict[str, float]]] | None = None,
+    idf_coverage_for: IdfCoverageFor = "below_floor",
+    prefetched: Mapping[str, Any] | None = None,
+    known: Known | None = None,
 ) -> list[PartCandidates]:
     """Complete every part's candidates and fuse them: one fetch for all lexical-only hits (which
     enforces the scope and gives their exact cosine; ``prefetched``: :func:`lexical_side` read them
-    already), the exact BM25 of dense-only hits, and the lexical coverage of candidates under the
-    floor (``coverage_for="all"``: of every candidate). ``known``: :func:`dense_side`'s
-    numbers for the dense hits, worked out already (the same numbers: a piece's BM25 and coverage
-    do not depend on the other candidates)."""
+    already), the exact BM25 of dense-only hits, and the ``idf_coverage`` of candidates under the
+    floor (``idf_coverage_for="all"``: of every candidate). ``known``: :func:`dense_side`'s numbers,
+    worked out already; they are looked up by id for the candidates that need them (a piece's BM25
+    and coverage for a part do not depend on the other candidates), so the result is the same with
+    or without them, whatever views or HyDE changed in the dense rows since."""
     assert plan.hybrid is not None
     s = plan.hybrid
     wanted: dict[str, None] = {}
@@ -218,25 +257,42 @@ def _hybrid_candidates(
             info[rid] = (doc, meta)
             cosine[rid] = cos
         listed = dict(kept)
-        known_bm25, coverage = known[i] if known is not None else ({}, {})
-        only_dense = [r[0] for r in rows if r[0] not in listed and r[0] not in known_bm25]
-        bm25 = {rid: 0.0 for rid in cosine}
-        bm25.update(known_bm25)
-        if only_dense:
-            bm25.update(lexical.scores(part, only_dense, thread_ids))
+        known_bm25, known_coverage = known[i] if known is not None else ({}, {})
+        bm25 = dict.fromkeys(cosine, 0.0)
+        only_dense = [r[0] for r in rows if r[0] not in listed]
+        if known_bm25.keys() <= bm25.keys():  # the dense rows dense_side saw (no views or HyDE since)
+            missing = [rid for rid in only_dense if rid not in known_bm25]
+            bm25.update(known_bm25)
+            if missing:
+                bm25.update(lexical.scores(part, missing, thread_ids))
+        else:
+            bm25.update(_looked_up(known_bm25, only_dense, lexical.scores, part, thread_ids))
         bm25.update(listed)
-        asked = [rid for rid in _coverage_asked(plan, coverage_for, cosine) if rid not in coverage]
-        coverage = {**coverage, **lexical.coverage(part, asked)} if asked else dict(coverage)
+        asked = _idf_coverage_asked(plan, idf_coverage_for, cosine)
+        if not asked:
+            idf_coverage: dict[str, float] = {}
+        elif known_coverage.keys() <= set(asked):  # as above: the floor asks about what it asked dense_side
+            missing = [rid for rid in asked if rid not in known_coverage]
+            idf_coverage = {**known_coverage, **(lexical.coverage(part, missing) if missing else {})}
+        else:
+            idf_coverage = _looked_up(known_coverage, asked, lexical.coverage, part)
         dense_list = [(r[0], float(r[2])) for r in rows]
-        pool = PartCandidates(part, [], info, cosine, bm25, coverage, dense_list, kept)
+        pool = PartCandidates(part, [], info, cosine, bm25, idf_coverage, dense_list, kept)
         out.append(fuse_candidates(pool, s))
     return out
 
 
-def _coverage_asked(plan: SearchPlan, coverage_for: str, cosine: dict[str, float]) -> list[str]:
-    """The candidates whose lexical coverage is needed: under the floor (the rescue rule), or all."""
+def _looked_up(known: Mapping[str, float], ids: list[str], compute: Any, part: str, *args: Any) -> dict[str, float]:
+    """``compute(part, ids, *args)`` for the ids ``known`` lacks, in ``ids``' order with the known ones."""
+    missing = [rid for rid in ids if rid not in known]
+    got = compute(part, missing, *args) if missing else {}
+    return {rid: (known[rid] if rid in known else got[rid]) for rid in ids if rid in known or rid in got}
+
+
+def _idf_coverage_asked(plan: SearchPlan, idf_coverage_for: IdfCoverageFor, cosine: dict[str, float]) -> list[str]:
+    """The candidates whose ``idf_coverage`` is needed: under the floor (the rescue rule), or all."""
     assert plan.hybrid is not None
-    if coverage_for == "all":
+    if idf_coverage_for == "all":
         return list(cosine)
     if plan.floor is not None and plan.hybrid.lexical_floor is not None:
         return [rid for rid, c in cosine.items() if not c >= plan.floor]
@@ -245,16 +301,17 @@ def _coverage_asked(plan: SearchPlan, coverage_for: str, cosine: dict[str, float
 
 def dense_side(
     lexical: LexicalBackend, plan: SearchPlan, parts: Sequence[str], scope: Scope, dense_rows: Sequence[Sequence[Row]],
-    coverage_for: str = "below_floor",
+    idf_coverage_for: IdfCoverageFor = "below_floor",
 ) -> list[tuple[dict[str, float], dict[str, float]]]:  # fmt: skip
-    """Per part, what the dense hits need from the lexical index and no lexical list does: the
-    exact BM25 of every dense hit and the coverage of those the floor asks about. It runs while
-    the lexical worker is still reading its hits' vectors."""
+    """Per part, what the dense hits need from the lexical index and no lexical list gives: the
+    exact BM25 of every dense hit and the ``idf_coverage`` of those the floor asks about. The
+    executor runs it while the lexical worker still reads its hits' vectors (:func:`lexical_side`):
+    the overlap that measured fastest."""
     thread_ids = list(scope.thread_ids) if scope.thread_ids is not None else None
     out = []
     for part, rows in zip(parts, dense_rows, strict=False):
         cosine = {r[0]: float(r[2]) for r in rows}
-        asked = _coverage_asked(plan, coverage_for, cosine)
+        asked = _idf_coverage_asked(plan, idf_coverage_for, cosine)
         out.append((
             lexical.scores(part, list(cosine), thread_ids) if cosine else {},
             lexical.coverage(part, asked) if asked else {},
@@ -300,7 +357,7 @@ def assemble(
                     continue
                 scores = {"cosine": cos}
             else:
-                if not passes_floor(cos, c.coverage.get(rid, 0.0), plan.floor, lexical_floor):
+                if not passes_floor(cos, c.idf_coverage.get(rid, 0.0), plan.floor, lexical_floor):
                     continue  # under the cosine floor and not rescued by the part's words
                 scores = {"cosine": cos, "bm25": float(c.bm25[rid]), "fused": float(score)}
             doc, meta = c.info[rid]
@@ -321,56 +378,9 @@ def assemble(
     return finish_groups(plan.stages, plan.k, candidates, lists, fetch=fetch)
 
 
-def _fetcher(backend: DenseBackend, scope: Scope) -> Any:
+def vector_fetcher(backend: DenseBackend, scope: Scope) -> Any:
+    """``fetch(ids)`` for :func:`assemble`: the stored vectors of ``ids`` inside ``scope`` (MMR)."""
     return lambda ids: {rid: np.asarray(v[2], dtype=np.float32) for rid, v in backend.fetch(ids, scope).items()}
-
-
-# -- executors ---------------------------------------------------------------------------------
-def candidates(
-    plan: SearchPlan,
-    parts: Sequence[str],
-    qvecs: np.ndarray,
-    scope: Scope,
-    backend: DenseBackend,
-    lexical: LexicalBackend | None,
-    *,
-    coverage_for: str = "below_floor",
-) -> list[PartCandidates]:
-    """Every part's ranked candidates (stages 1–3), from query vectors already made. The lexical
-    side (:func:`lexical_side`) runs in a worker while the dense query runs (Chroma and numpy
-    release the GIL)."""
-    lex_job = None
-    if plan.hybrid is not None and lexical is not None:
-        lex_job = stage_pool().submit(lexical_side, backend, lexical, plan, parts, scope)
-    try:
-        dense_rows = backend.dense(np.asarray(qvecs, dtype=np.float32), plan.n_candidates, scope)
-    except BaseException:
-        if lex_job is not None:
-            lex_job.cancel()
-        raise
-    if lex_job is None:
-        return _dense_candidates(parts, dense_rows)
-    assert lexical is not None
-    known = dense_side(lexical, plan, parts, scope, dense_rows, coverage_for)  # while the worker reads
-    lexical_rows, prefetched = lex_job.result()
-    return _hybrid_candidates(
-        backend, lexical, plan, parts, qvecs, scope, dense_rows, lexical_rows, coverage_for=coverage_for,
-        prefetched=prefetched, known=known,
-    )  # fmt: skip
-
-
-def search_vectors(
-    plan: SearchPlan,
-    parts: Sequence[str],
-    qvecs: np.ndarray,
-    scope: Scope,
-    backend: DenseBackend,
-    lexical: LexicalBackend | None,
-) -> list[Group]:
-    """Stages 1–5 for query vectors already made (the harness calls this with its own vectors)."""
-    cands = candidates(plan, parts, qvecs, scope, backend, lexical)
-    groups = assemble(plan, cands, fetch=_fetcher(backend, scope), complete=getattr(backend, "complete", None))
-    return expand_parents(backend, groups) if plan.parents and groups else groups
 
 
 def check_message(plan: SearchPlan, message: Any) -> None:

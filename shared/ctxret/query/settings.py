@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..blend import CHUNK_FOCUS_WEIGHT
+from ..blend import OWN_WEIGHT
 from ..errors import InputError
 from ..ingest.config import MAX_INT
 from ..text import MAX_PARTS
@@ -69,7 +69,7 @@ class SearchSettings:
     score_threshold: float | None | Literal["auto"] = "auto"
     max_parts: int = MAX_PARTS
     split: bool = True
-    query_weight: float | None = CHUNK_FOCUS_WEIGHT
+    query_weight: float | None = OWN_WEIGHT
     lexical: bool | None = None
     hybrid: FusionSettings = field(default_factory=FusionSettings)
     parents: bool = False
