@@ -192,10 +192,13 @@ class ContextualVectorStore(VectorStore):
                 out.append(Document(page_content=text, metadata=caller_view(metas[0]), id=doc_id))
         return out
 
-    def _search(self, query: str, k: int, filter: dict[str, Any] | None, **kwargs: Any) -> list[tuple[Document, float]]:
+    def _groups(self, query: str, k: int, filter: dict[str, Any] | None, **kwargs: Any) -> list[Any]:
         kwargs.setdefault("score_threshold", None)  # a vector store ranks, it does not drop (LangChain's contract)
         kwargs.setdefault("split", False)
-        groups = self.index.search(query, k=k, where=filter, **kwargs)
+        return self.index.search(query, k=k, where=filter, **kwargs)
+
+    def _search(self, query: str, k: int, filter: dict[str, Any] | None, **kwargs: Any) -> list[tuple[Document, float]]:
+        groups = self._groups(query, k, filter, **kwargs)
         return [  # in the order of the score shown (the relevance; a reranker's score when one ran)
             (hit_view(h), (shown_score(h) or (float(h.score), ""))[0]) for _, hits in shown_groups(groups) for h in hits
         ]
@@ -203,8 +206,9 @@ class ContextualVectorStore(VectorStore):
     def similarity_search(
         self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
     ) -> list[Document]:
-        """The ``k`` best pieces for the whole query (one part), as the Documents they came from."""
-        return [doc for doc, _ in self._search(query, k, filter, **kwargs)]
+        """The ``k`` best pieces for the whole query (one part), as the Documents they came from, in the search's own
+        ranking (the one the evaluation measures; no score is shown, so nothing is re-ordered)."""
+        return [hit_view(h) for g in self._groups(query, k, filter, **kwargs) for h in g.hits]
 
     def similarity_search_with_score(
         self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
@@ -228,8 +232,8 @@ class ContextualVectorStore(VectorStore):
         **kwargs: Any,
     ) -> list[Document]:  # fmt: skip
         """Maximal marginal relevance over the ``fetch_k`` best pieces (:mod:`ctxret.query.mmr`)."""
-        found = self._search(query, k, filter, mmr=True, fetch_k=fetch_k, lambda_mult=lambda_mult, **kwargs)
-        return [doc for doc, _ in found]
+        groups = self._groups(query, k, filter, mmr=True, fetch_k=fetch_k, lambda_mult=lambda_mult, **kwargs)
+        return [hit_view(h) for g in groups for h in g.hits]  # in MMR's selection order
 
     # -- by vector: the vector as given, no parts, no lexical side (ctxret.query.nearest) -----------------------
     def _nearest(
