@@ -34,7 +34,7 @@ from ctxret.errors import InputError
 from ctxret.index import ContextualIndex
 from ctxret.ingest.documents import documents_to_turns
 from ctxret.query.nearest import nearest
-from ctxret.query.relevance import calibration_for, shown_groups, shown_score
+from ctxret.query.relevance import calibration_for, shown_groups, shown_scores
 from ctxret.results import Hit, cosine_to_distance
 from ctxret.storage.schema import Scope, as_list, caller_view
 from ctxret.store import open_store_arguments
@@ -200,7 +200,9 @@ class ContextualVectorStore(VectorStore):
     def _search(self, query: str, k: int, filter: dict[str, Any] | None, **kwargs: Any) -> list[tuple[Document, float]]:
         groups = self._groups(query, k, filter, **kwargs)
         return [  # in the order of the score shown (the relevance; a reranker's score when one ran)
-            (hit_view(h), (shown_score(h) or (float(h.score), ""))[0]) for _, hits in shown_groups(groups) for h in hits
+            (hit_view(h), (shown or (float(h.score), ""))[0])
+            for _, hits in shown_groups(groups)
+            for h, shown in zip(hits, shown_scores(hits), strict=True)
         ]
 
     def similarity_search(

@@ -9,7 +9,7 @@ from ctxret.errors import InputError
 from ctxret.index import ContextualIndex
 from ctxret.ingest.messages import turns_from_messages
 from ctxret.ingest.turns import label_pieces
-from ctxret.query.relevance import shown_order
+from ctxret.query.relevance import shown_order, shown_scores
 from ctxret.query.split import split_prompt_chunks
 from ctxret.results import Group, Hit
 from langchain_core.callbacks import AsyncCallbackHandler, BaseCallbackHandler
@@ -126,16 +126,19 @@ def test_all_is_pinned():
 def test_documents_mirror_core_hits(retriever, index):
     docs = retriever.invoke(TWO_PARTS)
     groups = index.search(TWO_PARTS, k=3, score_threshold=None)
-    hits = [(g, rank, h) for g in groups for rank, h in enumerate(shown_order(g.hits))]  # by the score shown
+    hits = [(g, rank, h) for g in groups for rank, h in enumerate(shown_order(g.hits))]  # the search's ranking
+    shown = [s for g in groups for s in shown_scores(shown_order(g.hits))]
     assert len(groups) == 2
     assert len(docs) == len(hits) == 6
-    for doc, (g, rank, hit) in zip(docs, hits, strict=True):
+    for doc, (g, rank, hit), score in zip(docs, hits, shown, strict=True):
         assert doc.id == hit.id and isinstance(doc.id, str)
         assert doc.page_content == hit.text
         assert doc.metadata["group"] == g.part_index
         assert doc.metadata["group_query"] == g.part
         assert doc.metadata["group_rank"] == rank
-        assert doc.metadata["score"] == pytest.approx(hit.relevance, abs=1e-6)
+        assert score is not None and doc.metadata["score"] == pytest.approx(score[0], abs=1e-6)
+        assert doc.metadata["score_relevance"] == pytest.approx(hit.relevance, abs=1e-6)
+        assert doc.metadata["score"] <= hit.relevance + 1e-9  # capped by the score shown above it
         assert doc.metadata["score_cosine"] == pytest.approx(hit.scores["cosine"], abs=1e-6)
 
 
@@ -153,7 +156,7 @@ def test_metadata_keys_and_types(retriever):
         assert m["group_count"] == 2 and m["group_parts"] == parts
         assert m["group_query"] == parts[m["group"]]
         assert type(m["score"]) is float and 0.0 <= m["score"] <= 1.0
-        assert m["score_scale"] == "relevance" and m["score_relevance"] == m["score"]
+        assert m["score_scale"] == "relevance" and m["score"] <= m["score_relevance"]
         assert -1.0 <= m["score_cosine"] <= 1.0
         assert (
             isinstance(m["thread_id"], str)
@@ -164,7 +167,7 @@ def test_metadata_keys_and_types(retriever):
         assert d.page_content.startswith(m["header"])
     for group in by_group(docs).values():
         assert [d.metadata["group_rank"] for d in group] == [0, 1, 2]
-        shown = [d.metadata["score"] for d in group]  # listed by the score shown (the relevance)
+        shown = [d.metadata["score"] for d in group]  # the ranking, with a shown score that never rises
         assert shown == sorted(shown, reverse=True)
 
 

@@ -1,9 +1,10 @@
-"""Inside each group the adapters list results in the order of the score they show.
+"""Inside each group the adapters list results in the search's ranking and show scores that follow it.
 
-The ranking stage picks a group's ``k`` hits by the fused score; the adapters show the hit's
-``relevance`` (a reranker's score when one ran), so they list each group in that score's order
-(``ctxret.query.relevance.shown_order``): the first Document or node of a group is the one with the
-highest score a user sees, and ``group_rank`` follows it.
+The ranking (the fused score, or a reranker's order) is the order the evaluation measures; listing a
+group by the relevance instead put worse hits first (test_langchain_chain's cake question). So the
+adapters keep the ranking and show the hit's ``relevance`` capped by the one shown above it
+(``ctxret.query.relevance.shown_scores``): scores never rise down a group, a threshold keeps a prefix of
+the ranking, the top hit shows its own relevance, and ``score_relevance`` keeps each hit's own.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from ctxret import ContextualIndex
-from ctxret.query.relevance import scored_metadata, shown_order, shown_score
+from ctxret.query.relevance import scored_metadata, shown_order, shown_score, shown_scores
 from ctxret.results import Group, Hit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,12 +31,14 @@ def _hit(i: int, fused: float, relevance: float | None, rerank: float | None = N
     return Hit(f"h{i}", f"text {i}", rerank if rerank is not None else fused, {"header": ""}, scores)
 
 
-def test_shown_order_is_by_relevance_ties_keep_the_ranking_order():
+def test_the_ranking_order_is_kept_and_the_shown_score_never_rises():
     hits = [_hit(0, 1.0, 0.55), _hit(1, 0.9, 0.59), _hit(2, 0.8, 0.55), _hit(3, 0.7, 0.10)]
-    assert [h.id for h in shown_order(hits)] == ["h1", "h0", "h2", "h3"]
+    assert shown_order(hits) == hits
+    assert shown_scores(hits) == [(0.55, "relevance"), (0.55, "relevance"), (0.55, "relevance"), (0.10, "relevance")]
     group = Group(0, "q", tuple(hits))
     metas = [scored_metadata(h, group, r, ["q"]) for r, h in enumerate(shown_order(group.hits))]
-    assert [m["score"] for m in metas] == [0.59, 0.55, 0.55, 0.10]
+    assert [m["score"] for m in metas] == [0.55, 0.55, 0.55, 0.10]
+    assert [m["score_relevance"] for m in metas] == [0.55, 0.59, 0.55, 0.10]
     assert [m["group_rank"] for m in metas] == [0, 1, 2, 3]
     assert all(m["score_scale"] == "relevance" and m["score_fused"] <= 1.0 for m in metas)
 
@@ -110,7 +113,8 @@ def test_langchain_retriever_lists_each_group_by_its_shown_score(index):
     for members in groups.values():
         assert _non_increasing([d.metadata["score"] for d in members])
         assert [d.metadata["group_rank"] for d in members] == list(range(len(members)))
-        assert all(d.metadata["score"] == d.metadata["score_relevance"] for d in members)
+        assert members[0].metadata["score"] == members[0].metadata["score_relevance"]
+        assert all(d.metadata["score"] <= d.metadata["score_relevance"] for d in members)
 
 
 def test_llamaindex_retriever_lists_each_group_by_its_shown_score(index):
@@ -124,7 +128,7 @@ def test_llamaindex_retriever_lists_each_group_by_its_shown_score(index):
         assert [n.node.metadata["group_rank"] for n in members] == list(range(len(members)))
 
 
-def test_langchain_vector_store_lists_by_its_score(local_embedder):
+def test_langchain_vector_store_scores_follow_its_order(local_embedder):
     from langchain_core.documents import Document
 
     from langchain_ctxret import ContextualVectorStore
@@ -133,8 +137,10 @@ def test_langchain_vector_store_lists_by_its_score(local_embedder):
         [Document(page_content=t, id=i) for i, t in DOCS.items()], in_memory=True
     )
     for q in ("How do I roll back a bad deploy?", "Who is on call this week?", "When does my flight leave?"):
-        found = store.similarity_search_with_score(q, k=5)
+        found = store.similarity_search_with_relevance_scores(q, k=5)
         assert len(found) == 5 and _non_increasing([s for _, s in found])
+        distances = store.similarity_search_with_score(q, k=5)  # langchain-chroma's: a distance, lower first
+        assert len(distances) == 5 and _non_increasing([-s for _, s in distances])
 
 
 def test_langchain_quickstart_prints_its_scores_in_order(tmp_path):

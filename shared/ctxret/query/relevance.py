@@ -360,15 +360,28 @@ def shown_score(hit: Any) -> tuple[float, str] | None:
 
 
 def shown_order(hits: Sequence[Any]) -> list[Any]:
-    """``hits`` (one group, in its ranking order) in the order an adapter shows them: by the score it
-    shows (:func:`shown_score`), best first; ties keep the ranking order. The ranking stage picks which
-    ``k`` hits a group keeps (the fused score ranks better than any one score can threshold); inside
-    the group the order is the shown score's, so the first Document or node is the highest score a
-    user sees. A reranked group is already in its reranker's order."""
-    keyed = [(shown_score(h), i, h) for i, h in enumerate(hits)]
-    if any(k is None for k, _, _ in keyed):
-        return list(hits)
-    return [h for _, _, h in sorted(keyed, key=lambda t: (-t[0][0], t[1]))]  # type: ignore[index]
+    """``hits`` (one group) in the order an adapter lists them: the search's own ranking (the fused
+    score, or a reranker's order when one ran) -- the order the evaluation measures. Listing by the
+    relevance instead was tried and put worse hits first (the fused score ranks better than any one
+    score can threshold); the score shown follows this order instead (:func:`shown_scores`)."""
+    return list(hits)
+
+
+def shown_scores(hits: Sequence[Any]) -> list[tuple[float, str] | None]:
+    """The score an adapter shows for each of ``hits`` (a group, in its order), non-increasing down the
+    group: a hit's relevance, capped by the one shown above it, so that a threshold on the shown score
+    keeps a prefix of the ranking and the first hit is never shown lower than a later one (the top
+    hit's relevance is never changed; the uncapped relevance stays in ``score_relevance``). A
+    reranker's scores are shown as they are (the group is in their order)."""
+    out: list[tuple[float, str] | None] = []
+    cap = math.inf
+    for hit in hits:
+        shown = shown_score(hit)
+        if shown is not None and shown[1] == "relevance":
+            cap = min(cap, shown[0])
+            shown = (cap, "relevance")
+        out.append(shown)
+    return out
 
 
 def shown_groups(groups: Sequence[Any]) -> list[tuple[Any, list[Any]]]:
@@ -385,7 +398,8 @@ def scored_metadata(hit: Any, group: Any, rank: int, parts: Sequence[str]) -> di
     from ..storage.schema import hit_metadata
 
     meta = hit_metadata(hit, group, rank, parts)
-    shown = shown_score(hit)
+    hits = list(getattr(group, "hits", ()))
+    shown = shown_scores(hits)[rank] if rank < len(hits) and hits[rank] is hit else shown_score(hit)
     if shown is not None:
         meta["score"], meta["score_scale"] = shown
     return meta
