@@ -13,8 +13,8 @@ import uuid
 
 import numpy as np
 import pytest
-from ctxret import ContextualIndex, InputError
-from ctxret.query.fusion import FusionMethod
+from ctxret import ContextualIndex, InputError, SearchSettings
+from ctxret.query.fusion import FusionMethod, FusionSettings
 from ctxret.storage.lexical import default_lexical_path
 from sample_threads import GARDEN, thread
 
@@ -446,12 +446,14 @@ def test_per_call_overrides(corpus):
 
 
 def test_index_level_settings(tmp_path, make):
-    index = make(fusion="rrf", rrf_k=1, candidates=5)
+    index = make(settings=SearchSettings(hybrid=FusionSettings(method="rrf", rrf_k=1, candidates=5)))  # the index's search defaults
     index.add_messages(TRAVEL, thread_id="travel")
     hits = index.search("Lisbon", k=3, score_threshold=None)[0].hits
     assert hits[0].score <= 1 / 2 + 1 / 2 + 1e-12 and hits[0].score > 1 / 61 * 2
     with pytest.raises(InputError, match="unknown fusion"):
-        make(tmp_path / "x", fusion="nope")
+        make(tmp_path / "x", settings=SearchSettings(hybrid=FusionSettings(method="nope")))
+    with pytest.raises(InputError, match="search option"):  # a search option is not a constructor argument
+        make(tmp_path / "y", fusion="rrf")
 
 
 def test_adapters_pass_the_settings_through(corpus):
