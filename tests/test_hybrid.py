@@ -446,7 +446,8 @@ def test_per_call_overrides(corpus):
 
 
 def test_index_level_settings(tmp_path, make):
-    index = make(settings=SearchSettings(hybrid=FusionSettings(method="rrf", rrf_k=1, candidates=5)))  # the index's search defaults
+    # the index's search defaults
+    index = make(settings=SearchSettings(hybrid=FusionSettings(method="rrf", rrf_k=1, candidates=5)))
     index.add_messages(TRAVEL, thread_id="travel")
     hits = index.search("Lisbon", k=3, score_threshold=None)[0].hits
     assert hits[0].score <= 1 / 2 + 1 / 2 + 1e-12 and hits[0].score > 1 / 61 * 2
