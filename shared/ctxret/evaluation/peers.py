@@ -5,7 +5,7 @@
   (lower-cased), scored as ``bm25s.BM25()`` defaults: ``method="lucene"``, k1 = 1.5, b = 0.75,
   ``idf = ln(1 + (N − df + 0.5) / (df + 0.5))``, repeated query tokens counted per repeat. It
   indexes what ``node.get_content(MetadataMode.EMBED)`` gives for a ctxret piece node: the piece
-  text, header included. Implemented in numpy (no bm25s at run time); ``tests/test_eval_peers.py``
+  text, header included. Implemented in numpy (no bm25s at run time); ``tests/evaluation/test_eval_peers.py``
   holds it to bm25s itself.
 * :func:`ensemble_rrf` — LangChain's ``EnsembleRetriever([bm25, dense], weights=[0.5, 0.5], c=60)``:
   ``score = Σ w / (rank + c)`` over each retriever's top 5, the union ordered by score with a

@@ -19,7 +19,7 @@ from ctxret import ContextualIndex
 from ctxret.query.relevance import scored_metadata, shown_order, shown_score, shown_scores
 from ctxret.results import Group, Hit
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _hit(i: int, fused: float, relevance: float | None, rerank: float | None = None) -> Hit:

