@@ -110,7 +110,8 @@ def test_langchain_chroma_constructor_names(tmp_path, local_embedder):
     assert on_disk.index.store.collection_name == "chroma-names"
     assert (tmp_path / "db").is_dir() and on_disk.similarity_search("flight", k=1)[0].id == "flight"
     on_disk.index.close()
-    client = chromadb.EphemeralClient(Settings(anonymized_telemetry=False, allow_reset=True))
+    # the settings every test uses: a process has one ephemeral Chroma system
+    client = chromadb.EphemeralClient(Settings(anonymized_telemetry=False))
     with_client = ContextualVectorStore(client=client, collection_name="chroma-client", embedding_function=emb)
     with_client.add_texts(["Biscuit's vaccinations are on Thursday."], ids=["vet"])
     assert client.get_collection("chroma-client").count() > 0

@@ -56,7 +56,8 @@ def test_a_client_store(local_embedder) -> None:
     import chromadb
     from chromadb.config import Settings
 
-    client = chromadb.EphemeralClient(Settings(anonymized_telemetry=False, allow_reset=True))
+    # the settings every test uses: a process has one ephemeral Chroma system
+    client = chromadb.EphemeralClient(Settings(anonymized_telemetry=False))
     with ContextualIndex(Store.from_client(client, collection="facade-client"), embedder=local_embedder) as index:
         index.add_messages(GARDEN, thread_id="home")
         assert client.get_collection("facade-client").count() == index.store.count() > 0
