@@ -51,18 +51,12 @@ def _read_jsonl(path: Path, thread: str | None) -> InputFile:
         try:
             obj = json.loads(text)
         except json.JSONDecodeError as e:
-            raise FileProblem(
-                path, number, f"invalid JSON at column {e.colno} ({e.msg}); {_JSONL_FIX}"
-            ) from None
+            raise FileProblem(path, number, f"invalid JSON at column {e.colno} ({e.msg}); {_JSONL_FIX}") from None
         if not isinstance(obj, dict):
-            raise FileProblem(
-                path, number, f"expected a JSON object, got {type(obj).__name__}; {_JSONL_FIX}"
-            )
+            raise FileProblem(path, number, f"expected a JSON object, got {type(obj).__name__}; {_JSONL_FIX}")
         this = "threads" if "messages" in obj else "messages" if "role" in obj else None
         if this is None:
-            raise FileProblem(
-                path, number, f"the object has neither 'role' nor 'messages'; {_JSONL_FIX}"
-            )
+            raise FileProblem(path, number, f"the object has neither 'role' nor 'messages'; {_JSONL_FIX}")
         if kind is None:
             kind = this
         elif this != kind:
@@ -79,9 +73,7 @@ def _read_jsonl(path: Path, thread: str | None) -> InputFile:
     turns: list[Turn] = []
     next_turn: dict[str, int] = {}
 
-    def convert(
-        messages: list[Any], thread_id: str, line_of_message: Any, line: int, label: str
-    ) -> None:
+    def convert(messages: list[Any], thread_id: str, line_of_message: Any, line: int, label: str) -> None:
         """Turns of ``messages``; a core error is located at the line of the message it names."""
         first = next_turn.get(thread_id, 1)
         try:
@@ -118,14 +110,12 @@ def _read_jsonl(path: Path, thread: str | None) -> InputFile:
                 raise FileProblem(
                     path,
                     number,
-                    "the thread object needs a non-empty string 'thread_id' "
-                    f"(got {own!r}), or pass --thread",
+                    f"the thread object needs a non-empty string 'thread_id' (got {own!r}), or pass --thread",
                 )
             label = f"thread {own!r}, " if isinstance(own, str) and own.strip() else "thread, "
             convert(messages, thread or str(own), lambda i, n=number: n, number, label)
     threads = sorted({t.thread_id for t in turns})
     return InputFile(path, turns, threads, kind or "messages")
-
 
 
 # -- .json chat exports ---------------------------------------------------------------------------
@@ -155,7 +145,8 @@ def _read_json(path: Path, thread: str | None) -> InputFile:
     for own, messages, label in threads:
         if thread is None and own is None and len(threads) > 1:
             raise FileProblem(
-                path, None,
+                path,
+                None,
                 f"{label.rstrip(', ')} has no id ({', '.join(THREAD_ID_KEYS)}); give each thread one, or pass --thread",
             )
         thread_id = thread or own or path.stem

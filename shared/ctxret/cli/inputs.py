@@ -36,7 +36,6 @@ class InputFile:
     document: tuple[str, str] | None = None  # a document's (thread_id, doc_id): it replaces the stored one whole
 
 
-
 def _decode_lines(path: Path) -> list[tuple[int, str]]:
     try:
         data = path.read_bytes()
