@@ -74,14 +74,12 @@ class ContextualIndex:
     run in parallel with writes; writes to one store are serialized in the process, not across a server's clients.
     """
 
-    _rebuilding = False  # set by rebuild(): open a collection whose config differs, to re-embed it
-
     def __init__(
         self, store: Store | str | os.PathLike[str] | None = None, *, embedder: Embedder | Any | None = None,
         weight: float | None = None, context: ContextStrategy | None = None, piece_bytes: int | None = None,
         views: Sequence[str] | str | None = None, view_writer: Any = None, contextualizer: Contextualizer | None = None,
-        settings: SearchSettings | None = None, **options: Any,
-    ) -> None:  # fmt: skip
+        settings: SearchSettings | None = None, _rebuild: bool = False, **options: Any,
+    ) -> None:  # fmt: skip  (_rebuild: from rebuild() only, open a collection whose config differs to re-embed it)
         progress, max_turn_bytes = options.pop("progress", None), options.pop("max_turn_bytes", DEFAULT_MAX_TURN_BYTES)
         refuse_unknown({k: v for k, v in options.items() if k not in STORE_ARGUMENTS}, "index", INDEX_ARGUMENTS)
         spec = Store.of(options.pop("path", None) if store is None else store, **options)
@@ -104,7 +102,7 @@ class ContextualIndex:
         )
         resolve_view_writers(self.config.view_kinds, view_writer)  # a bad writer fails now, not at the first write
         self._stored_differs = bool(stored is not None and self.config.differences(stored))
-        if self._stored_differs and not getattr(self, "_rebuilding", False):
+        if self._stored_differs and not _rebuild:
             at = self.store
             raise ConfigMismatchError(self.config.mismatch_message(stored or {}, at.collection_name, at.location))
         if not self._stored_differs:
@@ -119,10 +117,7 @@ class ContextualIndex:
         and swapped in only when complete: a failure or a crash part-way leaves the old one
         usable (an interrupted swap is finished on the next open).
         """
-        self = cls.__new__(cls)
-        self._rebuilding = True
-        cls.__init__(self, store, **kwargs)
-        self._rebuilding = False
+        self = cls(store, _rebuild=True, **kwargs)
         self.reindex()
         return self
 

@@ -287,15 +287,7 @@ def _threads(args: argparse.Namespace) -> int:
         make_embedder(args),
         representations=_csv(args.representations),  # None: every one the embedder can run
         query_sets=_csv(args.query_sets) or DEFAULT_QUERY_SETS,
-        k=args.k,
-        weight=_weight(args),
-        piece_bytes=args.piece_bytes,
-        threshold=args.threshold,
-        fusion=_fusion(args),
-        limit_conversations=args.limit_conversations,
-        limit_queries=args.limit_queries,
-        seed=args.seed,
-        progress=not args.quiet,
+        **_conversation_run(args),
     )
     c = res.config["counts"]
     print(f"Threads — {args.path}: {c.get('conversations', 0)} conversations, {c.get('sections', 0)} sections, "
@@ -325,6 +317,21 @@ def _threads(args: argparse.Namespace) -> int:
     return 0
 
 
+def _conversation_run(args: argparse.Namespace) -> dict[str, Any]:
+    """The arguments ``eval threads`` and ``eval calibrate`` pass alike to their run (from the shared flags)."""
+    return {
+        "k": args.k,
+        "weight": _weight(args),
+        "piece_bytes": args.piece_bytes,
+        "threshold": args.threshold,
+        "fusion": _fusion(args),
+        "limit_conversations": args.limit_conversations,
+        "limit_queries": args.limit_queries,
+        "seed": args.seed,
+        "progress": not args.quiet,
+    }
+
+
 def _calibrate(args: argparse.Namespace) -> int:
     from ..evaluation.calibrate import load_docs_set, run_calibrate
     from ..evaluation.datasets import load_threads
@@ -343,15 +350,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     res = run_calibrate(
         convs,
         make_embedder(args),
-        k=args.k,
-        weight=_weight(args),
-        piece_bytes=args.piece_bytes,
-        threshold=args.threshold,
-        fusion=_fusion(args),
-        limit_conversations=args.limit_conversations,
-        limit_queries=args.limit_queries,
-        seed=args.seed,
-        progress=not args.quiet,
+        **_conversation_run(args),
         **kwargs,
     )
     print(f"Calibration — {args.path}: embedder {res.config['embedder']}, k={args.k}; each sweep varies one setting "

@@ -240,7 +240,7 @@ def load_jsonl(path: str | os.PathLike[str]) -> list[Conversation]:
         except json.JSONDecodeError as exc:
             raise InputError(f"{where}: not valid JSON ({exc})") from None
         if not isinstance(obj, dict) or "thread_id" not in obj or "messages" not in obj:
-            raise InputError(f"{where}: each line needs \"thread_id\" and \"messages\"")
+            raise InputError(f'{where}: each line needs "thread_id" and "messages"')
         tid = str(obj["thread_id"])
         turns = turns_from_messages(obj["messages"], tid)
         known = {t.index for t in turns}
@@ -260,7 +260,7 @@ def load_jsonl(path: str | os.PathLike[str]) -> list[Conversation]:
                 gold = frozenset(int(x) for x in nums)  # type: ignore[arg-type]  # bad values raise below
             except (TypeError, ValueError):
                 raise InputError(
-                    f"{where}: {what} needs \"{key_one}\" (a turn number) or \"{key_many}\" (a list)"
+                    f'{where}: {what} needs "{key_one}" (a turn number) or "{key_many}" (a list)'
                 ) from None
             missing = sorted(gold - known)
             if missing or not gold:

@@ -101,9 +101,7 @@ class ConversationIndex:
         #: The blended stored side: each piece blended with the unit mean of its section's pieces.
         self.blended = self.stored("mean")
         self.section_ids = np.array([t.index for t in conv.turns], dtype=np.int64)
-        self.section_units = [
-            frozenset(conv.unit_of(t.index, s.ordinal) for s in t.sources) for t in conv.turns
-        ]
+        self.section_units = [frozenset(conv.unit_of(t.index, s.ordinal) for s in t.sources) for t in conv.turns]
         self._section_vecs: np.ndarray | None = None
         self._lexical: Any = None
         self._exact: dict[int, ExactStore] = {}

@@ -121,12 +121,10 @@ def paired_table(comparison: Sequence[Mapping[str, Any]]) -> str:
                "Changed", "Δ per conversation"]  # fmt: skip
     body = []
     for r in comparison:
-        d, bs = r["diff"], r["bootstrap"]
-        per = " ".join(f"{v * 100:+.1f}" for v in r["per_conversation"].values())
+        diff, bootstrap, per = _paired_cells(r)
         body.append([
             r["system"], r["peer"], r["query_set"], r["metric"], pct(r["system_value"]), pct(r["peer_value"]),
-            f"{d['mean'] * 100:+.1f} [{d['lo'] * 100:+.1f}, {d['hi'] * 100:+.1f}]",
-            f"[{bs['lo'] * 100:+.1f}, {bs['hi'] * 100:+.1f}]", f"{r.get('changed', '—')}/{d['n']}", per,
+            diff, bootstrap, f"{r.get('changed', '—')}/{r['diff']['n']}", per,
         ])  # fmt: skip
     return markdown_table(headers, body, ["l", "l", "l", "l", "r", "r", "r", "r", "r", "l"])
 
@@ -136,18 +134,22 @@ def peer_table(comparison: Sequence[Mapping[str, Any]]) -> str:
     headers = [
         "Peer", "Query set", "Metric", "ctxret default", "Peer", "Δ (95% CI)", "Δ bootstrap CI", "Δ per conversation"
     ]  # fmt: skip
-    body = []
-    for r in comparison:
-        d, bs = r["diff"], r["bootstrap"]
-        per = " ".join(f"{v * 100:+.1f}" for v in r["per_conversation"].values())
-        body.append(
-            [
-                r["peer"], r["query_set"], r["metric"], pct(r["system_value"]), pct(r["peer_value"]),
-                f"{d['mean'] * 100:+.1f} [{d['lo'] * 100:+.1f}, {d['hi'] * 100:+.1f}]",
-                f"[{bs['lo'] * 100:+.1f}, {bs['hi'] * 100:+.1f}]", per,
-            ]
-        )  # fmt: skip
+    body = [
+        [r["peer"], r["query_set"], r["metric"], pct(r["system_value"]), pct(r["peer_value"]), *_paired_cells(r)]
+        for r in comparison
+    ]
     return markdown_table(headers, body, ["l", "l", "l", "r", "r", "r", "r", "l"])
+
+
+def _paired_cells(r: Mapping[str, Any]) -> tuple[str, str, str]:
+    """A paired row's difference with its t interval, its bootstrap interval and the per-conversation differences."""
+    d, bs = r["diff"], r["bootstrap"]
+    per = " ".join(f"{v * 100:+.1f}" for v in r["per_conversation"].values())
+    return (
+        f"{d['mean'] * 100:+.1f} [{d['lo'] * 100:+.1f}, {d['hi'] * 100:+.1f}]",
+        f"[{bs['lo'] * 100:+.1f}, {bs['hi'] * 100:+.1f}]",
+        per,
+    )
 
 
 def calibration_report(result: Any) -> str:

@@ -228,8 +228,13 @@ def run_threads(
                     acc[(rep, "composite")]["coverage"].extend(cov)
                     for fact, c in zip(cq.facts, cov, strict=False):
                         per_query.append(
-                            {"conversation": conv.id, "representation": rep, "query_set": "composite",
-                             "query_id": f"{cq.id}/{fact.id}", "coverage": c}
+                            {
+                                "conversation": conv.id,
+                                "representation": rep,
+                                "query_set": "composite",
+                                "query_id": f"{cq.id}/{fact.id}",
+                                "coverage": c,
+                            }
                         )
         ix.close()
     rows: list[dict[str, Any]] = []
@@ -272,9 +277,11 @@ def run_threads(
         "rrf_k": fusion.rrf_k,
         "candidates": fusion.candidates,
         "lexical_floor": fusion.lexical_floor,
-        "runtime_default_fusion": {**RUNTIME_DEFAULT.fusion_dict(),
-                                   "candidates": RUNTIME_DEFAULT.candidates,
-                                   "lexical_floor": RUNTIME_DEFAULT.lexical_floor},
+        "runtime_default_fusion": {
+            **RUNTIME_DEFAULT.fusion_dict(),
+            "candidates": RUNTIME_DEFAULT.candidates,
+            "lexical_floor": RUNTIME_DEFAULT.lexical_floor,
+        },
         "seed": seed,
         "limit_conversations": limit_conversations,
         "limit_queries": limit_queries,

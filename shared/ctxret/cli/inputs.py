@@ -1,0 +1,57 @@
+"""What reading one input file for ``ctxret index`` yields (:class:`InputFile`), the error that locates a problem in
+it (:class:`FileProblem`), and the line-by-line UTF-8 decoding the chat and document readers share."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import CtxretError
+
+if TYPE_CHECKING:
+    from ..ingest.turns import Turn
+
+
+class FileProblem(CtxretError):
+    """A problem in an input file, located at ``path:line`` (the line may be unknown)."""
+
+    def __init__(self, path: str | os.PathLike[str], line: int | None, problem: str) -> None:
+        self.path = str(path)
+        self.line = line
+        self.problem = problem
+        where = f"{self.path}:{line}" if line is not None else self.path
+        super().__init__(f"{where}: {problem}")
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """One file read and checked: its turns (not yet written) and the threads they belong to."""
+
+    path: Path
+    turns: list[Turn]
+    threads: list[str]
+    kind: str  # "messages", "threads" or "document"
+    document: tuple[str, str] | None = None  # a document's (thread_id, doc_id): it replaces the stored one whole
+
+
+def _decode_lines(path: Path) -> list[tuple[int, str]]:
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise FileProblem(path, None, f"cannot read it ({e.strerror or e})") from e
+    lines = []
+    for number, raw in enumerate(data.splitlines(), start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise FileProblem(
+                path,
+                number,
+                f"not valid UTF-8 (byte {e.start + 1} of the line); save the file as UTF-8",
+            ) from None
+        if number == 1:
+            text = text.removeprefix("\ufeff")
+        lines.append((number, text))
+    return lines
