@@ -17,8 +17,10 @@ Systems, all on the same embedder in the same run
 * ``hybrid_default`` — the product: the corpus indexed by :class:`ctxret.ContextualIndex` (its own
   write path, each document its own scope, an embedded Chroma folder under the cache directory so a
   rerun re-embeds nothing), searched unscoped by :meth:`ctxret.ContextualIndex.search` with the
-  index's own default settings (``k`` = the depth), the hits turned into a document ranking by
-  :func:`ctxret.query.documents.rank_documents` (the rule is printed in the report).
+  index's own default settings and ``per="document"`` (``k`` = the depth in documents):
+  exactly the per-document result a user gets, scored by the default rule of
+  :func:`ctxret.query.documents.rank_documents` (printed in the report); ``--rule`` (an ablation)
+  ranks the ``k`` = depth piece groups instead.
 * ``peer_bm25s`` — LlamaIndex's ``BM25Retriever`` settings (bm25s, Snowball English stemmer via
   PyStemmer, English stopwords; :class:`.peers.BM25sPeer`) over whole documents (title, a blank line,
   text).
