@@ -384,7 +384,7 @@ def product_groups(index: Any, query: str, depth: int = DEPTH) -> list[Any]:
     return index.search(query, k=depth)
 
 
-def product_documents(index: Any, query: str, depth: int = DEPTH) -> list[str]:
+def product_document_ranking(index: Any, query: str, depth: int = DEPTH) -> list[str]:
     """The product's document ranking for one query, exactly as search returns it:
     ``search(query, k=depth, per="document")`` (one hit per document in each part's group, scored by
     :data:`ctxret.query.documents.DEFAULT_RULE`); a document found by two parts ranks by its better score."""
@@ -541,7 +541,7 @@ def run_docs(
             # read the piece groups
             groups = product_groups(index, q.text, depth) if rule is not None or extra else []
             if rule is None:
-                ranked = {"hybrid_default": product_documents(index, q.text, depth)}
+                ranked = {"hybrid_default": product_document_ranking(index, q.text, depth)}
             else:
                 ranked = {"hybrid_default": product_ranking(groups, rule=rule, depth=depth)}
             ranked.update(peers.rankings(q.text, qv, depth))
