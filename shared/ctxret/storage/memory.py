@@ -101,7 +101,8 @@ class ExactStore:
 
     def document_pieces(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
         """The metadata of every piece of each ``(thread_id, doc_id)`` document."""
-        wanted, out = set(keys), {}
+        wanted = set(keys)
+        out: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for m in self.metadatas:
             key = (str(m.get("thread_id")), str(m.get("doc_id")))
             if m.get("doc_id") is not None and key in wanted:
