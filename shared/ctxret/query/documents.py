@@ -22,7 +22,7 @@ document is ``(thread_id, doc_id)`` for a document section (``doc_id`` in its me
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -93,10 +93,12 @@ def rank_documents(
     alpha: float = DEFAULT_ALPHA,
     across: str = "max",
     k: int | None = None,
-    key: Any = document_key,
+    key: Callable[[Hit], tuple[str, str]] = document_key,
 ) -> list[DocumentHit]:
     """The documents of ``groups`` (a search's groups, or plain lists of hits best first), best first,
-    at most ``k`` (``None``: all). See the module docstring for the rules."""
+    at most ``k`` (``None``: all). See the module docstring for the rules. ``key``: what a "document" is
+    (:func:`document_key`; :func:`section_key` for sections)."""
+    key_of = key
     if rule not in RULES:
         raise InputError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
     if across not in ("max", "sum"):
@@ -108,16 +110,16 @@ def rank_documents(
     for group in groups:
         mine: dict[tuple[str, str], list[Hit]] = {}
         for hit in group:
-            mine.setdefault(key(hit), []).append(hit)
-        for key, its in mine.items():
+            mine.setdefault(key_of(hit), []).append(hit)
+        for doc, its in mine.items():
             ordered = sorted(its, key=lambda h: -float(h.score))  # stable: hit order on ties
             s = _aggregate([float(h.score) for h in ordered], rule, alpha)
-            if key not in score:
-                score[key], hits[key] = s, list(ordered)
+            if doc not in score:
+                score[doc], hits[doc] = s, list(ordered)
                 continue
-            score[key] = max(score[key], s) if across == "max" else score[key] + s
-            known = {h.id for h in hits[key]}
-            hits[key].extend(h for h in ordered if h.id not in known)
+            score[doc] = max(score[doc], s) if across == "max" else score[doc] + s
+            known = {h.id for h in hits[doc]}
+            hits[doc].extend(h for h in ordered if h.id not in known)
     order = sorted(score, key=lambda d: -score[d])  # stable: first appearance on ties
     if k is not None:
         order = order[:k]
