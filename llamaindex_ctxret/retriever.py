@@ -14,6 +14,7 @@ from typing import Any, Literal
 from ctxret.errors import InputError
 from ctxret.index import ContextualIndex
 from ctxret.query.relevance import scored_metadata, shown_groups
+from ctxret.query.settings import SearchSettings
 from ctxret.results import Group
 from ctxret.store import Store, open_store_arguments
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -106,6 +107,9 @@ class ContextualRetriever(BaseRetriever):
             run inside each group on its top ``rerank_candidates`` candidates before the cut to
             ``similarity_top_k`` (:mod:`llamaindex_ctxret.rerank`). A query engine's
             ``node_postprocessors`` run after retrieval on all groups' nodes at once instead.
+        per: ``"document"``: one node per document (node id and ``ref_doc_id`` = the document's id, text = its
+            best piece, ``similarity_top_k`` documents per part, ranked by the core's document rule);
+            ``"section"``: one per section; ``"piece"`` (default): the pieces (``SearchSettings.per``).
         search_kwargs: more keyword arguments for ``ContextualIndex.search`` / ``asearch``
             (e.g. ``max_parts``, ``split``, or search options a newer core adds), passed as given.
             The arguments above cannot be repeated in it.
@@ -128,6 +132,7 @@ class ContextualRetriever(BaseRetriever):
         rerank: Any = None,
         rerank_candidates: int = 20,
         search_kwargs: Mapping[str, Any] | None = None,
+        per: str = "piece",
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
@@ -169,6 +174,10 @@ class ContextualRetriever(BaseRetriever):
         if isinstance(rerank_candidates, bool) or not isinstance(rerank_candidates, int) or rerank_candidates < 1:
             raise InputError(f"rerank_candidates must be a positive integer, got {rerank_candidates!r}")
         self.rerank_candidates = rerank_candidates
+        if per != "piece":
+            if "per" in extra:
+                raise InputError("per is given twice (the retriever's per= and search_kwargs); give it once")
+            extra["per"] = SearchSettings(per=per).per  # validated: an InputError names the choices
         self.search_kwargs = extra
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 

@@ -30,6 +30,9 @@ class Hit:
     scores: Mapping[str, float] = field(default_factory=dict)
     #: The whole turn or section the piece came from, when the search asked for parents.
     parent_text: str | None = None
+    # per-document results (search per="document" / "section", ctxret.query.documents)
+    #: The pieces that made a document hit's score, best first (a piece hit: empty).
+    pieces: tuple[Hit, ...] = field(default=(), repr=False)
 
     @property
     def score_scale(self) -> str:

@@ -161,6 +161,7 @@ def search_options(args: argparse.Namespace) -> dict[str, Any]:
             ("fusion", getattr(args, "fusion", None)),
             ("lexical_weight", getattr(args, "lexical_weight", None)),
             ("deadline_ms", getattr(args, "deadline_ms", None)),
+            ("per", getattr(args, "per", None)),
         )
         if value is not None
     }

@@ -178,6 +178,13 @@ def _add_search_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         help="return within MS milliseconds: a stage that would overrun (lexical, views, parents) is skipped "
         "and the output says so (default: no deadline)",
     )
+    p.add_argument(
+        "--per",
+        choices=("piece", "section", "document"),
+        default=None,
+        help="what one hit is: a stored piece (default), a section, or a document (one hit per document, scored "
+        "by its best piece + 0.25 x its second best; -k documents per part)",
+    )
     # more search flags go here and into search_options()
     p.set_defaults(func=cmd_search)
 

@@ -17,8 +17,10 @@ Systems, all on the same embedder in the same run
 * ``hybrid_default`` — the product: the corpus indexed by :class:`ctxret.ContextualIndex` (its own
   write path, each document its own scope, an embedded Chroma folder under the cache directory so a
   rerun re-embeds nothing), searched unscoped by :meth:`ctxret.ContextualIndex.search` with the
-  index's own default settings (``k`` = the depth), the hits turned into a document ranking by
-  :func:`ctxret.query.documents.rank_documents` (the rule is printed in the report).
+  index's own default settings and ``per="document"`` (``k`` = the depth in documents):
+  exactly the per-document result a user gets, scored by the default rule of
+  :func:`ctxret.query.documents.rank_documents` (printed in the report); ``--rule`` (an ablation)
+  ranks the ``k`` = depth piece groups instead.
 * ``peer_bm25s`` — LlamaIndex's ``BM25Retriever`` settings (bm25s, Snowball English stemmer via
   PyStemmer, English stopwords; :class:`.peers.BM25sPeer`) over whole documents (title, a blank line,
   text).
@@ -382,6 +384,16 @@ def product_groups(index: Any, query: str, depth: int = DEPTH) -> list[Any]:
     return index.search(query, k=depth)
 
 
+def product_document_ranking(index: Any, query: str, depth: int = DEPTH) -> list[str]:
+    """The product's document ranking for one query, exactly as search returns it:
+    ``search(query, k=depth, per="document")`` (one hit per document in each part's group, scored by
+    :data:`ctxret.query.documents.DEFAULT_RULE`); a document found by two parts ranks by its better score."""
+    from ..query.documents import rank_documents
+
+    groups = index.search(query, k=depth, per="document")
+    return [d.doc_id for d in rank_documents(groups, rule="max", k=depth)]
+
+
 def product_ranking(groups: Sequence[Any], *, rule: str | None = None, depth: int = DEPTH, **kw: Any) -> list[str]:
     """Document ids of the product's groups, ranked by :func:`ctxret.query.documents.rank_documents`."""
     from ..query.documents import DEFAULT_RULE, rank_documents
@@ -525,8 +537,13 @@ def run_docs(
         per_query: dict[str, dict[str, list[float]]] = {s: {m: [] for m in METRICS} for s in systems}
         rankings: dict[str, list[list[str]]] = {s: [] for s in systems}
         for n, (q, qv) in enumerate(zip(queries, qvecs, strict=True), start=1):
-            groups = product_groups(index, q.text, depth)
-            ranked = {"hybrid_default": product_ranking(groups, rule=rule, depth=depth)}
+            # the default rule: the product's own per-document result; another rule (an ablation), or extra systems,
+            # read the piece groups
+            groups = product_groups(index, q.text, depth) if rule is not None or extra else []
+            if rule is None:
+                ranked = {"hybrid_default": product_document_ranking(index, q.text, depth)}
+            else:
+                ranked = {"hybrid_default": product_ranking(groups, rule=rule, depth=depth)}
             ranked.update(peers.rankings(q.text, qv, depth))
             for name, fn in (extra or {}).items():
                 ranked[name] = fn(index, q, groups)[:depth]

@@ -22,13 +22,22 @@ document is ``(thread_id, doc_id)`` for a document section (``doc_id`` in its me
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
 from ..errors import InputError
 from ..results import Group, Hit
+from .parents import assemble_parent, parent_texts
 
-__all__ = ["DEFAULT_RULE", "RULES", "DocumentHit", "document_key", "rank_documents"]
+__all__ = [
+    "DEFAULT_RULE", "PIECES_PER_DOCUMENT", "RULES", "DocumentHit", "collapse_groups", "document_key",
+    "document_texts", "rank_documents", "section_key",
+]  # fmt: skip
+
+#: A per-document search (``per="document"``) asks the executor for this many pieces per document wanted (at
+#: least: a part's hybrid candidates count too), so that ``k`` distinct documents are found.
+PIECES_PER_DOCUMENT = 4
 
 RULES = ("max", "max_mean", "top2", "sum")
 #: The rule a per-document result uses unless told otherwise: the best piece plus a quarter of the second best.
@@ -60,6 +69,12 @@ def document_key(hit: Hit) -> tuple[str, str]:
     return thread, str(doc)
 
 
+def section_key(hit: Hit) -> tuple[str, str]:
+    """``(thread_id, turn_id)``: a document's section (its turn), or a chat turn."""
+    md = hit.metadata
+    return str(md.get("thread_id", "")), str(md.get("turn_id") or md.get("parent_id") or hit.id)
+
+
 def _aggregate(scores: Sequence[float], rule: str, alpha: float) -> float:
     best = scores[0]
     if rule == "max":
@@ -78,9 +93,12 @@ def rank_documents(
     alpha: float = DEFAULT_ALPHA,
     across: str = "max",
     k: int | None = None,
+    key: Callable[[Hit], tuple[str, str]] = document_key,
 ) -> list[DocumentHit]:
     """The documents of ``groups`` (a search's groups, or plain lists of hits best first), best first,
-    at most ``k`` (``None``: all). See the module docstring for the rules."""
+    at most ``k`` (``None``: all). See the module docstring for the rules. ``key``: what a "document" is
+    (:func:`document_key`; :func:`section_key` for sections)."""
+    key_of = key
     if rule not in RULES:
         raise InputError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
     if across not in ("max", "sum"):
@@ -92,23 +110,65 @@ def rank_documents(
     for group in groups:
         mine: dict[tuple[str, str], list[Hit]] = {}
         for hit in group:
-            mine.setdefault(document_key(hit), []).append(hit)
-        for key, its in mine.items():
+            mine.setdefault(key_of(hit), []).append(hit)
+        for doc, its in mine.items():
             ordered = sorted(its, key=lambda h: -float(h.score))  # stable: hit order on ties
             s = _aggregate([float(h.score) for h in ordered], rule, alpha)
-            if key not in score:
-                score[key], hits[key] = s, list(ordered)
+            if doc not in score:
+                score[doc], hits[doc] = s, list(ordered)
                 continue
-            score[key] = max(score[key], s) if across == "max" else score[key] + s
-            known = {h.id for h in hits[key]}
-            hits[key].extend(h for h in ordered if h.id not in known)
-    order = sorted(score, key=lambda key: -score[key])  # stable: first appearance on ties
+            score[doc] = max(score[doc], s) if across == "max" else score[doc] + s
+            known = {h.id for h in hits[doc]}
+            hits[doc].extend(h for h in ordered if h.id not in known)
+    order = sorted(score, key=lambda d: -score[d])  # stable: first appearance on ties
     if k is not None:
         order = order[:k]
-    return [
-        DocumentHit(key[0], key[1], score[key], tuple(sorted(hits[key], key=lambda h: -float(h.score))))
-        for key in order
-    ]
+    return [DocumentHit(d[0], d[1], score[d], tuple(sorted(hits[d], key=lambda h: -float(h.score)))) for d in order]
+
+
+# -- the search's per-document result (SearchSettings.per) ----------------------------------------------------
+def document_hit(doc: DocumentHit, per: str) -> Hit:
+    """One :class:`DocumentHit` as the search's :class:`Hit`: the best piece's text and metadata, ``score`` the
+    document score (the rule over its pieces' scores, on the group's scale: :attr:`Hit.score_scale`), ``id`` the
+    document's id (a section's or chat turn's: its turn id), ``pieces`` the pieces that made the score."""
+    best = doc.best
+    meta = dict(best.metadata)
+    meta.update(per=per, piece_id=best.id, piece_ids=[h.id for h in doc.hits])
+    scores = dict(best.scores)
+    scores.update(document=float(doc.score), piece=float(best.score))
+    return replace(best, id=doc.doc_id, score=float(doc.score), metadata=meta, scores=scores, pieces=doc.hits)
+
+
+def collapse_groups(groups: Sequence[Group], *, per: str, k: int) -> list[Group]:
+    """Each group's hits as one hit per document (``per="document"``) or section (``"section"``), best first by
+    :data:`DEFAULT_RULE`, at most ``k``: the step after the search's groups when it runs with ``per=``."""
+    if per == "piece":
+        return list(groups)
+    key = document_key if per == "document" else section_key
+    return [replace(g, hits=tuple(document_hit(d, per) for d in rank_documents([g], k=k, key=key))) for g in groups]
+
+
+def document_texts(backend: Any, groups: Sequence[Group], per: str) -> list[Group]:
+    """``parents=True`` of a per-document result: each hit's whole document (its sections in order, one blank
+    line apart; a chat turn: the turn) or, ``per="section"``, its section, as :attr:`Hit.parent_text`."""
+    hits = [h for g in groups for h in g.hits]
+    docs = {document_key(h) for h in hits if h.metadata.get("doc_id") is not None} if per == "document" else set()
+    read = getattr(backend, "document_pieces", None)
+    texts: dict[tuple[str, str], str] = {}
+    if docs and callable(read):
+        for d, metas in read(docs).items():
+            sections: dict[str, list[Any]] = {}
+            for m in metas:
+                sections.setdefault(str(m.get("parent_id")), []).append(m)
+            ordered = sorted(sections.values(), key=lambda ms: int(ms[0].get("turn_index", 0)))
+            texts[d] = "\n\n".join(assemble_parent(ms) for ms in ordered)
+    turns = {section_key(h) for h in hits if document_key(h) not in texts and h.metadata.get("parent_id")}
+    texts.update(parent_texts(backend, sorted(turns)) if turns else {})
+    out = []
+    for g in groups:
+        got = [replace(h, parent_text=texts.get(document_key(h), texts.get(section_key(h)))) for h in g.hits]
+        out.append(replace(g, hits=tuple(got)))
+    return out
 
 
 def describe_rule(rule: str = DEFAULT_RULE, alpha: float = DEFAULT_ALPHA, across: str = "max") -> str:

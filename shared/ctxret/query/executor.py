@@ -63,6 +63,7 @@ from ..errors import InputError
 from ..results import Group
 from ..storage.base import DenseBackend, LexicalBackend, Row
 from ..storage.schema import Scope
+from .documents import collapse_groups, document_texts
 from .hyde import blend_hyde
 from .parents import expand_parents
 from .search import (
@@ -433,9 +434,17 @@ def search_steps(run: SearchRun, query: str | QueryVectors, source: Backends | S
     # a reranker or MMR may call out (a compressor, the store's vectors): the async driver runs them off the loop
     heavy = run.plan.stages.rerank is not None or run.plan.stages.mmr is not None
     groups: list[Group] = yield Call(run.groups, (best,), blocking=heavy and best is not None)
+    per = run.plan.per  # per="document" / "section": one hit per document (query/documents.py)
+    if per != "piece":
+        groups = collapse_groups(groups, per=per, k=run.plan.per_k or run.plan.k)
     if run.plan.parents and groups and best is not None:
+        expand = (
+            Call(expand_parents, (run.dense, groups))
+            if per == "piece"
+            else Call(document_texts, (run.dense, groups, per))
+        )
         try:
-            expanded = yield from run.stage("parents", Call(expand_parents, (run.dense, groups)))
+            expanded = yield from run.stage("parents", expand)
             run.ran.append("parents")
             groups = run.finish(expanded)
         except _Skip:

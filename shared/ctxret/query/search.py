@@ -82,6 +82,8 @@ class SearchPlan:
     views: bool = True  # search the index's LLM-written views (when it has any)
     deadline_ms: float | None = None  # ctxret.query.deadline
     lexical_required: bool = False  # lexical=True: a store without a lexical index is an error
+    per: str = "piece"  # "document" / "section": groups collapsed to k of them (query/documents.py)
+    per_k: int | None = None  # with per: the documents (sections) per group; k is then the pieces asked
 
     def for_backends(self, has_lexical: bool) -> SearchPlan:
         """This plan on backends with (or without) a lexical index: no hybrid search without one."""
@@ -113,12 +115,23 @@ def plan_search(
         settings.relevance or relevance, settings.min_relevance, settings.rerank, settings.rerank_candidates,
         MMRSettings(settings.fetch_k, settings.lambda_mult) if settings.mmr else None,
     )  # fmt: skip
+    per = per_document(settings.k, settings.per)
     return SearchPlan(
-        settings.k, floor, float(weight), settings.max_parts, settings.split, hybrid, settings.parents,
+        per.pop("k", settings.k), floor, float(weight), settings.max_parts, settings.split, hybrid, settings.parents,
         settings.max_message_bytes, stages,
         hyde=settings.hyde, hyde_weight=settings.hyde_weight, views=settings.views, deadline_ms=settings.deadline_ms,
-        lexical_required=settings.lexical is True,
+        lexical_required=settings.lexical is True, **per,
     ).for_backends(has_lexical)  # fmt: skip
+
+
+def per_document(k: int, per: str) -> dict[str, Any]:
+    """The plan fields of ``per=``: a per-document (section) search asks for ``PIECES_PER_DOCUMENT × k`` pieces
+    (at least; the candidates a part asks for count too) so that ``k`` distinct documents are found."""
+    if per == "piece":
+        return {}
+    from .documents import PIECES_PER_DOCUMENT
+
+    return {"k": PIECES_PER_DOCUMENT * k, "per": per, "per_k": k}
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,9 @@ __all__ = ["SearchSettings"]
 
 _MAX_DEADLINE_MS = 86_400_000  # a day
 
+#: ``per=``: what one hit of a group is (see :mod:`ctxret.query.documents`).
+PER_CHOICES = ("piece", "section", "document")
+
 
 @dataclass(frozen=True)
 class SearchSettings:
@@ -61,6 +64,11 @@ class SearchSettings:
     * ``mmr``: maximal marginal relevance inside each group over its top ``fetch_k`` hits,
       ``lambda_mult`` from 0 (diverse) to 1 (relevant) (:mod:`ctxret.query.mmr`).
 
+    * ``per``: what one hit is. ``"piece"`` (the default): a stored piece. ``"document"``: one hit per
+      document (a chat turn is its own document), scored by :data:`~ctxret.query.documents.DEFAULT_RULE`
+      over its pieces in the group, ``k`` documents per group; ``"section"``: the same per section (a
+      document's turn). See :func:`~ctxret.query.documents.collapse_groups`.
+
     :meth:`with_options` takes the flat names every entry point uses (``fusion``,
     ``lexical_weight``, ``rrf_k``, ``candidates``, ``lexical_floor`` for the hybrid settings).
     """
@@ -85,9 +93,13 @@ class SearchSettings:
     hyde_weight: float = DEFAULT_HYDE_WEIGHT
     views: bool = True
     deadline_ms: float | None = None
+    # per-document results (query/documents.py)
+    per: str = "piece"
 
     def __post_init__(self) -> None:
         self._check_group_stages()
+        if self.per not in PER_CHOICES:
+            raise InputError(f"per must be one of {', '.join(map(repr, PER_CHOICES))}, got {self.per!r}")
         object.__setattr__(self, "k", _positive_int(self.k, "k (results per part)"))
         object.__setattr__(self, "max_parts", _positive_int(self.max_parts, "max_parts"))
         object.__setattr__(self, "score_threshold", _threshold(self.score_threshold))

@@ -253,6 +253,20 @@ class ScopeView:
                     out.setdefault(key, []).extend(dict(b.metadatas[i]) for i in rows)
         return out
 
+    def document_pieces(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+        """The metadata of every piece of each ``(thread_id, doc_id)`` document (a scan of the held blocks)."""
+        wanted = set(keys)
+        threads = {t for t, _ in wanted}
+        out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for b in self._blocks:
+            for m in b.metadatas:
+                if m.get("doc_id") is None or str(m.get("thread_id")) not in threads:
+                    continue
+                key = (str(m.get("thread_id")), str(m["doc_id"]))
+                if key in wanted:
+                    out.setdefault(key, []).append(dict(m))
+        return out
+
     # the LexicalBackend protocol, with the scope's own statistics
     @property
     def corpus(self) -> BM25Corpus:

@@ -99,6 +99,16 @@ class ExactStore:
         wanted = set(keys)
         return {k: v for k, v in group_parents(self.metadatas).items() if k in wanted}
 
+    def document_pieces(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+        """The metadata of every piece of each ``(thread_id, doc_id)`` document."""
+        wanted = set(keys)
+        out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for m in self.metadatas:
+            key = (str(m.get("thread_id")), str(m.get("doc_id")))
+            if m.get("doc_id") is not None and key in wanted:
+                out.setdefault(key, []).append(dict(m))
+        return out
+
 
 def _default() -> Analysis:
     return analysis("english")
