@@ -61,6 +61,11 @@ class Group:
     ``lexical``, ``views``, ``hyde``, ``parents``); ``degraded`` is ``True`` when a stage the
     search asked for was skipped or abandoned to meet ``deadline_ms`` (``skipped`` names them):
     the hits are what the stages that ran found, never a partial stage's.
+
+    ``window`` is the time window the part searched inside, ``(start, end)`` (``start <= timestamp < end``;
+    either ``None``: unbounded), from the time the part names (widened by the tolerance) and the search's
+    ``since`` / ``until``; ``None``: no window. ``window_note`` says why a window the part named was not
+    applied (it held no piece of the scope, or the scope has no timestamps); ``""`` otherwise.
     """
 
     part_index: int
@@ -69,6 +74,8 @@ class Group:
     stages: tuple[str, ...] = ()
     degraded: bool = False
     skipped: tuple[str, ...] = ()
+    window: tuple[Any, Any] | None = None
+    window_note: str = ""
 
     def __iter__(self):  # unpack as ``for hit in group``
         return iter(self.hits)

@@ -41,10 +41,10 @@ from .executor import (
     Work,
     bounded_embedder,
     candidate_steps,
-    search_steps,
 )
 from .hyde import ahyde_answer, hyde_answer
 from .search import IdfCoverageFor, PartCandidates, SearchPlan
+from .timed import timed_search_steps
 
 __all__ = ["POOL_WORKERS", "arun_search", "run_candidates", "run_search", "stage_pool"]
 
@@ -71,7 +71,7 @@ def run_search(
 ) -> list[Group]:  # fmt: skip
     """The whole search, synchronously: one group per part of ``query`` (a message, or parts and their
     vectors), on ``source`` (a store whose backends are resolved on the clock, or :class:`Backends`)."""
-    return _drive(search_steps(SearchRun(plan, scope, embedder), query, source))
+    return _drive(timed_search_steps(plan, query, scope, embedder, source))
 
 
 async def arun_search(
@@ -80,7 +80,7 @@ async def arun_search(
 ) -> list[Group]:  # fmt: skip
     """:func:`run_search` on the event loop: the embedding and HyDE await their async paths (a deadline
     cancels them), store reads run in threads."""
-    return await _adrive(search_steps(SearchRun(plan, scope, embedder), query, source))
+    return await _adrive(timed_search_steps(plan, query, scope, embedder, source))
 
 
 def run_candidates(

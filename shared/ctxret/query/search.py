@@ -84,6 +84,10 @@ class SearchPlan:
     lexical_required: bool = False  # lexical=True: a store without a lexical index is an error
     per: str = "piece"  # "document" / "section": groups collapsed to k of them (query/documents.py)
     per_k: int | None = None  # with per: the documents (sections) per group; k is then the pieces asked
+    now: Any = None  # the search's time (None: the current time), for the parts' time words (query/timed.py)
+    since: Any = None  # time bounds for every part (datetimes or None)
+    until: Any = None
+    time_windows: bool = True  # a part that names a time searches inside its window
 
     def for_backends(self, has_lexical: bool) -> SearchPlan:
         """This plan on backends with (or without) a lexical index: no hybrid search without one."""
@@ -120,7 +124,8 @@ def plan_search(
         per.pop("k", settings.k), floor, float(weight), settings.max_parts, settings.split, hybrid, settings.parents,
         settings.max_message_bytes, stages,
         hyde=settings.hyde, hyde_weight=settings.hyde_weight, views=settings.views, deadline_ms=settings.deadline_ms,
-        lexical_required=settings.lexical is True, **per,
+        lexical_required=settings.lexical is True,
+        now=settings.now, since=settings.since, until=settings.until, time_windows=settings.time_windows, **per,
     ).for_backends(has_lexical)  # fmt: skip
 
 

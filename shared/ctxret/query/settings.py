@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields, replace
+from datetime import date, datetime
 from typing import Any, Literal
 
 import numpy as np
@@ -71,6 +72,14 @@ class SearchSettings:
 
     :meth:`with_options` takes the flat names every entry point uses (``fusion``,
     ``lexical_weight``, ``rrf_k``, ``candidates``, ``lexical_floor`` for the hybrid settings).
+
+    * ``now``: the search's time (a datetime or an ISO-8601 string; ``None``: the current time), what
+      "yesterday" or "last week" in a part are read against (:mod:`ctxret.query.timewords`).
+    * ``since`` / ``until``: time bounds for every part, ``since <= timestamp < until`` (datetimes or
+      ISO-8601 strings; naive ones are the store's own wall clock), applied inside the store's query.
+    * ``time_windows``: a part that names a time ("what did Anna say yesterday?") searches only inside
+      the window it names, widened by a day on each side (``False``: parts search as if they named none).
+      See docs/time.md.
     """
 
     k: int = 5
@@ -93,17 +102,22 @@ class SearchSettings:
     hyde_weight: float = DEFAULT_HYDE_WEIGHT
     views: bool = True
     deadline_ms: float | None = None
+    now: Any = None
+    since: Any = None
+    until: Any = None
+    time_windows: bool = True
     # per-document results (query/documents.py)
     per: str = "piece"
 
     def __post_init__(self) -> None:
         self._check_group_stages()
+        self._check_time()
         if self.per not in PER_CHOICES:
             raise InputError(f"per must be one of {', '.join(map(repr, PER_CHOICES))}, got {self.per!r}")
         object.__setattr__(self, "k", _positive_int(self.k, "k (results per part)"))
         object.__setattr__(self, "max_parts", _positive_int(self.max_parts, "max_parts"))
         object.__setattr__(self, "score_threshold", _threshold(self.score_threshold))
-        for name in ("split", "parents", "views"):
+        for name in ("split", "parents", "views", "time_windows"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.lexical is not None and not isinstance(self.lexical, bool):
@@ -150,6 +164,25 @@ class SearchSettings:
         object.__setattr__(self, "fetch_k", check_fetch_k(self.fetch_k))
         object.__setattr__(self, "lambda_mult", check_lambda_mult(self.lambda_mult))
 
+    def _check_time(self) -> None:
+        if self.now is not None:
+            object.__setattr__(self, "now", _moment(self.now, "now"))
+        for name in ("since", "until"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, _moment(value, name))
+        since, until = self.since, self.until
+        if since is not None and until is not None:
+            if (since.tzinfo is None) != (until.tzinfo is None):
+                raise InputError(
+                    f"since ({since.isoformat()}) and until ({until.isoformat()}) must both carry a time zone or "
+                    "both be naive (the store's wall clock)"
+                )
+            if since >= until:
+                raise InputError(
+                    f"since ({since.isoformat()}) must be before until ({until.isoformat()}); the window would be empty"
+                )
+
     #: Flat option names that set a field of :attr:`hybrid`.
     HYBRID_OPTIONS = {"fusion": "method", "lexical_weight": "lexical_weight", "rrf_k": "rrf_k",
                       "candidates": "candidates", "lexical_floor": "lexical_floor"}  # fmt: skip
@@ -182,6 +215,21 @@ def _positive_int(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= MAX_INT:
         raise InputError(f"{name} must be a positive integer (at most {MAX_INT:,}), got {value!r}")
     return int(value)
+
+
+def _moment(value: Any, name: str) -> datetime:
+    """A time option as a datetime: a datetime as given, an ISO-8601 string parsed (an InputError naming ``name``)."""
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, date):
+        return datetime(value.year, value.month, value.day)
+    if isinstance(value, str) and value.strip():
+        from ..ingest.turns import parse_time
+
+        parsed = parse_time(value.strip(), name)  # an InputError naming the option
+        if parsed is not None:
+            return parsed
+    raise InputError(f"{name} must be a datetime or an ISO-8601 string (e.g. '2026-10-16T14:02:00'), got {value!r}")
 
 
 def _threshold(value: Any) -> float | None | Literal["auto"]:

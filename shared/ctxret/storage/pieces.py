@@ -139,6 +139,14 @@ class PieceStore:
                 return view, (view if self.scoped_lexical else None)
         return self, self.lexical
 
+    def holds_any(self, scope: Scope) -> bool:
+        """Whether any piece is inside ``scope`` (its threads, filter and time window): the thread cache's
+        mask for a thread scope, one record read from Chroma otherwise."""
+        dense, _ = self.resolve(scope)
+        if isinstance(dense, ScopeView):
+            return bool(dense.allowed.any()) if dense.allowed is not None else bool(dense.ids)
+        return any(True for _ in self.chroma.iter_records(scope.chroma_where(), limit=1))
+
     # -- identity ---------------------------------------------------------------------------------
     @property
     def location(self) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -57,8 +58,21 @@ RESERVED_KEYS = frozenset(
 )  # fmt: skip
 #: Keys the adapters add to every retrieved Document / node (plus ``score_<name>`` per named score).
 RETRIEVAL_KEYS = frozenset(
-    {"group", "group_query", "group_rank", "group_count", "group_parts", "score", "score_scale", "parent_text",
-     "relevance", "view_kind", "view_text", "search_degraded", "search_skipped"}
+    {
+        "group",
+        "group_query",
+        "group_rank",
+        "group_count",
+        "group_parts",
+        "score",
+        "score_scale",
+        "parent_text",
+        "relevance",
+        "view_kind",
+        "view_text",
+        "search_degraded",
+        "search_skipped",
+    }
 )
 #: Prefix given to a caller metadata key that ctxret or the adapters use themselves.
 METADATA_PREFIX = "meta_"
@@ -203,23 +217,52 @@ def hit_metadata(hit: Hit, group: Group, rank: int, parts: Sequence[str]) -> dic
 
 
 class Scope:
-    """Where a search or delete looks: some threads (or all), and a caller's Chroma ``where`` filter.
+    """Where a search or delete looks: some threads (or all), a caller's Chroma ``where`` filter, and a time window.
 
-    Both are applied inside the stores' queries (never after ranking). Thread ids must be
+    All are applied inside the stores' queries (never after ranking). Thread ids must be
     non-empty strings; an empty list of threads is an error (it would match nothing).
+
+    ``window`` is ``(start, end)``: pieces stamped ``start <= timestamp < end`` (datetimes; either ``None``:
+    unbounded). It becomes a clause on the stored ``ts_epoch`` joined to ``where`` (:attr:`where` is the
+    combined filter; :attr:`caller_where` the caller's alone), so Chroma's query, the thread cache's mask
+    (dense and BM25 over the same rows) and the lexical side's reads all apply it. A piece without a
+    timestamp is outside every window. A naive stored timestamp is the store's own wall clock (``ts_epoch``
+    holds it read as UTC) and is compared with the window's wall clock; an aware one by its instant
+    (:func:`time_clause`).
     """
 
-    __slots__ = ("thread_ids", "where")
+    __slots__ = ("thread_ids", "where", "caller_where", "window")
 
-    def __init__(self, thread_ids: str | Sequence[str] | None = None, where: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, thread_ids: str | Sequence[str] | None = None, where: Mapping[str, Any] | None = None,
+        window: tuple[Any, Any] | None = None,
+    ) -> None:  # fmt: skip
         self.thread_ids: tuple[str, ...] | None = _thread_tuple(thread_ids)
         if where is not None and not isinstance(where, Mapping):
             raise InputError(f"where must be a Chroma filter dict, got {type(where).__name__}")
         # held to Chroma's grammar here: a malformed filter is the caller's error, never a store fault
-        self.where: dict[str, Any] | None = check_where(where) if where else None
+        self.caller_where: dict[str, Any] | None = check_where(where) if where else None
+        self.window: tuple[Any, Any] | None = None if window is None or window == (None, None) else tuple(window)
+        clause = time_clause(*self.window) if self.window is not None else None
+        if clause is None:
+            self.where = self.caller_where
+        else:
+            self.where = clause if self.caller_where is None else {"$and": [self.caller_where, clause]}
 
     def __repr__(self) -> str:
-        return f"Scope(thread_ids={self.thread_ids!r}, where={self.where!r})"
+        extra = f", window={self.window!r}" if self.window is not None else ""
+        return f"Scope(thread_ids={self.thread_ids!r}, where={self.caller_where!r}{extra})"
+
+    def with_window(self, window: tuple[Any, Any] | None) -> Scope:
+        """The same threads and caller filter with another time window."""
+        return Scope(self.thread_ids, self.caller_where, window)
+
+    def stamped(self) -> Scope:
+        """The same threads and caller filter, only the pieces that have a timestamp."""
+        out = Scope(self.thread_ids, self.caller_where)
+        clause = {"ts_epoch": {"$gte": -_EPOCH_SPAN}}
+        out.where = clause if out.caller_where is None else {"$and": [out.caller_where, clause]}
+        return out
 
     @property
     def everything(self) -> bool:
@@ -240,6 +283,38 @@ class Scope:
     def holds(self, meta: Mapping[str, Any]) -> bool:
         """Whether a record's metadata is inside the thread scope (the ``where`` filter is Chroma's to check)."""
         return self.thread_ids is None or str(meta.get("thread_id")) in self.thread_ids
+
+
+_EPOCH_SPAN = 10**13  # seconds: far beyond any stored time
+
+
+def _epoch_scales(dt: datetime) -> tuple[float, float]:
+    """``dt`` on the ``ts_epoch`` scale of a naive stored timestamp (its wall clock read as UTC) and of an aware
+    one (its instant; a naive ``dt`` is read in the machine's zone)."""
+    wall = (dt.replace(tzinfo=None) - datetime(1970, 1, 1)).total_seconds()
+    return wall, dt.timestamp()
+
+
+def time_clause(start: datetime | None, end: datetime | None) -> dict[str, Any] | None:
+    """``start <= timestamp < end`` as a Chroma ``where`` on ``ts_epoch`` (``None`` when both are ``None``).
+
+    ``ts_epoch`` does not say whether a piece's timestamp carried a zone, so when the two scales differ (``now``'s
+    zone is not UTC) the clause admits a piece on either: a naive piece compared by wall clock, an aware one by
+    instant, each possibly also matching on the other scale within the zone's offset.
+    """
+    if start is None and end is None:
+        return None
+
+    def one(lo: float | None, hi: float | None) -> dict[str, Any]:
+        parts = ([{"ts_epoch": {"$gte": float(lo)}}] if lo is not None else []) + (
+            [{"ts_epoch": {"$lt": float(hi)}}] if hi is not None else []
+        )
+        return parts[0] if len(parts) == 1 else {"$and": parts}
+
+    lo = _epoch_scales(start) if start is not None else (None, None)
+    hi = _epoch_scales(end) if end is not None else (None, None)
+    wall, instant = one(lo[0], hi[0]), one(lo[1], hi[1])
+    return wall if wall == instant else {"$or": [wall, instant]}
 
 
 def as_list(value: Any, what: str, items: str) -> list[Any]:

@@ -1,0 +1,166 @@
+"""Time-aware search: each part searches the time it names, and ``since`` / ``until`` bound every part.
+
+:func:`timed_search_steps` wraps the one search loop (:func:`~.executor.search_steps`); the drivers of
+:mod:`.deadline` run it, so sync and async search alike.
+
+* A part's time words ("what did Anna say yesterday?", "in June", "on 8 May 2023") are read with
+  :func:`~.timewords.find_time` against the search's ``now`` (default: the current time). A part that names a
+  time searches only inside its window widened by :data:`TOLERANCE` on each side (the window becomes part of
+  the part's :class:`~ctxret.storage.schema.Scope`: Chroma's ``where`` on ``ts_epoch``, the thread cache's
+  mask, the lexical side's reads — never a filter after the cut to ``k``). The time words stay in the text
+  that is embedded and matched (measured: taking them out lost more than it gained).
+* **Fallback.** A window that holds no piece of the scope is dropped (the part searches as if it named no
+  time) and the group says so in ``window_note``; so does a scope whose pieces have no timestamps.
+* ``since`` / ``until`` (``since <= timestamp < until``) bound every part; on a scope with no timestamps they
+  are an :class:`~ctxret.errors.InputError`. A part's own window is intersected with them.
+* Parts that share a window search in one run (one batched store query); with several windows the message
+  is embedded once and each window's parts search with their vectors. A message none of whose parts names a
+  time, with no ``since`` / ``until``, runs the loop exactly as before (the same hits and scores).
+
+Each :class:`~ctxret.results.Group` carries the ``window`` it searched (``(start, end)``, ``None``: none).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+
+from ..embedders.base import Embedder
+from ..errors import InputError
+from ..results import Group
+from ..storage.schema import Scope
+from .executor import TIMEOUTS, Backends, Call, Embed, QueryVectors, SearchRun, SearchSource, Steps, search_steps
+from .search import SearchPlan, check_message
+from .timewords import TimeWindow, find_time, resolve_now
+from .vectors import blend_parts, embed_inputs, query_texts
+
+__all__ = ["TOLERANCE", "part_windows", "timed_search_steps"]
+
+#: How far a part's window is widened on each side (measured on the dev time set: ±1 day; BENCHMARKS.md).
+TOLERANCE = timedelta(days=1)
+
+Window = tuple[Any, Any]
+
+
+def _show(window: Window) -> str:
+    a, b = window
+    return f"[{'…' if a is None else a.isoformat()}, {'…' if b is None else b.isoformat()})"
+
+
+def _intersect(a: Window | None, b: Window | None) -> Window | None:
+    """Two windows' overlap (``None``: unbounded); an empty overlap is ``(x, x)``."""
+    if a is None or b is None:
+        return a if b is None else b
+    starts = [s for s in (a[0], b[0]) if s is not None]
+    ends = [e for e in (a[1], b[1]) if e is not None]
+    start = max(starts, key=_instant) if starts else None
+    end = min(ends, key=_instant) if ends else None
+    if start is not None and end is not None and _instant(start) >= _instant(end):
+        end = start
+    return start, end
+
+
+def _instant(dt: datetime) -> float:
+    return dt.timestamp()
+
+
+def part_windows(parts: Sequence[str], now: datetime | str | None, *, tolerance: timedelta = TOLERANCE) -> list[
+    TimeWindow | None
+]:  # fmt: skip
+    """Each part's own window (widened by ``tolerance``), or ``None`` for a part that names no time."""
+    at = resolve_now(now)
+    out: list[TimeWindow | None] = []
+    for p in parts:
+        w = find_time(p, at)
+        out.append(None if w is None else w.widened(tolerance))
+    return out
+
+
+def timed_search_steps(
+    plan: SearchPlan, query: str | QueryVectors, scope: Scope, embedder: Embedder | None,
+    source: Backends | SearchSource,
+) -> Steps[list[Group]]:  # fmt: skip
+    """The search with time windows (see the module docstring); without any, exactly :func:`search_steps`."""
+    bounds: Window | None = (plan.since, plan.until) if plan.since is not None or plan.until is not None else None
+    holds_any = getattr(source, "holds_any", None)
+    if isinstance(query, QueryVectors) or holds_any is None:  # the harness's and benchmarks' runs
+        scoped = scope if bounds is None else scope.with_window(_intersect(scope.window, bounds))
+        return (yield from search_steps(SearchRun(plan, scoped, embedder), query, source))
+    check_message(plan, query)
+    parts, whole = query_texts(query, max_parts=plan.max_parts, split=plan.split)
+    named = part_windows(parts, plan.now) if plan.time_windows and parts else [None] * len(parts)
+    if bounds is None and not any(w is not None for w in named):
+        return (yield from search_steps(SearchRun(plan, scope, embedder), query, source))
+    started = time.monotonic()
+    base = scope.window
+    stamped: bool | None = None
+    if bounds is not None:
+        stamped = bool((yield Call(holds_any, (scope.stamped(),))))
+        if not stamped:
+            raise InputError(
+                f"since/until bound the search to {_show(bounds)}, but no piece in this scope has a timestamp; "
+                "index turns with timestamp= (or drop since/until)"
+            )
+        base = _intersect(base, bounds)
+    keys: list[Window | None] = []
+    notes: list[str] = []
+    for w in named:
+        if w is None:
+            keys.append(base)
+            notes.append("")
+            continue
+        own: Window = (w.start, w.end)
+        if stamped is None:
+            stamped = bool((yield Call(holds_any, (scope.stamped(),))))
+        if not stamped:
+            keys.append(base)
+            notes.append(f"the part names {_show(own)}, but no piece in this scope has a timestamp: not applied")
+            continue
+        win = _intersect(base, own)
+        if win is not None and win[0] is not None and win[0] == win[1]:
+            held = False
+        else:
+            held = bool((yield Call(holds_any, (scope.with_window(win),))))
+        if held:
+            keys.append(win)
+            notes.append("")
+        else:
+            keys.append(base)
+            notes.append(f"the window {_show(own)} holds no piece of this scope: searched without it")
+    order = list(dict.fromkeys(keys))
+    if len(order) == 1:  # every part searches one window: the loop as it is, from the message
+        groups = yield from search_steps(SearchRun(plan, scope.with_window(order[0]), embedder), query, source)
+        return [replace(g, window=keys[g.part_index], window_note=notes[g.part_index]) for g in groups]
+    if embedder is None:
+        raise InputError("a search from a message needs an embedder")
+    remaining = _remaining(plan, started)
+    try:
+        work = Embed(embedder, embed_inputs(parts, whole, plan.split))
+        vecs = yield (work if remaining is None else work.within(remaining))
+    except TIMEOUTS:
+        if remaining is None:
+            raise
+        return [Group(i, p, (), degraded=True, skipped=("embed", "dense")) for i, p in enumerate(parts)]
+    qvecs = np.asarray(blend_parts(vecs, len(parts), plan.weight), dtype=np.float32)
+    out: list[Group] = []
+    for key in order:
+        idx = [i for i, k in enumerate(keys) if k == key]
+        left = _remaining(plan, started)
+        sub = plan if left is None else replace(plan, deadline_ms=max(left * 1000.0, 0.001))
+        run = SearchRun(sub, scope.with_window(key), embedder)
+        groups = yield from search_steps(run, QueryVectors([parts[i] for i in idx], qvecs[idx]), source)
+        for g in groups:
+            i = idx[g.part_index]
+            out.append(replace(g, part_index=i, stages=("embed", *g.stages), window=key, window_note=notes[i]))
+    return sorted(out, key=lambda g: g.part_index)
+
+
+def _remaining(plan: SearchPlan, started: float) -> float | None:
+    if plan.deadline_ms is None:
+        return None
+    return max(0.0, plan.deadline_ms / 1000.0 - (time.monotonic() - started))
