@@ -69,10 +69,14 @@ def test_each_expression_kind_searches_inside_its_window(index, question, start,
 
 def test_month_and_year_edges(index):
     # "in December" said in March 2024 is December 2023: the last day of the year, not 1 January
-    (g,) = index.search("What did we say about the garden shed in December?", k=9, thread_id="t", now=NOW, score_threshold=None)
+    (g,) = index.search(
+        "What did we say about the garden shed in December?", k=9, thread_id="t", now=NOW, score_threshold=None
+    )
     assert _days(g) <= {datetime(2023, 12, 31).date(), datetime(2024, 1, 1).date()}  # the ±1 day tolerance
     assert datetime(2023, 12, 31).date() in _days(g)
-    (g,) = index.search("What did we say about the garden shed in February?", k=9, thread_id="t", now=NOW, score_threshold=None)
+    (g,) = index.search(
+        "What did we say about the garden shed in February?", k=9, thread_id="t", now=NOW, score_threshold=None
+    )
     assert datetime(2024, 2, 29).date() in _days(g)  # a leap day is inside February
     assert datetime(2024, 1, 1).date() not in _days(g)
 
@@ -80,14 +84,27 @@ def test_month_and_year_edges(index):
 def test_aware_now_against_naive_stored_timestamps(index):
     # naive stored times are the store's wall clock: "yesterday" is read on now's wall clock whatever its zone
     for tz in (timezone.utc, timezone(timedelta(hours=-8)), timezone(timedelta(hours=9))):
-        (g,) = index.search("What did we say about the garden shed yesterday?", k=9, thread_id="t", now=NOW.replace(tzinfo=tz),
-                            score_threshold=None)  # fmt: skip
+        (g,) = index.search(
+            "What did we say about the garden shed yesterday?",
+            k=9,
+            thread_id="t",
+            now=NOW.replace(tzinfo=tz),
+            score_threshold=None,
+        )
         assert _inside(g, datetime(2024, 2, 28), datetime(2024, 3, 2)), tz
 
 
 def test_iso_now_string_and_default_now(index):
-    a = index.search("What did we say about the garden shed yesterday?", k=9, thread_id="t", now=NOW.isoformat(), score_threshold=None)
-    b = index.search("What did we say about the garden shed yesterday?", k=9, thread_id="t", now=NOW, score_threshold=None)
+    a = index.search(
+        "What did we say about the garden shed yesterday?",
+        k=9,
+        thread_id="t",
+        now=NOW.isoformat(),
+        score_threshold=None,
+    )
+    b = index.search(
+        "What did we say about the garden shed yesterday?", k=9, thread_id="t", now=NOW, score_threshold=None
+    )
     assert [h.id for h in a[0].hits] == [h.id for h in b[0].hits]
     # default now is today (years after the stored turns): the window holds nothing, so it falls back
     (g,) = index.search("What did we say about the garden shed yesterday?", k=9, thread_id="t", score_threshold=None)
@@ -115,7 +132,9 @@ def test_each_part_its_own_window(index):
 
 
 def test_thread_without_timestamps(index):
-    (g,) = index.search("What did we say about the garden shed yesterday?", thread_id="u", now=NOW, score_threshold=None)
+    (g,) = index.search(
+        "What did we say about the garden shed yesterday?", thread_id="u", now=NOW, score_threshold=None
+    )
     assert g.hits and g.window is None and "no piece in this scope has a timestamp" in g.window_note
     with pytest.raises(InputError, match="no piece in this scope has a timestamp"):
         index.search("the garden shed", thread_id="u", since="2024-01-01")
@@ -123,33 +142,53 @@ def test_thread_without_timestamps(index):
 
 @pytest.mark.parametrize("thread_id", ["t", None])
 def test_since_until_scoped_and_unscoped(index, thread_id):
-    groups = index.search("the garden shed", k=9, thread_id=thread_id, since="2024-02-01", until="2024-02-22",
-                          score_threshold=None)  # fmt: skip
+    groups = index.search(
+        "the garden shed", k=9, thread_id=thread_id, since="2024-02-01", until="2024-02-22", score_threshold=None
+    )
     (g,) = groups
     assert {d.isoformat() for d in _days(g)} == {"2024-02-01", "2024-02-15", "2024-02-21"}
     assert g.window == (datetime(2024, 2, 1), datetime(2024, 2, 22))
     # inside the store's query, not after the cut: k=1 still finds a piece inside the bounds
-    (g,) = index.search("the garden shed and the lamp", k=1, thread_id=thread_id, since="2024-01-01",
-                        until="2024-01-02", score_threshold=None)  # fmt: skip
+    (g,) = index.search(
+        "the garden shed and the lamp",
+        k=1,
+        thread_id=thread_id,
+        since="2024-01-01",
+        until="2024-01-02",
+        score_threshold=None,
+    )
     assert [d.isoformat() for d in _days(g)] == ["2024-01-01"]
 
 
 def test_since_until_with_a_part_window_intersect(index):
-    (g,) = index.search("What did we say about the garden shed last month?", k=9, thread_id="t", now=NOW, since="2024-02-10",
-                        score_threshold=None)  # fmt: skip
+    (g,) = index.search(
+        "What did we say about the garden shed last month?",
+        k=9,
+        thread_id="t",
+        now=NOW,
+        since="2024-02-10",
+        score_threshold=None,
+    )
     assert _inside(g, datetime(2024, 2, 10), datetime(2024, 3, 2))
 
 
 async def test_asearch_applies_windows(index):
-    (g,) = await index.asearch("What did we say about the garden shed yesterday?", k=9, thread_id="t", now=NOW, score_threshold=None)
+    (g,) = await index.asearch(
+        "What did we say about the garden shed yesterday?", k=9, thread_id="t", now=NOW, score_threshold=None
+    )
     assert _inside(g, datetime(2024, 2, 28), datetime(2024, 3, 2)) and g.window is not None
 
 
 @pytest.mark.parametrize(
     "options, name",
-    [({"now": "soon"}, "now"), ({"since": 3}, "since"), ({"until": "x"}, "until"),
-     ({"since": "2024-02-02", "until": "2024-02-01"}, "since"), ({"time_windows": "yes"}, "time_windows")],
-)  # fmt: skip
+    [
+        ({"now": "soon"}, "now"),
+        ({"since": 3}, "since"),
+        ({"until": "x"}, "until"),
+        ({"since": "2024-02-02", "until": "2024-02-01"}, "since"),
+        ({"time_windows": "yes"}, "time_windows"),
+    ],
+)
 def test_bad_time_options_name_the_option(options, name):
     with pytest.raises(InputError, match=name):
         SearchSettings(**options)
@@ -160,3 +199,32 @@ def test_scope_window_is_a_where_clause():
     assert s.caller_where == {"kind": "turn"}
     assert s.where == {"$and": [{"kind": "turn"}, {"ts_epoch": {"$gte": 1704067200.0}}]}
     assert Scope("t", window=(None, None)).where is None
+
+
+def _lc_days(docs):  # the vector store's Documents carry the caller's metadata: the day from the text
+    return {ts.date() for d in docs for ts, text in DAYS if text in d.page_content}
+
+
+def test_now_through_the_langchain_retriever_and_vector_store(index):
+    from langchain_ctxret import ContextualRetriever, ContextualVectorStore
+
+    q = "What did we say about the garden shed yesterday?"
+    want = {datetime(2024, 2, 29).date(), datetime(2024, 3, 1).date()}
+    r = ContextualRetriever(index=index, k=9, score_threshold=None, thread_id="t", search_kwargs={"now": NOW})
+    docs = r.invoke(q)
+    assert docs and _lc_days(docs) <= want
+    vs = ContextualVectorStore(index)
+    docs = vs.as_retriever(search_kwargs={"k": 9, "now": NOW.isoformat(), "filter": {"thread_id": "t"}}).invoke(q)
+    assert docs and _lc_days(docs) <= want
+    docs = vs.as_retriever(search_kwargs={"k": 9, "since": "2024-02-01", "until": "2024-02-02"}).invoke("garden shed")
+    assert [d.isoformat() for d in _lc_days(docs)] == ["2024-02-01"]
+
+
+def test_now_through_the_llamaindex_retriever(index):
+    from llamaindex_ctxret import ContextualRetriever
+
+    q = "What did we say about the garden shed yesterday?"
+    r = ContextualRetriever(index, similarity_top_k=9, score_threshold=None, thread_id="t", search_kwargs={"now": NOW})
+    nodes = r.retrieve(q)
+    days = {datetime.fromisoformat(n.node.metadata["timestamp"]).date() for n in nodes}
+    assert nodes and days <= {datetime(2024, 2, 29).date(), datetime(2024, 3, 1).date()}

@@ -14,8 +14,11 @@ pytestmark = pytest.mark.timeout(600)
 
 THREAD = [
     {"role": "user", "content": "Book a hotel in Lisbon from the 15th to the 18th, somewhere quiet in Alfama please."},
-    {"role": "assistant", "content": "Booked Casa do Miradouro in Alfama; confirmation code HTL-58213-LX. "
-                                     "Breakfast is included and check-in opens at 14:00."},  # fmt: skip
+    {
+        "role": "assistant",
+        "content": "Booked Casa do Miradouro in Alfama; confirmation code HTL-58213-LX. "
+        "Breakfast is included and check-in opens at 14:00.",
+    },  # fmt: skip
 ]
 
 
@@ -63,3 +66,28 @@ def test_deadline_reports_what_ran(store):
     assert group["stages"][:3] == ["embed", "dense", "lexical"]
     bad = _run("search", "hotel", "--deadline-ms", "0", *args, cwd=root)
     assert bad.returncode != 0 and "positive number" in bad.stderr
+
+
+def test_now_since_until_reach_the_core(tmp_path):
+    # two stamped turns a week apart: --now makes "yesterday" the second, --since/--until pick by time
+    thread = [
+        {"role": "user", "content": "The locker code is 4411.", "timestamp": "2024-02-22T10:00:00"},
+        {"role": "user", "content": "The locker code is 9033.", "timestamp": "2024-02-29T10:00:00"},
+    ]
+    path = tmp_path / "codes.jsonl"
+    path.write_text(json.dumps({"thread_id": "gym", "messages": thread}) + "\n", encoding="utf-8")
+    args = ["--store", str(tmp_path / "store")]
+    assert _run("index", str(path), *args, cwd=tmp_path).returncode == 0
+    q = "What was the locker code yesterday?"
+    out = json.loads(_run("search", q, "--json", "--thread", "gym", "--now", "2024-03-01T12:00", *args,
+                          cwd=tmp_path).stdout)  # fmt: skip
+    group = out["groups"][0]
+    assert [h["text"] for h in group["hits"]] == ["The locker code is 9033."] or all(
+        "9033" in h["text"] for h in group["hits"]
+    )
+    assert group["window"][0].startswith("2024-02-28")
+    out = json.loads(_run("search", "locker code", "--json", "--since", "2024-02-20", "--until", "2024-02-23",
+                          *args, cwd=tmp_path).stdout)  # fmt: skip
+    assert [h["text"] for h in out["groups"][0]["hits"]] and all("4411" in h["text"] for h in out["groups"][0]["hits"])
+    bad = _run("search", "locker code", "--since", "soon", *args, cwd=tmp_path)
+    assert bad.returncode != 0 and "since" in bad.stderr

@@ -162,6 +162,9 @@ def search_options(args: argparse.Namespace) -> dict[str, Any]:
             ("lexical_weight", getattr(args, "lexical_weight", None)),
             ("deadline_ms", getattr(args, "deadline_ms", None)),
             ("per", getattr(args, "per", None)),
+            ("now", getattr(args, "now", None)),
+            ("since", getattr(args, "since", None)),
+            ("until", getattr(args, "until", None)),
         )
         if value is not None
     }

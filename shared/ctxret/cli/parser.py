@@ -185,6 +185,15 @@ def _add_search_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         help="what one hit is: a stored piece (default), a section, or a document (one hit per document, scored "
         "by its best piece + 0.25 x its second best; -k documents per part)",
     )
+    p.add_argument(
+        "--now",
+        default=None,
+        metavar="TIME",
+        help="the search's time, ISO 8601 (e.g. 2024-03-01T12:00): what 'yesterday' or 'last week' in the "
+        "message are read against (default: the current time)",
+    )
+    p.add_argument("--since", default=None, metavar="TIME", help="only pieces stamped at or after TIME (ISO 8601)")
+    p.add_argument("--until", default=None, metavar="TIME", help="only pieces stamped before TIME (ISO 8601)")
     # more search flags go here and into search_options()
     p.set_defaults(func=cmd_search)
 

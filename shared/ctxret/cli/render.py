@@ -28,6 +28,8 @@ def search_json(
                 "stages": list(g.stages),
                 "degraded": g.degraded,
                 "skipped": list(g.skipped),
+                "window": None if g.window is None else [None if t is None else t.isoformat() for t in g.window],
+                **({"window_note": g.window_note} if g.window_note else {}),
                 "hits": [
                     {
                         "id": h.id,
