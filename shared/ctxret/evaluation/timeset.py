@@ -13,6 +13,8 @@ stored after its time), which the plain ``hybrid_default`` does not:
 * ``hybrid_time_pm1d``: the window widened by a day on each side;
 * ``hybrid_time_fallback``: the window, but a part whose window holds no piece searches as of now;
   ``hybrid_time_pm1d_fallback``: both;
+* ``hybrid_time_product``: the product's rules (:mod:`ctxret.query.timed`: ±1 day, the fallback when the window
+  holds no piece of the thread, the product's ``Scope`` window), no "as of now" cut for parts without a window;
 * ``hybrid_recency_7d`` / ``_30d`` / ``_90d``: no window; each part's candidates re-ranked by their fused score times
   ``0.5 ** (age / half_life)`` (age = now − the piece's time).
 
@@ -34,8 +36,10 @@ import numpy as np
 from ..blend import blend_with_context
 from ..embedders.fitting import embed_fitting
 from ..query.search import PartCandidates
+from ..query.timed import decide_windows, part_windows
 from ..query.timewords import TimeWindow, find_time, strip_time, time_expressions
 from ..query.vectors import query_texts
+from ..storage.schema import Scope
 from ..text import clean_text
 from .hybrid import RUNTIME_DEFAULT, hybrid_candidates
 from .index import Retrieval
@@ -81,6 +85,7 @@ class TimeAware:
     tolerance: timedelta | None = None
     fallback: bool = False
     half_life: timedelta | None = None
+    product: bool = False  # the product's window rules (ctxret.query.timed), scoped as the product scopes
 
     def __call__(self, ix: Any, message: str, now: datetime | None = None) -> Any:
         now = now if now is not None else default_now(ix.conv)
@@ -92,6 +97,8 @@ class TimeAware:
             return []
         if now is None:  # no timestamps: nothing to filter on
             return _groups_plain(ix, message)
+        if self.product:
+            return self._product_groups(ix, message, parts, now)
         found = [find_time(p, now) if self.windows else None for p in parts]
         if self.tolerance is not None:
             found = [w.widened(self.tolerance) if w is not None else None for w in found]
@@ -113,6 +120,32 @@ class TimeAware:
         groups = ix.ranked([c for c in cands if c is not None], fusion.lexical_floor)
         for g, part in zip(groups, parts, strict=True):
             g.part = part  # the part as written (composite scoring finds a fact's part by its words)
+        return groups
+
+    def _product_groups(self, ix: Any, message: str, parts: list[str], now: datetime) -> list[Any]:
+        """Each part's window decided by the product's code (:func:`ctxret.query.timed.decide_windows`: its
+        tolerance, fallback and no-timestamp rules) and searched in the product's scope (``Scope(thread,
+        window=...)``, whose ``where`` the thread view masks dense and BM25 with)."""
+        store = ix.exact_store(ix.default_stored)
+
+        def holds_any(scope: Scope) -> bool:
+            view = store.resolve(scope)[0]
+            return bool(view.allowed.any()) if view.allowed is not None else bool(view.ids)
+
+        thread = Scope(ix.conv.id)
+        keys, _ = decide_windows(part_windows(parts, now), None, thread, holds_any)
+        qvecs = ix.query(message, split=True)[1]
+        fusion = RUNTIME_DEFAULT
+        cands: list[PartCandidates | None] = [None] * len(parts)
+        for key in dict.fromkeys(keys):
+            idx = [i for i, w in enumerate(keys) if w == key]
+            got = hybrid_candidates(store, ix.conv.id, [parts[i] for i in idx], qvecs[idx], k=ix.k, fusion=fusion,
+                                    where=thread.with_window(key).where)  # fmt: skip
+            for i, c in zip(idx, got, strict=True):
+                cands[i] = c
+        groups = ix.ranked([c for c in cands if c is not None], fusion.lexical_floor)
+        for g, part in zip(groups, parts, strict=True):
+            g.part = part
         return groups
 
     def _vectors(
@@ -154,6 +187,7 @@ TIME_REPRESENTATIONS: dict[str, TimeAware] = {
     "hybrid_time_pm1d": TimeAware(tolerance=timedelta(days=1)),
     "hybrid_time_fallback": TimeAware(fallback=True),
     "hybrid_time_pm1d_fallback": TimeAware(tolerance=timedelta(days=1), fallback=True),
+    "hybrid_time_product": TimeAware(product=True),
     "hybrid_recency_7d": TimeAware(windows=False, half_life=timedelta(days=7)),
     "hybrid_recency_30d": TimeAware(windows=False, half_life=timedelta(days=30)),
     "hybrid_recency_90d": TimeAware(windows=False, half_life=timedelta(days=90)),

@@ -344,18 +344,21 @@ class SearchRun:
 
 # -- the loop ---------------------------------------------------------------------------------------------
 def candidate_steps(
-    run: SearchRun, query: str | QueryVectors, source: Backends | SearchSource
-) -> Steps[_Result | None]:
+    run: SearchRun, query: str | QueryVectors, source: Backends | SearchSource,
+    split: tuple[list[str], str] | None = None,
+) -> Steps[_Result | None]:  # fmt: skip
     """Stages 1–5 (``embed`` to ``hyde``): every part's candidates, or ``None`` when there are no parts
-    (``run.parts`` empty) or ``embed`` / ``dense`` did not finish in time."""
+    (``run.parts`` empty) or ``embed`` / ``dense`` did not finish in time. ``split``: the message's parts and
+    whole text when the caller split it already (:mod:`.timed`), so a message is split once."""
     plan = run.plan
     if isinstance(query, QueryVectors):
         parts, whole = list(query.parts), None
         run.embeds = False
         run._set_wanted()
     else:
-        check_message(plan, query)
-        parts, whole = query_texts(query, max_parts=plan.max_parts, split=plan.split)  # the one split
+        if split is None:
+            check_message(plan, query)
+        parts, whole = split or query_texts(query, max_parts=plan.max_parts, split=plan.split)  # the one split
     run.parts = parts
     if not parts:
         return None
@@ -426,9 +429,12 @@ def candidate_steps(
     return best
 
 
-def search_steps(run: SearchRun, query: str | QueryVectors, source: Backends | SearchSource) -> Steps[list[Group]]:
+def search_steps(
+    run: SearchRun, query: str | QueryVectors, source: Backends | SearchSource,
+    split: tuple[list[str], str] | None = None,
+) -> Steps[list[Group]]:  # fmt: skip
     """The whole search (see the module docstring): the candidates, the groups, then ``parents``."""
-    best = yield from candidate_steps(run, query, source)
+    best = yield from candidate_steps(run, query, source, split)
     if not run.parts:
         return []
     # a reranker or MMR may call out (a compressor, the store's vectors): the async driver runs them off the loop

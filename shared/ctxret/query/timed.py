@@ -39,7 +39,7 @@ from .search import SearchPlan, check_message
 from .timewords import TimeWindow, find_time, resolve_now
 from .vectors import blend_parts, embed_inputs, query_texts
 
-__all__ = ["TOLERANCE", "part_windows", "timed_search_steps"]
+__all__ = ["TOLERANCE", "decide_windows", "part_windows", "timed_search_steps", "window_steps"]
 
 #: How far a part's window is widened on each side (measured on the dev time set: ±1 day; BENCHMARKS.md).
 TOLERANCE = timedelta(days=1)
@@ -95,8 +95,44 @@ def timed_search_steps(
     parts, whole = query_texts(query, max_parts=plan.max_parts, split=plan.split)
     named = part_windows(parts, plan.now) if plan.time_windows and parts else [None] * len(parts)
     if bounds is None and not any(w is not None for w in named):
-        return (yield from search_steps(SearchRun(plan, scope, embedder), query, source))
+        return (yield from search_steps(SearchRun(plan, scope, embedder), query, source, (parts, whole)))
     started = time.monotonic()
+    keys, notes = yield from window_steps(named, bounds, scope, holds_any)
+    order = list(dict.fromkeys(keys))
+    if len(order) == 1:  # every part searches one window: the loop as it is, from the message
+        run = SearchRun(plan, scope.with_window(order[0]), embedder)
+        groups = yield from search_steps(run, query, source, (parts, whole))
+        return [replace(g, window=keys[g.part_index], window_note=notes[g.part_index]) for g in groups]
+    if embedder is None:
+        raise InputError("a search from a message needs an embedder")
+    remaining = _remaining(plan, started)
+    try:
+        work = Embed(embedder, embed_inputs(parts, whole, plan.split))
+        vecs = yield (work if remaining is None else work.within(remaining))
+    except TIMEOUTS:
+        if remaining is None:
+            raise
+        return [Group(i, p, (), degraded=True, skipped=("embed", "dense")) for i, p in enumerate(parts)]
+    qvecs = np.asarray(blend_parts(vecs, len(parts), plan.weight), dtype=np.float32)
+    out: list[Group] = []
+    for key in order:
+        idx = [i for i, k in enumerate(keys) if k == key]
+        left = _remaining(plan, started)
+        sub = plan if left is None else replace(plan, deadline_ms=max(left * 1000.0, 0.001))
+        run = SearchRun(sub, scope.with_window(key), embedder)
+        groups = yield from search_steps(run, QueryVectors([parts[i] for i in idx], qvecs[idx]), source)
+        for g in groups:
+            i = idx[g.part_index]
+            out.append(replace(g, part_index=i, stages=("embed", *g.stages), window=key, window_note=notes[i]))
+    return sorted(out, key=lambda g: g.part_index)
+
+
+def window_steps(
+    named: Sequence[TimeWindow | None], bounds: Window | None, scope: Scope, holds_any: Any
+) -> Steps[tuple[list[Window | None], list[str]]]:  # fmt: skip
+    """Each part's window (``None``: unbounded) and note, from its own window (``named``, widened already) and the
+    search's ``since`` / ``until`` (``bounds``): the fallback and no-timestamp rules of the module docstring. Yields
+    ``Call(holds_any, (scope,))`` for each scope it asks about (:func:`decide_windows` runs it without a driver)."""
     base = scope.window
     stamped: bool | None = None
     if bounds is not None:
@@ -132,32 +168,22 @@ def timed_search_steps(
         else:
             keys.append(base)
             notes.append(f"the window {_show(own)} holds no piece of this scope: searched without it")
-    order = list(dict.fromkeys(keys))
-    if len(order) == 1:  # every part searches one window: the loop as it is, from the message
-        groups = yield from search_steps(SearchRun(plan, scope.with_window(order[0]), embedder), query, source)
-        return [replace(g, window=keys[g.part_index], window_note=notes[g.part_index]) for g in groups]
-    if embedder is None:
-        raise InputError("a search from a message needs an embedder")
-    remaining = _remaining(plan, started)
+    return keys, notes
+
+
+def decide_windows(
+    named: Sequence[TimeWindow | None], bounds: Window | None, scope: Scope, holds_any: Any
+) -> tuple[list[Window | None], list[str]]:  # fmt: skip
+    """:func:`window_steps` run inline (the evaluation harness's time-aware representation uses it)."""
+    steps = window_steps(named, bounds, scope, holds_any)
+    value: Any = None
     try:
-        work = Embed(embedder, embed_inputs(parts, whole, plan.split))
-        vecs = yield (work if remaining is None else work.within(remaining))
-    except TIMEOUTS:
-        if remaining is None:
-            raise
-        return [Group(i, p, (), degraded=True, skipped=("embed", "dense")) for i, p in enumerate(parts)]
-    qvecs = np.asarray(blend_parts(vecs, len(parts), plan.weight), dtype=np.float32)
-    out: list[Group] = []
-    for key in order:
-        idx = [i for i, k in enumerate(keys) if k == key]
-        left = _remaining(plan, started)
-        sub = plan if left is None else replace(plan, deadline_ms=max(left * 1000.0, 0.001))
-        run = SearchRun(sub, scope.with_window(key), embedder)
-        groups = yield from search_steps(run, QueryVectors([parts[i] for i in idx], qvecs[idx]), source)
-        for g in groups:
-            i = idx[g.part_index]
-            out.append(replace(g, part_index=i, stages=("embed", *g.stages), window=key, window_note=notes[i]))
-    return sorted(out, key=lambda g: g.part_index)
+        while True:
+            work = steps.send(value)
+            assert isinstance(work, Call)
+            value = work.fn(*work.args)
+    except StopIteration as stop:
+        return stop.value
 
 
 def _remaining(plan: SearchPlan, started: float) -> float | None:
