@@ -228,3 +228,14 @@ def test_now_through_the_llamaindex_retriever(index):
     nodes = r.retrieve(q)
     days = {datetime.fromisoformat(n.node.metadata["timestamp"]).date() for n in nodes}
     assert nodes and days <= {datetime(2024, 2, 29).date(), datetime(2024, 3, 1).date()}
+
+
+def test_asking_windows_only_the_parts_that_ask(index):
+    q = "We talked about the garden shed yesterday."  # a statement naming its own time, not a search for it
+    (g,) = index.search(q, k=9, thread_id="t", now=NOW, score_threshold=None, time_windows="asking")
+    assert g.window is None and len(_days(g)) == len(DAYS)
+    (g,) = index.search(q, k=9, thread_id="t", now=NOW, score_threshold=None)
+    assert g.window is not None
+    q = "What did we say about the garden shed yesterday?"
+    (g,) = index.search(q, k=9, thread_id="t", now=NOW, score_threshold=None, time_windows="asking")
+    assert g.window is not None and _inside(g, datetime(2024, 2, 28), datetime(2024, 3, 2))

@@ -15,6 +15,7 @@ stored after its time), which the plain ``hybrid_default`` does not:
   ``hybrid_time_pm1d_fallback``: both;
 * ``hybrid_time_product``: the product's rules (:mod:`ctxret.query.timed`: ±1 day, the fallback when the window
   holds no piece of the thread, the product's ``Scope`` window), no "as of now" cut for parts without a window;
+  ``hybrid_time_product_asking``: the same with ``time_windows="asking"`` (only parts that ask get a window);
 * ``hybrid_recency_7d`` / ``_30d`` / ``_90d``: no window; each part's candidates re-ranked by their fused score times
   ``0.5 ** (age / half_life)`` (age = now − the piece's time).
 
@@ -86,6 +87,7 @@ class TimeAware:
     fallback: bool = False
     half_life: timedelta | None = None
     product: bool = False  # the product's window rules (ctxret.query.timed), scoped as the product scopes
+    asking: bool = False  # product: only parts that ask get their window (time_windows="asking")
 
     def __call__(self, ix: Any, message: str, now: datetime | None = None) -> Any:
         now = now if now is not None else default_now(ix.conv)
@@ -133,7 +135,7 @@ class TimeAware:
             return bool(view.allowed.any()) if view.allowed is not None else bool(view.ids)
 
         thread = Scope(ix.conv.id)
-        keys, _ = decide_windows(part_windows(parts, now), None, thread, holds_any)
+        keys, _ = decide_windows(part_windows(parts, now, asking=self.asking), None, thread, holds_any)
         qvecs = ix.query(message, split=True)[1]
         fusion = RUNTIME_DEFAULT
         cands: list[PartCandidates | None] = [None] * len(parts)
@@ -188,6 +190,7 @@ TIME_REPRESENTATIONS: dict[str, TimeAware] = {
     "hybrid_time_fallback": TimeAware(fallback=True),
     "hybrid_time_pm1d_fallback": TimeAware(tolerance=timedelta(days=1), fallback=True),
     "hybrid_time_product": TimeAware(product=True),
+    "hybrid_time_product_asking": TimeAware(product=True, asking=True),
     "hybrid_recency_7d": TimeAware(windows=False, half_life=timedelta(days=7)),
     "hybrid_recency_30d": TimeAware(windows=False, half_life=timedelta(days=30)),
     "hybrid_recency_90d": TimeAware(windows=False, half_life=timedelta(days=90)),

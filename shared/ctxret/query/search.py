@@ -87,7 +87,7 @@ class SearchPlan:
     now: Any = None  # the search's time (None: the current time), for the parts' time words (query/timed.py)
     since: Any = None  # time bounds for every part (datetimes or None)
     until: Any = None
-    time_windows: bool = True  # a part that names a time searches inside its window
+    time_windows: Any = True  # a part that names a time searches inside its window ("asking": only asking parts)
 
     def for_backends(self, has_lexical: bool) -> SearchPlan:
         """This plan on backends with (or without) a lexical index: no hybrid search without one."""

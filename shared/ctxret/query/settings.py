@@ -78,7 +78,8 @@ class SearchSettings:
     * ``since`` / ``until``: time bounds for every part, ``since <= timestamp < until`` (datetimes or
       ISO-8601 strings; naive ones are the store's own wall clock), applied inside the store's query.
     * ``time_windows``: a part that names a time ("what did Anna say yesterday?") searches only inside
-      the window it names, widened by a day on each side (``False``: parts search as if they named none).
+      the window it names, widened by a day on each side (``False``: parts search as if they named none;
+      ``"asking"``: only parts that ask — a question or a request — get their window).
       See docs/time.md.
     """
 
@@ -105,7 +106,7 @@ class SearchSettings:
     now: Any = None
     since: Any = None
     until: Any = None
-    time_windows: bool = True
+    time_windows: bool | Literal["asking"] = True
     # per-document results (query/documents.py)
     per: str = "piece"
 
@@ -117,7 +118,7 @@ class SearchSettings:
         object.__setattr__(self, "k", _positive_int(self.k, "k (results per part)"))
         object.__setattr__(self, "max_parts", _positive_int(self.max_parts, "max_parts"))
         object.__setattr__(self, "score_threshold", _threshold(self.score_threshold))
-        for name in ("split", "parents", "views", "time_windows"):
+        for name in ("split", "parents", "views"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.lexical is not None and not isinstance(self.lexical, bool):
@@ -165,6 +166,8 @@ class SearchSettings:
         object.__setattr__(self, "lambda_mult", check_lambda_mult(self.lambda_mult))
 
     def _check_time(self) -> None:
+        if not (isinstance(self.time_windows, bool) or self.time_windows == "asking"):
+            raise InputError(f"time_windows must be True, False or 'asking', got {self.time_windows!r}")
         if self.now is not None:
             object.__setattr__(self, "now", _moment(self.now, "now"))
         for name in ("since", "until"):

@@ -69,16 +69,27 @@ def _instant(dt: datetime) -> float:
     return dt.timestamp()
 
 
-def part_windows(parts: Sequence[str], now: datetime | str | None, *, tolerance: timedelta = TOLERANCE) -> list[
-    TimeWindow | None
-]:  # fmt: skip
-    """Each part's own window (widened by ``tolerance``), or ``None`` for a part that names no time."""
+def part_windows(
+    parts: Sequence[str], now: datetime | str | None, *, tolerance: timedelta = TOLERANCE, asking: bool = False
+) -> list[TimeWindow | None]:  # fmt: skip
+    """Each part's own window (widened by ``tolerance``), or ``None`` for a part that names no time (``asking``:
+    also for a part that does not ask — a statement that names its own time is not a search for that time)."""
     at = resolve_now(now)
     out: list[TimeWindow | None] = []
     for p in parts:
+        if asking and not asks(p):
+            out.append(None)
+            continue
         w = find_time(p, at)
         out.append(None if w is None else w.widened(tolerance))
     return out
+
+
+def asks(part: str) -> bool:
+    """Whether a part asks (a question or a request, as the splitter reads it)."""
+    from .split_words import _classify
+
+    return _classify(part) == "ask"
 
 
 def timed_search_steps(
@@ -93,7 +104,8 @@ def timed_search_steps(
         return (yield from search_steps(SearchRun(plan, scoped, embedder), query, source))
     check_message(plan, query)
     parts, whole = query_texts(query, max_parts=plan.max_parts, split=plan.split)
-    named = part_windows(parts, plan.now) if plan.time_windows and parts else [None] * len(parts)
+    asking = plan.time_windows == "asking"
+    named = part_windows(parts, plan.now, asking=asking) if plan.time_windows and parts else [None] * len(parts)
     if bounds is None and not any(w is not None for w in named):
         return (yield from search_steps(SearchRun(plan, scope, embedder), query, source, (parts, whole)))
     started = time.monotonic()
