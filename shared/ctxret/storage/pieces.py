@@ -368,20 +368,7 @@ class PieceStore:
 
     def document_pieces(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
         """The metadata of every piece of each ``(thread_id, doc_id)`` document (all its sections)."""
-        by_thread: dict[str, set[str]] = defaultdict(set)
-        for thread_id, doc_id in keys:
-            by_thread[str(thread_id)].add(str(doc_id))
-        out: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        for thread_id, docs in sorted(by_thread.items()):
-            wanted = sorted(docs)
-            for start in range(0, len(wanted), 256):
-                chunk = wanted[start : start + 256]
-                clause = {"doc_id": chunk[0]} if len(chunk) == 1 else {"doc_id": {"$in": chunk}}
-                for rec in self.chroma.iter_records({"$and": [{"thread_id": thread_id}, clause]}):
-                    meta = rec["metadata"] or {}
-                    if str(meta.get("thread_id")) == thread_id and meta.get("doc_id") is not None:
-                        out.setdefault((thread_id, str(meta["doc_id"])), []).append(dict(meta))
-        return out
+        return self.chroma.document_pieces(keys)
 
     def records(self, include: Sequence[str] = ("metadatas",), scope: Scope | None = None) -> Iterator[dict[str, Any]]:
         """Every stored record (inside ``scope``), page by page."""
