@@ -36,8 +36,15 @@ from ..results import Group, Hit
 from .mmr import MMRSettings, mmr_order
 from .relevance import RelevanceCalibration, content_coverage
 
-__all__ = ["DEFAULT_RERANK_CANDIDATES", "GroupStages", "Reranker", "check_reranker", "finish_groups", "recency_hits",
-           "rerank_hits"]
+__all__ = [
+    "DEFAULT_RERANK_CANDIDATES",
+    "GroupStages",
+    "Reranker",
+    "check_reranker",
+    "finish_groups",
+    "recency_hits",
+    "rerank_hits",
+]
 
 #: Candidates per part (after the floor) handed to a reranker.
 DEFAULT_RERANK_CANDIDATES = 20
