@@ -165,6 +165,7 @@ def search_options(args: argparse.Namespace) -> dict[str, Any]:
             ("now", getattr(args, "now", None)),
             ("since", getattr(args, "since", None)),
             ("until", getattr(args, "until", None)),
+            ("recency_half_life", getattr(args, "recency_half_life", None)),
         )
         if value is not None
     }

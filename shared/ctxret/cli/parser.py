@@ -194,6 +194,14 @@ def _add_search_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--since", default=None, metavar="TIME", help="only pieces stamped at or after TIME (ISO 8601)")
     p.add_argument("--until", default=None, metavar="TIME", help="only pieces stamped before TIME (ISO 8601)")
+    p.add_argument(
+        "--recency-half-life",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="blend recency into each part's order: a hit's score times 0.5 ** (age / SECONDS), e.g. 604800 "
+        "for a week (default: off; see docs/time.md)",
+    )
     # more search flags go here and into search_options()
     p.set_defaults(func=cmd_search)
 

@@ -12,8 +12,13 @@ Per query part (groups never mix), on the part's candidates that passed the floo
    ``scores["rerank"]`` names it. Any callable works: a cross-encoder, an LLM, a rule. The
    adapters turn a LangChain ``BaseDocumentCompressor`` or a LlamaIndex ``BaseNodePostprocessor``
    into one (``langchain_ctxret.compressor_reranker``, ``llamaindex_ctxret.postprocessor_reranker``);
-4. **MMR** (optional, :mod:`.mmr`): the top ``fetch_k`` re-ordered for diversity;
-5. the cut to ``k``. Groups are never padded.
+4. **recency** (optional, ``recency_half_life`` seconds): each hit's ``score`` times
+   ``0.5 ** (age / half_life)`` (divided by it for a negative score: an older hit never moves up), age
+   = ``now`` - its stored ``timestamp``, never negative; the group re-ordered by it (ties keep the
+   earlier order) and ``scores["recency"]`` the factor. A hit without a timestamp is not decayed;
+   :func:`recency_hits`;
+5. **MMR** (optional, :mod:`.mmr`): the top ``fetch_k`` re-ordered for diversity;
+6. the cut to ``k``. Groups are never padded.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any, Protocol
 
 import numpy as np
@@ -30,7 +36,15 @@ from ..results import Group, Hit
 from .mmr import MMRSettings, mmr_order
 from .relevance import RelevanceCalibration, content_coverage
 
-__all__ = ["DEFAULT_RERANK_CANDIDATES", "GroupStages", "Reranker", "check_reranker", "finish_groups", "rerank_hits"]
+__all__ = [
+    "DEFAULT_RERANK_CANDIDATES",
+    "GroupStages",
+    "Reranker",
+    "check_reranker",
+    "finish_groups",
+    "recency_hits",
+    "rerank_hits",
+]
 
 #: Candidates per part (after the floor) handed to a reranker.
 DEFAULT_RERANK_CANDIDATES = 20
@@ -61,6 +75,8 @@ class GroupStages:
     rerank: Any = None  # a Reranker
     rerank_candidates: int = DEFAULT_RERANK_CANDIDATES
     mmr: MMRSettings | None = None
+    recency_half_life: float | None = None  # seconds; None: no recency
+    now: Any = None  # the search's time for the recency (None: the current time)
 
     def pool(self, k: int) -> int:
         """How many floored hits per part the stages need."""
@@ -69,6 +85,8 @@ class GroupStages:
             n = max(n, self.rerank_candidates)
         if self.mmr is not None:
             n = max(n, self.mmr.fetch_k)
+        if self.recency_half_life is not None:  # so that a recent hit can come into the k
+            n = max(n, self.rerank_candidates)
         return n
 
 
@@ -95,6 +113,44 @@ def rerank_hits(rerank: Reranker, part: str, hits: Sequence[Hit]) -> list[Hit]:
         kept.append((float(s), i, hit))
     kept.sort(key=lambda t: (-t[0], t[1]))
     return [replace(h, score=s, scores={**h.scores, "rerank": s}) for s, _, h in kept]
+
+
+def _age_seconds(stamp: Any, now: datetime) -> float | None:
+    """How old a stored ``timestamp`` is at ``now`` (``None``: no usable timestamp). A naive stamp is the
+    store's wall clock, compared with ``now``'s wall clock; an aware one by its instant."""
+    if stamp is None or stamp == "":
+        return None
+    from ..ingest.turns import parse_time
+
+    try:
+        ts = parse_time(stamp)
+    except InputError:
+        return None
+    if ts is None:
+        return None
+    if ts.tzinfo is None:
+        age = (now.replace(tzinfo=None) - ts).total_seconds()
+    else:
+        age = now.timestamp() - ts.timestamp()
+    return max(age, 0.0)
+
+
+def recency_hits(hits: Sequence[Hit], half_life: float, now: Any = None) -> list[Hit]:
+    """``hits`` with their ``score`` decayed by age (see the module docstring), re-ordered by it."""
+    from .timewords import resolve_now
+
+    at = resolve_now(now)
+    keyed: list[tuple[float, int, Hit]] = []
+    for i, h in enumerate(hits):
+        age = _age_seconds(h.metadata.get("timestamp"), at)
+        if age is None:
+            keyed.append((float(h.score), i, h))
+            continue
+        factor = 0.5 ** (age / half_life)
+        score = float(h.score) * factor if h.score >= 0 else float(h.score) / max(factor, 1e-300)
+        keyed.append((score, i, replace(h, score=score, scores={**h.scores, "recency": factor})))
+    keyed.sort(key=lambda t: (-t[0], t[1]))
+    return [h for _, _, h in keyed]
 
 
 def _with_relevance(
@@ -139,6 +195,8 @@ def finish_groups(
             hits = [h for h in hits if h.scores.get("relevance", 0.0) >= stages.min_relevance]
         if stages.rerank is not None:
             hits = rerank_hits(stages.rerank, c.part, hits[: stages.rerank_candidates])
+        if stages.recency_half_life is not None:
+            hits = recency_hits(hits, stages.recency_half_life, stages.now)
         lists.append(hits)
     if stages.mmr is not None and fetch is not None:
         pools = [hits[: stages.mmr.fetch_k] for hits in lists]

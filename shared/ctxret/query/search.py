@@ -118,6 +118,7 @@ def plan_search(
     stages = GroupStages(
         settings.relevance or relevance, settings.min_relevance, settings.rerank, settings.rerank_candidates,
         MMRSettings(settings.fetch_k, settings.lambda_mult) if settings.mmr else None,
+        settings.recency_half_life, settings.now,
     )  # fmt: skip
     per = per_document(settings.k, settings.per)
     return SearchPlan(

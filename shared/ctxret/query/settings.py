@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields, replace
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from typing import Any, Literal
 
 import numpy as np
@@ -81,6 +81,12 @@ class SearchSettings:
       the window it names, widened by a day on each side (``False``: parts search as if they named none;
       ``"asking"``: only parts that ask — a question or a request — get their window).
       See docs/time.md.
+    * ``recency_half_life``: ``None`` (the default: off) or a positive duration (a ``timedelta`` or seconds).
+      When set, inside each group (after rerank, before MMR and the cut to ``k``, over at least
+      ``rerank_candidates`` hits) each hit's ``score`` is multiplied by ``0.5 ** (age / recency_half_life)``
+      (divided, for a negative score, so an older hit never moves up), age = ``now`` - the hit's stored
+      ``timestamp`` (never negative); the group is re-ordered by it and ``scores["recency"]`` is the factor.
+      A hit without a timestamp is not decayed (and gets no ``scores["recency"]``). See docs/time.md.
     """
 
     k: int = 5
@@ -107,6 +113,7 @@ class SearchSettings:
     since: Any = None
     until: Any = None
     time_windows: bool | Literal["asking"] = True
+    recency_half_life: Any = None
     # per-document results (query/documents.py)
     per: str = "piece"
 
@@ -166,6 +173,7 @@ class SearchSettings:
         object.__setattr__(self, "lambda_mult", check_lambda_mult(self.lambda_mult))
 
     def _check_time(self) -> None:
+        object.__setattr__(self, "recency_half_life", _half_life(self.recency_half_life))
         if not (isinstance(self.time_windows, bool) or self.time_windows == "asking"):
             raise InputError(f"time_windows must be True, False or 'asking', got {self.time_windows!r}")
         if self.now is not None:
@@ -218,6 +226,24 @@ def _positive_int(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= MAX_INT:
         raise InputError(f"{name} must be a positive integer (at most {MAX_INT:,}), got {value!r}")
     return int(value)
+
+
+def _half_life(value: Any) -> float | None:
+    """``recency_half_life`` as positive seconds (``None``: off); anything else an InputError naming it."""
+    if value is None:
+        return None
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, (int, float, np.integer, np.floating))
+        or not math.isfinite(float(seconds))
+        or float(seconds) <= 0
+    ):
+        raise InputError(
+            "recency_half_life must be a positive duration (a datetime.timedelta or a number of seconds, e.g. "
+            f"604800 for a week) or None (no recency), got {value!r}"
+        )
+    return float(seconds)
 
 
 def _moment(value: Any, name: str) -> datetime:
