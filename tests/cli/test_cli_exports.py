@@ -147,21 +147,6 @@ def test_bad_json_files_say_where_and_how_to_fix(tmp_path, content, where, match
 
 
 # -- the command ------------------------------------------------------------------------------------------------
-@pytest.fixture
-def run(monkeypatch, local_embedder, capsys):
-    monkeypatch.setattr(cli_settings, "make_embedder", lambda settings: local_embedder)
-    monkeypatch.setattr(cli_commands, "make_embedder", lambda settings: local_embedder)
-    for name in cli.ENV.values():
-        monkeypatch.delenv(name, raising=False)
-
-    def go(*argv: object) -> tuple[int, str, str]:
-        code = cli.main([str(a) for a in argv])
-        out = capsys.readouterr()
-        return code, out.out, out.err
-
-    return go
-
-
 @pytest.mark.slow
 def test_a_folder_of_json_exports_is_indexed_and_the_skipped_files_are_named(run, tmp_path):
     exports = tmp_path / "exports"

@@ -7,27 +7,8 @@ import json
 import os
 
 import pytest
-from ctxret import cli
-from ctxret.cli import commands as cli_commands
-from ctxret.cli import settings as cli_settings
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def run(monkeypatch, local_embedder, capsys, tmp_path):
-    """``ctxret ARGS`` in-process with the session's model; (exit code, stdout, stderr)."""
-    monkeypatch.setattr(cli_settings, "make_embedder", lambda settings: local_embedder)
-    monkeypatch.setattr(cli_commands, "make_embedder", lambda settings: local_embedder)
-    for name in cli.ENV.values():
-        monkeypatch.delenv(name, raising=False)
-
-    def go(*argv: object) -> tuple[int, str, str]:
-        code = cli.main([str(a) for a in argv])
-        out = capsys.readouterr()
-        return code, out.out, out.err
-
-    return go
 
 
 @pytest.fixture

@@ -10,9 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from ctxret import cli
 from ctxret.cli import commands as cli_commands
-from ctxret.cli import settings as cli_settings
 from ctxret.storage import config_copy
 from ctxret.storage.lexical import LexicalIndex, default_lexical_path
 
@@ -23,21 +21,6 @@ DOGS = [
     {"role": "assistant", "content": "Saved the VPN host."},
 ]
 HEAVY = ("chromadb", "onnxruntime", "tokenizers", "openai")
-
-
-@pytest.fixture
-def run(monkeypatch, local_embedder, capsys):
-    monkeypatch.setattr(cli_settings, "make_embedder", lambda settings: local_embedder)
-    monkeypatch.setattr(cli_commands, "make_embedder", lambda settings: local_embedder)
-    for name in cli.ENV.values():
-        monkeypatch.delenv(name, raising=False)
-
-    def go(*argv: object) -> tuple[int, str, str]:
-        code = cli.main([str(a) for a in argv])
-        out = capsys.readouterr()
-        return code, out.out, out.err
-
-    return go
 
 
 @pytest.fixture
