@@ -223,6 +223,7 @@ def test_cli_on_a_folder_of_markdown(local_embedder, capsys, tmp_path):
     assert "4 documents" in out and "3 queries" in out
     assert "relevant files not in the folder: 1" in out
     assert "Document ranking of hybrid_default: document score = best piece + 0.25 × second-best piece" in out
+    assert "fusion of its pieces: convex w=0.5" in out  # a per-document search fuses at the documents' weight
     for peer in ("peer_bm25s", "peer_dense", "peer_ensemble_rrf", "peer_query_fusion"):
         assert f"| {peer}" in out
     saved = json.loads(out_json.read_text())

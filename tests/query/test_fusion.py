@@ -6,6 +6,7 @@ import pytest
 from ctxret.errors import InputError
 from ctxret.query.fusion import (
     DEFAULT_CANDIDATES,
+    DEFAULT_DOCUMENT_LEXICAL_WEIGHT,
     DEFAULT_FUSION,
     DEFAULT_LEXICAL_WEIGHT,
     DEFAULT_RRF_K,
@@ -15,6 +16,7 @@ from ctxret.query.fusion import (
     fuse,
     rrf,
 )
+from ctxret.query.settings import SearchSettings
 
 DENSE = [("a", 0.9), ("b", 0.7), ("c", 0.5)]
 LEXICAL = [("c", 10.0), ("a", 6.0), ("d", 2.0)]
@@ -27,6 +29,27 @@ def test_defaults_are_the_measured_ones():
     assert DEFAULT_CANDIDATES == 50
     s = FusionSettings()
     assert (s.method, s.lexical_weight, s.rrf_k, s.candidates) == (FusionMethod.CONVEX, 0.7, 60.0, 50)
+    assert DEFAULT_DOCUMENT_LEXICAL_WEIGHT == s.document_lexical_weight == 0.5
+
+
+def test_one_number_means_one_weight():
+    s = SearchSettings()
+    assert (s.hybrid.lexical_weight, s.hybrid.document_lexical_weight) == (0.7, 0.5)
+    assert s.hybrid.label == "convex w=0.7 (per document or section 0.5)"
+    assert s.hybrid.for_per("piece") is s.hybrid
+    assert s.hybrid.for_per("document").lexical_weight == s.hybrid.for_per("section").lexical_weight == 0.5
+    assert FusionSettings(document_lexical_weight=None).for_per("document").lexical_weight == 0.7
+    both = s.with_options(lexical_weight=0.9).hybrid
+    assert (both.lexical_weight, both.document_lexical_weight) == (0.9, 0.9)
+    assert both.label == "convex w=0.9"
+    docs = s.with_options(document_lexical_weight=0.3).hybrid
+    assert (docs.lexical_weight, docs.document_lexical_weight) == (0.7, 0.3)
+    each = s.with_options(lexical_weight=0.6, document_lexical_weight=0.4).hybrid
+    assert (each.lexical_weight, each.document_lexical_weight) == (0.6, 0.4)
+    assert FusionSettings(document_lexical_weight=None).fusion_dict() == {"method": "convex", "lexical_weight": 0.7}
+    assert "document_lexical_weight" not in FusionSettings(method="rrf").fusion_dict()
+    with pytest.raises(InputError, match="lexical_weight must be a number between 0 and 1"):
+        s.with_options(document_lexical_weight=-0.1)
 
 
 def test_rrf_by_hand():

@@ -119,6 +119,34 @@ def test_a_thread_of_chat_turns_is_keyed_by_turn(index):
     assert all("billing" in (h.parent_text or "") for h in with_parents[0].hits[:1])
 
 
+def _fused(index: ContextualIndex, **options) -> dict[str, float]:
+    groups = index.search("deploy the billing service and roll back", k=50, score_threshold=None, **options)
+    return {h.id: h.scores["fused"] for g in groups for h in g}
+
+
+def test_a_per_document_search_fuses_at_the_documents_lexical_weight(index):
+    """per="document" fuses its candidates at document_lexical_weight (0.5), a piece search at lexical_weight
+    (0.7): over the same candidates (they do not depend on the weights) a piece's fused score is linear in the
+    weight, the piece search ignores the documents' weight, and lexical_weight= alone sets both."""
+    pieces = {w: _fused(index, lexical_weight=w) for w in (0.3, 0.5, 0.7)}
+    assert pieces[0.3].keys() == pieces[0.5].keys() == pieces[0.7].keys()
+    for pid, f5 in pieces[0.5].items():
+        assert f5 == pytest.approx((pieces[0.3][pid] + pieces[0.7][pid]) / 2, abs=1e-9)  # w * lexical + (1 - w) * dense
+    assert any(pieces[0.3][p] != pytest.approx(pieces[0.7][p]) for p in pieces[0.5])
+    assert _fused(index) == pieces[0.7] == _fused(index, document_lexical_weight=0.3)  # a piece search: 0.7
+    docs = index.search("deploy the billing service and roll back", k=50, score_threshold=None, per="document")
+    for g in docs:
+        for h in g:  # the document's best piece, fused at 0.5: as the piece search at lexical_weight 0.5 gives it
+            assert h.scores["fused"] == pytest.approx(pieces[0.5][h.metadata["piece_id"]], abs=1e-9)
+    assert any(pieces[0.5][h.metadata["piece_id"]] != pytest.approx(pieces[0.7][h.metadata["piece_id"]])
+               for g in docs for h in g)  # fmt: skip
+    same = index.search("deploy the billing service and roll back", k=50, score_threshold=None, per="document",
+                        lexical_weight=0.7)  # fmt: skip
+    assert [h.scores["fused"] for g in same for h in g] == pytest.approx(
+        [pieces[0.7][h.metadata["piece_id"]] for g in same for h in g], abs=1e-9
+    )
+
+
 def test_a_bad_value_names_the_choices(index):
     with pytest.raises(InputError, match="'piece', 'section', 'document'"):
         SearchSettings(per="doc")

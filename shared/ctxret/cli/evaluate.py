@@ -235,7 +235,7 @@ def _docs(args: argparse.Namespace) -> int:
           f"queries; embedder {c['embedder']}, depth {c['depth']}")
     if c["notes"]:
         print("Dropped on reading: " + "; ".join(f"{k}: {v}" for k, v in sorted(c["notes"].items())))
-    print(f"Document ranking of hybrid_default: {c['document_rule']}")
+    print(f"Document ranking of hybrid_default: {c['document_rule']}; fusion of its pieces: {c['fusion']}")
     print()
     print(docs_table(res.rows))
     print()

@@ -71,7 +71,10 @@ class SearchSettings:
       document's turn). See :func:`~ctxret.query.documents.collapse_groups`.
 
     :meth:`with_options` takes the flat names every entry point uses (``fusion``,
-    ``lexical_weight``, ``rrf_k``, ``candidates``, ``lexical_floor`` for the hybrid settings).
+    ``lexical_weight``, ``rrf_k``, ``candidates``, ``lexical_floor``, ``document_lexical_weight`` for the
+    hybrid settings). The lexical weight follows what is asked for: 0.7 for a search of pieces, 0.5
+    (``document_lexical_weight``) for one that ranks documents or sections (``per=``;
+    :class:`~ctxret.query.fusion.FusionSettings`); ``lexical_weight=`` given alone sets both.
 
     * ``now``: the search's time (a datetime or an ISO-8601 string; ``None``: the current time), what
       "yesterday" or "last week" in a part are read against (:mod:`ctxret.query.timewords`).
@@ -196,7 +199,8 @@ class SearchSettings:
 
     #: Flat option names that set a field of :attr:`hybrid`.
     HYBRID_OPTIONS = {"fusion": "method", "lexical_weight": "lexical_weight", "rrf_k": "rrf_k",
-                      "candidates": "candidates", "lexical_floor": "lexical_floor"}  # fmt: skip
+                      "candidates": "candidates", "lexical_floor": "lexical_floor",
+                      "document_lexical_weight": "document_lexical_weight"}  # fmt: skip
 
     @classmethod
     def option_names(cls) -> list[str]:
@@ -215,6 +219,9 @@ class SearchSettings:
         hybrid = direct.pop("hybrid", self.hybrid)
         # None keeps the current value, except for lexical_floor where None means "no lexical rescue"
         hybrid_changes = {k: v for k, v in hybrid_changes.items() if v is not None or k == "lexical_floor"}
+        if "lexical_weight" in hybrid_changes and "document_lexical_weight" not in hybrid_changes:
+            # one number means one weight: a caller's lexical_weight= alone applies to documents' pieces too
+            hybrid_changes["document_lexical_weight"] = hybrid_changes["lexical_weight"]
         if hybrid_changes:
             if not isinstance(hybrid, FusionSettings):
                 raise InputError(f"hybrid must be a FusionSettings, got {type(hybrid).__name__}")
