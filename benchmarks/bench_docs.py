@@ -276,6 +276,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("-k", type=int, default=10)
+    ap.add_argument(
+        "--per",
+        default="piece",
+        choices=("piece", "document"),
+        help="what the product returns: k pieces (default) or k documents (per='document')",
+    )
     ap.add_argument("--peer-candidates", type=int, default=100)
     ap.add_argument("--modes", default="one,each,peer", help="which searchers: one, each, peer (comma-separated)")
     ap.add_argument("--check", type=Path, help="write (first run) or compare every search's hits and scores")
@@ -320,11 +326,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     queries = rng.sample(claims, min(args.queries, len(claims)))
     recorded = Recorded(embedder)
     peer_q: dict[str, np.ndarray] = {}
-    from ctxret.query.vectors import _inputs, query_texts
+    from ctxret.query.vectors import embed_inputs, query_texts
 
     for q in queries:  # every query's vectors made once, before anything is timed
         ps, whole = query_texts(q)
-        recorded.record(_inputs(ps, whole, True))
+        recorded.record(embed_inputs(ps, whole, True))
         peer_q[q] = embedder.embed([q])[0]
 
     def product(mode: str, q: str, record: bool) -> Any:
@@ -332,8 +338,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         index.embedder = recorded if record else live
         try:
             if mode == "one":
-                return index.search(q, k=args.k, thread_id="kb")
-            return index.search(q, k=args.k)
+                return index.search(q, k=args.k, thread_id="kb", per=args.per)
+            return index.search(q, k=args.k, per=args.per)
         finally:
             index.embedder = embedder
 
@@ -361,7 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if n in results:
                 results[n].append(hits_of(out))
 
-    print(f"\nsearch at k={args.k}, {len(queries)} claims ({args.warmup} warm-up), ms per search")
+    print(f"\nsearch at k={args.k} (per={args.per!r}), {len(queries)} claims ({args.warmup} warm-up), ms per search")
     print(f"(excl: query vectors made beforehand; searches that had to embed: {recorded.misses})")
     print(f"{'searcher':22s} {'wall p50':>7s} {'p90':>7s} {'mean':>7s}   {'CPU p50':>7s} {'p90':>7s} {'mean':>7s}")
     for n, _ in searchers:
