@@ -171,6 +171,18 @@ def group_max(S: np.ndarray, owner: np.ndarray, n: int, how: str = "max") -> np.
     return out
 
 
+def hit_scores(groups_per_query: Sequence[Any], col: dict[str, int]) -> list[dict[int, list[float]]]:
+    """Per query, each document's (column's) hit scores in the dumped product groups, best first."""
+    out = []
+    for groups in groups_per_query:
+        per_doc: dict[int, list[float]] = {}
+        for g in groups:
+            for doc, score, _ in g:
+                per_doc.setdefault(col[doc], []).append(score)
+        out.append({c: sorted(ss, reverse=True) for c, ss in per_doc.items()})
+    return out
+
+
 # -- cross-validation -------------------------------------------------------------------------------
 
 
@@ -216,13 +228,8 @@ def run(ds: DocSet, cache: str, dump_path: Path) -> None:
     DMEAN = Q @ DV.T
     # the product's own hits: document scores under its rules
     prod = {rule: np.full((len(ds.queries), n), -np.inf, np.float32) for rule in ("max", "sum", "top2", "mean")}
-    for qi, groups in enumerate(dmp["groups"]):
-        per_doc: dict[int, list[float]] = {}
-        for g in groups:
-            for doc, score, _ in g:
-                per_doc.setdefault(sc.col[doc], []).append(score)
+    for qi, per_doc in enumerate(hit_scores(dmp["groups"], sc.col)):
         for c, ss in per_doc.items():
-            ss = sorted(ss, reverse=True)
             prod["max"][qi, c] = ss[0]
             prod["sum"][qi, c] = sum(ss)
             prod["top2"][qi, c] = ss[1] if len(ss) > 1 else 0.0
