@@ -41,8 +41,9 @@ PIECES_PER_DOCUMENT = 4
 
 RULES = ("max", "max_mean", "top2", "sum")
 #: The rule a per-document result uses unless told otherwise: the best piece plus a quarter of the second best.
-#: Measured on SciFact dev (BENCHMARKS.md, "Documents (SciFact dev)"): +0.7 [+0.1, +1.3] nDCG@10 over the best
-#: piece alone under 5-fold cross-validation over claims (alpha chosen on 4/5: 0.25 in four folds, 0.5 in one).
+#: Measured on a SciFact dev subset (benchmarks/HISTORY.md, "Documents (SciFact dev)"): +0.7 [+0.1, +1.3] nDCG@10
+#: over the best piece alone under 5-fold cross-validation over claims (alpha chosen on 4/5: 0.25 in four folds,
+#: 0.5 in one).
 DEFAULT_RULE = "top2"
 DEFAULT_ALPHA = 0.25
 

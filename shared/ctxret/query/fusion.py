@@ -18,7 +18,8 @@ Measured on the LoCoMo dev split (see BENCHMARKS.md), equal-weight RRF loses mos
 over dense search there; convex fusion at ``w = 0.7`` is at least as good as the better of the
 two on both top-hit and QA recall@5. Documents want a more even fusion: on SciFact dev (5,183
 abstracts, 809 claims, ``per="document"``) ``w = 0.5`` gains about a point of nDCG@10 over 0.7, while
-on LoCoMo 0.5 costs facts top-1 — hence the weight by content kind (BENCHMARKS.md, "Documents").
+on LoCoMo 0.5 costs facts top-1 — hence a weight for searches that rank documents (BENCHMARKS.md,
+"The documents' lexical weight").
 
 The floor with fusion: ``score_threshold`` stays a raw cosine. A hit whose cosine clears it is
 kept; a hit under it is kept only on strong lexical evidence: it holds at least
@@ -60,7 +61,7 @@ DEFAULT_FUSION = FusionMethod.CONVEX
 #: Weight of the lexical side for ``convex`` and ``weighted_rrf`` (chosen on LoCoMo dev).
 DEFAULT_LEXICAL_WEIGHT = 0.7
 #: The same weight for a search that ranks documents or sections (``per="document"`` / ``"section"``), chosen on
-#: SciFact dev by 5-fold CV over claims (BENCHMARKS.md, "Documents (SciFact dev, full corpus)").
+#: SciFact dev by 5-fold CV over claims (BENCHMARKS.md, "The documents' lexical weight").
 DEFAULT_DOCUMENT_LEXICAL_WEIGHT = 0.5
 #: RRF's ``k`` (rank offset).
 DEFAULT_RRF_K = 60.0
