@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 import pytest
-from ctxret.storage.tokenize import LUCENE_EN, NLTK_EN, Analysis, analysis, is_question, tokenize
+from ctxret.storage.tokenize import (
+    LUCENE_EN,
+    MAX_TOKEN_CHARS,
+    NLTK_EN,
+    Analysis,
+    analysis,
+    is_question,
+    normalize,
+    tokenize,
+    unicode_tokens,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -31,6 +41,25 @@ def test_no_text_is_lost_for_words_that_are_not_stopwords(text):
 @given(st.one_of(TEXT, WORDS), st.one_of(TEXT, WORDS))
 def test_the_analysis_is_context_free(a, b):
     assert A.index_tokens(a + " " + b) == A.index_tokens(a) + A.index_tokens(b)
+
+
+ASCII_ISH = st.text(alphabet=st.one_of(st.characters(max_codepoint=127), st.sampled_from("ﬁﬀÅéÉßİ²①Ⅻ́‍")),
+                    max_size=300)  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(TEXT, WORDS, ASCII_ISH, st.text(alphabet="aZ9_-'", min_size=60, max_size=140)))
+def test_the_ascii_route_gives_the_unicode_rules_tokens(text):
+    """tokenize's fast route for a text that folds to ASCII (ligatures, accents, width and case folded first) gives
+    exactly the tokens of the Unicode rules, long words cut at the same length."""
+    assert tokenize(text) == unicode_tokens(normalize(text))
+
+
+def test_the_ascii_route_by_example():
+    long = "x" * (MAX_TOKEN_CHARS + 5)
+    assert tokenize(f"The ﬁnal Café_Bar, e-mail 42nd {long}!") == ["the", "final", "cafe", "bar", "e", "mail", "42nd",
+                                                                   "x" * MAX_TOKEN_CHARS]  # fmt: skip
+    assert tokenize("東京 tower") == unicode_tokens(normalize("東京 tower")) == ["東", "京", "東京", "tower"]
 
 
 @settings(max_examples=200, deadline=None)
