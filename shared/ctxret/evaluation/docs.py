@@ -523,7 +523,6 @@ def run_docs(
 ) -> DocsResult:
     """Every system on every query of ``ds``; ``extra``: more systems ``(index, query, groups) → ranked ids``."""
     from ..query.documents import DEFAULT_RULE, describe_rule
-    from ..query.settings import SearchSettings
 
     queries = ds.queries[:limit_queries] if limit_queries else ds.queries
     t0 = time.monotonic()
@@ -568,7 +567,7 @@ def run_docs(
         "notes": dict(ds.notes),
         "index_config": stats.get("config"),
         "document_rule": describe_rule(rule or DEFAULT_RULE),
-        "fusion": SearchSettings().hybrid.for_per("piece" if rule is not None else "document").label,
+        "fusion": index.settings.hybrid.for_per("piece" if rule is not None else "document").label,
         "query_ids": [q.id for q in queries],
         "peer_comparison": peer_comparison(per_query),
     }
