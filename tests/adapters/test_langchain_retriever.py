@@ -103,6 +103,7 @@ def test_all_is_pinned():
         [
             "ContextualRetriever",
             "ContextualVectorStore",
+            "CtxretChatMessageHistory",
             "compressor_reranker",
             "groups_to_documents",
             "hit_to_document",

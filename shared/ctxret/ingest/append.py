@@ -25,7 +25,9 @@ first (:mod:`ctxret.storage.claims`). Writing a thread whole (a replacement) is 
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -55,9 +57,16 @@ from .turns import Source, Turn
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "AppendPlan", "append_messages", "plan_append", "replace_thread", "stored_message_keys", "stored_times",
+    "AppendPlan",
+    "append_messages",
+    "append_threads",
+    "plan_append",
+    "replace_thread",
+    "stored_message_keys",
+    "stored_times",
+    "thread_messages",
     "write_numbered",
-]  # fmt: skip
+]
 
 #: How often an append reads the thread again when another process moved it between its read and its claim.
 MAX_ATTEMPTS = 50
@@ -123,10 +132,7 @@ def plan_append(
     rest = list(msgs[start:])
     if start == 0 and head and len(rest) >= 2 and not rest[0].strong:
         _refuse_changed_resend(reader, thread_id, rest, head)
-    strong = {m.key for m in rest if m.strong and m.key is not None}
-    if strong:
-        found = (strong & set(tail)) | stored_keys(reader, thread_id, strong - set(tail))
-        rest = [m for m in rest if not (m.strong and m.key in found)]
+    rest = _known_runs(reader, thread_id, rest, tail_turns, head)
     plan = AppendPlan(head, duplicates=len(msgs) - len(rest))
     if not rest:
         return plan
@@ -159,6 +165,54 @@ def plan_append(
             plan.turns.append(make_turn(thread_id, nxt, sources))
             nxt += 1
     return plan
+
+
+def _known_runs(
+    reader: Any, thread_id: str, msgs: list[_Message], tail_turns: Mapping[int, Turn], head: int
+) -> list[_Message]:
+    """``msgs`` without those the thread holds: a message known by its id or its time wherever it is stored, and
+    a message with neither when it follows a stored message (found so) the way it follows it in the thread (a
+    re-sent run of messages, anchored by one the thread is known to hold)."""
+    strong = {m.key for m in msgs if m.strong and m.key is not None}
+    if not strong:
+        return msgs
+    found = stored_keys(reader, thread_id, strong)
+    if not found:
+        return msgs
+    # the stored order around the found messages: their turns and as many after them as the call could cover
+    turns = dict(tail_turns)
+    wanted = sorted({i for t in found.values() for i in range(t, min(head, t + len(msgs)) + 1)} - set(turns))
+    for lo, hi in _runs(wanted):
+        turns.update({t.index: t for t in turns_from_records(chat_turns(reader, thread_id, lo, hi))})
+    order: list[str | None] = []
+    for i in sorted(turns):
+        if order and i - 1 not in turns:
+            order.append(None)  # a gap: no message follows across it
+        order += stored_message_keys(turns[i].sources)
+    position = {k: p for p, k in enumerate(order) if k is not None}
+    out: list[_Message] = []
+    anchor: int | None = None
+    for m in msgs:
+        if m.strong and m.key in found:
+            anchor = position.get(m.key or "")
+            continue
+        if not m.strong and anchor is not None and anchor + 1 < len(order) and order[anchor + 1] == m.key:
+            anchor += 1
+            continue
+        anchor = None
+        out.append(m)
+    return out
+
+
+def _runs(values: Sequence[int]) -> list[tuple[int, int]]:
+    """Sorted integers as ``(first, last)`` runs of consecutive values."""
+    out: list[tuple[int, int]] = []
+    for v in values:
+        if out and v == out[-1][1] + 1:
+            out[-1] = (out[-1][0], v)
+        else:
+            out.append((v, v))
+    return out
 
 
 def _refuse_changed_resend(reader: Any, thread_id: str, msgs: Sequence[_Message], head: int) -> None:
@@ -207,33 +261,65 @@ def append_messages(
 ) -> IndexResult:  # fmt: skip
     """Append ``messages`` to ``thread_id`` in ``store`` (a :class:`~ctxret.storage.pieces.PieceStore`); ``write``
     writes the planned turns (the index's one write path). See the module docstring."""
-    check_thread_id(thread_id)
-    msgs = [m for m in read_messages(messages, include_system) if stores_anything(m, include_system)]
-    if not msgs:
-        return IndexResult()
-    reader = store.chroma
-    claims = store.claims
-    with store.appending(thread_id):
+    return append_threads(
+        store, [(thread_id, messages)], include_system=include_system, write=write, now=now, sleep=sleep
+    )
+
+
+def append_threads(
+    store: Any, items: Iterable[tuple[str, Iterable[Mapping[str, Any]]]], *, include_system: bool,
+    write: Callable[[list[Turn]], IndexResult], now: datetime | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> IndexResult:  # fmt: skip
+    """Append messages to several threads in one write (``items``: ``(thread_id, messages)``; the messages of one
+    thread given twice are appended in order): every message is read and checked before anything is written, the
+    threads' new turns share embedding batches (a backfill of many chat files). Same rules as
+    :func:`append_messages`, thread by thread."""
+    by_thread: dict[str, list[_Message]] = {}
+    for thread_id, messages in items:
+        check_thread_id(thread_id)
+        msgs = [m for m in read_messages(messages, include_system) if stores_anything(m, include_system)]
+        by_thread.setdefault(thread_id, []).extend(msgs)
+    by_thread = {t: m for t, m in by_thread.items() if m}
+    if not by_thread:
+        return write([])
+    reader, claims = store.chroma, store.claims
+    with contextlib.ExitStack() as locks:
+        for thread_id in sorted(by_thread):  # one order for every appender: no deadlock
+            locks.enter_context(store.appending(thread_id))
         for _ in range(MAX_ATTEMPTS):
-            plan = plan_append(reader, thread_id, msgs, include_system, hint=store.heads.get(thread_id, 0), now=now)
-            if not plan.turns:
-                store.heads[thread_id] = plan.head
-                return IndexResult(duplicates=plan.duplicates)
-            claim: Claim | None = None
+            plans = {
+                t: plan_append(reader, t, msgs, include_system, hint=store.heads.get(t, 0), now=now)
+                for t, msgs in by_thread.items()
+            }
+            duplicates = IndexResult(duplicates=sum(p.duplicates for p in plans.values()))
+            todo = {t: p for t, p in plans.items() if p.turns}
+            for t, p in plans.items():
+                if not p.turns:
+                    store.heads[t] = p.head
+            if not todo:
+                return write([]) + duplicates  # nothing new (the writer may still have other work: a CLI's documents)
+            won: list[Claim | None] = []
             if claims is not None:
-                claim = _claim(claims, reader, thread_id, plan, sleep)
-                if claim is None:
-                    continue  # the thread moved under us: read it again
+                for t, p in todo.items():
+                    won.append(_claim(claims, reader, t, p, sleep))
+                    if won[-1] is None:
+                        break
+                if not won or won[-1] is None:  # a thread moved under us: read every thread again
+                    for c in won:
+                        claims.release(c)
+                    continue
             try:
-                result = write(plan.turns)
+                result = write([turn for p in todo.values() for turn in p.turns])
             finally:
-                if claims is not None:
-                    claims.release(claim)
-            store.heads[thread_id] = max(t.index for t in plan.turns)
-            return result + IndexResult(duplicates=plan.duplicates)
+                for c in won:
+                    claims.release(c)
+            for t, p in todo.items():
+                store.heads[t] = max(turn.index for turn in p.turns)
+            return result + duplicates
     raise StoreError(
-        f"could not append to thread {thread_id!r}: other writers kept changing its last turn ({MAX_ATTEMPTS} "
-        "attempts); nothing was written by this call: send it again"
+        f"could not append to thread(s) {sorted(by_thread)}: other writers kept changing their last turns "
+        f"({MAX_ATTEMPTS} attempts); nothing was written by this call: send it again"
     )
 
 
@@ -284,6 +370,62 @@ def replace_thread(
         gone = store.delete(Scope(thread_id, {"$and": [{"kind": "turn"}, {"turn_index": {"$gt": n}}]}))
         store.heads.pop(thread_id, None)
     return result + IndexResult(replaced=gone)
+
+
+#: A tool source's text: ``<tool> arguments: <args>`` (when it had arguments), then ``Result: <text>``.
+_TOOL_BODY = re.compile(
+    r"^(?:(?P<name>.+?) arguments: (?P<args>.*)\n)?(?P<label>Result(?: \(error\))?): (?P<result>.*)$", re.DOTALL
+)
+
+
+def thread_messages(reader: Any, thread_id: str) -> list[dict[str, Any]]:
+    """The thread's chat messages as stored, in order, as OpenAI chat dicts: ``role``, ``content`` (the text as
+    ctxret keeps it: whitespace collapsed, lines kept), ``name``, ``timestamp`` and the ``id`` a message was given;
+    an assistant message's tool calls as ``tool_calls``, each result as a ``tool`` message (``(none)``: no result
+    yet). What a chat-history class returns as its messages."""
+    out: list[dict[str, Any]] = []
+    for turn in turns_from_records(chat_turns(reader, thread_id, 1)):
+        last_key: str | None = None
+        results: list[dict[str, Any]] = []
+        for src in turn.sources:
+            key = src.message_key
+            if src.kind == "tool":
+                m = _TOOL_BODY.match(src.text)
+                name = src.name or (m.group("name") if m and m.group("name") else "tool")
+                args = (m.group("args") or "{}") if m else "{}"
+                result = m.group("result") if m else src.text
+                if not (out and out[-1]["role"] == "assistant" and key is not None and key == last_key):
+                    out.append(_message("assistant", "", src, key))
+                call_id = src.call_id or f"call_{len(out)}_{src.ordinal}"
+                out[-1].setdefault("tool_calls", []).append(
+                    {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+                )
+                if result != "(none)":
+                    tool = _message("tool", result, src, src.result_key)
+                    tool["tool_call_id"] = call_id
+                    if m and m.group("label") != "Result":
+                        tool["is_error"] = True
+                    results.append(tool)
+            else:
+                if results:
+                    out.extend(results)
+                    results = []
+                role = src.kind if src.kind in ("user", "assistant", "system") else "user"
+                out.append(_message(role, src.text, src, key))
+            last_key = key
+        out.extend(results)
+    return out
+
+
+def _message(role: str, content: str, src: Source, key: str | None) -> dict[str, Any]:
+    msg: dict[str, Any] = {"role": role, "content": content}
+    if src.name and src.kind in ("user", "assistant"):  # a tool source's name is its tool's
+        msg["name"] = src.name
+    if src.timestamp is not None:
+        msg["timestamp"] = src.timestamp.isoformat()
+    if key is not None and key.startswith("id:"):
+        msg["id"] = key[3:]
+    return msg
 
 
 def _claim(claims: Any, reader: Any, thread_id: str, plan: AppendPlan, sleep: Callable[[float], None]) -> Claim | None:

@@ -72,16 +72,19 @@ def chat_turns(store: RecordReader, thread_id: str, first: int, last: int | None
     return [rec["metadata"] or {} for rec in store.iter_records(_chat(thread_id, *clauses))]
 
 
-def stored_keys(store: RecordReader, thread_id: str, keys: Iterable[str]) -> set[str]:
-    """Which of ``keys`` (message keys) a piece of the thread holds (as its message or its tool result)."""
+def stored_keys(store: RecordReader, thread_id: str, keys: Iterable[str]) -> dict[str, int]:
+    """Which of ``keys`` (message keys) a piece of the thread holds (as its message or its tool result), and in
+    which turn."""
     wanted = sorted(set(keys))
-    found: set[str] = set()
+    found: dict[str, int] = {}
     for start in range(0, len(wanted), _IN_CHUNK):
         chunk = wanted[start : start + _IN_CHUNK]
         where = _chat(thread_id, {"$or": [{"message_key": {"$in": chunk}}, {"result_key": {"$in": chunk}}]})
         for rec in store.iter_records(where):
             meta = rec["metadata"] or {}
-            found.update(str(meta[k]) for k in ("message_key", "result_key") if meta.get(k) in chunk)
+            for k in ("message_key", "result_key"):
+                if meta.get(k) in chunk:
+                    found.setdefault(str(meta[k]), int(meta["turn_index"]))
     return found
 
 
