@@ -208,7 +208,7 @@ def run_longmemeval(
     counts: Counter = Counter()
     try:
         for qi, q in enumerate(picked):
-            written = Counter()
+            written: Counter[str] = Counter()
             for sid, date, turns in q.sessions:  # one call per session, in time order
                 res = index.add_messages(session_messages(q, sid, date, turns), thread_id=q.id)
                 written["added"] += res.added

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import sys
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -191,6 +191,6 @@ def run_memory(
     return MemoryResult(rows, config, per_query)
 
 
-def _message_id(meta: dict[str, Any]) -> str:
+def _message_id(meta: Mapping[str, Any]) -> str:
     key = str(meta.get("message_key") or "")
     return key[3:] if key.startswith("id:") else key

@@ -239,18 +239,11 @@ def _refuse_changed_resend(reader: Any, thread_id: str, msgs: Sequence[_Message]
     )
 
 
-def _renumber(plan: AppendPlan, taken: set[int], above: int) -> None:
-    """Move the plan's new turns past ``above`` and the numbers other appends hold."""
-    nxt = above + 1
-    turns = []
+def _renumber(plan: AppendPlan, numbers: Sequence[int]) -> None:
+    """Give the plan's new turns the turn numbers ``numbers`` (ascending), in order."""
+    turns, numbers = [], iter(sorted(numbers))
     for t in plan.turns:
-        if t.index <= plan.head:
-            turns.append(t)
-            continue
-        while nxt in taken:
-            nxt += 1
-        turns.append(make_turn(t.thread_id, nxt, t.sources))
-        nxt += 1
+        turns.append(t if t.index <= plan.head else make_turn(t.thread_id, next(numbers), t.sources))
     plan.turns = turns
 
 
@@ -284,7 +277,10 @@ def append_threads(
     if not by_thread:
         return write([])
     reader, claims = store.chroma, store.claims
+    held: dict[str, Claim] = {}
     with contextlib.ExitStack() as locks:
+        if claims is not None:
+            locks.callback(lambda: [claims.release(c) for c in held.values()])
         for thread_id in sorted(by_thread):  # one order for every appender: no deadlock
             locks.enter_context(store.appending(thread_id))
         for _ in range(MAX_ATTEMPTS):
@@ -299,21 +295,13 @@ def append_threads(
                     store.heads[t] = p.head
             if not todo:
                 return write([]) + duplicates  # nothing new (the writer may still have other work: a CLI's documents)
-            won: list[Claim | None] = []
             if claims is not None:
-                for t, p in todo.items():
-                    won.append(_claim(claims, reader, t, p, sleep))
-                    if won[-1] is None:
-                        break
-                if not won or won[-1] is None:  # a thread moved under us: read every thread again
-                    for c in won:
-                        claims.release(c)
+                ready = True
+                for t, p in todo.items():  # the slots held stay held while the threads are read again
+                    ready = ready and _claim(claims, reader, t, p, held.setdefault(t, Claim(t)), sleep)
+                if not ready:
                     continue
-            try:
-                result = write([turn for p in todo.values() for turn in p.turns])
-            finally:
-                for c in won:
-                    claims.release(c)
+            result = write([turn for p in todo.values() for turn in p.turns])
             for t, p in todo.items():
                 store.heads[t] = max(turn.index for turn in p.turns)
             return result + duplicates
@@ -428,28 +416,41 @@ def _message(role: str, content: str, src: Source, key: str | None) -> dict[str,
     return msg
 
 
-def _claim(claims: Any, reader: Any, thread_id: str, plan: AppendPlan, sleep: Callable[[float], None]) -> Claim | None:
-    """Claim the plan's slots (renumbering its new turns past other appends' claims); ``None``: read again."""
-    above = max(plan.head, claims.head(thread_id, plan.head))
-    taken: set[int] = set()
-    for _ in range(MAX_ATTEMPTS):
-        _renumber(plan, taken, above)
-        claim, lost, busy = claims.claim(thread_id, plan.new, plan.continued)
-        if busy:
-            sleep(0.05)  # another append is adding to the same turn: wait for its write, then read again
-            return None
-        if claim is None:
-            taken |= lost
-            continue
-        # won: unless a write landed (and let its claims go) since the thread was read
-        if chat_head(reader, thread_id, plan.head) != plan.head:
-            claims.release(claim)
-            return None
+def _claim(claims: Any, reader: Any, thread_id: str, plan: AppendPlan, held: Claim,
+           sleep: Callable[[float], None]) -> bool:  # fmt: skip
+    """Hold the slots ``plan`` needs (new turn numbers past every stored and claimed one, and the continuation
+    slot) and renumber its new turns to them; ``False``: read the thread again (the slots won stay in ``held``)."""
+    need = len(plan.new)
+    above = max(plan.head, claims.head(thread_id, plan.head), max(held.numbers, default=0))
+    while len(held.numbers) < need:
+        want = list(range(above + 1, above + 1 + need - len(held.numbers)))
+        for n in claims.claim_new(thread_id, want):
+            held.numbers.add(n)
+            held.ids.append(claims.slot_id(thread_id, n, 0))
+        above = want[-1]
+    if plan.continued != held.continuation:
+        if held.continuation_id is not None:  # the turn changed since: that slot is of no use any more
+            claims.release(Claim(thread_id, [held.continuation_id]))
+            held.ids.remove(held.continuation_id)
+            held.continuation, held.continuation_id = None, None
         if plan.continued is not None:
-            turn, version = plan.continued
-            now = turns_from_records(chat_turns(reader, thread_id, turn, turn))
-            if not now or _version(now[0]) != version:
-                claims.release(claim)
-                return None
-        return claim
-    return None
+            rid = claims.claim_continuation(thread_id, *plan.continued)
+            if rid is None:  # another append is adding to the same turn: wait for its write, then read again
+                sleep(min(1.0, 0.05 * 2**held.waits))
+                held.waits += 1
+                return False
+            held.continuation, held.continuation_id = plan.continued, rid
+            held.ids.append(rid)
+    numbers = sorted(held.numbers)[:need]
+    if numbers:  # a write that landed between our read and our claim holds none of them (it claimed them first)
+        taken = {int(m["turn_index"]) for m in chat_turns(reader, thread_id, numbers[0], numbers[-1])}
+        if taken & set(numbers):
+            held.numbers -= taken
+            return False
+    if plan.continued is not None:
+        turn, version = plan.continued
+        now = turns_from_records(chat_turns(reader, thread_id, turn, turn))
+        if not now or _version(now[0]) != version:
+            return False
+    _renumber(plan, numbers)
+    return True

@@ -563,11 +563,11 @@ def group_sources(group: list[_Message], include_system: bool, prior: Iterable[S
     sources: list[Source] = list(prior)
     calls: dict[str, int] = {}  # call id -> index into sources
     call_text: dict[int, tuple[str, str, _Result | None, str | None]] = {}  # source index -> (name, args, result, key)
-    for idx, src in enumerate(sources):
+    for i, src in enumerate(sources):
         open_call = _open_call(src)
         if open_call is not None and src.call_id is not None:
-            calls[src.call_id] = idx
-            call_text[idx] = (*open_call, None, None)
+            calls[src.call_id] = i
+            call_text[i] = (*open_call, None, None)
     reopened = set(call_text)
     for msg in group:
         ts, name, key = msg.timestamp, msg.name, msg.key

@@ -8,10 +8,12 @@ append *claims* the turn slots it is about to write before it writes them, in ``
   question) is the slot ``(n, v)``, ``v`` the version of the turn the append read (its sources and results);
 * a slot is a record id, and Chroma's ``add`` keeps the first record of an id and ignores later ones (checked on
   chromadb 1.5: a second ``add`` of an id leaves the first record), so reading the records back tells each
-  claimer whether it won. A new-turn slot lost means another append took that number: take the next; a
-  continuation slot lost means another append is changing that turn: wait for its write, read again;
-* the winner checks that the thread did not move since it read it (a write that landed and released its claims
-  in between), writes, and removes its claims: the claims collection holds only appends in flight.
+  claimer whether it won. A new-turn slot lost means another append took that number: take the next one; a
+  continuation slot lost means another append is changing that turn: wait for its write, read again (the new-turn
+  numbers won are kept meanwhile: a number once claimed is always written, so numbers stay dense);
+* the winner checks that no stored turn holds its numbers (a write that landed and released its claims between
+  its read and its claim) and that the turn it continues is as it read it, writes, and removes its claims: the
+  claims collection holds only appends in flight.
 
 A claimed new-turn number raises the thread's head for other appenders (:meth:`TurnClaims.head`), so two appenders
 never number a turn alike, and turn numbers stay dense and in claim order. A process killed between its claim and its
@@ -26,7 +28,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CtxretError
@@ -42,10 +44,15 @@ CLAIMS_SUFFIX = "-claims"
 
 @dataclass
 class Claim:
-    """The slots one append won (record ids), to release after its write."""
+    """The slots one append holds in a thread: the new turn numbers it won and the continuation slot (record
+    ids), kept while it reads the thread again and released after its write."""
 
     thread_id: str
-    ids: list[str]
+    ids: list[str] = field(default_factory=list)
+    numbers: set[int] = field(default_factory=set)
+    continuation: tuple[int, int] | None = None  # (turn, version) of the continuation slot held
+    continuation_id: str | None = None
+    waits: int = 0  # how often it waited for another append's continuation (the wait grows: 0.05 s to 1 s)
 
 
 class _Reader:
@@ -100,41 +107,34 @@ class TurnClaims:
         """The highest new-turn number claimed in the thread (0: none in flight)."""
         return chat_head(_Reader(self), thread_id, hint)
 
-    def claim(
-        self, thread_id: str, new: Sequence[int], continued: tuple[int, int] | None = None
-    ) -> tuple[Claim | None, set[int], bool]:
-        """Claim the new turns ``new`` and the continuation slot ``continued`` (``(turn, version)``).
-
-        Returns ``(claim, taken, busy)``: the claim when every slot was won (else ``None``, and the slots won
-        are released again), the new-turn numbers another append holds, and whether the continuation slot is
-        held by a live append (wait for its write, then read the thread again)."""
+    def claim_new(self, thread_id: str, numbers: Sequence[int]) -> set[int]:
+        """Claim new turn numbers; returns the ones won (the others are another append's)."""
+        if not numbers:
+            return set()
         now = self._clock()
-        slots: list[tuple[str, dict[str, Any]]] = []
-        for n in new:
-            meta = {"thread_id": thread_id, "kind": "turn", "turn_index": int(n), "version": 0}
-            slots.append((self.slot_id(thread_id, n, 0), meta))
-        if continued is not None:
-            turn, version = continued
-            attempt = self._attempt(thread_id, turn, version, now)
-            if attempt is None:
-                return None, set(), True
-            meta = {"thread_id": thread_id, "kind": "continued", "turn_index": int(turn), "version": int(version)}
-            slots.append((self.slot_id(thread_id, turn, version, attempt), meta))
-        if not slots:
-            return Claim(thread_id, []), set(), False
-        ids = [s[0] for s in slots]
-        metas = [{**m, "token": self.token, "ts": now} for _, m in slots]
+        ids = [self.slot_id(thread_id, n, 0) for n in numbers]
+        metas = [{"thread_id": thread_id, "kind": "turn", "turn_index": int(n), "version": 0, "token": self.token,
+                  "ts": now} for n in numbers]  # fmt: skip
         self._call("claim turns", lambda col: col.add(ids=ids, embeddings=[[1.0]] * len(ids), metadatas=metas))
         page = self._call("read turn claims", lambda col: col.get(ids=ids, include=["metadatas"]))
-        holders = {rid: (meta or {}) for rid, meta in zip(page["ids"], page["metadatas"] or [], strict=False)}
-        won = [rid for rid in ids if holders.get(rid, {}).get("token") == self.token]
-        if len(won) == len(ids):
-            return Claim(thread_id, ids), set(), False
-        self.release(Claim(thread_id, won))
-        taken = {int(m["turn_index"]) for rid, m in zip(ids, metas, strict=True) if m["kind"] == "turn"
-                 and rid not in won}  # fmt: skip
-        busy = continued is not None and ids[-1] not in won
-        return None, taken, busy
+        mine = {rid for rid, meta in zip(page["ids"], page["metadatas"] or [], strict=False)
+                if (meta or {}).get("token") == self.token}  # fmt: skip
+        return {n for n, rid in zip(numbers, ids, strict=True) if rid in mine}
+
+    def claim_continuation(self, thread_id: str, turn: int, version: int) -> str | None:
+        """Claim the right to add to stored turn ``turn`` as it is at ``version``: the slot's id, or ``None`` while
+        another live append holds it (wait for its write, then read the turn again)."""
+        now = self._clock()
+        attempt = self._attempt(thread_id, turn, version, now)
+        if attempt is None:
+            return None
+        rid = self.slot_id(thread_id, turn, version, attempt)
+        meta = {"thread_id": thread_id, "kind": "continued", "turn_index": int(turn), "version": int(version),
+                "token": self.token, "ts": now}  # fmt: skip
+        self._call("claim turns", lambda col: col.add(ids=[rid], embeddings=[[1.0]], metadatas=[meta]))
+        page = self._call("read turn claims", lambda col: col.get(ids=[rid], include=["metadatas"]))
+        held = ((page["metadatas"] or [{}])[0] or {}) if page["ids"] else {}
+        return rid if held.get("token") == self.token else None
 
     def _attempt(self, thread_id: str, turn: int, version: int, now: float) -> int | None:
         """The attempt number a continuation of ``(turn, version)`` claims: the first whose slot is free, after
@@ -142,7 +142,11 @@ class TurnClaims:
         attempt = 0
         while True:
             rid = self.slot_id(thread_id, turn, version, attempt)
-            page = self._call("read turn claims", lambda col, rid=rid: col.get(ids=[rid], include=["metadatas"]))
+
+            def read(col: Any, rid: str = rid) -> Any:
+                return col.get(ids=[rid], include=["metadatas"])
+
+            page = self._call("read turn claims", read)
             if not page["ids"]:
                 return attempt
             meta = (page["metadatas"] or [{}])[0] or {}
@@ -153,7 +157,7 @@ class TurnClaims:
             attempt += 1
 
     def release(self, claim: Claim | None) -> None:
-        """Remove a claim's records (after its write, or when it was not whole)."""
+        """Remove a claim's records (after its write, or when the append gives up)."""
         if claim is None or not claim.ids:
             return
         try:
