@@ -38,7 +38,7 @@ from ..errors import InputError, StoreError
 from ..results import IndexResult
 from ..storage.claims import Claim
 from ..storage.schema import Scope
-from ..storage.threads import chat_head, chat_turns, stored_keys, turns_of_calls
+from ..storage.threads import chat_head, chat_head_scan, chat_turns, stored_keys, taken_turns, turns_of_calls
 from .messages import (
     _Message,
     check_first_turn,
@@ -120,7 +120,15 @@ def plan_append(
     now: datetime | None = None,
 ) -> AppendPlan:  # fmt: skip
     """Read the thread's end and plan the append of ``msgs`` (read, storable messages) after it."""
-    head = chat_head(reader, thread_id, hint)
+    plan = _plan(reader, thread_id, msgs, include_system, chat_head(reader, thread_id, hint), now)
+    if plan.new and taken_turns(reader, thread_id, plan.new):  # a gap in the numbers misled the probes
+        plan = _plan(reader, thread_id, msgs, include_system, chat_head_scan(reader, thread_id), now)
+    return plan
+
+
+def _plan(
+    reader: Any, thread_id: str, msgs: Sequence[_Message], include_system: bool, head: int, now: datetime | None
+) -> AppendPlan:
     tail_turns: dict[int, Turn] = {}
     if head:
         first = max(1, head - len(msgs) + 1)  # a message is at least one turn's worth: enough to align the call
@@ -443,8 +451,8 @@ def _claim(claims: Any, reader: Any, thread_id: str, plan: AppendPlan, held: Cla
             held.ids.append(rid)
     numbers = sorted(held.numbers)[:need]
     if numbers:  # a write that landed between our read and our claim holds none of them (it claimed them first)
-        taken = {int(m["turn_index"]) for m in chat_turns(reader, thread_id, numbers[0], numbers[-1])}
-        if taken & set(numbers):
+        taken = taken_turns(reader, thread_id, numbers)
+        if taken:
             held.numbers -= taken
             return False
     if plan.continued is not None:

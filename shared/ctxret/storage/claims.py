@@ -33,7 +33,7 @@ from typing import Any
 
 from ..errors import CtxretError
 from .chroma import ChromaStore, _store_error
-from .threads import chat_head
+from .threads import chat_head, turn_key
 
 logger = logging.getLogger(__name__)
 
@@ -113,8 +113,8 @@ class TurnClaims:
             return set()
         now = self._clock()
         ids = [self.slot_id(thread_id, n, 0) for n in numbers]
-        metas = [{"thread_id": thread_id, "kind": "turn", "turn_index": int(n), "version": 0, "token": self.token,
-                  "ts": now} for n in numbers]  # fmt: skip
+        metas = [{"thread_id": thread_id, "kind": "turn", "turn_index": int(n), "turn_id": turn_key(thread_id, n),
+                  "version": 0, "token": self.token, "ts": now} for n in numbers]  # fmt: skip
         self._call("claim turns", lambda col: col.add(ids=ids, embeddings=[[1.0]] * len(ids), metadatas=metas))
         page = self._call("read turn claims", lambda col: col.get(ids=ids, include=["metadatas"]))
         mine = {rid for rid, meta in zip(page["ids"], page["metadatas"] or [], strict=False)
