@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .contextual import llm_contextualizer
+from .history import CtxretChatMessageHistory
 from .messages import message_to_openai, messages_to_openai
 from .prompt import (
     DocumentGroup,
@@ -36,7 +37,8 @@ __all__ = [
     "compressor_reranker",
     "groups_to_documents",
     "hit_to_document",
-    # messages
+    # memory and messages
+    "CtxretChatMessageHistory",
     "messages_to_openai",
     "message_to_openai",
     # prompts

@@ -48,7 +48,8 @@ def messages_to_openai(messages: Iterable[BaseMessage | Mapping[str, Any]]) -> l
       are dropped when the message has ``tool_calls`` (the same call, twice; the ``tool_calls``
       are the parsed form). A ``ToolMessage`` with ``status="error"`` gets ``"is_error": True``,
       like an Anthropic ``tool_result`` with ``is_error``.
-    - ``name`` is kept (the core shows it as the speaker label). A ``timestamp`` (or
+    - ``name`` is kept (the core shows it as the speaker label); ``id`` too (an append knows a message by it: one
+      sent again, as LangGraph's state shows every message again, is stored once). A ``timestamp`` (or
       ``created_at``) in ``additional_kwargs``, else in ``response_metadata``, becomes the dict's
       ``"timestamp"``.
 
@@ -101,6 +102,8 @@ def message_to_openai(
         )
     if message.name:
         out["name"] = message.name
+    if message.id:
+        out["id"] = str(message.id)
     ts = _timestamp(message)
     if ts is not None:
         out["timestamp"] = ts

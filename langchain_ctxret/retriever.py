@@ -209,16 +209,14 @@ class ContextualRetriever(BaseRetriever):
         messages: Iterable[BaseMessage | Mapping[str, Any]],
         thread_id: str = "default",
         *,
-        first_turn: int = 1,
+        first_turn: int | None = None,
         metadata: Mapping[str, Any] | None = None,
         include_system: bool = False,
     ) -> IndexResult:
-        """Index a chat thread: LangChain messages and/or OpenAI dicts (see ``messages_to_openai``).
-
-        Same rules as ``ContextualIndex.add_messages``: pass the whole thread each time (unchanged
-        turns cost nothing) or a slice with ``first_turn``. ``metadata`` keys reserved by ctxret
-        (e.g. ``thread_id``, ``kind``, ``score``) are stored with the ``meta_`` prefix instead.
-        """
+        """Add LangChain messages and/or OpenAI dicts (see ``messages_to_openai``) to the end of a thread:
+        ``ContextualIndex.add_messages`` (the next turns; a message sent again adds nothing; ``first_turn=n``:
+        numbered turns instead). ``metadata`` keys reserved by ctxret are stored with the ``meta_`` prefix.
+        ``CtxretChatMessageHistory`` is the same write as a LangChain chat history."""
         return self.index.add_messages(
             messages_to_openai(messages),
             thread_id,
@@ -226,6 +224,24 @@ class ContextualRetriever(BaseRetriever):
             metadata=metadata,
             include_system=include_system,
         )
+
+    async def aadd_messages(
+        self,
+        messages: Iterable[BaseMessage | Mapping[str, Any]],
+        thread_id: str = "default",
+        **kwargs: Any,
+    ) -> IndexResult:
+        """Async :meth:`add_messages`."""
+        return await self.index.aadd_messages(messages_to_openai(messages), thread_id, **kwargs)
+
+    def replace_messages(
+        self,
+        messages: Iterable[BaseMessage | Mapping[str, Any]],
+        thread_id: str = "default",
+        **kwargs: Any,
+    ) -> IndexResult:
+        """Make the thread exactly ``messages`` (``ContextualIndex.replace_messages``)."""
+        return self.index.replace_messages(messages_to_openai(messages), thread_id, **kwargs)
 
     def add_documents(
         self,

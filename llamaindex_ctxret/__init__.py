@@ -11,12 +11,16 @@
 * :class:`ContextualRetriever` — per-part groups of ``NodeWithScore`` (``score`` = the hit's
   relevance in [0, 1]), with ``MetadataFilters`` and a per-group ``rerank`` (any node postprocessor).
 * :class:`CtxretEmbedding` — a ctxret embedder as a LlamaIndex ``BaseEmbedding``.
+* :class:`CtxretMemoryBlock` — a memory block for ``llama_index.core.memory.Memory``: what it flushes is written to
+  ctxret (appended), and recall for the latest message comes back as per-part groups of text.
 """
 
 from __future__ import annotations
 
 from .embeddings import CtxretEmbedding
 from .filters import metadata_filters_to_where
+from .memory import CtxretMemoryBlock
+from .messages import chat_message_to_openai, chat_messages_to_openai
 from .node_parser import (
     ContextualNodeParser,
     add_documents_to_index,
@@ -35,7 +39,10 @@ __all__ = [
     "postprocessor_reranker",
     "ContextualRetriever",
     "CtxretEmbedding",
+    "CtxretMemoryBlock",
     "add_documents_to_index",
+    "chat_message_to_openai",
+    "chat_messages_to_openai",
     "documents_from_messages",
     "documents_to_turns",
     "groups_to_nodes",

@@ -22,7 +22,10 @@ flattens it). ``Document(text, metadata={"title": T, "doc_id": I, **rest})`` giv
 pieces of ``index.add_documents([{"text": text, "title": T, "id": I, "metadata": rest}])``,
 as does ``Document(text, id_=I, metadata={"title": T, **rest})`` (the mapping
 ``langchain_ctxret.ContextualRetriever.add_documents`` uses with ``Document.id``); a chat document
-gives those of ``ContextualIndex.add_messages(messages, thread_id, metadata=rest)``.
+gives those of its messages written as given, as numbered turns from ``first_turn``
+(``index.add_turns(turns_from_messages(messages, thread_id, first_turn=...), metadata=rest)``): a
+document is a whole thread, parsed the same way every time. To append messages as they happen
+(``ContextualIndex.add_messages``), use :class:`~llamaindex_ctxret.CtxretMemoryBlock`.
 """
 
 from __future__ import annotations

@@ -43,13 +43,14 @@ PUBLIC_NAMES = [
 # The stage functions live under named modules; each module's names are pinned too.
 STAGE_NAMES = {
     "ctxret.ingest": [
-        "Piece", "Source", "Turn", "context_vectors", "document_id", "document_turns", "label_pieces",
-        "late_context_vectors", "piece_id", "plan_turns", "split_sections", "turns_from_messages", "write_turns",
+        "Piece", "Source", "Turn", "append_messages", "context_vectors", "document_id", "document_turns",
+        "label_pieces", "late_context_vectors", "piece_id", "plan_turns", "split_sections", "thread_messages",
+        "turns_from_messages", "write_turns",
     ],
     "ctxret.query": [
         "Backends", "FusionMethod", "FusionSettings", "QueryVectors", "SearchPlan", "aquery_vectors", "arun_search",
-        "convex", "expand_parents", "fuse", "passes_floor", "plan_search", "query_vectors", "rrf", "run_search",
-        "split_prompt_chunks",
+        "convex", "expand_parents", "fuse", "passes_floor", "plan_search", "query_vectors", "render_groups", "rrf",
+        "run_search", "split_prompt_chunks",
     ],
 }  # fmt: skip
 

@@ -8,6 +8,8 @@ It wires the stages together and holds their settings; the stages themselves liv
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -17,10 +19,10 @@ from .embedders.base import Embedder
 from .embedders.local import shared_local_embedder
 from .embedders.wrappers import as_embedder
 from .errors import ConfigMismatchError, InputError
+from .ingest.append import append_messages, replace_thread, write_numbered
 from .ingest.config import ContextStrategy, IndexConfig, check_piece_bytes
 from .ingest.context import Contextualizer
 from .ingest.documents import read_documents
-from .ingest.messages import turns_from_messages
 from .ingest.pieces import fit_pieces
 from .ingest.turns import Piece, Turn
 from .ingest.views import resolve_view_writers
@@ -34,7 +36,7 @@ from .results import Group, IndexResult
 from .storage.lexical_sync import SyncReport
 from .storage.pieces import ClosedStore, PieceStore
 from .storage.rebuild import recover
-from .storage.schema import Scope, as_list
+from .storage.schema import Scope, as_list, check_metadata_arg
 from .store import STORE_ARGUMENTS, Store, refuse_unknown
 
 logger = logging.getLogger(__name__)
@@ -70,7 +72,8 @@ class ContextualIndex:
     Search defaults: ``settings=SearchSettings(...)`` (never recorded); each :meth:`search` may override them. A
     misspelt or misplaced argument is an :class:`InputError` naming its family (store, index or search).
 
-    Updates replace whole (a document under its id, a chat turn by its number; a crash leaves one version). Searches
+    Messages are appended (:meth:`add_messages`: the next turns of their thread; a message sent again adds nothing);
+    a document re-added under its id replaces the stored one whole; a crash leaves one version. Searches
     run in parallel with writes; writes to one store are serialized in the process, not across a server's clients.
     """
 
@@ -151,16 +154,40 @@ class ContextualIndex:
         self.close()
 
     def add_messages(
-        self, messages: Iterable[Mapping[str, Any]], thread_id: str = "default", *, first_turn: int = 1,
+        self, messages: Iterable[Mapping[str, Any]], thread_id: str = "default", *, first_turn: int | None = None,
         metadata: Mapping[str, Any] | None = None, include_system: bool = False,
     ) -> IndexResult:  # fmt: skip
-        """Index chat messages (OpenAI format) as turns of ``thread_id``.
+        """Add chat messages (OpenAI chat or Responses, Anthropic, LangChain's) to the end of ``thread_id``: its next
+        turns, as an agent writes memory one exchange or session at a time. Nothing stored changes, but the last
+        turn when the messages continue it (a reply sent after its question); a message sent again adds nothing
+        (known by its ``id``, else its content and time, else its content and position; ``IndexResult.duplicates``);
+        a message without a time gets the time it is first added (:mod:`.ingest.append`). ``first_turn=n`` writes
+        them as turns ``n, n + 1, …`` instead, replacing those; :meth:`replace_messages` rewrites a whole thread.
+        (:meth:`add_turns` with :func:`~.ingest.messages.turns_from_messages` writes messages exactly as given.)"""
+        check_metadata_arg(metadata)
+        write = functools.partial(self.add_turns, metadata=metadata)
+        if first_turn is not None:
+            return write_numbered(self.store, messages, thread_id, first_turn, include_system=include_system,
+                                  write=write)[0]  # fmt: skip
+        return append_messages(self.store, messages, thread_id, include_system=include_system, write=write)
 
-        Pass the whole thread each time (unchanged turns cost nothing; a changed turn replaces its
-        old pieces), or a slice with ``first_turn`` set to the number of its first turn.
-        """
-        turns = turns_from_messages(messages, thread_id, first_turn=first_turn, include_system=include_system)
-        return self.add_turns(turns, metadata=metadata)
+    def replace_messages(
+        self, messages: Iterable[Mapping[str, Any]], thread_id: str = "default", *,
+        metadata: Mapping[str, Any] | None = None, include_system: bool = False,
+    ) -> IndexResult:  # fmt: skip
+        """Make ``thread_id``'s chat turns exactly ``messages`` (:func:`.ingest.append.replace_thread`)."""
+        write = functools.partial(self.add_turns, metadata=metadata)
+        return replace_thread(self.store, messages, thread_id, include_system=include_system, write=write)
+
+    async def aadd_messages(self, messages: Iterable[Mapping[str, Any]], *args: Any, **kwargs: Any) -> IndexResult:
+        """Async :meth:`add_messages` (the write runs in a worker thread, off the event loop)."""
+        return await asyncio.to_thread(self.add_messages, as_list(messages, "messages", "message dicts"), *args,
+                                       **kwargs)  # fmt: skip
+
+    async def areplace_messages(self, messages: Iterable[Mapping[str, Any]], *args: Any, **kwargs: Any) -> IndexResult:
+        """Async :meth:`replace_messages`."""
+        return await asyncio.to_thread(self.replace_messages, as_list(messages, "messages", "message dicts"), *args,
+                                       **kwargs)  # fmt: skip
 
     def add_documents(
         self, documents: Iterable[str | Mapping[str, Any]] | str | Mapping[str, Any], *, thread_id: str | None = None,

@@ -95,15 +95,19 @@ class IndexResult:
     turns_changed: int = 0  # turns written (new or changed)
     #: What was written or removed: ``(thread_id, doc_id)`` of each document, ``(thread_id, turn_id)`` of each turn.
     changed: tuple[tuple[str, str], ...] = field(default=(), repr=False, compare=False)
+    #: Messages an append found already stored (a retry, or the part of a chat export indexed before): not added again.
+    duplicates: int = 0
 
     def __add__(self, other: IndexResult) -> IndexResult:
         counts = (a + b for a, b in zip(_vals(self), _vals(other), strict=True))
-        added, unchanged, replaced, turns, turns_changed = counts
-        return IndexResult(added, unchanged, replaced, turns, turns_changed, self.changed + other.changed)
+        added, unchanged, replaced, turns, turns_changed, duplicates = counts
+        return IndexResult(
+            added, unchanged, replaced, turns, turns_changed, self.changed + other.changed, duplicates
+        )
 
 
 def _vals(r: IndexResult) -> tuple[int, ...]:
-    return (r.added, r.unchanged, r.replaced, r.turns, r.turns_changed)
+    return (r.added, r.unchanged, r.replaced, r.turns, r.turns_changed, r.duplicates)
 
 
 def cosine_to_distance(cosine: float) -> float:

@@ -103,6 +103,7 @@ def test_all_is_pinned():
         [
             "ContextualRetriever",
             "ContextualVectorStore",
+            "CtxretChatMessageHistory",
             "compressor_reranker",
             "groups_to_documents",
             "hit_to_document",
@@ -437,7 +438,9 @@ def test_langchain_and_openai_threads_make_the_same_pieces():
 
 def test_openai_dicts_after_langchain_messages_are_unchanged(index):
     # thread "a" was indexed from LangChain messages; the OpenAI form must hit the very same pieces
-    result = index.add_messages(_openai_thread_a(), thread_id="a")
+    result = index.add_messages(_openai_thread_a(), thread_id="a")  # an append: every message is known
+    assert result.added == 0 and result.replaced == 0 and result.duplicates > 0
+    result = index.add_messages(_openai_thread_a(), thread_id="a", first_turn=1)  # written again, numbered
     assert result.added == 0 and result.replaced == 0 and result.unchanged == 11
 
 

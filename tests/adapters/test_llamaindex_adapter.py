@@ -9,6 +9,7 @@ pytest.importorskip("llama_index.core")
 from ctxret.errors import InputError  # noqa: E402
 from ctxret.index import ContextualIndex  # noqa: E402
 from ctxret.ingest.documents import document_turns  # noqa: E402
+from ctxret.ingest.messages import turns_from_messages
 from ctxret.ingest.turns import label_pieces  # noqa: E402
 from llama_index.core import Document  # noqa: E402
 from llama_index.core.ingestion import IngestionCache, IngestionPipeline  # noqa: E402
@@ -118,7 +119,10 @@ def test_all_is_pinned():
             "metadata_filters_to_where",
             "postprocessor_reranker",
             "CtxretEmbedding",
+            "CtxretMemoryBlock",
             "add_documents_to_index",
+            "chat_message_to_openai",
+            "chat_messages_to_openai",
             "documents_from_messages",
             "documents_to_turns",
             "groups_to_nodes",
@@ -150,7 +154,7 @@ def test_parser_nodes_equal_what_the_core_stores(index):
     index.add_documents(
         [{"text": _LONG_PARAGRAPH, "title": "Storage notes", "metadata": {"team": "infra"}}]
     )
-    index.add_messages(MESSAGES, "u1", metadata={"user": "ann"})
+    index.add_turns(turns_from_messages(MESSAGES, "u1"), metadata={"user": "ann"})  # as given, like the parser
     stored = _records(index)
     nodes = ContextualNodeParser().get_nodes_from_documents(_documents())
     assert len(nodes) == len(stored) > 6

@@ -588,25 +588,31 @@ def test_a_failure_while_writing_says_what_is_stored_and_how_to_finish(tmp_path,
     assert after["turns"] == total and len(after["pieces_per_thread"]) == 2
 
 
-def test_two_files_giving_the_same_turn_are_refused_before_anything_is_written(tmp_path, files, monkeypatch, capsys):
-    """``--thread`` over two message files puts both in one thread: their turns collide, and the command says
-    which files before writing anything (the one indexing call takes each turn once)."""
+def test_two_files_naming_one_thread_are_appended_in_order(tmp_path, files, monkeypatch, capsys):
+    """``--thread`` over two message files puts both in one thread: the second file's turns follow the first's (as
+    sessions written one file each), and indexing them again adds nothing."""
     other = write_jsonl(tmp_path / "pets-log.jsonl", PETS)
     monkeypatch.chdir(tmp_path)
     for name in cli.ENV.values():
         monkeypatch.delenv(name, raising=False)
     store = str(tmp_path / "s")
-    code = cli.main(["index", str(files["messages"]), str(other), "--thread", "trip", "--store", store])
-    err = capsys.readouterr().err
-    assert code == 1
-    assert f"{other}: turn " in err and f"of thread 'trip' is also in {files['messages']}" in err
-    assert "nothing was written (1 of 2 file(s) had problems)" in err
-    assert cli.main(["stats", "--json", "--store", store]) == 0
-    assert json.loads(capsys.readouterr().out)["pieces"] == 0
-    assert cli.main(["index", str(files["messages"]), str(other), "--store", store]) == 0  # each its own thread
+    assert cli.main(["index", str(files["messages"]), str(other), "--thread", "trip", "--store", store]) == 0
     capsys.readouterr()
     assert cli.main(["stats", "--json", "--store", store]) == 0
-    assert set(json.loads(capsys.readouterr().out)["pieces_per_thread"]) == {"travel-log", "pets-log"}
+    first = json.loads(capsys.readouterr().out)
+    assert set(first["pieces_per_thread"]) == {"trip"}
+    from ctxret import ContextualIndex
+    from ctxret.ingest.messages import turns_from_messages
+
+    n1 = len(turns_from_messages([json.loads(x) for x in files["messages"].read_text().splitlines() if x], "t"))
+    n2 = len(turns_from_messages(PETS, "t"))
+    assert first["turns"] == n1 + n2
+    assert cli.main(["index", str(files["messages"]), str(other), "--thread", "trip", "--store", store]) == 0
+    out = capsys.readouterr().out
+    assert "0 piece(s) added" in out and "message(s) already stored" in out
+    with ContextualIndex(store) as index:
+        pets = [r["metadata"]["turn_index"] for r in index.store.records() if "Miso" in r["metadata"]["body"]]
+    assert pets and min(pets) > n1  # the second file's turns come after the first's
 
 
 def test_the_demo_says_where_an_expected_fact_is_when_its_groups_miss_it(local_embedder, capsys):

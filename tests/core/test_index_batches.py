@@ -114,7 +114,9 @@ def test_one_call_in_batches_and_thread_by_thread_store_the_same(make, monkeypat
         monkeypatch.undo()
         per_thread = make(**options)
         total = sum(
-            (per_thread.add_messages(msgs, thread_id=tid) for tid, msgs in THREADS.items()), start=type(result)()
+            # the messages as given (add_messages would give untimed ones the time they are added)
+            (per_thread.add_turns(turns_from_messages(msgs, tid)) for tid, msgs in THREADS.items()),
+            start=type(result)(),
         )
         assert (total.added, total.turns) == (result.added, result.turns)
         reference = snapshot(one)

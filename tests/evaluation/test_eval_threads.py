@@ -24,6 +24,7 @@ from ctxret.evaluation.metrics import covered, evidence_recall, first_appearance
 from ctxret.evaluation.representations import DEFAULT_REPRESENTATIONS
 from ctxret.evaluation.scoring import best_group
 from ctxret.evaluation.threads import run_threads
+from ctxret.ingest.messages import turns_from_messages
 
 LOCOMO = Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo-dev"
 THREAD_KEYS = {"representation", "query_set", "top1_section", "top1_section_floor", "mrr", "recall_at_5",
@@ -326,7 +327,7 @@ def test_context_representations_store_what_the_runtime_stores(home_index, local
 
     index = ContextualIndex(in_memory=True, embedder=local_embedder, collection=f"eval-{context}-{int(weight * 10)}",
                             context=context, weight=weight, lexical=False)
-    index.add_messages(HOME["messages"], thread_id="home")
+    index.add_turns(turns_from_messages(HOME["messages"], "home"))  # as given, like the harness
     got = index.store.chroma.get(home_index.piece_ids, include=("embeddings",))
     runtime = {r["id"]: np.asarray(r["embedding"], dtype=np.float32) for r in got}
     assert set(runtime) == set(home_index.piece_ids)
@@ -353,7 +354,7 @@ def test_hybrid_default_is_the_runtime_search(home_index, local_embedder):
     from ctxret.evaluation.representations import THREAD_REPRESENTATIONS
 
     index = ContextualIndex(in_memory=True, embedder=local_embedder, collection="eval-hybrid-pin")
-    index.add_messages(HOME["messages"], thread_id="home")
+    index.add_turns(turns_from_messages(HOME["messages"], "home"))  # as given, like the harness
     rescued = dropped = 0
     for floor in (None, 0.3, 0.5):
         for lexical_floor in ("default", None):

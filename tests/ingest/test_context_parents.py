@@ -120,8 +120,8 @@ def test_index_with_each_context_strategy(tmp_path, local_embedder, strategy):
 
 def test_late_context_with_zero_weight_is_pure_late_chunking(tmp_path, local_embedder):
     index = ContextualIndex(tmp_path / "pure", embedder=local_embedder, context="late", weight=0.0, lexical=False)
-    index.add_messages(MESSAGES[:2], "board")
     turn = turns_from_messages(MESSAGES[:2], "board")[0]
+    index.add_turns([turn])
     pieces = index.fit_pieces(turn)
     expected = late_context_vectors(local_embedder, pieces)
     stored = {r["id"]: r["embedding"] for r in index.store.chroma.iter_records(None, include=("embeddings",))}

@@ -118,7 +118,7 @@ def test_views_follow_replace_delete_and_clear(local_embedder):
     index.add_messages(MESSAGES, "u1")
     index.add_messages(MESSAGES, "u2")
     changed = MESSAGES[:3] + [{"role": "assistant", "content": "The vet moved Biscuit to Friday at 10 AM."}]
-    result = index.add_messages(changed, "u1")
+    result = index.replace_messages(changed, "u1")
     assert result.turns_changed == 1 and writer.calls[-1] == 2
     assert_consistent(index)
     assert not vet_hit(index.search(ODD, thread_id="u1", lexical=False))  # the stale view went with its piece

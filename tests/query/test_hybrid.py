@@ -174,7 +174,7 @@ def test_add_replace_delete_clear_stay_in_step(make):
     old_turn = {r["id"] for r in index.store.chroma.iter_records({"turn_id": "garden#2"})}
     changed = [dict(m) for m in GARDEN]
     changed[2]["content"] = "Our orthodontist appointment moved to Friday at 10 am."
-    r = index.add_messages(changed, thread_id="garden")
+    r = index.replace_messages(changed, thread_id="garden")
     assert r.replaced >= 1 and r.turns_changed == 1
     assert_in_step(index)
     new_turn = {r["id"] for r in index.store.chroma.iter_records({"turn_id": "garden#2"})}

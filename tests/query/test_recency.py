@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 import pytest
 from ctxret import ContextualIndex
 from ctxret.errors import InputError
+from ctxret.ingest.messages import turns_from_messages
 from ctxret.query.settings import SearchSettings
 
 NOW = datetime(2024, 3, 1, 12, 0)
@@ -29,7 +30,9 @@ def index(local_embedder, tmp_path_factory):
     idx.add_messages(
         [{"role": "user", "content": text, "timestamp": ts.isoformat()} for ts, text in TURNS], thread_id="t"
     )
-    idx.add_messages([{"role": "user", "content": "We talked about the garden shed and its paint."}], thread_id="u")
+    # written as given, without a time (add_messages would give it the time it is added)
+    untimed = [{"role": "user", "content": "We talked about the garden shed and its paint."}]
+    idx.add_turns(turns_from_messages(untimed, "u"))
     yield idx
     idx.close()
 

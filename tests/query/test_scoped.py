@@ -127,7 +127,7 @@ def test_the_cache_never_serves_stale_pieces(tmp_path, local_embedder):
         index.search("locker code", k=1, thread_id="u")
     assert index.store.cache.loads == loads
     msgs[0]["content"] = "My locker code is now 9902."  # the turn changes: its old pieces go
-    index.add_messages(msgs, thread_id="u")
+    index.replace_messages(msgs, thread_id="u")
     texts = [h.text for g in index.search("locker code", k=5, thread_id="u", score_threshold=None) for h in g.hits]
     assert any("9902" in t for t in texts) and not any("code is 4471" in t for t in texts)
     index.delete(thread_id="u")

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from ctxret import ContextualIndex
 from ctxret.errors import InputError
+from ctxret.ingest.messages import turns_from_messages
 from ctxret.query.settings import SearchSettings
 from ctxret.storage.schema import Scope
 
@@ -31,7 +32,9 @@ def index(local_embedder, tmp_path_factory):
     idx = ContextualIndex(tmp_path_factory.mktemp("time") / "s", embedder=local_embedder, progress=False)
     msgs = [{"role": "user", "content": text, "timestamp": ts.isoformat()} for ts, text in DAYS]
     idx.add_messages(msgs, thread_id="t")
-    idx.add_messages([{"role": "user", "content": "We talked about the garden shed and nothing else."}], thread_id="u")
+    # written as given, without a time (add_messages would give it the time it is added)
+    untimed = [{"role": "user", "content": "We talked about the garden shed and nothing else."}]
+    idx.add_turns(turns_from_messages(untimed, "u"))
     yield idx
     idx.close()
 

@@ -1,6 +1,6 @@
 """A subprocess for the fault-injection tests: one operation on an embedded store, then exit.
 
-    python faults_worker.py STORE setup|write|bulk|delete|rebuild|check
+    python faults_worker.py STORE setup|write|bulk|append|delete|rebuild|check
 
 ``CTXRET_TEST_LEXICAL=0`` opens the store with ``lexical=False`` (its writes announced in the journal file).
 
@@ -29,8 +29,10 @@ def thread(name: str, version: int) -> list[dict[str, str]]:
         turns[1] = (f"{name}: sprint 2 moved.", f"{name} sprint 2 now starts on Wednesday with the billing fix.")
         turns.append((f"{name}: and sprint 5?", f"{name} sprint 5 is the migration to the new cluster."))
     out: list[dict[str, str]] = []
-    for user, assistant in turns:
-        out += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
+    for i, (user, assistant) in enumerate(turns):  # timed: the same pieces in every run
+        at = f"2026-03-0{i + 1}T09:00:00"
+        out += [{"role": "user", "content": user, "timestamp": at},
+                {"role": "assistant", "content": assistant, "timestamp": at}]  # fmt: skip
     return out
 
 
@@ -59,6 +61,8 @@ def main(store: str, op: str) -> None:
 
         writer.WRITE_BATCH_PIECES = 4
         index.add_turns([t for name, version in BULK for t in index_turns(name, version)])
+    elif op == "append":  # one add_messages call: the last turn continued, then a new exchange
+        index.add_messages(APPEND, thread_id="alpha")
     elif op == "delete":
         index.delete(thread_id="bravo")
     elif op == "check":
@@ -85,6 +89,13 @@ def main(store: str, op: str) -> None:
 
 
 BULK = (("alpha", 2), ("bravo", 2), ("charlie", 1), ("delta", 1), ("echo", 1))
+APPEND = [
+    {"role": "assistant", "content": "alpha: also, sprint 4 needs a second reviewer.", "id": "alpha-4b",
+     "timestamp": "2026-03-04T09:05:00"},
+    {"role": "user", "content": "alpha: who reviews sprint 5?", "id": "alpha-5u", "timestamp": "2026-03-05T09:00:00"},
+    {"role": "assistant", "content": "alpha: Dana reviews sprint 5, then ships it.", "id": "alpha-5a",
+     "timestamp": "2026-03-05T09:01:00"},
+]  # fmt: skip
 RUNBOOK_V1 = (
     "# Runbook\n\n## Deploys\nDeploy with make ship.\n\n## Rollback\nRoll back with make undo.\n\n"
     "## Access\nThe admin password is in Vault under ops/admin.\n"

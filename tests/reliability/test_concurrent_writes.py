@@ -75,7 +75,8 @@ def stored_turns(index: ContextualIndex, thread: str) -> dict[str, set[str]]:
 def test_writers_of_one_thread_leave_one_version_of_each_turn(index, versions):
     thread = f"t-{uuid.uuid4().hex[:8]}"
     planned = [index.check_turns(turns_from_messages(messages(v), thread)) for v in versions]
-    race([lambda v=v: index.add_messages(messages(v), thread_id=thread) for v in versions])
+    # each writer rewrites the thread's turns 1..n (numbered turns, as given: what the one write path guarantees)
+    race([lambda v=v: index.add_turns(turns_from_messages(messages(v), thread)) for v in versions])
     stored = stored_turns(index, thread)
     for turn_id, ids in stored.items():
         options = [{x.id for x in p.pieces} for plan in planned for p in plan if p.turn.turn_id == turn_id]

@@ -55,7 +55,7 @@ def mixed(after: dict, old: dict, new: dict) -> list[str]:
 def reference(tmp_path_factory) -> dict[str, dict]:
     """Where each operation ends when nothing interrupts it."""
     out = {}
-    for op in ("write", "delete", "rebuild"):
+    for op in ("write", "delete", "rebuild", "append"):
         store = tmp_path_factory.mktemp(f"ref-{op}") / "store"
         assert run(store, "setup").returncode == 0
         done = run(store, op)
@@ -110,3 +110,24 @@ def test_a_store_without_a_lexical_file_is_repaired_from_its_journal(point, tmp_
     assert after["turns"] in (before["turns"], reference[op]["turns"]), (
         f"{point}: turns {mixed(after['turns'], before['turns'], reference[op]['turns'])} hold two versions"
     )
+
+
+@pytest.mark.parametrize("point", [p for p in POINTS if p.startswith("write:")])
+def test_kill_during_an_append_leaves_the_thread_as_before_or_as_after(point, tmp_path, reference):
+    """An append that continues the thread's last turn and adds a new one (one call): killed at each step of its
+    write, the reopened thread holds its turns exactly as before or exactly as after, and sending the same call
+    again ends where an uninterrupted append ends (its messages carry ids: nothing is added twice)."""
+    store = tmp_path / "store"
+    assert run(store, "setup").returncode == 0
+    before = state(store)
+    killed = run(store, "append", fault=point)
+    assert killed.returncode == -signal.SIGKILL, f"{point}: the append did not reach its step ({killed.stderr[-500:]})"
+    after = state(store)
+    assert after["chroma"] == after["lexical"] and after["pending"] is False and after["copy_differs"] == []
+    assert after["turns"] in (before["turns"], reference["append"]["turns"]), (
+        f"{point}: turns {mixed(after['turns'], before['turns'], reference['append']['turns'])} hold neither the "
+        "old version alone nor the new one"
+    )
+    redo = run(store, "append")
+    assert redo.returncode == 0, redo.stderr
+    assert state(store) == reference["append"]

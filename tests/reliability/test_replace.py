@@ -96,7 +96,7 @@ def test_threads_keep_turns_a_call_does_not_give(tmp_path):
     index = make_index(tmp_path)
     chat = [{"role": "user", "content": f"note {i}: {w}"} for i, w in enumerate(["alpha", "bravo", "charlie"])]
     index.add_messages(chat, thread_id="t")
-    index.add_messages(chat[:2], thread_id="t")  # a shorter thread: the third turn is kept (a slice)
+    index.add_messages(chat[:2], thread_id="t", first_turn=1)  # a shorter slice: the third turn is kept
     assert any("charlie" in t for t in stored_texts(index))
     edited = index.add_messages([{"role": "user", "content": "note 1: bravo, edited"}], thread_id="t", first_turn=2)
     assert edited.replaced == 1 and sum("bravo" in t for t in stored_texts(index)) == 1

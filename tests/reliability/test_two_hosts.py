@@ -25,6 +25,8 @@ WRITER = textwrap.dedent(
     ]
     if op == "add":
         index.add_messages(messages, thread_id="gym")
+    elif op == "replace":  # rewrite turn 2 (the first add made it)
+        index.add_messages(messages, thread_id="gym", first_turn=2)
     elif op == "delete":
         index.delete(thread_id="gym")
     index.close()
@@ -53,7 +55,7 @@ def test_a_write_on_one_host_is_seen_by_the_others_next_search(chroma_server, tm
     lexical = here.lexical_index.search("locker 5521", 10)
     assert lexical and all(pid in {r["id"] for r in here.store.records(include=())} for pid, _ in lexical)
 
-    other("add", "7730")  # the same turn, changed: its old pieces are replaced
+    other("replace", "7730")  # the same turn, changed: its old pieces are replaced
     texts = _hits(here, "gym locker code", thread_id="gym") + _hits(here, "gym locker code 5521", lexical=True)
     assert any("7730" in t for t in texts) and not any("5521" in t for t in texts)  # nothing stale
     ids = [h.id for g in here.search("gym locker code", k=5, score_threshold=None, thread_id="gym") for h in g.hits]

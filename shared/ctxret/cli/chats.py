@@ -10,6 +10,10 @@ A ``.json`` file may hold any of the shapes chat tools export (:func:`_json_thre
   ``FileChatMessageHistory`` stores), on its own or as a thread's ``messages``;
 * ChatGPT's data export (``conversations.json``: conversations with a ``mapping`` of message nodes; the branch
   that ends at ``current_node`` is indexed, each conversation a thread named by its id).
+
+Messages are appended to their threads (``ContextualIndex.add_messages``): indexing a file again adds nothing, a newer
+export of a conversation adds only its new messages (ChatGPT's and LangChain's message ids are kept), and several
+files naming one thread (``--thread``, or one session per file) are appended in the order given.
 """
 
 from __future__ import annotations
@@ -71,6 +75,7 @@ def _read_jsonl(path: Path, thread: str | None) -> InputFile:
         return InputFile(path, [], [], kind or "messages")
 
     turns: list[Turn] = []
+    chats: list[tuple[str, list[dict[str, Any]]]] = []
     next_turn: dict[str, int] = {}
 
     def convert(messages: list[Any], thread_id: str, line_of_message: Any, line: int, label: str) -> None:
@@ -90,6 +95,7 @@ def _read_jsonl(path: Path, thread: str | None) -> InputFile:
                 where = f"{field}: " if field else ""
             raise FileProblem(path, line_of_message(i), where + text[m.end() :]) from None
         turns.extend(new)
+        chats.append((thread_id, messages))
         if new:
             next_turn[thread_id] = new[-1].index + 1
 
@@ -115,7 +121,7 @@ def _read_jsonl(path: Path, thread: str | None) -> InputFile:
             label = f"thread {own!r}, " if isinstance(own, str) and own.strip() else "thread, "
             convert(messages, thread or str(own), lambda i, n=number: n, number, label)
     threads = sorted({t.thread_id for t in turns})
-    return InputFile(path, turns, threads, kind or "messages")
+    return InputFile(path, turns, threads, kind or "messages", chats=chats)
 
 
 # -- .json chat exports ---------------------------------------------------------------------------
@@ -141,6 +147,7 @@ def _read_json(path: Path, thread: str | None) -> InputFile:
         raise FileProblem(path, e.lineno, f"invalid JSON at column {e.colno} ({e.msg}); {_JSON_FIX}") from None
     threads = _json_threads(path, data)
     turns: list[Turn] = []
+    chats: list[tuple[str, list[dict[str, Any]]]] = []
     next_turn: dict[str, int] = {}
     for own, messages, label in threads:
         if thread is None and own is None and len(threads) > 1:
@@ -155,10 +162,11 @@ def _read_json(path: Path, thread: str | None) -> InputFile:
         except InputError as e:
             raise FileProblem(path, None, f"{label}{e}") from None
         turns.extend(new)
+        chats.append((thread_id, messages))
         if new:
             next_turn[thread_id] = new[-1].index + 1
     kind = "threads" if len(threads) > 1 or (threads and threads[0][0] is not None) else "messages"
-    return InputFile(path, turns, sorted({t.thread_id for t in turns}), kind)
+    return InputFile(path, turns, sorted({t.thread_id for t in turns}), kind, chats=chats)
 
 
 def _json_threads(path: Path, data: Any) -> list[tuple[str | None, list[dict[str, Any]], str]]:
@@ -235,7 +243,7 @@ def _from_langchain(path: Path, msg: Mapping[str, Any], where: str) -> dict[str,
         known = ", ".join(k for k in _LANGCHAIN_ROLES if k.islower())
         raise FileProblem(path, None, f"{where}: unknown LangChain message type {kind!r} (known: {known}, chat)")
     out: dict[str, Any] = {"role": role, "content": data.get("content", "")}
-    for key in ("name", "tool_call_id", "timestamp", "created_at"):
+    for key in ("name", "tool_call_id", "timestamp", "created_at", "id"):
         if data.get(key) is not None:
             out[key] = data[key]
     calls = data.get("tool_calls") or (data.get("additional_kwargs") or {}).get("tool_calls")
@@ -276,6 +284,8 @@ def _chatgpt_thread(path: Path, conv: Mapping[str, Any], label: str) -> tuple[st
         if hidden or role not in ("user", "assistant", "tool", "system") or not text.strip():
             continue
         msg: dict[str, Any] = {"role": role, "content": text}
+        if isinstance(m.get("id"), str) and m["id"]:
+            msg["id"] = m["id"]  # a newer export of the conversation adds only its new messages
         if m.get("create_time") is not None:
             msg["timestamp"] = m["create_time"]
         name = (m.get("author") or {}).get("name")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CtxretError, InputError
+from ..ingest.append import append_threads
 from .readers import DEFAULT_INCLUDE, FileProblem, collect_paths, document_root, read_input_file, skipped_summary
 from .render import clip, error, floor_text, hit_line, one_line, search_json, terminal_width, warn
 from .settings import (
@@ -58,11 +59,12 @@ def cmd_index(args: argparse.Namespace) -> int:
         except InputError as e:
             problems.append(FileProblem(f.path, None, str(e)))
             continue
+        if f.chats:  # chat messages are appended to their threads (files naming one thread: in the order given)
+            continue
         clash = next((p.key for p in mine if owner.get(p.key, f.path) != f.path), None)
-        if clash is not None:  # one call takes each turn once: two files must not give the same turn
-            problem = f"turn {clash[1]!r} of thread {clash[0]!r} is also in {owner[clash]}"
-            why = "each file needs its own thread (--thread gives every file the same one)"
-            problems.append(FileProblem(f.path, None, f"{problem}: {why}"))
+        if clash is not None:  # one call takes each turn once: two files must not give the same section
+            problem = f"section {clash[1]!r} of {clash[0]!r} is also in {owner[clash]}"
+            problems.append(FileProblem(f.path, None, f"{problem}: give each document its own id"))
             continue
         owner.update((p.key, f.path) for p in mine)
         planned += mine
@@ -86,8 +88,13 @@ def cmd_index(args: argparse.Namespace) -> int:
         print("dry run: nothing written")
         return EXIT_OK
     started = time.perf_counter()
+    chats = [item for f in files for item in f.chats]
+
+    def write(chat_turns: list[Any]) -> Any:  # a document replaces its stored version whole
+        return index.add_turns([*planned, *chat_turns], documents=documents)
+
     try:  # one call: the turns of all files share embedding batches, written in bounded batches
-        total = index.add_turns(planned, documents=documents)  # a document replaces its stored version whole
+        total = append_threads(index.store, chats, include_system=False, write=write) if chats else write([])
     except CtxretError as e:  # e.g. the embedding service failed: the batches before it are stored
         error(str(e))  # the core's message says how many turns are stored (whole turns)
         if getattr(e, "written", None) is not None:
@@ -96,7 +103,9 @@ def cmd_index(args: argparse.Namespace) -> int:
     store = index.store
     print(
         f"indexed {total.turns:,} turn(s) from {len(files)} file(s): {total.added:,} piece(s) added, "
-        f"{total.unchanged:,} unchanged, {total.replaced:,} replaced ({time.perf_counter() - started:.1f}s); "
+        f"{total.unchanged:,} unchanged, {total.replaced:,} replaced"
+        + (f", {total.duplicates:,} message(s) already stored" if total.duplicates else "")
+        + f" ({time.perf_counter() - started:.1f}s); "
         f"store {store.location} (collection {store.collection_name}): {store.count():,} pieces"
     )
     return EXIT_OK

@@ -17,6 +17,7 @@ import argparse
 import math
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from ..blend import OWN_WEIGHT
@@ -128,7 +129,7 @@ def register_eval(subparsers: Any, common: argparse.ArgumentParser | None = None
                                description="Evaluation harness: the controlled test, the thread protocol, calibration. "
                                            "The embedder options (--embedder, --model, --dims, --weight) are the "
                                            "same as for every ctxret command.")
-    sub = ev.add_subparsers(dest="eval_command", metavar="{controlled,threads,calibrate,docs}")
+    sub = ev.add_subparsers(dest="eval_command", metavar="{controlled,threads,calibrate,docs,longmemeval}")
     sub.required = True
 
     c = sub.add_parser("controlled", parents=parents,
@@ -146,6 +147,10 @@ def register_eval(subparsers: Any, common: argparse.ArgumentParser | None = None
     _common(t)
     t.add_argument("--query-sets", default=None,
                    help="comma-separated: facts,qa,composite,time,time_qa (default: facts,qa,composite)")
+    t.add_argument("--incremental", action="store_true",
+                   help="also write each conversation into the product's store as an agent does, one add_messages "
+                        "call per session, beside the same messages in one call: are the pieces the same, and "
+                        "the recall of facts and questions searched there? (see ctxret.evaluation.memory)")
     t.set_defaults(func=cmd_threads)
 
     cal = sub.add_parser("calibrate", parents=parents,
@@ -183,6 +188,23 @@ def register_eval(subparsers: Any, common: argparse.ArgumentParser | None = None
     d.add_argument("--json", dest="json_out", default=None, help="write {\"rows\": [...], \"config\": {...}} here")
     d.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     d.set_defaults(func=cmd_docs)
+
+    lme = sub.add_parser("longmemeval", parents=parents,
+                         help="LongMemEval: each history written one session per call, asked at its date, "
+                              "beside the paper's BM25 and BM25 done well")
+    lme.add_argument("path", help="a LongMemEval .json / .json.gz file (or the folder holding it)")
+    lme.add_argument("--cache", default=None,
+                     help="folder of the product's store, reused by the next run: nothing is embedded twice "
+                          "(default: ctxret-eval-longmemeval in the temp folder)")
+    lme.add_argument("--depth", type=_positive_int, default=50,
+                     help="hits the product's search returns per part (its k; sessions are ranked from them)")
+    lme.add_argument("--limit", type=_positive_int, default=None, help="only the first N questions")
+    lme.add_argument("--types", default=None, help="comma-separated question types (default: all)")
+    lme.add_argument("--per-type", type=_positive_int, default=None,
+                     help="the first N questions of each type (a quick, balanced loop)")
+    lme.add_argument("--json", dest="json_out", default=None, help="write {\"rows\": [...], \"config\": {...}} here")
+    lme.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    lme.set_defaults(func=cmd_longmemeval)
     return ev
 
 
@@ -210,6 +232,41 @@ def cmd_threads(args: argparse.Namespace) -> int:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     return _run(_calibrate, args)
+
+
+def cmd_longmemeval(args: argparse.Namespace) -> int:
+    return _run(_longmemeval, args)
+
+
+def _longmemeval(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from ..evaluation.longmemeval import load_longmemeval, run_longmemeval
+    from ..evaluation.report import markdown_table, paired_table, pct, write_json
+
+    questions = load_longmemeval(args.path)
+    cache = args.cache or str(Path(tempfile.gettempdir()) / "ctxret-eval-longmemeval")
+    res = run_longmemeval(questions, make_embedder(args), cache=cache, depth=args.depth, limit=args.limit,
+                          types=_csv(args.types), per_type=args.per_type, progress=not args.quiet)  # fmt: skip
+    c = res.config["counts"]
+    print(f"LongMemEval — {args.path}: {c.get('questions', 0)} questions ({c.get('abstention (not scored)', 0)} "
+          f"abstention, not scored), {c.get('sessions', 0)} sessions written one call each "
+          f"({c.get('pieces_embedded', 0)} pieces embedded in this run); embedder {res.config['embedder']}, "
+          f"search depth {args.depth}; store: {cache}")  # fmt: skip
+    metrics = ["recall_all@5", "recall_all@10", "ndcg_any@5", "ndcg_any@10", "turn_recall_all@5", "turn_ndcg_any@5"]
+    body = [[r["system"], r["type"], str(r["n"]), *(pct(r[m]) if m in r else "—" for m in metrics)]
+            for r in res.rows]  # fmt: skip
+    print()
+    print(markdown_table(["System", "Type", "n", "Session R_all@5", "R_all@10", "nDCG_any@5", "nDCG_any@10",
+                          "Turn R_all@5", "Turn nDCG@5"], body, ["l", "l", "r", *["r"] * len(metrics)]))  # fmt: skip
+    print()
+    print("ctxret's default against each peer, paired per question (points; 95% intervals; the bootstrap "
+          "resamples within question types):")
+    print()
+    print(paired_table(res.config["comparison"]))
+    if args.json_out:
+        write_json(args.json_out, res.rows, {**res.config, "per_query": res.per_query})
+    return 0
 
 
 def cmd_docs(args: argparse.Namespace) -> int:
@@ -313,8 +370,33 @@ def _threads(args: argparse.Namespace) -> int:
               "(points; 95% intervals):")
         print()
         print(paired_table(res.config["time_comparison"]))
+    if args.incremental:
+        from ..evaluation.memory import run_memory
+
+        mem = run_memory(convs, make_embedder(args), k=args.k, limit_conversations=args.limit_conversations,
+                         limit_queries=args.limit_queries, seed=args.seed, progress=not args.quiet)  # fmt: skip
+        res.config["memory"] = {"rows": mem.rows, **mem.config}
+        print()
+        print(memory_report(mem))
     _outputs(args, res.rows, res.config, lambda path: plot_threads(res.rows, path), write_json)
     return 0
+
+
+def memory_report(mem: Any) -> str:
+    """The memory protocol's section of ``eval threads --incremental``: the stores compared, then recall both ways."""
+    from ..evaluation.report import paired_table, threads_table
+
+    c = mem.config["counts"]
+    lines = [f"Memory as written (the product's store; {c.get('sessions', 0)} sessions of {c.get('conversations', 0)} "
+             f"conversations, {c.get('messages', 0)} messages): one add_messages call per session against one call "
+             "for all messages"]  # fmt: skip
+    for cid, s in mem.config["structure"].items():
+        lines.append(f"  {cid}: {s['pieces']} pieces (one call: {s['one_call_pieces']}), only incremental "
+                     f"{s['only_incremental']}, only one call {s['only_one_call']}, text or metadata differ "
+                     f"{s['text_or_metadata_differ']}, largest vector difference {s['max_vector_diff']:.1e}: "
+                     + ("identical" if s["identical"] else "DIFFERENT"))  # fmt: skip
+    lines += ["", threads_table(mem.rows), "", paired_table(mem.config["comparison"])]
+    return "\n".join(lines)
 
 
 def _conversation_run(args: argparse.Namespace) -> dict[str, Any]:

@@ -4,9 +4,9 @@ it (:class:`FileProblem`), and the line-by-line UTF-8 decoding the chat and docu
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CtxretError
 
@@ -34,6 +34,8 @@ class InputFile:
     threads: list[str]
     kind: str  # "messages", "threads" or "document"
     document: tuple[str, str] | None = None  # a document's (thread_id, doc_id): it replaces the stored one whole
+    #: A chat file's messages, thread by thread, in the file's order: they are appended to their threads.
+    chats: list[tuple[str, list[dict[str, Any]]]] = field(default_factory=list)
 
 
 def _decode_lines(path: Path) -> list[tuple[int, str]]:

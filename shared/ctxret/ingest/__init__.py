@@ -5,7 +5,8 @@
 * :mod:`.documents` — text and markdown → sections, the document-id policy;
 * :mod:`.context` — context strategies (``mean``, ``turn``, ``late``, ``llm``);
 * :mod:`.plan` — a write planned (fit, label, metadata) and diffed with the store by unit;
-* :mod:`.writer` — the one write path (batches of what changed: embed, context, blend, store).
+* :mod:`.writer` — the one write path (batches of what changed: embed, context, blend, store);
+* :mod:`.append` — messages added to the end of a thread (a message sent again adds nothing), and read back.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_getattr
 
 if TYPE_CHECKING:
+    from .append import append_messages, thread_messages
     from .context import context_vectors, late_context_vectors
     from .documents import document_id, document_turns, split_sections
     from .messages import turns_from_messages
@@ -25,13 +27,14 @@ _NAMES = {
     "Piece": ".turns", "Source": ".turns", "Turn": ".turns", "label_pieces": ".turns", "piece_id": ".turns",
     "turns_from_messages": ".messages", "document_id": ".documents", "document_turns": ".documents",
     "split_sections": ".documents", "context_vectors": ".context", "late_context_vectors": ".context",
-    "plan_turns": ".writer", "write_turns": ".writer",
+    "plan_turns": ".writer", "write_turns": ".writer", "append_messages": ".append", "thread_messages": ".append",
 }  # fmt: skip
 __getattr__ = lazy_getattr(__name__, _NAMES)
 __all__ = [
     "Piece",
     "Source",
     "Turn",
+    "append_messages",
     "context_vectors",
     "document_id",
     "document_turns",
@@ -40,6 +43,7 @@ __all__ = [
     "piece_id",
     "plan_turns",
     "split_sections",
+    "thread_messages",
     "turns_from_messages",
     "write_turns",
 ]

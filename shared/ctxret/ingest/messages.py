@@ -12,11 +12,12 @@ without recursion; JSON nested deeper than :data:`MAX_JSON_DEPTH` is refused wit
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -26,7 +27,21 @@ from .turns import Source, Turn, parse_time
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["KNOWN_ROLES", "MAX_JSON_DEPTH", "turns_from_messages"]
+__all__ = [
+    "KNOWN_ROLES",
+    "MAX_JSON_DEPTH",
+    "check_first_turn",
+    "check_thread_id",
+    "group_messages",
+    "group_sources",
+    "group_turns",
+    "make_turn",
+    "message_fingerprint",
+    "read_messages",
+    "source_fingerprint",
+    "stores_anything",
+    "turns_from_messages",
+]
 
 _TIME_KEYS = ("timestamp", "created_at", "time", "date")
 #: Roles of OpenAI chat messages that ``turns_from_messages`` understands.
@@ -288,7 +303,8 @@ def _openai_calls(msg: Mapping[str, Any], where: str) -> list[_Call]:
 
 @dataclass
 class _Message:
-    """One message, read: its role, text, tool calls and tool results."""
+    """One message, read: its role, text, tool calls and tool results, and the key it is known by
+    (:func:`message_key`: ``id:<its id>``, else ``fp:<a hash of what it says>``)."""
 
     index: int
     role: str
@@ -297,12 +313,57 @@ class _Message:
     results: list[_Result]
     timestamp: datetime | None
     name: str | None
+    key: str | None = None
+    #: Known by its id, or by its content and its own time: a copy of it anywhere in the thread is the same
+    #: message (a retry). A message with neither is known by its content and position only.
+    strong: bool = False
+
+
+#: OpenAI Responses API items read as messages (``{"type": ..., ...}`` without a ``role``).
+_RESPONSES_ITEMS = ("message", "function_call", "function_call_output", "custom_tool_call",
+                    "custom_tool_call_output", "reasoning")  # fmt: skip
+
+
+def _responses_item(msg: Mapping[str, Any], where: str) -> Mapping[str, Any]:
+    """An OpenAI Responses API item as the chat-completions message it stands for: a ``function_call``
+    is an assistant tool call, a ``function_call_output`` its result (matched by ``call_id``), a
+    ``message`` item a message of its role; ``reasoning`` items hold nothing to index. The item's ``id``
+    is kept (a retry of the same item adds nothing)."""
+    kind = msg.get("type")
+    out: dict[str, Any] = {k: msg[k] for k in ("id", *_TIME_KEYS, "name") if k in msg}
+    if kind == "message":
+        return {**msg, "role": msg.get("role") or "assistant"}
+    if kind in ("function_call", "custom_tool_call"):
+        call_id = msg.get("call_id") or msg.get("id")
+        args = msg.get("arguments", msg.get("input"))
+        out.pop("name", None)
+        call = {"id": call_id, "type": "function", "function": {"name": msg.get("name"), "arguments": args}}
+        return {**out, "role": "assistant", "content": None, "tool_calls": [call]}
+    if kind in ("function_call_output", "custom_tool_call_output"):
+        output = msg.get("output")
+        content = output if isinstance(output, (str, list, tuple)) or output is None else _json_text(output, where)
+        return {**out, "role": "tool", "tool_call_id": msg.get("call_id"), "content": content}
+    return {**out, "role": "assistant", "content": None, "__skip__": True}  # reasoning: the model's scratch work
+
+
+def _message_id(msg: Mapping[str, Any], where: str) -> str | None:
+    """The message's own id (``id``: LangChain messages, OpenAI Responses items, chat exports), if it has one."""
+    raw = msg.get("id")
+    if raw is None or raw == "":
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, (str, int)):
+        raise InputError(f"{where}.id: a message id must be a string (or an integer), got {type(raw).__name__}")
+    return str(raw)
 
 
 def _read_message(i: int, msg: Any, include_system: bool) -> _Message:
     where = f"message {i}"
     if not isinstance(msg, Mapping):
         raise InputError(f"{where}: expected a dict with 'role' and 'content', got {type(msg).__name__}")
+    if "role" not in msg and msg.get("type") in _RESPONSES_ITEMS:
+        msg = _responses_item(msg, where)
+        if msg.get("__skip__"):
+            return _Message(i, "assistant", "", [], [], _message_time(msg, where), None)
     role = msg.get("role")
     if role not in KNOWN_ROLES:
         raise InputError(
@@ -333,7 +394,33 @@ def _read_message(i: int, msg: Any, include_system: bool) -> _Message:
     if not has_text and not calls and not results and (role not in ("system", "developer") or include_system):
         why = f" ({content.skipped} thinking block(s) are not indexed)" if content.skipped else ""
         logger.warning("%s (%s): no content and no tool calls; skipped%s", where, role, why)
-    return _Message(i, role, text if has_text else "", calls, results, ts, name)
+    out = _Message(i, role, text if has_text else "", calls, results, ts, name)
+    given = _message_id(msg, where)
+    out.key = f"id:{given}" if given is not None else message_fingerprint(out)
+    out.strong = given is not None or ts is not None
+    return out
+
+
+def _norm(text: str) -> str:
+    """Text as a fingerprint reads it: cleaned, whitespace collapsed (what the stored pieces keep of it)."""
+    return " ".join(clean_text(text).split())
+
+
+def message_fingerprint(msg: _Message) -> str:
+    """``fp:<hash>`` of what a message says: its role, name, text (whitespace collapsed), tool calls and
+    results, and its own time when it has one. A stored user or assistant source gives the same hash
+    (:func:`source_fingerprint`), so stores written before messages carried keys are read the same way."""
+    data = [
+        "user" if msg.role == "user" else msg.role, msg.name, _norm(msg.text),
+        [[c.name, _norm(c.args)] for c in msg.calls], [[r.call_id, _norm(r.text), r.is_error] for r in msg.results],
+        msg.timestamp.isoformat() if msg.timestamp is not None else None,
+    ]  # fmt: skip
+    return "fp:" + hashlib.sha256(json.dumps(data, ensure_ascii=True).encode("ascii")).hexdigest()[:32]
+
+
+def source_fingerprint(kind: str, name: str | None, text: str, timestamp: datetime | None) -> str:
+    """The :func:`message_fingerprint` of the plain user or assistant message a stored source came from."""
+    return message_fingerprint(_Message(0, kind, text, [], [], timestamp, name))
 
 
 def turns_from_messages(
@@ -373,78 +460,142 @@ def turns_from_messages(
     time is its first timed message's. ``first_turn`` numbers the first turn (pass it when you index
     a thread in slices so turn ids stay stable).
     """
-    if not isinstance(thread_id, str) or not thread_id.strip():
-        raise InputError(f"thread_id must be a non-empty string, got {thread_id!r}")
+    check_thread_id(thread_id)
+    check_first_turn(first_turn)
+    msgs = read_messages(messages, include_system)
+    return group_turns(msgs, thread_id, first_turn, include_system)
+
+
+def check_first_turn(first_turn: Any) -> None:
     if isinstance(first_turn, bool) or not isinstance(first_turn, int) or not 1 <= first_turn < 2**53:
         raise InputError(
             f"first_turn must be a whole number >= 1 (the number of the first turn given: 1 for a whole thread, "
             f"n + 1 after n turns already indexed), got {first_turn!r}"
         )
+
+
+def check_thread_id(thread_id: Any) -> None:
+    if not isinstance(thread_id, str) or not thread_id.strip():
+        raise InputError(f"thread_id must be a non-empty string, got {thread_id!r}")
+
+
+def read_messages(messages: Iterable[Mapping[str, Any]], include_system: bool = False) -> list[_Message]:
+    """Read every message (see :func:`turns_from_messages` for the formats), in order, each with its key."""
     if not isinstance(include_system, bool):
         raise InputError(f"include_system must be True or False, got {include_system!r}")
     if isinstance(messages, (str, bytes)) or isinstance(messages, Mapping):
         raise InputError("messages must be a list of message dicts, not a single string or dict")
     if not isinstance(messages, Iterable):
         raise InputError(f"messages must be a list of message dicts, got {type(messages).__name__}")
+    return [_read_message(i, raw, include_system) for i, raw in enumerate(messages)]
 
+
+def stores_anything(msg: _Message, include_system: bool) -> bool:
+    """Whether a read message becomes (part of) a source: text, tool calls or results."""
+    if msg.role in ("system", "developer") and not include_system:
+        return False
+    return bool(msg.text or msg.calls or msg.results)
+
+
+def group_messages(msgs: Iterable[_Message]) -> list[list[_Message]]:
+    """Messages → turn groups: a turn starts at each user message (messages before the first one form a group
+    of their own, which an append adds to the thread's last turn); an Anthropic user message holding tool results
+    gives them to the group before it."""
     groups: list[list[_Message]] = []
-    for i, raw in enumerate(messages):
-        msg = _read_message(i, raw, include_system)
+    for msg in msgs:
         if msg.role == "user" and msg.results:
             # Anthropic: tool results travel in a user message; they belong to the current turn.
-            results = _Message(i, "tool", "", [], msg.results, msg.timestamp, None)
+            results = _Message(msg.index, "tool", "", [], msg.results, msg.timestamp, None, msg.key, msg.strong)
             if not groups:
                 groups.append([])
             groups[-1].append(results)
             if msg.text:
-                groups.append([_Message(i, "user", msg.text, [], [], msg.timestamp, msg.name)])
+                groups.append([_Message(msg.index, "user", msg.text, [], [], msg.timestamp, msg.name, msg.key,
+                                        msg.strong)])  # fmt: skip
             continue
         if msg.role == "user" or not groups:
             groups.append([])
         groups[-1].append(msg)
+    return groups
 
+
+def group_turns(
+    msgs: Iterable[_Message], thread_id: str, first_turn: int, include_system: bool = False
+) -> list[Turn]:
+    """Read messages → turns numbered from ``first_turn`` (consecutive over the turns returned)."""
     turns: list[Turn] = []
-    index = first_turn  # consecutive over the turns returned: the first turn is ``first_turn``
-    for group in groups:
-        sources = _group_sources(group, include_system)
+    index = first_turn
+    for group in group_messages(msgs):
+        sources = group_sources(group, include_system)
         if not sources:
             continue
-        turn_ts = next((s.timestamp for s in sources if s.timestamp is not None), None)
-        turns.append(Turn(thread_id, index, tuple(sources), f"Turn {index}", "turn", turn_ts))
+        turns.append(make_turn(thread_id, index, sources))
         index += 1
     return turns
 
 
-def _group_sources(group: list[_Message], include_system: bool) -> list[Source]:
-    sources: list[Source] = []
+def make_turn(thread_id: str, index: int, sources: Iterable[Source]) -> Turn:
+    """A chat turn of ``sources`` (its time: its first timed source's)."""
+    sources = tuple(sources)
+    turn_ts = next((s.timestamp for s in sources if s.timestamp is not None), None)
+    return Turn(thread_id, index, sources, f"Turn {index}", "turn", turn_ts)
+
+
+_NO_RESULT = "\nResult: (none)"
+
+
+def _open_call(src: Source) -> tuple[str, str] | None:
+    """``(tool, arguments)`` of a stored tool source still waiting for its result, else ``None``."""
+    if src.kind != "tool" or not src.call_id or src.result_key is not None or not src.name:
+        return None
+    text = src.text.rstrip()
+    prefix = f"{src.name} arguments: "
+    if text == "Result: (none)":
+        return src.name, ""
+    if not text.startswith(prefix) or not text.endswith(_NO_RESULT):
+        return None
+    return src.name, text[len(prefix) : -len(_NO_RESULT)]
+
+
+def group_sources(group: list[_Message], include_system: bool, prior: Iterable[Source] = ()) -> list[Source]:
+    """The sources of one turn's messages; ``prior``: the turn's sources already stored (an append that continues
+    the turn), whose open tool calls take the results among ``group``."""
+    sources: list[Source] = list(prior)
     calls: dict[str, int] = {}  # call id -> index into sources
-    call_text: dict[int, tuple[str, str, _Result | None]] = {}  # source index -> (name, args, result)
+    call_text: dict[int, tuple[str, str, _Result | None, str | None]] = {}  # source index -> (name, args, result, key)
+    for i, src in enumerate(sources):
+        open_call = _open_call(src)
+        if open_call is not None and src.call_id is not None:
+            calls[src.call_id] = i
+            call_text[i] = (*open_call, None, None)
+    reopened = set(call_text)
     for msg in group:
-        ts, name = msg.timestamp, msg.name
+        ts, name, key = msg.timestamp, msg.name, msg.key
         if msg.role in ("system", "developer"):
             if include_system and msg.text:
-                sources.append(Source("system", "System", msg.text, len(sources), ts, name))
+                sources.append(Source("system", "System", msg.text, len(sources), ts, name, key))
             continue
         if msg.role == "user":
             if msg.text:
-                sources.append(Source("user", name or "User", msg.text, len(sources), ts, name))
+                sources.append(Source("user", name or "User", msg.text, len(sources), ts, name, key))
             continue
         if msg.role == "assistant":
             if msg.text:
-                sources.append(Source("assistant", name or "Assistant", msg.text, len(sources), ts, name))
+                sources.append(Source("assistant", name or "Assistant", msg.text, len(sources), ts, name, key))
             for call in msg.calls:
-                sources.append(Source("tool", f"Tool {call.name}", "", len(sources), ts, call.name))
-                call_text[len(sources) - 1] = (call.name, call.args, None)
+                sources.append(Source("tool", f"Tool {call.name}", "", len(sources), ts, call.name, key, call.id))
+                call_text[len(sources) - 1] = (call.name, call.args, None, None)
                 if call.id is not None:
                     calls[call.id] = len(sources) - 1
             continue
         for result in msg.results:  # tool / function results, and Anthropic tool_result blocks
             idx = calls.get(result.call_id) if result.call_id is not None else None
             if idx is not None and call_text[idx][2] is None:
-                tool, args, _ = call_text[idx]
-                call_text[idx] = (tool, args, result)
-                if ts is not None and sources[idx].timestamp is None:
-                    sources[idx] = Source("tool", sources[idx].label, "", idx, ts, tool)
+                tool, args, _, _ = call_text[idx]
+                call_text[idx] = (tool, args, result, key)
+                src = sources[idx]
+                if ts is not None and src.timestamp is None:
+                    sources[idx] = replace(src, timestamp=ts)
             else:
                 tool = result.name or "result"
                 logger.warning(
@@ -452,16 +603,15 @@ def _group_sources(group: list[_Message], include_system: bool) -> list[Source]:
                     msg.index,
                     result.call_id,
                 )
-                sources.append(Source("tool", f"Tool {tool}", "", len(sources), ts, tool))
-                call_text[len(sources) - 1] = (tool, "", result)
-    for idx, (tool, args, outcome) in call_text.items():
+                sources.append(Source("tool", f"Tool {tool}", "", len(sources), ts, tool, key, result.call_id))
+                call_text[len(sources) - 1] = (tool, "", result, key)
+    for idx, (tool, args, outcome, result_key) in call_text.items():
+        if idx in reopened and outcome is None:
+            continue  # a stored call still waiting: left as stored
         body = []
         if args:
             body.append(f"{tool} arguments: {args}")
         label = "Result (error)" if outcome is not None and outcome.is_error else "Result"
         body.append(f"{label}: {outcome.text}" if outcome is not None and outcome.text else f"{label}: (none)")
-        src = sources[idx]
-        sources[idx] = Source("tool", src.label, "\n".join(body), idx, src.timestamp, tool)
+        sources[idx] = replace(sources[idx], text="\n".join(body), name=tool, result_key=result_key)
     return sources
-
-

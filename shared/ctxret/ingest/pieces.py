@@ -83,6 +83,12 @@ def piece_metadata(turn: Turn, p: Piece) -> dict[str, Any]:
         meta["source_name"] = p.source_name
     if p.doc_id is not None:
         meta["doc_id"] = p.doc_id
+    if p.message_key is not None:
+        meta["message_key"] = p.message_key
+    if p.call_id is not None:
+        meta["tool_call_id"] = p.call_id
+    if p.result_key is not None:
+        meta["result_key"] = p.result_key
     if p.timestamp is not None:
         meta["timestamp"] = p.timestamp.isoformat()
         meta["ts_epoch"] = _epoch(p.timestamp)

@@ -203,6 +203,9 @@ def turns_from_records(records: Iterable[Mapping[str, Any]]) -> list[Turn]:
                     ordinal=new_ord,
                     timestamp=parse_time(m0.get("timestamp")),
                     name=m0.get("source_name"),
+                    message_key=m0.get("message_key"),
+                    call_id=m0.get("tool_call_id"),
+                    result_key=m0.get("result_key"),
                 )
             )
         caller = caller_keys(first)

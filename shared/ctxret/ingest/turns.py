@@ -36,6 +36,11 @@ class Source:
     ordinal: int  # position inside the turn, from 0
     timestamp: datetime | None = None
     name: str | None = None  # speaker or tool name, when known
+    #: The key of the message the source comes from (``id:<message id>`` or ``fp:<content hash>``; for a tool call,
+    #: the assistant message that made it): how an append knows a message it is sent again (:mod:`.append`).
+    message_key: str | None = None
+    call_id: str | None = None  # a tool call's id: its result, sent later, joins this source
+    result_key: str | None = None  # a tool call's result message's key
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,9 @@ class Piece:
     source_name: str | None = None
     doc_id: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    message_key: str | None = None
+    call_id: str | None = None
+    result_key: str | None = None
 
 
 def piece_id(
@@ -175,6 +183,9 @@ def label_pieces(turn: Turn, max_bytes: int = PIECE_MAX_BYTES) -> list[Piece]:
                     source_name=src.name,
                     doc_id=turn.doc_id,
                     metadata=dict(turn.metadata),
+                    message_key=src.message_key,
+                    call_id=src.call_id,
+                    result_key=src.result_key,
                 )
             )
     return pieces

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from .executor import Backends, QueryVectors
     from .fusion import FusionMethod, FusionSettings, convex, fuse, passes_floor, rrf
     from .parents import expand_parents
+    from .render import render_groups
     from .search import SearchPlan, plan_search
     from .split import split_prompt_chunks
     from .vectors import aquery_vectors, query_vectors
@@ -30,6 +31,7 @@ _NAMES = {
     "arun_search": ".deadline", "plan_search": ".search", "run_search": ".deadline", "Backends": ".executor",
     "QueryVectors": ".executor",
     "aquery_vectors": ".vectors", "query_vectors": ".vectors", "split_prompt_chunks": ".split",
+    "render_groups": ".render",
 }  # fmt: skip
 __getattr__ = lazy_getattr(__name__, _NAMES)
 __all__ = [
@@ -46,6 +48,7 @@ __all__ = [
     "passes_floor",
     "plan_search",
     "query_vectors",
+    "render_groups",
     "rrf",
     "run_search",
     "split_prompt_chunks",

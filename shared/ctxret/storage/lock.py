@@ -19,6 +19,7 @@ gives every ``PieceStore`` open on it the same write lock and write counter (:cl
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -28,7 +29,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -170,6 +171,28 @@ class Writers:
         self.lock = threading.RLock()
         self.generation = 0
         self.caches: weakref.WeakSet[_Cache] = weakref.WeakSet()
+        self._threads: weakref.WeakValueDictionary[str, _ThreadLock] = weakref.WeakValueDictionary()
+        self._threads_guard = threading.Lock()
+        #: The last chat turn number each thread was seen with (a hint for the next append: checked, not trusted).
+        self.heads: dict[str, int] = {}
+
+    @contextlib.contextmanager
+    def appending(self, thread_id: str) -> Iterator[None]:
+        """One append to ``thread_id`` at a time in this process (appends to other threads go on beside it): an
+        append reads the thread's end, numbers its turns after it and writes them, with no other append between."""
+        with self._threads_guard:
+            found = self._threads.get(thread_id)
+            if found is None:
+                found = self._threads[thread_id] = _ThreadLock()
+        with found.lock:
+            yield
+
+
+class _ThreadLock:
+    __slots__ = ("lock", "__weakref__")
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
 
 
 _writers: weakref.WeakValueDictionary[tuple[str, str], Writers] = weakref.WeakValueDictionary()

@@ -27,6 +27,7 @@ from .base import DEFERRED, Fetched, Row, StoredPieces, group_parents
 from .cache import DEFAULT_CACHE_PIECES, Block, ScopeView, ThreadCache, read_thread
 from .changes import ChangeLog
 from .chroma import DEFAULT_COLLECTION, ChromaStore
+from .claims import TurnClaims
 from .copies import as_stored
 from .journal import Journal
 from .lexical import LexicalIndex, default_lexical_path, fts5_available
@@ -88,12 +89,23 @@ class PieceStore:
         self.views = ViewIndex(chroma)
         self._writers = _writers_of(chroma)
         self._writers.caches.add(self.cache)
+        #: Turn claims for appends from several processes (a Chroma server; :mod:`.claims`), else ``None``.
+        self.claims: TurnClaims | None = TurnClaims(chroma) if changes is not None else None
 
     # -- one writer at a time ---------------------------------------------------------------------
     def writing(self) -> contextlib.AbstractContextManager[Any]:
         """The store's write lock inside this process (re-entrant; every :class:`PieceStore` on the same
         folder or server collection shares it). Writes, deletes, clears and swaps take it; searches never do."""
         return self._writers.lock
+
+    def appending(self, thread_id: str) -> contextlib.AbstractContextManager[Any]:
+        """One append to ``thread_id`` at a time in this process (:meth:`.lock.Writers.appending`)."""
+        return self._writers.appending(thread_id)
+
+    @property
+    def heads(self) -> dict[str, int]:
+        """The last chat turn number each thread was seen with in this process (a hint an append checks)."""
+        return self._writers.heads
 
     @property
     def generation(self) -> int:
@@ -281,6 +293,8 @@ class PieceStore:
             recs = list(self.chroma.iter_records(scope.chroma_where()))
             ids = [r["id"] for r in recs]
             threads = {str((r["metadata"] or {}).get("thread_id")) for r in recs}
+            for t in threads:
+                self.heads.pop(t, None)
             with self.changing(threads):
                 self._delete_ids(ids)
                 self.views.delete_pieces(ids)  # views hook
@@ -291,6 +305,9 @@ class PieceStore:
     def clear(self) -> None:
         """Delete every piece (the collection and its config stay)."""
         with self.changing(None):
+            self.heads.clear()
+            if self.claims is not None:
+                self.claims.clear()
             ids = [r["id"] for r in self.chroma.iter_records(None, include=())]
             if self.journal is not None:
                 self.journal.mark_pending(clear=True)
