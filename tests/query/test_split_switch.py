@@ -199,3 +199,11 @@ def test_property_invariants_of_any_message(pieces, max_parts):
     assert len(parts) <= max_parts
     assert all(p and p == p.strip() and "\n" not in p for p in parts)
     assert split_prompt_chunks(message, max_parts=max_parts) == parts  # deterministic
+
+
+@pytest.mark.parametrize("message", ["btw " * 5000, "oh and " * 3000 + "what?", "a b c, by the way " * 2000])
+def test_a_long_chain_of_switches_is_split_whole(message):
+    """Bad input: thousands of switches in a row (spoken and typed) neither recurse nor lose a character."""
+    parts = split_prompt_chunks(message)
+    assert 1 <= len(parts) <= 8
+    assert nonws("".join(parts)) == nonws(message)

@@ -230,6 +230,8 @@ _SUBJECTS = frozenset("you i we they he she it there anyone anybody someone the 
 _WH_NEXT = _AUXILIARIES | frozenset("time day date about many much long else kind one".split())
 #: Requests to an assistant that open a new ask in speech ("remind me", "tell us", "send me").
 _SPOKEN_REQUESTS = frozenset("remind tell send show give find book text email let".split())
+#: A spoken ask's pronoun that leans back lies within its first words (the rest is not read: long run-ons stay linear).
+_CLAUSE_WORDS = 30
 #: Fewest words a unit needs before it can be a run-on, and fewest on each side of a cut.
 RUN_ON_MIN_WORDS = 10
 RUN_ON_MIN_SIDE = 3
@@ -296,6 +298,13 @@ def _switch_words(words: list[str], plain: list[str], i: int) -> int:
     """How many words a topic switch opening at ``words[i]`` takes (with up to two openers before it: "And by the
     way", "Oh, and"; and the switches right after it: "oh and totally unrelated"), 0 when none opens there.
     ``plain``: the words through :func:`_norm_word`."""
+    end = i
+    while end < len(words) and (n := _one_switch(words, plain, end)):
+        end += n
+    return end - i
+
+
+def _one_switch(words: list[str], plain: list[str], i: int) -> int:
     for j in range(i, min(i + 3, len(words))):
         if j > i and plain[j - 1] not in _SWITCH_OPENERS:
             break
@@ -305,7 +314,7 @@ def _switch_words(words: list[str], plain: list[str], i: int) -> int:
                 continue
             if phrase in _COMMA_SWITCHES and not words[j + n - 1].endswith((",", "\uff0c", "\u3001")):
                 continue
-            return j + n - i + (_switch_words(words, plain, j + n) if j + n < len(words) else 0)
+            return j + n - i
     return 0
 
 
@@ -349,16 +358,17 @@ def _clause_cuts(text: str) -> list[int]:
         if i - last >= RUN_ON_MIN_SIDE:
             clause = words[i - 1].endswith((",", ";", ":")) or words[i - 1] in ("-", "\u2013", "\u2014")
             n = _switch_words(words, plain, i) if (spoken or clause) else 0
-            if n and len(words) - i - n >= SWITCH_MIN_REST:
-                cuts.append(i)
-                last, step = i, n
+            if n:  # a chain of switches is passed whole: too little after it cannot grow further on
+                if len(words) - i - n >= SWITCH_MIN_REST:
+                    cuts.append(i)
+                    last = i
+                step = n
             elif spoken and plain[i] in _RUN_ON_JOINERS:
                 j = i
                 while j < len(words) and plain[j] in _RUN_ON_JOINERS:
                     j += 1
-                rest = words[j:]
-                ask = _opens_ask(rest[:2]) if len(rest) >= RUN_ON_MIN_SIDE - 1 else ""
-                if ask == "request" or (ask == "question" and not _leans_back(" ".join(rest))):
+                ask = _opens_ask(words[j : j + 2]) if len(words) - j >= RUN_ON_MIN_SIDE - 1 else ""
+                if ask == "request" or (ask == "question" and not _leans_back(" ".join(words[j : j + _CLAUSE_WORDS]))):
                     cuts.append(i)
                     last = i
                 step = j - i
