@@ -196,7 +196,8 @@ def run_threads(
                 f"[eval threads] {ci + 1}/{len(convs)} {conv.id}: {len(conv.turns)} sections, {len(ix.pieces)} pieces, "
                 f"{len(sets.get('facts', []))} facts, {len(sets.get('qa', []))} qa, "
                 f"{len(sets.get('composite', []))} composite"
-                + "".join(f", {len(sets[s])} {s}" for s in TIME_QUERY_SETS if s in sets),
+                + "".join(f", {len(sets[s])} {s}" for s in TIME_QUERY_SETS if s in sets)
+                + (f", {len(distracted)} distracted" if DISTRACTED in query_sets else ""),
                 file=sys.stderr,
                 flush=True,
             )
