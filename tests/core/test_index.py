@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import uuid
 from pathlib import Path
 
@@ -345,6 +346,11 @@ def test_the_seed_dogs_case(tmp_path, local_embedder):
     ]
     single = index.search(case["message"], k=5, split=False, thread_id=case["thread_id"], score_threshold=None)
     assert fact not in single[0].hits[0].text
+    # the same message as a voice transcript (no punctuation): the topic switch still gives the dogs their part
+    spoken = re.sub(r"[.,?!]", "", case["message"]).lower()
+    groups = index.search(spoken, k=5, thread_id=case["thread_id"])
+    assert groups[-1].part == "oh and totally unrelated what were my dogs' names again"
+    assert fact in groups[-1].hits[0].text, [h.text[:60] for h in groups[-1].hits]
 
 
 def test_score_scales_convert_by_name():

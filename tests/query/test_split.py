@@ -466,7 +466,7 @@ def test_a_voice_run_on_gives_one_part_per_ask():
 
 SPOKEN_ASKS = [
     "what time is my flight", "can you remind me what the wifi password is", "who is on call tonight",
-    "where did i park the car", "is it raining in porto", "tell me the gate for the connection",
+    "where did i park the car", "is the pool open in porto", "tell me the gate for the connection",
     "how long does the train take", "did anyone call the plumber",
 ]  # fmt: skip
 

@@ -146,7 +146,7 @@ def register_eval(subparsers: Any, common: argparse.ArgumentParser | None = None
     t.add_argument("path", help="a LoCoMo .json, a .jsonl threads file, or a folder of them")
     _common(t)
     t.add_argument("--query-sets", default=None,
-                   help="comma-separated: facts,qa,composite,time,time_qa (default: facts,qa,composite)")
+                   help="comma-separated: facts,qa,composite,time,time_qa,distracted (default: facts,qa,composite)")
     t.add_argument("--incremental", action="store_true",
                    help="also write each conversation into the product's store as an agent does, one add_messages "
                         "call per session, beside the same messages in one call: are the pieces the same, and "
@@ -335,7 +335,7 @@ def _controlled(args: argparse.Namespace) -> int:
 
 def _threads(args: argparse.Namespace) -> int:
     from ..evaluation.datasets import DEFAULT_QUERY_SETS, load_threads
-    from ..evaluation.report import paired_table, peer_table, plot_threads, threads_table, write_json
+    from ..evaluation.report import distracted_table, paired_table, peer_table, plot_threads, threads_table, write_json
     from ..evaluation.threads import run_threads
 
     convs = load_threads(args.path)
@@ -350,7 +350,7 @@ def _threads(args: argparse.Namespace) -> int:
     print(f"Threads — {args.path}: {c.get('conversations', 0)} conversations, {c.get('sections', 0)} sections, "
           f"{c.get('pieces', 0)} pieces; {c.get('facts', 0)} facts, {c.get('qa', 0)} questions, "
           f"{c.get('composite_messages', 0)} composite messages ({c.get('composite_facts', 0)} facts)"
-          + "".join(f", {c[s]} {s} queries" for s in ("time", "time_qa") if s in c) + "; "
+          + "".join(f", {c[s]} {s} queries" for s in ("time", "time_qa", "distracted") if s in c) + "; "
           f"embedder {res.config['embedder']}, k={args.k}, weight {_weight(args):g}, "
           f"piece bytes {res.config['piece_bytes']}, floor {res.config['threshold']:g}")
     if res.config["data_notes"]:
@@ -370,6 +370,13 @@ def _threads(args: argparse.Namespace) -> int:
               "(points; 95% intervals):")
         print()
         print(paired_table(res.config["time_comparison"]))
+    if res.config.get("distracted_comparison"):
+        print()
+        print("Distracted: each question after two statements of its thread and a topic switch:")
+        print()
+        print(distracted_table(res.rows))
+        print()
+        print(paired_table(res.config["distracted_comparison"]))
     if args.incremental:
         from ..evaluation.memory import run_memory
 

@@ -15,6 +15,8 @@ Query sets
   yesterday?", with the search's now after the section) and the data's own dated questions; their
   queries are made in :mod:`.timequeries`; their metrics (``top1_window``, ``top5_window``) and the time-aware
   representations are in :mod:`.timeset`.
+* ``distracted`` (not run unless named): each ``qa`` question after two long utterances of its conversation and a
+  topic-switch phrase; built and scored in :mod:`.distracted`.
 
 JSONL thread format (one thread per line)::
 
@@ -50,7 +52,7 @@ from .timequeries import TIME_QUERY_SETS, dated_questions
 from .timequeries import time_queries as _time_queries
 
 #: What ``--query-sets`` accepts; :data:`DEFAULT_QUERY_SETS` run when none are named.
-QUERY_SETS = ("facts", "qa", "composite", *TIME_QUERY_SETS)
+QUERY_SETS = ("facts", "qa", "composite", *TIME_QUERY_SETS, "distracted")
 DEFAULT_QUERY_SETS = ("facts", "qa", "composite")
 QA_CATEGORIES = (1, 2, 3, 4)
 FACTS_PER_COMPOSITE = 3

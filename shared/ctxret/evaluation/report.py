@@ -115,6 +115,21 @@ def threads_table(rows: Sequence[Mapping[str, Any]]) -> str:
     return markdown_table(headers, body, ["l", "l"] + ["r"] * (len(headers) - 2))
 
 
+def distracted_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The ``distracted`` rows (:mod:`.distracted`): the question's group against the question asked alone and one
+    whole-message search, and the share of questions merged into a statement."""
+    headers = ["Representation", "Recall@k, question's group", "Asked alone", "Kept", "One whole-message search"]
+    headers += ["Merged into a statement", "n"]
+    body = []
+    for r in rows:
+        if r.get("query_set") != "distracted":
+            continue
+        recall = next(v for k, v in r.items() if k.startswith("recall_at_"))
+        cells = [recall, r["recall_alone"], r["kept"], r["recall_whole"], r["merged"]]
+        body.append([r["representation"], *(pct(v) for v in cells), r["n"]])
+    return markdown_table(headers, body, ["l"] + ["r"] * 6)
+
+
 def paired_table(comparison: Sequence[Mapping[str, Any]]) -> str:
     """Systems against baselines, paired per query (points, 95% intervals; ``changed``: queries whose value moved)."""
     headers = ["System", "Baseline", "Query set", "Metric", "System", "Baseline", "Δ (95% CI)", "Δ bootstrap CI",

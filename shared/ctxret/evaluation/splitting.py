@@ -39,6 +39,8 @@ from ..query.split import LONG_PART_WORDS, MIN_PART_CHARS, WINDOW_WORDS, split_p
 from ..text import MAX_PARTS, clean_text
 
 __all__ = [
+    "FIXTURE",
+    "SWITCH_CASES",
     "SplitRecord",
     "SplitScore",
     "load_split_fixture",
@@ -48,6 +50,10 @@ __all__ = [
 ]
 
 Splitter = Callable[[str], Sequence[str]]
+#: The packaged fixtures: 145 hand-labelled agent messages, and 61 held-out topic switches (agent chats, support
+#: tickets, voice run-ons, Slack-style messages; English, German, French, Spanish, Japanese, Chinese) written before
+#: the switch rule and labelled by DESIGN §4's principle.
+FIXTURE, SWITCH_CASES = "split_fixture.jsonl", "split_switch_cases.jsonl"
 
 
 @dataclass(frozen=True)
@@ -77,11 +83,12 @@ def _nonws(text: str) -> str:
     return "".join(text.split())
 
 
-def load_split_fixture(path: str | Path | None = None) -> list[SplitRecord]:
-    """Read a split fixture (JSONL); ``None`` reads the packaged one. Every record is checked."""
+def load_split_fixture(path: str | Path | None = None, *, packaged: str = FIXTURE) -> list[SplitRecord]:
+    """Read a split fixture (JSONL); ``None`` reads the packaged file ``packaged`` (:data:`FIXTURE`, the 145 agent
+    messages, or :data:`SWITCH_CASES`, the held-out topic switches). Every record is checked."""
     if path is None:
-        text = (resources.files("ctxret") / "data" / "split_fixture.jsonl").read_text("utf-8")
-        where = "split_fixture.jsonl"
+        text = (resources.files("ctxret") / "data" / packaged).read_text("utf-8")
+        where = packaged
     else:
         path = Path(path)
         if not path.is_file():

@@ -59,6 +59,7 @@ from .datasets import (
     load_threads,
     select_queries,
 )
+from .distracted import DISTRACTED, distracted_comparison, distracted_queries, distracted_rows, score_distracted
 from .embedding import CachedEmbedder, cached_embedder
 from .hybrid import RUNTIME_DEFAULT
 from .index import ConversationIndex, whole_message
@@ -166,10 +167,13 @@ def run_threads(
     notes: Counter = Counter()
     for ci, conv in enumerate(convs):
         sets = select_queries(conv, limit_queries, seed)
-        sets = {s: sets[s] for s in query_sets}
-        messages = [q.text for s in ("facts", "qa", *TIME_QUERY_SETS) for q in sets.get(s, [])] + [
-            c.text for c in sets.get("composite", [])
-        ]
+        sets = {s: sets[s] for s in query_sets if s != DISTRACTED}
+        distracted = distracted_queries(conv, limit_queries, seed) if DISTRACTED in query_sets else []
+        messages = (
+            [q.text for s in ("facts", "qa", *TIME_QUERY_SETS) for q in sets.get(s, [])]
+            + [c.text for c in sets.get("composite", [])]
+            + [t for d in distracted for t in (d.text, d.question.text)]
+        )
         prewarm(emb, messages)
         ix = ConversationIndex(conv, emb, piece_bytes=piece_bytes, weight=weight, fusion=fusion, k=k)
         counts["conversations"] += 1
@@ -179,6 +183,8 @@ def run_threads(
         counts["qa"] += len(sets.get("qa", []))
         counts["composite_messages"] += len(sets.get("composite", []))
         counts["composite_facts"] += sum(len(c.facts) for c in sets.get("composite", []))
+        if DISTRACTED in query_sets:
+            counts[DISTRACTED] += len(distracted)
         for qs in TIME_QUERY_SETS:
             if qs in sets:
                 counts[qs] += len(sets[qs])
@@ -190,10 +196,12 @@ def run_threads(
                 f"[eval threads] {ci + 1}/{len(convs)} {conv.id}: {len(conv.turns)} sections, {len(ix.pieces)} pieces, "
                 f"{len(sets.get('facts', []))} facts, {len(sets.get('qa', []))} qa, "
                 f"{len(sets.get('composite', []))} composite"
-                + "".join(f", {len(sets[s])} {s}" for s in TIME_QUERY_SETS if s in sets),
+                + "".join(f", {len(sets[s])} {s}" for s in TIME_QUERY_SETS if s in sets)
+                + (f", {len(distracted)} distracted" if DISTRACTED in query_sets else ""),
                 file=sys.stderr,
                 flush=True,
             )
+        whole: dict[str, float] = {}  # the whole-message search of a distracted message: one per message
         for rep in representations:
             fn = THREAD_REPRESENTATIONS[rep]
             for qs in ("facts", "qa"):
@@ -222,6 +230,11 @@ def run_threads(
                         {"conversation": conv.id, "representation": rep, "query_set": qs, "query_id": tq.id,
                          "kind": tq.kind, "base": tq.base, **m}
                     )  # fmt: skip
+            for d in distracted:
+                m = score_distracted(ix, fn, d, k, floor, whole.get(d.id))
+                whole[d.id] = m["recall_whole"]
+                ids = {"conversation": conv.id, "representation": rep, "query_set": DISTRACTED, "query_id": d.id}
+                per_query.append({**ids, **m})
             if "composite" in sets and rep != "whole_turn":
                 for cq in sets["composite"]:
                     cov = score_composite(ix, fn(ix, cq.text), cq, k)
@@ -264,6 +277,8 @@ def run_threads(
                         row[f"recall_{budget}b"] = rb
                 row["n"] = len(vals["top1_section"])
             rows.append(row)
+    if DISTRACTED in query_sets:
+        rows.extend(distracted_rows(per_query, representations, recall_key))
     config = {
         "harness": "threads",
         "sources": sorted({c.source for c in convs}),
@@ -297,6 +312,8 @@ def run_threads(
         config["time_comparison"] = time_comparison(per_query, recall_key)
     if "time" in query_sets:
         config["time_breakdown"] = time_breakdown(per_query)
+    if DISTRACTED in query_sets:
+        config["distracted_comparison"] = distracted_comparison(per_query, recall_key)
     return ThreadsResult(rows, config, per_query)
 
 

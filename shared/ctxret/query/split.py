@@ -1,14 +1,18 @@
-"""Query splitting: a message → at most 8 search parts, each question or request its own part.
+"""Query splitting: a message → at most 8 search parts, one per subject.
 
-Rules (the first rule, and what measurement added): split on line breaks and after sentence ends
-(``.!?``, and ``。！？`` without a space); cut any piece over 60 words into windows of 40 words;
-keep every question or request its own part however short; join fragments ("Thanks!", "Or
-anything about them?") and other pieces shorter than 24 characters to a neighbour; keep fenced
-code blocks and ``>`` quoted lines in one part; join neighbours into at most ``max_parts`` runs,
-asks keeping their own part where they can. The first rule (every piece under 24 characters joined) is kept
-as the baseline in
-:func:`ctxret.evaluation.splitting.baseline_split_prompt_chunks`; the fixture of 145 agent messages is
-``ctxret/data/split_fixture.jsonl``.
+The principle (DESIGN §4): merging two subjects into one part is the failure the split exists to fix; splitting one
+subject in two costs little, since every part is blended with the whole message and searches on its own. So when
+unsure, split: every question or request keeps its own part, a topic switch ("by the way", "anyway", "on another
+note", "Also,"... in the languages of :mod:`.split_words`) always opens one, and a piece joins a neighbour only when
+it cannot stand alone: a fragment ("Thanks!", "Or anything about them?", "And staging?"), a short statement, a
+lead-in with its list or code, or a question leaning on the statement before it by a pronoun whose referent is
+there ("I adopted two cats. Do you remember their names?"; "my", "I", "we" never lean).
+
+Two halves: :func:`_units` cuts, :func:`_group_units` joins. The first rule (every piece under 24 characters joined)
+is the baseline :func:`ctxret.evaluation.splitting.baseline_split_prompt_chunks`; the fixtures are
+``ctxret/data/split_fixture.jsonl`` (145 agent messages) and ``split_switch_cases.jsonl`` (61 held-out topic
+switches). Sentence segmenters from PyPI (pysbd, blingfire, syntok, sentencex) measured in place of the cutting
+half were less often right on both, or slower (BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -25,9 +29,10 @@ from .split_words import (
     _INLINE_ENUM,
     _LIST_MARKER,
     _classify,
+    _clause_cuts,
     _is_question,
     _leaning_question,
-    _run_on_cuts,
+    _switch_rest,
     _width,
 )
 
@@ -42,45 +47,35 @@ MIN_PART_CHARS = 24
 
 
 def split_prompt_chunks(message: str, max_parts: int = MAX_PARTS) -> list[str]:
-    """Split an incoming message into at most ``max_parts`` search parts.
+    """Split an incoming message into at most ``max_parts`` search parts (the principle: the module docstring).
 
-    Returns ``[]`` for an empty or whitespace-only message. Parts are whitespace-collapsed, hold no
-    line breaks and cover every non-whitespace character of the (cleaned) message, in order; a
-    whitespace-separated word is only ever cut right after a sentence end that needs no space
-    (``。！？``). The rule:
+    Returns ``[]`` for an empty or whitespace-only message. Parts are whitespace-collapsed, hold no line breaks and
+    cover every non-whitespace character of the (cleaned) message, in order; a whitespace-separated word is only
+    ever cut right after a sentence end that needs no space (``。！？``). The rule:
 
-    * Units: the message is cut at line breaks and after sentence ends (``.!?…`` and ``؟``/``।``
-      followed by whitespace, with closing quotes and brackets kept; ``。！？`` with or without a
-      space). No cut after a leading list marker (``1.``, ``a)``), after a title or abbreviation
-      (``Dr.``, ``e.g.``), inside inline code, or before an emoji that ends the sentence. Inline
-      enumerations (``1) … 2) … 3) …``) are cut before each number. A fenced code block (````` ``` `````
-      or ``~~~``, closed) and a run of ``>`` quoted lines are single units. A unit over 60 words is
-      cut into windows of 40 words.
-    * Asks keep their own part: a question (ends with ``?``/``？``/``؟``, starts with ``¿``, ends
-      with ``か``, or an unpunctuated line opening with a question word) or a request (opens with an
-      imperative or "please" word in English, German, French or Spanish, or a CJK request form such
-      as ``请``/``帮我``/``…ください``), even when shorter than 24 characters.
-    * Fragments join the unit before them (the unit after them when nothing comes before): a unit
-      opening with "or" (``oder``, ``ou``, ``o``, ``还是``, ``それとも``); a short unit (under 24
-      characters, a CJK character counting 2) that is not an ask, such as "Thanks!" or "ok."; a
-      short question of one word or an elliptical one ("Why not?"), or one that opens with
-      "and"/"also"/"but"… and then has no question word, verb or request ("And staging?"); a
-      sentence after the first inside a list item that is not an ask; a window after the first.
-    * A follow-up after a continuer that names a subject of its own ("And the VPN host?", "Also the wifi
-      password?") is an ask; one that points back or repeats the question for another target ("And the rest?",
-      "And for staging?") is a fragment.
-    * A question (not a request) whose first clause leans on the statement right before it by a pronoun
-      ("I adopted two cats. Do you remember their names?") joins that statement, unless it starts a new line.
-    * A spoken run-on (lower-case start or no sentence end, 10+ words, no punctuation inside) is cut before each
-      "and"/"also"/"anyway"... that opens an ask ("so what time is my flight | and also can you remind me ...").
-    * A unit ending with ``:`` (or a question directly followed by list items) leads in: it joins
-      the unit after it. A code or quote block joins the unit before it, or, after a lead-in, goes
-      with the lead-in (the pair stands alone when the lead-in is itself an ask, e.g.
-      "Explain this regex:").
-    * More than ``max_parts`` parts: when some parts are asks and fewer than ``max_parts``, every
-      ask keeps its own part and the statements between them are joined into runs in the slots
-      left (a stretch of statements that gets no slot joins the ask before it); otherwise all
-      parts are joined into ``max_parts`` runs of near-equal counts, earlier runs taking the extra.
+    * Units: cut at line breaks and after sentence ends (``.!?…``, ``؟``, ``।`` before whitespace, closing quotes
+      kept; ``。！？`` with or without a space), not after a leading list marker, a title or abbreviation (``Dr.``,
+      ``e.g.``), inside inline code or before an emoji that ends the sentence; before each item of an inline
+      enumeration (``1) … 2) …``); before a topic switch after a clause mark ("..., and by the way, what ...");
+      in a spoken run-on (10+ words, lower-case start or no sentence end, no punctuation inside) before every
+      switch and before a joiner ("and", "also"...) opening an ask that stands alone. A closed code fence, a run
+      of ``>`` quoted lines or of pasted log lines is one unit; a unit over 60 words is cut into 40-word windows.
+    * A unit opening with a topic switch starts a new part, whatever follows it.
+    * Asks keep their own part however short: a question (ends with ``?``/``？``/``؟``, opens with ``¿``, ends
+      with ``か``, or an unpunctuated line opening with a question word) or a request (an imperative or "please"
+      word in English, German, French or Spanish, not followed by "is"; a CJK request form: ``请``, ``…ください``).
+    * Fragments join the unit before them (after them when nothing comes before): a unit opening with "or"
+      (``oder``, ``ou``, ``还是``...); a non-ask under 24 characters (a CJK character counting 2), such as
+      "Thanks!"; a one-word or elliptical question ("Why not?"); a follow-up after "and"/"also"/"but"... that
+      points back or repeats the question ("And the rest?", "And for staging?"; "And the VPN host?" names a
+      subject: an ask); a later sentence of a list item that is not an ask; a window after the first.
+    * A question (not a request) whose first clause leans on the statement right before it by a pronoun joins
+      that statement, unless it starts a new line or opens with a switch.
+    * A unit ending with ``:`` (or a question right before list items) leads in: it joins the unit after it; a
+      block joins the unit before it, or its lead-in (the pair stands alone when the lead-in is an ask).
+    * More than ``max_parts`` parts: when fewer than ``max_parts`` parts are asks, every ask keeps its own part
+      and the statements between them share the slots left (a stretch with no slot joins the ask before it);
+      otherwise neighbours are joined into ``max_parts`` runs of near-equal counts, earlier runs taking the extra.
     """
     if max_parts < 1:
         raise InputError(f"max_parts must be at least 1, got {max_parts}")
@@ -128,6 +123,7 @@ class _Unit:
     before_list: bool = False  # the last unit of a line directly followed by list items
     role: str = ""  # set by _roles: "ask" | "stmt" | "frag" | "lead" | "block"
     line_start: bool = False  # the first unit of its line
+    switch: bool = False  # set by _roles: opens with a topic switch ("By the way, ..."): always a new part
 
 
 @dataclass
@@ -170,15 +166,19 @@ def _units(text: str) -> list[_Unit]:
         for n, (sentence, sep, enum_start) in enumerate(segments):
             item = "start" if (enum_start or (marker and n == 0)) else ("inside" if in_item else "")
             in_item = in_item or enum_start
-            # a spoken run-on is cut where a new ask starts (its later asks open no list item)
-            for k, seg in enumerate(_spoken_asks(sentence) if not item else [sentence]):
+            # cut where a topic switch or a spoken run-on's next ask starts (its later clauses open no list item)
+            for k, seg in enumerate(_clauses(sentence)):
                 seg_sep, seg_item = (sep, item) if k == 0 else (" ", "")
                 words, first = seg.split(" "), len(units)
                 if len(words) > LONG_PART_WORDS:
                     for w in range(0, len(words), WINDOW_WORDS):
                         units.append(
-                            _Unit(" ".join(words[w : w + WINDOW_WORDS]), seg_sep if w == 0 else " ",
-                                  "text" if w == 0 else "window", seg_item if w == 0 else "")
+                            _Unit(
+                                " ".join(words[w : w + WINDOW_WORDS]),
+                                seg_sep if w == 0 else " ",
+                                "text" if w == 0 else "window",
+                                seg_item if w == 0 else "",
+                            )
                         )
                 else:
                     units.append(_Unit(seg, seg_sep, "text", seg_item))
@@ -205,9 +205,7 @@ class _Fences:
 
     def __init__(self, lines: list[str]) -> None:
         self._closers = [
-            (j, m.group(1)[0], len(m.group(1)))
-            for j, line in enumerate(lines)
-            if (m := _FENCE_CLOSE.match(line))
+            (j, m.group(1)[0], len(m.group(1))) for j, line in enumerate(lines) if (m := _FENCE_CLOSE.match(line))
         ]
         self._found: dict[tuple[str, int], tuple[int, int | None]] = {}
 
@@ -261,9 +259,9 @@ def _line_segments(line: str, marker_end: int) -> list[tuple[str, str, bool]]:
     return out
 
 
-def _spoken_asks(sentence: str) -> list[str]:
-    """A spoken run-on cut before each new ask (:func:`~.split_words._run_on_cuts`); else the sentence itself."""
-    cuts = _run_on_cuts(sentence)
+def _clauses(sentence: str) -> list[str]:
+    """A sentence cut before a topic switch or a spoken run-on's next ask (:func:`~.split_words._clause_cuts`)."""
+    cuts = _clause_cuts(sentence)
     if not cuts:
         return [sentence]
     words = sentence.split(" ")
@@ -320,6 +318,7 @@ def _enumeration_starts(line: str, marker_end: int) -> list[int]:
 
 # -- query splitting: roles -----------------------------------------------------------------------
 
+
 def _roles(units: list[_Unit]) -> None:
     for i, u in enumerate(units):
         if u.kind == "block":
@@ -331,12 +330,15 @@ def _roles(units: list[_Unit]) -> None:
             continue
         last = i == len(units) - 1
         lead = (
-            u.kind == "heading"
-            or u.text.rstrip().endswith((":", "\uff1a"))
-            or (u.before_list and _is_question(u.text))
+            u.kind == "heading" or u.text.rstrip().endswith((":", "\uff1a")) or (u.before_list and _is_question(u.text))
         )
         if lead and not last:
             u.role = "lead"
+            continue
+        rest = _switch_rest(u.text)
+        if rest is not None:  # a topic switch opens a new part, whatever follows it
+            u.switch = True
+            u.role = "ask" if _is_question(u.text) or _classify(rest) == "ask" else "stmt"
             continue
         kind = _classify(u.text)
         if kind in ("or", "frag"):  # an alternative, or an elliptical follow-up that points back ("And the rest?")
@@ -389,7 +391,8 @@ def _leans_on(groups: list[_Group], units: list[_Unit], i: int) -> bool:
     """Whether the ask ``units[i]`` leans on the statement part right before it (a pronoun with its referent
     there); a part that is an ask, a list item or a block keeps the question apart."""
     u = units[i]
-    if not groups or groups[-1].ask or u.kind != "text" or u.item or u.line_start:  # a new line: a new thought
+    # after an ask, a list item, a block, a new line (a new thought) or a topic switch: apart
+    if not groups or groups[-1].ask or u.kind != "text" or u.item or u.line_start or u.switch:
         return False
     if units[i - 1] is not groups[-1].units[-1]:
         return False
@@ -462,5 +465,3 @@ def _merge_runs(groups: list[_Group], n_runs: int) -> list[_Group]:
         runs.append(_Group([u for g in chunk for u in g.units], any(g.ask for g in chunk)))
         start = end
     return runs
-
-

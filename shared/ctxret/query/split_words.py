@@ -1,11 +1,13 @@
-"""The words that tell a question, a request and a fragment apart, in the languages the splitter knows.
+"""The words that tell a question, a request, a fragment and a topic switch apart, in the languages the splitter knows.
 
 Used by :mod:`ctxret.query.split`: a short sentence ending in a question mark, or opening with a
 request verb or phrase, keeps its own part; a sentence that opens with a continuer ("Or", "And",
 "Also"...) or is elliptical ("Why?", "Thanks!") joins the part before it, unless it names a subject
-of its own ("And the VPN host?"). Also here: the pronouns by which a question leans on the sentence
-before it (:func:`_leans_back`), and the joints of a spoken run-on where a new ask starts
-(:func:`_run_on_cuts`). Those two are English only.
+of its own ("And the VPN host?"). A topic switch ("by the way", "anyway", "on another note", "Also," and their
+German, French, Spanish, Japanese, Chinese and Korean equivalents: :data:`_SWITCHES`) always opens a new part
+(:func:`_switch_rest`, :func:`_clause_cuts`). Also here: the pronouns by which a question leans on the sentence
+before it (:func:`_leans_back`, English only), and the joints of a spoken run-on where a new ask or a switch
+starts (:func:`_clause_cuts`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ _CONTINUERS = frozenset(
     "and also plus but so then anyway oh ok okay well btw und auch aber dann noch et aussi mais puis "
     "alors y e también tambien pero entonces además ademas".split()
 )
-_CONTINUERS_CJK = ("还有", "另外", "而且", "那么", "那", "あと", "また", "それから", "그리고")
 _QUESTION_WORDS = frozenset(
     # English question words and auxiliaries
     "what where who whom whose when why how which is are was were am do does did can could will "
@@ -71,20 +72,20 @@ _REQUEST_WORDS = frozenset(
     "llámame llamame paga compra pide escribe escríbeme prepara agenda cancela traduce resume "
     "comprueba verifica confirma avisa avísame avisame añade agrega pon sube descarga necesito quiero".split()
 )
-_REQUEST_PHRASES = ("por favor", "s'il te plaît", "s'il vous plaît", "merci de", "i need", "we need",
-                    "i'd like", "i would like", "i want", "can you", "could you", "would you")
-_REQUEST_CJK_START = (
-    "请", "帮我", "帮忙", "麻烦", "给我", "把", "告诉我", "提醒我", "记得", "别", "不要", "确认", "检查",
-    "发送", "预订", "删除", "打开", "关闭", "查看", "查一下", "安排", "联系", "更新", "准备", "重启",
+_REQUEST_PHRASES = tuple(
+    "por favor|s'il te plaît|s'il vous plaît|merci de|i need|we need|i'd like|i would like|i want|can you|"
+    "could you|would you".split("|")
 )
-_REQUEST_CJK_END = ("ください", "下さい", "ちょうだい", "お願いします", "お願い", "して", "てね", "なさい",
-                    "ましょう", "てくれ", "吧")
+_REQUEST_CJK_START = tuple(
+    "请 帮我 帮忙 麻烦 给我 把 告诉我 提醒我 记得 别 不要 确认 检查 发送 预订 删除 打开 关闭 "
+    "查看 查一下 安排 联系 更新 准备 重启".split()
+)
+_REQUEST_CJK_END = tuple("ください 下さい ちょうだい お願いします お願い して てね なさい ましょう てくれ 吧".split())
 _ELLIPTICAL = frozenset(
     "why not|how so|is it|isn't it|are you sure|you sure|or not|and you|what else|how come|what now|"
     "any ideas|any thoughts|anything else|so what|warum nicht|pourquoi pas|por qué no|de verdad|"
     "en serio|c'est ça".split("|")
 )
-_ELLIPTICAL_CJK = frozenset("为什么 真的吗 是吗 好吗 对吗 对吧 怎么了 然后呢 本当 本当に なぜ どうして".split())
 #: A short condition before a request: "if not, rerun it", "otherwise, page Bob".
 _CONDITION = re.compile(
     r"(?i)(?:(?:if|wenn|falls|si|sinon|otherwise|else|sonst)\b[^,.!?]{0,24},|(?:otherwise|else|sonst|sinon)\s)\s*"
@@ -93,13 +94,17 @@ _OPEN_PUNCT = "¿¡\"'“‘«(「『[ "
 _WORD_PUNCT = ".,:;!?¿¡…\"'“”‘’«»()[]{}「」『』？！。、，：；"
 
 
+#: Characters that may be wide (East Asian width W or F): no ASCII character is.
+_MAYBE_WIDE = re.compile(r"[^\x00-\x7f]")
+
+
 def _width(text: str) -> int:
     """Length in characters, a wide (CJK) character counting 2."""
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+    return len(text) + sum(unicodedata.east_asian_width(c) in "WF" for c in _MAYBE_WIDE.findall(text))
 
 
 def _has_cjk(text: str) -> bool:
-    return any(unicodedata.east_asian_width(c) in "WF" and c.isalpha() for c in text)
+    return any(unicodedata.east_asian_width(c) in "WF" and c.isalpha() for c in _MAYBE_WIDE.findall(text))
 
 
 def _norm_word(word: str) -> str:
@@ -129,9 +134,15 @@ def _is_question(body: str) -> bool:
     )
 
 
+#: After an imperative, none of these: "Fix is merged.", "Test was green." are statements.
+_NOT_AFTER_IMPERATIVE = frozenset("is are was were has had will would 's".split())
+
+
 def _is_request(body: str, words: list[str]) -> bool:
     lower = body.lower().replace("\u2019", "'")
-    if _first_word(words) in _REQUEST_WORDS or lower.startswith(_REQUEST_PHRASES):
+    if _first_word(words) in _REQUEST_WORDS and (len(words) < 2 or _norm_word(words[1]) not in _NOT_AFTER_IMPERATIVE):
+        return True
+    if lower.startswith(_REQUEST_PHRASES):
         return True
     if _has_cjk(body):
         core = body.strip(_WORD_PUNCT + " ")
@@ -219,23 +230,28 @@ _SUBJECTS = frozenset("you i we they he she it there anyone anybody someone the 
 _WH_NEXT = _AUXILIARIES | frozenset("time day date about many much long else kind one".split())
 #: Requests to an assistant that open a new ask in speech ("remind me", "tell us", "send me").
 _SPOKEN_REQUESTS = frozenset("remind tell send show give find book text email let".split())
+#: A spoken ask's pronoun that leans back lies within its first words (the rest is not read: long run-ons stay linear).
+_CLAUSE_WORDS = 30
 #: Fewest words a unit needs before it can be a run-on, and fewest on each side of a cut.
 RUN_ON_MIN_WORDS = 10
 RUN_ON_MIN_SIDE = 3
 
 
-def _opens_ask(words: list[str]) -> bool:
-    """Whether ``words`` open an ask in speech: a wh-word asking ("who is", "what time"; "who" with any verb), an
-    auxiliary and its subject ("can you", "is it"), "please", or a request to the assistant ("remind me")."""
+def _opens_ask(words: list[str]) -> str:
+    """What ``words`` open in speech: ``"question"`` (a wh-word asking: "who is", "what time", "who" with any verb;
+    an auxiliary and its subject: "is it", "do they"), ``"request"`` ("please", "can you", a request to the
+    assistant: "remind me") or ``""``."""
     first = _norm_word(words[0]) if words else ""
     second = _norm_word(words[1]) if len(words) > 1 else ""
-    if first in ("please", "pls", "plz") or first in ("what's", "where's", "who's", "when's", "how's"):
-        return True
+    if first in ("please", "pls", "plz") or (first in _AUXILIARIES and second == "you"):
+        return "request"
+    if first in ("what's", "where's", "who's", "when's", "how's"):
+        return "question"
     if first in _WH_WORDS:
-        return second in _WH_NEXT or (first in ("who", "which") and second not in _SUBJECTS)
+        return "question" if second in _WH_NEXT or (first in ("who", "which") and second not in _SUBJECTS) else ""
     if first in _AUXILIARIES:
-        return second in _SUBJECTS
-    return first in _SPOKEN_REQUESTS and second in ("me", "us")
+        return "question" if second in _SUBJECTS else ""
+    return "request" if first in _SPOKEN_REQUESTS and second in ("me", "us") else ""
 
 
 def _spoken(text: str) -> bool:
@@ -244,31 +260,119 @@ def _spoken(text: str) -> bool:
     return bool(core) and (core[0].islower() or not core.rstrip(_CLOSERS + " ").endswith((".", "!", "?", "…")))
 
 
-def _run_on_cuts(text: str) -> list[int]:
-    """Word positions where a spoken run-on starts a new ask: a transcript (:func:`_spoken`) of
-    :data:`RUN_ON_MIN_WORDS` words or more with no punctuation inside it, cut before a joiner ("and", "also",
-    "anyway"...) that opens an ask ("so what time is my flight | and also can you remind me what the wifi
-    password is | and who is on call"). Typed sentences are never cut here."""
+# -- topic switches ------------------------------------------------------------------------------
+#: Phrases that open a new subject, as lower-cased words (:func:`_norm_word`). A unit that opens with one starts a
+#: new part, whatever follows (DESIGN §4: merging two subjects is the failure the split exists to fix).
+_SWITCHES = tuple(
+    tuple(p.split())
+    for p in (
+        # English
+        "by the way|btw|anyway|anyways|on another note|on a different note|on a side note|on an unrelated note|"
+        "side note|speaking of which|unrelated|totally unrelated|completely unrelated|separately|quick question|"
+        "random question|one more thing|another thing|oh and|oh also|oh btw|incidentally|changing the subject|"
+        "before i forget|also|"
+        # German
+        "übrigens|ach ja|apropos|nebenbei|nebenbei bemerkt|noch was|noch etwas|andere frage|anderes thema|"
+        # French
+        "au fait|d'ailleurs|par ailleurs|autre chose|autre question|à propos|au passage|en passant|sinon|"
+        # Spanish
+        "por cierto|a propósito|otra cosa|otra pregunta|por otro lado|cambiando de tema|aparte de eso"
+    ).split("|")
+)
+#: These switch only with a comma after them: "Also, the plumber is coming" opens a subject, "Also the worker."
+#: continues the request before it.
+_COMMA_SWITCHES = frozenset({("also",), ("sinon",)})
+#: Words that may come before a switch: "And by the way", "Oh, and", "so anyway", "und übrigens", "y por cierto".
+_SWITCH_OPENERS = frozenset("and oh ah ok okay so um uh but und ach et y e".split())
+#: CJK switches (a text that starts with one), and those that need a comma after them (あと、/ 还有，).
+_SWITCHES_CJK = tuple("ところで そういえば ちなみに それはそうと 对了 顺便 话说 그런데 근데 그나저나".split())
+_COMMA_SWITCHES_CJK = ("あと", "それと", "另外", "还有")
+_BY_FIRST: dict[str, tuple[tuple[str, ...], ...]] = {}
+for _phrase in sorted(_SWITCHES, key=len, reverse=True):
+    _BY_FIRST[_phrase[0]] = (*_BY_FIRST.get(_phrase[0], ()), _phrase)
+#: Fewest words after a switch for it to open a part ("Anyway, who's on call?"; not "Anyway." or "Btw, thanks!").
+SWITCH_MIN_REST = 2
+
+
+def _switch_words(words: list[str], plain: list[str], i: int) -> int:
+    """How many words a topic switch opening at ``words[i]`` takes (with up to two openers before it: "And by the
+    way", "Oh, and"; and the switches right after it: "oh and totally unrelated"), 0 when none opens there.
+    ``plain``: the words through :func:`_norm_word`."""
+    end = i
+    while end < len(words) and (n := _one_switch(words, plain, end)):
+        end += n
+    return end - i
+
+
+def _one_switch(words: list[str], plain: list[str], i: int) -> int:
+    for j in range(i, min(i + 3, len(words))):
+        if j > i and plain[j - 1] not in _SWITCH_OPENERS:
+            break
+        for phrase in _BY_FIRST.get(plain[j], ()):
+            n = len(phrase)
+            if tuple(plain[j : j + n]) != phrase:
+                continue
+            if phrase in _COMMA_SWITCHES and not words[j + n - 1].endswith((",", "\uff0c", "\u3001")):
+                continue
+            return j + n - i
+    return 0
+
+
+def _switch_rest(text: str) -> str | None:
+    """What follows the topic switch a unit opens with ("By the way, when is ..." → "when is ..."); None when it
+    opens with none, or too little follows it (:data:`SWITCH_MIN_REST` words)."""
+    body = text.strip().lstrip(_OPEN_PUNCT)
+    if _has_cjk(body[:6]):
+        for p in _SWITCHES_CJK + _COMMA_SWITCHES_CJK:
+            rest = body[len(p) :]
+            if body.startswith(p) and (p in _SWITCHES_CJK or rest[:1] in "\u3001\uff0c,"):
+                rest = rest.lstrip("\u3001\uff0c, ")
+                return rest if len(rest) >= 2 else None
+        return None
+    words = body.split()
+    plain = [_norm_word(w) for w in words]
+    n = _switch_words(words, plain, 0)
+    if not n or len(words) - n < SWITCH_MIN_REST:
+        return None
+    return " ".join(words[n:])
+
+
+def _clause_cuts(text: str) -> list[int]:
+    """Word positions where a unit is cut inside its sentence: before a topic switch after a clause mark ("...
+    plan, and by the way, what was ...") in typed text; in a spoken run-on (:func:`_spoken`: :data:`RUN_ON_MIN_WORDS`
+    words or more, no punctuation inside) before every switch ("... the standup | oh and what are my dogs called")
+    and before a joiner ("and", "also", "anyway"...) that opens an ask which stands alone ("so what time is my
+    flight | and also can you remind me ..."; not "... close and do they do flu shots": the pronoun leans back).
+    Every cut leaves :data:`RUN_ON_MIN_SIDE` words before it and :data:`SWITCH_MIN_REST` after the switch."""
     words = text.split()
+    if len(words) < 2 * RUN_ON_MIN_SIDE or _has_cjk(text):
+        return []
+    plain = [_norm_word(w) for w in words]
     inner = text.rstrip(_CLOSERS + " .!?\uff1f\uff01\u3002")
-    if len(words) < RUN_ON_MIN_WORDS or not _spoken(text) or _has_cjk(text):
-        return []
-    if re.search(r"[,;:!?.\u2014\u2013()\"]", inner):
-        return []
+    spoken = len(words) >= RUN_ON_MIN_WORDS and _spoken(text) and not re.search(r"[,;:!?.\u2014\u2013()\"]", inner)
     cuts: list[int] = []
     last = 0
-    i = 1
-    while i < len(words) - RUN_ON_MIN_SIDE + 1:
-        if _norm_word(words[i]) not in _RUN_ON_JOINERS or i - last < RUN_ON_MIN_SIDE:
-            i += 1
-            continue
-        j = i
-        while j < len(words) and _norm_word(words[j]) in _RUN_ON_JOINERS:
-            j += 1
-        if len(words) - j >= RUN_ON_MIN_SIDE - 1 and _opens_ask(words[j : j + 2]):
-            cuts.append(i)
-            last = i
-        i = j
+    i = RUN_ON_MIN_SIDE
+    while i < len(words) - SWITCH_MIN_REST:
+        step = 1
+        if i - last >= RUN_ON_MIN_SIDE:
+            clause = words[i - 1].endswith((",", ";", ":")) or words[i - 1] in ("-", "\u2013", "\u2014")
+            n = _switch_words(words, plain, i) if (spoken or clause) else 0
+            if n:  # a chain of switches is passed whole: too little after it cannot grow further on
+                if len(words) - i - n >= SWITCH_MIN_REST:
+                    cuts.append(i)
+                    last = i
+                step = n
+            elif spoken and plain[i] in _RUN_ON_JOINERS:
+                j = i
+                while j < len(words) and plain[j] in _RUN_ON_JOINERS:
+                    j += 1
+                ask = _opens_ask(words[j : j + 2]) if len(words) - j >= RUN_ON_MIN_SIDE - 1 else ""
+                if ask == "request" or (ask == "question" and not _leans_back(" ".join(words[j : j + _CLAUSE_WORDS]))):
+                    cuts.append(i)
+                    last = i
+                step = j - i
+        i += step
     return cuts
 
 
@@ -285,11 +389,6 @@ def _classify(text: str) -> str:
         words = words[1:]
         continued = True
     rest = " ".join(words).lstrip(_OPEN_PUNCT + ",")
-    for lead in _CONTINUERS_CJK:
-        if rest.startswith(lead):
-            rest = rest[len(lead) :].lstrip("，、, ")
-            continued = True
-            break
     if not rest.strip(_WORD_PUNCT + " "):
         return "frag"
     words = rest.split()
@@ -299,9 +398,7 @@ def _classify(text: str) -> str:
     if _is_question(body):
         core = rest.strip(_WORD_PUNCT + " ")
         if _has_cjk(core):
-            if len(core) < 4 or core in _ELLIPTICAL_CJK:
-                return "frag"
-            return "ask"
+            return "frag" if len(core) < 4 else "ask"  # "为什么？" repeats the question before it
         plain = " ".join(_norm_word(w) for w in words)
         if len(words) < 2 or plain in _ELLIPTICAL:
             return "frag"
@@ -315,5 +412,3 @@ def _classify(text: str) -> str:
         if _first_word(words) in _QUESTION_WORDS and len(words) >= 2:
             return "ask"  # an unpunctuated question: "where is the runbook"
     return "plain"
-
-
