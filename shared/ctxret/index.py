@@ -161,7 +161,8 @@ class ContextualIndex:
         turns, as an agent writes memory one exchange or session at a time. Nothing stored changes, but the last
         turn when the messages continue it (a reply sent after its question); a message sent again adds nothing
         (known by its ``id``, else its content and time, else its content and position; ``IndexResult.duplicates``);
-        a message without a time gets the time it is first added (:mod:`.ingest.append`). ``first_turn=n`` writes
+        a message without a time gets the time of the last timed message before it in the call, else the time it is
+        first added (:mod:`.ingest.append`). ``first_turn=n`` writes
         them as turns ``n, n + 1, …`` instead, replacing those; :meth:`replace_messages` rewrites a whole thread.
         (:meth:`add_turns` with :func:`~.ingest.messages.turns_from_messages` writes messages exactly as given.)"""
         check_metadata_arg(metadata)

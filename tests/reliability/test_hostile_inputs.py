@@ -440,9 +440,9 @@ def test_an_index_used_after_close_says_it_is_closed():
             call()
 
 
-@pytest.mark.parametrize("first_turn", [-1, 0, float("nan"), True, 1.5, "2", None, 2**80])
+@pytest.mark.parametrize("first_turn", [-1, 0, float("nan"), True, 1.5, "2", 2**80])
 def test_a_bad_first_turn_is_refused(small_index, first_turn):
-    """-1, NaN and True were stored as "Turn -1", "Turn nan", "Turn True"."""
+    """-1, NaN and True were stored as "Turn -1", "Turn nan", "Turn True". (``None`` is the default: append.)"""
     with pytest.raises(InputError, match="first_turn"):
         small_index.add_messages([{"role": "user", "content": "x"}], thread_id="ft", first_turn=first_turn)
     assert not small_index.store.has_thread("ft")

@@ -249,9 +249,9 @@ def _refuse_changed_resend(reader: Any, thread_id: str, msgs: Sequence[_Message]
 
 def _renumber(plan: AppendPlan, numbers: Sequence[int]) -> None:
     """Give the plan's new turns the turn numbers ``numbers`` (ascending), in order."""
-    turns, numbers = [], iter(sorted(numbers))
+    turns, fresh = [], iter(sorted(numbers))
     for t in plan.turns:
-        turns.append(t if t.index <= plan.head else make_turn(t.thread_id, next(numbers), t.sources))
+        turns.append(t if t.index <= plan.head else make_turn(t.thread_id, next(fresh), t.sources))
     plan.turns = turns
 
 
@@ -320,10 +320,19 @@ def append_threads(
 
 
 def _timed(msgs: Sequence[_Message], stored: Mapping[str, datetime], now: datetime | None) -> list[_Message]:
-    """Each message without a time of its own gets the time it was first added: its stored time when the thread
-    holds it already (so writing it again changes nothing), else ``now``."""
+    """Each message without a time of its own gets one: its stored time when the thread holds it already (so
+    writing it again changes nothing), else the time of the last message before it in the same call that has one
+    (a tool result or a reply belongs to the moment of the message it answers), else the time it is added (``now``).
+    """
     at = now or datetime.now().astimezone().replace(microsecond=0)
-    return [m if m.timestamp is not None else replace(m, timestamp=stored.get(m.key or "", at)) for m in msgs]
+    out: list[_Message] = []
+    last: datetime | None = None
+    for m in msgs:
+        if m.timestamp is None:
+            m = replace(m, timestamp=stored.get(m.key or "", last or at))
+        last = m.timestamp
+        out.append(m)
+    return out
 
 
 def stored_times(reader: Any, thread_id: str, first: int, last: int | None) -> dict[str, datetime]:
