@@ -14,7 +14,9 @@ chat history. ``ctxret eval longmemeval FILE`` meets it as an agent would:
 Metrics (the paper's, ``src/retrieval/eval_utils.py``): **recall_all@k** (every evidence session in the top k
 sessions), **recall_any@k** and **ndcg_any@k** (binary relevance, over the ranking with each session once), at k = 5
 and 10, for sessions and for turns; abstention questions (``_abs``) are skipped. Evidence: the ``answer_*`` sessions
-with a user turn marked ``has_answer`` (turns: those user turns).
+with a turn marked ``has_answer`` (turns: those turns). The paper counts marked *user* turns only, its keys being user
+turns; the single-session-assistant questions, whose evidence is what the assistant said, would then have none (12 of
+the 15 in the dev part), so they are scored on their marked assistant turns here.
 
 Peers, on the same questions in the same run:
 
@@ -65,7 +67,7 @@ class LMEQuestion:
     date: datetime
     sessions: list[tuple[str, datetime, list[dict[str, Any]]]]  # (session id, date, turns), in time order
     evidence_sessions: frozenset[str]
-    evidence_turns: frozenset[str]  # "<session id>/<n>" of has_answer user turns
+    evidence_turns: frozenset[str]  # "<session id>/<n>" of the turns marked has_answer
 
     @property
     def abstention(self) -> bool:
@@ -109,7 +111,7 @@ def load_longmemeval(path: str | Path) -> list[LMEQuestion]:
         for sid, date, turns in zip(q["haystack_session_ids"], q["haystack_dates"], q["haystack_sessions"],
                                     strict=True):  # fmt: skip
             sessions.append((str(sid), parse_lme_date(date), list(turns)))
-            marked = [i for i, t in enumerate(turns) if t.get("role") == "user" and t.get("has_answer")]
+            marked = [i for i, t in enumerate(turns) if t.get("has_answer")]
             if "answer" in str(sid) and marked:
                 ev_sessions.add(str(sid))
                 ev_turns.update(f"{sid}/{i}" for i in marked)
