@@ -260,10 +260,17 @@ class ChromaStore:
     # -- reads -------------------------------------------------------------------------------
     def document_pieces(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
         """The metadata of every piece of each ``(thread_id, doc_id)`` document (all its sections)."""
+        out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for _, key, meta in self.document_records(keys):
+            out.setdefault(key, []).append(meta)
+        return out
+
+    def document_records(self, keys: Iterable[tuple[str, str]]) -> list[tuple[str, tuple[str, str], dict[str, Any]]]:
+        """``(piece id, (thread_id, doc_id), metadata)`` of every piece of each document (all its sections)."""
         by_thread: dict[str, set[str]] = {}
         for thread_id, doc_id in keys:
             by_thread.setdefault(str(thread_id), set()).add(str(doc_id))
-        out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        out: list[tuple[str, tuple[str, str], dict[str, Any]]] = []
         for thread_id, docs in sorted(by_thread.items()):
             wanted = sorted(docs)
             for start in range(0, len(wanted), 256):
@@ -272,7 +279,7 @@ class ChromaStore:
                 for rec in self.iter_records({"$and": [{"thread_id": thread_id}, clause]}):
                     meta = rec["metadata"] or {}
                     if str(meta.get("thread_id")) == thread_id and meta.get("doc_id") is not None:
-                        out.setdefault((thread_id, str(meta["doc_id"])), []).append(dict(meta))
+                        out.append((rec["id"], (thread_id, str(meta["doc_id"])), dict(meta)))
         return out
 
     def iter_records(
@@ -433,9 +440,7 @@ def _records(page: Mapping[str, Any], include: Sequence[str]) -> Iterator[dict[s
         yield rec
 
 
-def _check_store_args(
-    path: Any, host: Any, port: Any, ssl: Any, headers: Any, client: Any, in_memory: Any
-) -> None:
+def _check_store_args(path: Any, host: Any, port: Any, ssl: Any, headers: Any, client: Any, in_memory: Any) -> None:
     """The store arguments' types, so that a mistake is an InputError here, not a connection failure later."""
     if path is not None and not isinstance(path, (str, os.PathLike)):
         raise InputError(f"path must be a folder path (str or pathlib.Path), got {type(path).__name__}")

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import InputError, StoreError
+from .visibility import InFlight
 
 __all__ = ["FolderLock", "LOCK_NAME", "Writers", "check_lock_timeout", "writers_of"]
 
@@ -86,8 +87,10 @@ class FolderLock:
                     if timeout <= 0:
                         raise StoreError(_busy_message(self.folder)) from None
                     logger.warning(
-                        "the store folder %r is in use by %s; waiting for it (%s)", str(self.folder),
-                        _holder(self.folder), "until it lets go" if math.isinf(timeout) else f"up to {timeout:g} s",
+                        "the store folder %r is in use by %s; waiting for it (%s)",
+                        str(self.folder),
+                        _holder(self.folder),
+                        "until it lets go" if math.isinf(timeout) else f"up to {timeout:g} s",
                     )
                     try:
                         lock.acquire(timeout=-1 if math.isinf(timeout) else timeout)
@@ -163,13 +166,15 @@ class _Cache(Protocol):
 
 class Writers:
     """The one write lock and write counter of a store inside this process, shared by every
-    ``PieceStore`` open on it (two indexes on one folder, or one server collection), and their thread
-    caches (a write drops the threads it changes from every one of them)."""
+    ``PieceStore`` open on it (two indexes on one folder, or one server collection), their thread
+    caches (a write drops the threads it changes from every one of them) and the changes in flight that
+    searches beside them must see whole (:class:`~.visibility.InFlight`)."""
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.generation = 0
         self.caches: weakref.WeakSet[_Cache] = weakref.WeakSet()
+        self.inflight = InFlight()
 
 
 _writers: weakref.WeakValueDictionary[tuple[str, str], Writers] = weakref.WeakValueDictionary()

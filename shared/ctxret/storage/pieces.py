@@ -13,15 +13,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from .._faults import fault_point
-from ..errors import ClosedError, InputError
+from ..errors import ClosedError, InputError, StoreError
 from . import config_copy
 from .base import DEFERRED, Fetched, Row, StoredPieces, group_parents
 from .cache import DEFAULT_CACHE_PIECES, Block, ScopeView, ThreadCache, read_thread
@@ -38,11 +39,16 @@ from .schema import ParentKey, Scope
 from .tokenize import Analysis
 from .tokenize import analysis as default_analysis
 from .views import ViewIndex
+from .visibility import Change, Hidden
 from .where import Unsupported
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["ClosedStore", "PieceStore", "open_piece_store"]
+
+_T = TypeVar("_T")
+#: Tries of a search's read that fails while a write overlaps it (each after that write is over).
+_READ_ATTEMPTS = 5
 
 
 def _writers_of(chroma: ChromaStore) -> Writers:
@@ -80,13 +86,15 @@ class PieceStore:
         self.scoped_lexical = scoped_lexical
         #: The lexical analysis of thread-scoped BM25 (the lexical file's own, when there is one).
         self.analysis = lexical.analysis if lexical is not None else (analysis or default_analysis())
-        #: Recently searched threads, read once and searched from memory (see :mod:`.cache`).
-        self.cache = ThreadCache(self._load_thread, cache_pieces)
         #: Other processes' writes (a Chroma server): replayed before each search (see :mod:`.changes`).
         self.changes = changes
         #: The LLM-written views' vectors (``<collection>-views``), kept in step with the pieces (:mod:`.views`).
         self.views = ViewIndex(chroma)
         self._writers = _writers_of(chroma)
+        #: This process's changes in flight, which searches see whole (:mod:`.visibility`).
+        self.inflight = self._writers.inflight
+        #: Recently searched threads, read once and searched from memory (see :mod:`.cache`).
+        self.cache = ThreadCache(self._load_thread, cache_pieces, self.inflight)
         self._writers.caches.add(self.cache)
 
     # -- one writer at a time ---------------------------------------------------------------------
@@ -102,15 +110,17 @@ class PieceStore:
         return self._writers.generation
 
     @contextlib.contextmanager
-    def changing(self, threads: Iterable[str] | None) -> Iterator[None]:
-        """One change of the pieces: under the write lock; afterwards (even if it failed part-way) the
-        changed threads leave every cache of the store in this process and the write counter moves on."""
+    def changing(self, threads: Iterable[str] | None) -> Iterator[Change]:
+        """One change of the pieces: under the write lock, declared to the searches beside it (the
+        :class:`~.visibility.Change` it yields says what it adds and removes, so they see it whole); afterwards
+        (even if it failed part-way) the changed threads leave every cache of the store in this process and the
+        write counter moves on. A thread cached before stays cached while it changes: searches see it as before."""
         threads = None if threads is None else set(threads)
         with self._writers.lock:
-            self._invalidate(threads)
             try:
-                yield
-            finally:  # a read between the two stores' writes may have cached the half-written thread
+                with self.inflight.change(threads) as change:
+                    yield change
+            finally:  # after the change is declared over: a thread read meanwhile is read again
                 self._invalidate(threads)
                 self._writers.generation += 1
 
@@ -230,7 +240,7 @@ class PieceStore:
         lexical = self.lexical if main else None
         journal = self.journal if main else None
         threads = {str(m.get("thread_id")) for m in metadatas} if main else set()  # stale ids: the same threads
-        with self.changing(threads):
+        with self.changing(threads) as change:
             again = lexical.known(ids) if lexical is not None else set()  # written before: Chroma merges their metadata
             fresh = set(new) if new is not None else set(ids) - again if lexical is not None else None
             if journal is not None and fresh is None:
@@ -244,6 +254,8 @@ class PieceStore:
                     metadatas = [metadatas[i] for i in order]
                 journal.mark_pending([i for i in ids if i not in fresh], new=[i for i in ids if i in fresh],
                                      stale=stale)  # fmt: skip
+            if main:  # searches beside it see the store before it until its new pieces are all stored
+                self.inflight.adding(change, ids if fresh is None else [i for i in ids if i in fresh])
             fault_point("write:before-chroma")
             try:
                 self.views.write(views, name=name)  # views hook: before the pieces
@@ -254,6 +266,8 @@ class PieceStore:
                     journal.settle()  # refused whole: nothing to repair
                 raise
             fault_point("write:after-upsert")
+            if main:  # from here, after it
+                self.inflight.removing(change, stale)
             if stale:
                 self.chroma.delete_ids(stale, name=name)
                 self.views.delete_pieces(stale, name=name)  # views hook
@@ -281,7 +295,8 @@ class PieceStore:
             recs = list(self.chroma.iter_records(scope.chroma_where()))
             ids = [r["id"] for r in recs]
             threads = {str((r["metadata"] or {}).get("thread_id")) for r in recs}
-            with self.changing(threads):
+            with self.changing(threads) as change:
+                self.inflight.removing(change, ids)
                 self._delete_ids(ids)
                 self.views.delete_pieces(ids)  # views hook
                 if self.changes is not None:
@@ -290,7 +305,8 @@ class PieceStore:
 
     def clear(self) -> None:
         """Delete every piece (the collection and its config stay)."""
-        with self.changing(None):
+        with self.changing(None) as change:
+            self.inflight.removing(change, everything=True)
             ids = [r["id"] for r in self.chroma.iter_records(None, include=())]
             if self.journal is not None:
                 self.journal.mark_pending(clear=True)
@@ -314,11 +330,34 @@ class PieceStore:
             self.journal.settle()
 
     # -- reads (the DenseBackend protocol) ---------------------------------------------------------
+    def _visible(self, read: Callable[[], _T]) -> tuple[_T, Hidden]:
+        """``read()`` and what it must not show of the writes in flight in this process (:mod:`.visibility`).
+
+        A read that fails while a write overlapped it (Chroma's "Error finding id", a collection being swapped),
+        or on a Chroma server (another process's write), is made again once the write is over."""
+        for attempt in range(_READ_ATTEMPTS):
+            stamp = self.inflight.begin()
+            try:
+                out = read()
+            except StoreError:
+                again = self.inflight.touched(None, stamp) or (self.changes is not None and attempt < 2)
+                self.inflight.end(stamp)
+                if not again or attempt + 1 == _READ_ATTEMPTS:
+                    raise
+                if not self.inflight.wait(None, timeout=30.0) or self.changes is not None:
+                    time.sleep(0.05 * (attempt + 1))
+                continue
+            return out, self.inflight.end(stamp)
+        raise AssertionError("unreachable")  # pragma: no cover
+
     def dense(self, vectors: np.ndarray, n: int, scope: Scope) -> list[list[Row]]:
         """Chroma's graph search inside ``scope``. Without a thread scope the rows come back
         :data:`~.base.DEFERRED` (ids and cosines): the search reads the texts and metadata of the
         hits it keeps (:meth:`complete`), not of every candidate."""
-        return self.chroma.query(vectors, n, scope.chroma_where(), texts=scope.thread_ids is not None)
+        rows, hidden = self._visible(
+            lambda: self.chroma.query(vectors, n, scope.chroma_where(), texts=scope.thread_ids is not None)
+        )
+        return [[r for r in row if r[0] not in hidden] for row in rows] if hidden else rows
 
     def fetch(self, ids: Sequence[str], scope: Scope) -> dict[str, Fetched]:
         """ONE read for the given ids: text, metadata and vector. A caller filter is checked by Chroma
@@ -330,7 +369,10 @@ class PieceStore:
         texts = scope.thread_ids is not None
         include = ("documents", "metadatas", "embeddings") if texts else ("embeddings",)
         out: dict[str, Fetched] = {}
-        for rec in self.chroma.get(ids, include=include, where=scope.where):
+        recs, hidden = self._visible(lambda: self.chroma.get(ids, include=include, where=scope.where))
+        for rec in recs:
+            if rec["id"] in hidden:
+                continue  # a piece a write in flight adds or removes (the search sees it before or after)
             meta = dict(rec.get("metadata") or {}) if texts else DEFERRED
             if texts and not scope.holds(meta):
                 continue  # a stale lexical row, or another thread's piece: never surfaces
@@ -344,31 +386,47 @@ class PieceStore:
         file's copy when it has them and no write is in flight (:meth:`.copies.Copies.stored`), the
         rest from Chroma."""
         ids = list(dict.fromkeys(ids))
-        out = (self.lexical.copies.stored(ids) if self.lexical is not None and ids else None) or {}
-        rest = [i for i in ids if i not in out]
-        recs = self.chroma.get(rest, include=("documents", "metadatas")) if rest else []
-        out.update({r["id"]: (r.get("document") or "", dict(r.get("metadata") or {})) for r in recs})
-        return out
+
+        def read() -> dict[str, tuple[str, dict[str, Any]]]:
+            out = (self.lexical.copies.stored(ids) if self.lexical is not None and ids else None) or {}
+            rest = [i for i in ids if i not in out]
+            recs = self.chroma.get(rest, include=("documents", "metadatas")) if rest else []
+            out.update({r["id"]: (r.get("document") or "", dict(r.get("metadata") or {})) for r in recs})
+            return out
+
+        out, hidden = self._visible(read)
+        return {i: v for i, v in out.items() if i not in hidden} if hidden else out
 
     def parents(self, keys: Iterable[ParentKey]) -> dict[ParentKey, list[dict[str, Any]]]:
         by_thread: dict[str, set[str]] = defaultdict(set)
         for thread_id, parent_id in keys:
             by_thread[str(thread_id)].add(str(parent_id))
-        metas: list[dict[str, Any]] = []
-        for thread_id, pids in sorted(by_thread.items()):
-            wanted = sorted(pids)
-            for start in range(0, len(wanted), 256):
-                chunk = wanted[start : start + 256]
-                clause = {"parent_id": chunk[0]} if len(chunk) == 1 else {"parent_id": {"$in": chunk}}
-                for rec in self.chroma.iter_records({"$and": [{"thread_id": thread_id}, clause]}):
-                    meta = rec["metadata"] or {}
-                    if str(meta.get("thread_id")) == thread_id:
-                        metas.append(meta)
-        return group_parents(metas)
+
+        def read() -> list[tuple[str, dict[str, Any]]]:
+            recs: list[tuple[str, dict[str, Any]]] = []
+            for thread_id, pids in sorted(by_thread.items()):
+                wanted = sorted(pids)
+                for start in range(0, len(wanted), 256):
+                    chunk = wanted[start : start + 256]
+                    clause = {"parent_id": chunk[0]} if len(chunk) == 1 else {"parent_id": {"$in": chunk}}
+                    for rec in self.chroma.iter_records({"$and": [{"thread_id": thread_id}, clause]}):
+                        meta = rec["metadata"] or {}
+                        if str(meta.get("thread_id")) == thread_id:
+                            recs.append((rec["id"], meta))
+            return recs
+
+        recs, hidden = self._visible(read)
+        return group_parents(meta for rid, meta in recs if rid not in hidden)  # one version of every turn
 
     def document_pieces(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
         """The metadata of every piece of each ``(thread_id, doc_id)`` document (all its sections)."""
-        return self.chroma.document_pieces(keys)
+        keys = list(keys)
+        recs, hidden = self._visible(lambda: self.chroma.document_records(keys))
+        out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for rid, key, meta in recs:
+            if rid not in hidden:
+                out.setdefault(key, []).append(meta)
+        return out
 
     def records(self, include: Sequence[str] = ("metadatas",), scope: Scope | None = None) -> Iterator[dict[str, Any]]:
         """Every stored record (inside ``scope``), page by page."""
