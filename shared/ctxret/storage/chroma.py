@@ -44,10 +44,21 @@ HNSW = {"space": "cosine", "max_neighbors": 32, "ef_construction": 200, "ef_sear
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
+#: What Chroma's errors say when its SQLite file is damaged (SQLITE_CORRUPT, SQLITE_NOTADB, a log it cannot read).
+_DAMAGED = ("malformed", "not a database", "(code: 11)", "(code: 26)", "failed to pull logs")
+
+
 def _store_error(store: ChromaStore, what: str, e: BaseException) -> CtxretError:
     """A Chroma or transport failure as a ctxret error that names the problem and the fix."""
     from chromadb.errors import InvalidArgumentError
 
+    if any(word in str(e).lower() for word in _DAMAGED):
+        where = f"{store.path / 'chroma.sqlite3'}" if store.path is not None else f"the store at {store.location}"
+        return StoreError(
+            f"Chroma failed to {what}: {where} is damaged ({type(e).__name__}: {e}). ctxret cannot rebuild it (the "
+            "vectors live only there): restore the store folder from a backup, or move it aside and index your data "
+            "again"
+        )
     if isinstance(e, InvalidArgumentError):
         if what.startswith("write"):
             check = (
@@ -120,6 +131,7 @@ class ChromaStore:
         settings = Settings(anonymized_telemetry=False)
         self.path: Path | None = None
         self._lock: FolderLock | None = None
+        self._identity: tuple[Any, ...] | None = None  # an embedded folder's, at open (check_present)
         self.server = host is not None or client is not None
         if client is not None:
             folder = _persistent_folder(client)
@@ -144,18 +156,37 @@ class ChromaStore:
                 raise InputError(f"store path {str(self.path)!r} exists and is not a folder; pass a folder path")
             self.path.mkdir(parents=True, exist_ok=True)
             self._lock = FolderLock(self.path).acquire(lock_timeout)  # before Chroma touches the folder
-            try:
-                self.client = chromadb.PersistentClient(path=str(self.path), settings=settings)
-            except BaseException:
-                self._lock.release()
-                raise
             self.location = str(self.path)
+            try:
+                _forget_a_ghost(self.path)
+                self.client = chromadb.PersistentClient(path=str(self.path), settings=settings)
+            except BaseException as e:
+                self._lock.release()
+                if isinstance(e, Exception) and not isinstance(e, CtxretError):
+                    raise _store_error(self, "open the store folder", e) from e
+                raise
+            self._identity = _opened[self.path.resolve()] = _folder_identity(self.path)
         self.collection_name = collection
         self._collections: dict[str, Any] = {}
         try:
             self.max_batch = int(self.client.get_max_batch_size())
         except Exception:  # older servers: Chroma's documented local limit
             self.max_batch = 5461
+
+    def check_present(self) -> None:
+        """A :class:`StoreError` when the embedded folder this store opened is gone (deleted, or replaced by another
+        one) while it was open: this process must neither write to what is left of it nor serve what it held."""
+        if self._identity is None or self.path is None:
+            return
+        now = _folder_identity(self.path)
+        if now == self._identity:
+            return
+        what = "was deleted" if now[0] is None else "was replaced (its Chroma database is another one)"
+        raise StoreError(
+            f"the store folder {self.path} {what} while this index had it open; nothing was written or read. Open "
+            "the index again to use what is there now (an empty store if the folder is gone), or restore the folder "
+            "from a backup first"
+        )
 
     def close(self) -> None:
         """Give the folder lock back (embedded stores), free an in-memory store; the store cannot be used afterwards."""
@@ -424,6 +455,55 @@ def _memory_client_class() -> Any:
                 self._own_system.stop()
 
     return OwnSystemClient
+
+
+#: Each embedded folder this process opened, and what it was then (:func:`_folder_identity`).
+_opened: dict[Path, tuple[Any, ...]] = {}
+
+
+def _folder_identity(folder: Path) -> tuple[Any, ...]:
+    """``(folder's device and inode, its chroma.sqlite3's inode)``, ``None`` for what is not there."""
+    try:
+        st = folder.stat()
+        here: tuple[int, int] | None = (st.st_dev, st.st_ino)
+    except OSError:
+        return (None, None)
+    try:
+        db: int | None = (folder / "chroma.sqlite3").stat().st_ino
+    except OSError:
+        db = None
+    return here, db
+
+
+def _forget_a_ghost(folder: Path) -> None:
+    """Before opening ``folder`` again in this process: if it is not the folder opened before (deleted and made
+    again, or its database replaced), drop the Chroma system chromadb keeps for that path, which still serves the
+    old one's data (chromadb shares one system per path in a process)."""
+    key = folder.resolve()
+    before = _opened.get(key)
+    if before is None or before == _folder_identity(folder):
+        return
+    try:
+        from chromadb.api.shared_system_client import SharedSystemClient
+
+        systems = SharedSystemClient._identifier_to_system
+        counts = SharedSystemClient._identifier_to_refcount
+    except (ImportError, AttributeError) as e:  # another chromadb layout: say what to do instead
+        raise StoreError(
+            f"the store folder {folder} was deleted or replaced since this process opened it, and chromadb still "
+            f"serves the old one in this process ({e}); restart the process to open the folder as it is now"
+        ) from e
+    for identifier in [i for i in systems if i and _same_folder(i, key)]:
+        systems.pop(identifier, None)
+        counts.pop(identifier, None)
+    logger.warning("the store folder %s is not the one this process opened before: opening it afresh", folder)
+
+
+def _same_folder(identifier: str, folder: Path) -> bool:
+    try:
+        return Path(identifier).resolve() == folder
+    except (OSError, ValueError):
+        return False
 
 
 def _cosines(distances: Sequence[float]) -> list[float]:

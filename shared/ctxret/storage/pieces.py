@@ -29,6 +29,7 @@ from .cache import DEFAULT_CACHE_PIECES, Block, ScopeView, ThreadCache, read_thr
 from .changes import ChangeLog
 from .chroma import DEFAULT_COLLECTION, ChromaStore
 from .copies import as_stored
+from .heal import mark_checked, open_derived
 from .journal import Journal
 from .lexical import LexicalIndex, default_lexical_path, fts5_available
 from .lexical_sync import SyncReport, lexical_text, sync_from_store
@@ -117,6 +118,7 @@ class PieceStore:
         write counter moves on. A thread cached before stays cached while it changes: searches see it as before."""
         threads = None if threads is None else set(threads)
         with self._writers.lock:
+            self.chroma.check_present()  # a folder deleted under this process: nothing is written to what is left
             try:
                 with self.inflight.change(threads) as change:
                     yield change
@@ -139,6 +141,7 @@ class PieceStore:
         threads' stored vectors, BM25 with the scope's own statistics, the caller's ``where``
         evaluated on the metadata); anything else goes to Chroma's index and the lexical file.
         """
+        self.chroma.check_present()  # a folder deleted under this process: its data is not served
         replay_changes(self)
         if scope.thread_ids is not None:
             try:
@@ -172,9 +175,12 @@ class PieceStore:
         return self.lexical is not None or self.scoped_lexical
 
     def close(self) -> None:
-        """Close the lexical file and give the folder lock back."""
+        """Close the lexical file (stamped as closed cleanly: :mod:`.heal`) and give the folder lock back."""
         if self._journal_file is not None:
             self._journal_file.close()
+            f = self._journal_file
+            if not any(getattr(x, "damaged", False) for x in (f, f.journal, f.copies)):
+                mark_checked(f.path)  # unless it failed while open: then the next open checks it
         self.chroma.close()
 
     # -- config -----------------------------------------------------------------------------------
@@ -454,6 +460,7 @@ class PieceStore:
         From the lexical file's index when it is in step (filled, no write announced: the rule under which
         searches take texts from its copy; a millisecond, and Chroma's segments are not even loaded), else from
         every record's metadata in Chroma (~0.25 ms a piece)."""
+        self.chroma.check_present()
         per_thread: dict[str, int] = {}
         n = n_turns = 0
         usable = self.lexical is not None and not self.lexical.fresh
@@ -485,6 +492,7 @@ class PieceStore:
         """Repair the lexical index from Chroma's stored texts (``full=None``: only if cheap signals disagree)."""
         if self.lexical is None:
             return SyncReport()
+        self.chroma.check_present()
         with self.writing():  # no write of this process in flight: its announcement is not a crashed one
             return sync_from_store(self.lexical, self.chroma, full=full)
 
@@ -542,15 +550,17 @@ def open_piece_store(
     elif lexical is None and lexical_path is None and not fts5_available():
         logger.warning("this Python's SQLite has no FTS5: hybrid search is off (dense search only)")
     elif lexical_path is not None:
-        index = LexicalIndex(lexical_path, analysis=analysis)
+        index = LexicalIndex(":memory:", analysis=analysis) if str(lexical_path) == ":memory:" else None
+        index = index or open_derived(lexical_path, analysis=analysis)  # a damaged one is moved aside (heal.py)
     elif in_memory:
         index = LexicalIndex(":memory:", analysis=analysis)
     elif not chroma.server and chroma.path is not None:
-        index = LexicalIndex(default_lexical_path(chroma.path, collection), analysis=analysis)
+        index = open_derived(default_lexical_path(chroma.path, collection), analysis=analysis)
     journal = None
     if index is None and not chroma.server and chroma.path is not None and fts5_available():
         # no lexical file: a small one of the same format, holding no pieces, keeps the write announcements
-        journal = LexicalIndex(Path(chroma.path) / f"ctxret-journal-{collection}.sqlite3", analysis=analysis)
+        where = Path(chroma.path) / f"ctxret-journal-{collection}.sqlite3"
+        journal = open_derived(where, analysis=analysis, role="write journal")
     # A server is shared: other processes' writes come through its change log, replayed before each search.
     changes = ChangeLog(chroma) if chroma.server else None
     return PieceStore(
