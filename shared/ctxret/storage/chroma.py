@@ -154,7 +154,13 @@ class ChromaStore:
             self.path = Path(path if path is not None else ".ctxret").expanduser()
             if self.path.exists() and not self.path.is_dir():
                 raise InputError(f"store path {str(self.path)!r} exists and is not a folder; pass a folder path")
-            self.path.mkdir(parents=True, exist_ok=True)
+            try:
+                self.path.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise StoreError(
+                    f"cannot make the store folder {self.path} ({e.strerror or e}); choose a folder this process may "
+                    "write, or give an existing store's folder (a folder that cannot be written is opened read-only)"
+                ) from e
             self._lock = FolderLock(self.path).acquire(lock_timeout)  # before Chroma touches the folder
             self.location = str(self.path)
             try:
@@ -188,10 +194,11 @@ class ChromaStore:
             "from a backup first"
         )
 
-    def close(self) -> None:
-        """Give the folder lock back (embedded stores), free an in-memory store; the store cannot be used afterwards."""
+    def close(self, *, private: bool = False) -> None:
+        """Give the folder lock back (embedded stores), free an in-memory store (and, ``private``, the client of a
+        folder nothing else opens: a read-only store's copy); the store cannot be used afterwards."""
         self._collections.clear()
-        if self.location == "memory":
+        if self.location == "memory" or private:
             self.client.close()
         if self._lock is not None:
             self._lock.release()

@@ -37,6 +37,7 @@ from .lock import Writers, writers_of
 from .rebuild import recover
 from .replay import repair_writes, replay_changes
 from .schema import ParentKey, Scope
+from .snapshot import Snapshot, copy_into, take_snapshot, writable
 from .tokenize import Analysis
 from .tokenize import analysis as default_analysis
 from .views import ViewIndex
@@ -75,8 +76,13 @@ class PieceStore:
         scoped_lexical: bool = True,
         changes: ChangeLog | None = None,
         journal: LexicalIndex | None = None,
+        read_only: bool = False,
+        snapshot: Snapshot | None = None,
     ) -> None:
         self.chroma = chroma
+        #: Whether writes are refused (``read_only=True``, or a folder this process cannot write: :mod:`.snapshot`).
+        self.read_only = read_only
+        self._snapshot = snapshot  # the private copy a read-only folder is searched in
         self.lexical = lexical
         # the SQLite file of the write journal: the lexical file, else one of the same format holding no
         # pieces (an embedded store with ``lexical=False``)
@@ -175,13 +181,25 @@ class PieceStore:
         return self.lexical is not None or self.scoped_lexical
 
     def close(self) -> None:
-        """Close the lexical file (stamped as closed cleanly: :mod:`.heal`) and give the folder lock back."""
+        """Close the lexical file (stamped as closed cleanly: :mod:`.heal`) and give the folder lock back (a read-only
+        store: remove its copy)."""
         if self._journal_file is not None:
             self._journal_file.close()
             f = self._journal_file
-            if not any(getattr(x, "damaged", False) for x in (f, f.journal, f.copies)):
+            if self._snapshot is None and not any(getattr(x, "damaged", False) for x in (f, f.journal, f.copies)):
                 mark_checked(f.path)  # unless it failed while open: then the next open checks it
-        self.chroma.close()
+        self.chroma.close(private=self._snapshot is not None)
+        if self._snapshot is not None:
+            self._snapshot.remove()
+
+    def refuse_writes(self) -> None:
+        """A :class:`StoreError` when the store was opened read-only."""
+        if self.read_only:
+            raise StoreError(
+                f"the store {self.location} (collection {self.collection_name!r}) is open read-only (read_only=True, "
+                "or a folder this process cannot write); nothing was written. Open it without read_only=True, on a "
+                "folder this process may write, to change it"
+            )
 
     # -- config -----------------------------------------------------------------------------------
     def stored_config(self) -> dict[str, Any] | None:
@@ -191,6 +209,12 @@ class PieceStore:
         """Open (or create) the collection recording ``config``, after finishing any interrupted rebuild
         (:func:`~.rebuild.recover`) and then any write a crash cut off (:func:`~.replay.repair_writes`)."""
         recover(self)
+        if self.read_only and not self.chroma.exists():
+            raise StoreError(
+                f"the store {self.location} has no collection {self.collection_name!r} to open read-only (it holds "
+                f"{', '.join(map(repr, self.chroma.names())) or 'none'}); name one it holds, or open it without "
+                "read_only=True to create it"
+            )
         self.chroma.open(config)
         config_copy.record(self.lexical, self.collection_name, self.chroma.stored_config())  # for `ctxret stats`
         self.views.open(config)  # views hook
@@ -204,7 +228,9 @@ class PieceStore:
         name: str | None = None,
     ) -> StoredPieces:
         """The stored piece ids of the given turns (``(thread_id, turn_id)``) and of every turn of the given
-        documents (``(thread_id, doc_id)``): one filtered read per 256 turn ids and per 256 document ids."""
+        documents (``(thread_id, doc_id)``): one filtered read per 256 turn ids and per 256 document ids. The write
+        path's first read: a read-only store refuses the write here, before anything is embedded."""
+        self.refuse_writes()
         out = StoredPieces(defaultdict(set), defaultdict(lambda: defaultdict(set)))
         if name is not None and name != self.collection_name:
             return out  # a rebuild target starts empty
@@ -242,6 +268,7 @@ class PieceStore:
         rebuild target), Chroma only: the lexical index is refilled after the swap. ``views``
         (:class:`~.views.ViewRecords`): the written pieces' LLM-written views, stored before the pieces.
         """
+        self.refuse_writes()
         main = name is None or name == self.collection_name
         lexical = self.lexical if main else None
         journal = self.journal if main else None
@@ -297,6 +324,7 @@ class PieceStore:
 
     def delete(self, scope: Scope) -> int:
         """Delete every piece inside ``scope``; returns how many."""
+        self.refuse_writes()
         with self.writing():
             recs = list(self.chroma.iter_records(scope.chroma_where()))
             ids = [r["id"] for r in recs]
@@ -311,6 +339,7 @@ class PieceStore:
 
     def clear(self) -> None:
         """Delete every piece (the collection and its config stay)."""
+        self.refuse_writes()
         with self.changing(None) as change:
             self.inflight.removing(change, everything=True)
             ids = [r["id"] for r in self.chroma.iter_records(None, include=())]
@@ -524,9 +553,13 @@ def open_piece_store(
     lock_timeout: float = 0.0,
     lexical: bool | None = None,
     lexical_path: str | os.PathLike[str] | None = None,
+    read_only: bool = False,
 ) -> PieceStore:
     """The store an index opens: a Chroma collection, plus a lexical (BM25) file by default for an
     embedded or in-memory store.
+
+    ``read_only`` (or an embedded folder this process cannot write): writes are refused, and an embedded folder is
+    searched in a private copy, without its lock (:mod:`.snapshot`).
 
     Thread-scoped searches get their BM25 side in memory from the threads' pieces, on any store;
     the file serves unscoped searches. A Chroma server or custom client gets no file unless
@@ -539,11 +572,26 @@ def open_piece_store(
         not isinstance(lexical_path, (str, os.PathLike)) or not str(os.fspath(lexical_path)).strip()
     ):
         raise InputError(f"lexical_path must be a file path (or ':memory:'), got {lexical_path!r}")
+    if not isinstance(read_only, bool):
+        raise InputError(f"read_only must be True or False, got {read_only!r}")
     analysis = default_analysis()
+    snapshot = None
+    if host is None and client is None and not in_memory:
+        folder = Path(path if path is not None else ".ctxret").expanduser()
+        if not read_only and folder.is_dir() and not writable(folder):
+            logger.warning("the store folder %s cannot be written by this process: it is opened read-only", folder)
+            read_only = True
+        if read_only:
+            snapshot = take_snapshot(folder, lock_timeout)
+            path, lock_timeout = snapshot.path, 0.0
+            if lexical_path is not None and str(lexical_path) != ":memory:":
+                lexical_path = copy_into(snapshot, lexical_path)
     chroma = ChromaStore(
         path, collection=collection, host=host, port=port, ssl=ssl, headers=headers, client=client, in_memory=in_memory,
         lock_timeout=lock_timeout,
     )  # fmt: skip
+    if snapshot is not None:
+        chroma.location = str(snapshot.source)
     index: LexicalIndex | None = None
     if lexical is False:
         pass
@@ -564,5 +612,12 @@ def open_piece_store(
     # A server is shared: other processes' writes come through its change log, replayed before each search.
     changes = ChangeLog(chroma) if chroma.server else None
     return PieceStore(
-        chroma, index, analysis=analysis, scoped_lexical=lexical is not False, changes=changes, journal=journal
+        chroma,
+        index,
+        analysis=analysis,
+        scoped_lexical=lexical is not False,
+        changes=changes,
+        journal=journal,
+        read_only=read_only,
+        snapshot=snapshot,
     )
