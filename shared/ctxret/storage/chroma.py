@@ -12,6 +12,8 @@ import functools
 import logging
 import os
 import re
+import shutil
+import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -44,6 +46,8 @@ HNSW = {"space": "cosine", "max_neighbors": 32, "ef_construction": 200, "ef_sear
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
+#: A Chroma segment folder's name (a UUID).
+_SEGMENT_FOLDER = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 #: What Chroma's errors say when its SQLite file is damaged (SQLITE_CORRUPT, SQLITE_NOTADB, a log it cannot read).
 _DAMAGED = ("malformed", "not a database", "(code: 11)", "(code: 26)", "failed to pull logs")
 
@@ -252,6 +256,28 @@ class ChromaStore:
         col.modify(name=new)
         self._collections.pop(old, None)
         self._collections.pop(new, None)
+
+    def drop_orphan_segments(self) -> int:
+        """Remove the segment folders of an embedded store that no collection uses any more: chromadb 1.5 leaves a
+        dropped collection's HNSW folder on disk (measured: a rebuild or compaction left the old graph behind).
+        Returns how many; a folder it cannot read or remove is left (logged)."""
+        if self.path is None or self.server:
+            return 0
+        try:
+            db = sqlite3.connect(f"{(self.path / 'chroma.sqlite3').resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+            try:
+                used = {str(r[0]) for r in db.execute("SELECT id FROM segments")}
+            finally:
+                db.close()
+        except sqlite3.Error as e:
+            logger.warning("could not read the segments of %s (%s); unused segment folders are left", self.path, e)
+            return 0
+        gone = 0
+        for child in self.path.iterdir():
+            if child.is_dir() and _SEGMENT_FOLDER.fullmatch(child.name) and child.name not in used:
+                shutil.rmtree(child, ignore_errors=True)
+                gone += not child.exists()
+        return gone
 
     # -- writes ------------------------------------------------------------------------------
     @_calls_chroma("write pieces")

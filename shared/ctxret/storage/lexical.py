@@ -122,6 +122,7 @@ class LexicalIndex:
                 if self.path != ":memory:":
                     self._db.execute("PRAGMA journal_mode=WAL")
                     self._db.execute("PRAGMA synchronous=NORMAL")
+                    self._db.execute("PRAGMA journal_size_limit=1048576")  # the -wal shrinks back after checkpoints
                 self._open_schema()
         except sqlite3.DatabaseError as e:
             self._db.close()
@@ -313,6 +314,43 @@ class LexicalIndex:
             )
             self.copies.delete(chunk, marks)
             self._db.execute(f"DELETE FROM pieces WHERE id IN ({marks})", chunk)
+
+    # -- bookkeeping and space -------------------------------------------------------------------
+    @reports_damage
+    def meta_int(self, key: str) -> int:
+        """An integer the store keeps in the file's ``ctxret_meta`` (0 when unset)."""
+        with self._lock:
+            row = self._db.execute("SELECT value FROM ctxret_meta WHERE key = ?", (key,)).fetchone()
+        return int(row[0]) if row is not None and str(row[0]).lstrip("-").isdigit() else 0
+
+    @reports_damage
+    def set_meta_int(self, key: str, value: int, *, add: bool = False) -> int:
+        """Set (``add``: add to) an integer in ``ctxret_meta``, in one transaction; returns its new value."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                row = self._db.execute("SELECT value FROM ctxret_meta WHERE key = ?", (key,)).fetchone()
+                old = int(row[0]) if row is not None and str(row[0]).lstrip("-").isdigit() else 0
+                new = old + value if add else value
+                self._db.execute("INSERT OR REPLACE INTO ctxret_meta(key, value) VALUES (?, ?)", (key, str(new)))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return new
+
+    def compact(self) -> None:
+        """Give the file's free space back: FTS5's segments merged, the file rewritten without free pages, the
+        ``-wal`` emptied. A failure (another connection busy with the file) is logged: the file stays as it was."""
+        if self.path == ":memory:":
+            return
+        with self._lock:
+            try:
+                self._db.execute("INSERT INTO pieces_fts(pieces_fts) VALUES ('optimize')")
+                self._db.execute("VACUUM")
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error as e:
+                logger.warning("could not compact the lexical file %s (%s); it keeps its free pages", self.path, e)
 
     # -- reads ---------------------------------------------------------------------------------
     @reports_damage

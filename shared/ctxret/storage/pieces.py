@@ -28,6 +28,7 @@ from .base import DEFERRED, Fetched, Row, StoredPieces, group_parents
 from .cache import DEFAULT_CACHE_PIECES, Block, ScopeView, ThreadCache, read_thread
 from .changes import ChangeLog
 from .chroma import DEFAULT_COLLECTION, ChromaStore
+from .compact import DELETED_KEY, CompactReport, compact, due
 from .copies import as_stored
 from .heal import mark_checked, open_derived
 from .journal import Journal
@@ -66,6 +67,10 @@ def _writers_of(chroma: ChromaStore) -> Writers:
 class PieceStore:
     """Chroma + the optional lexical index of one collection (see the module docstring)."""
 
+    #: Whether a write or delete compacts the store when the pieces deleted since its last compaction reach the
+    #: pieces left (:mod:`.compact`; ``False``: only :meth:`compact` does).
+    auto_compact = True
+
     def __init__(
         self,
         chroma: ChromaStore,
@@ -103,6 +108,7 @@ class PieceStore:
         #: Recently searched threads, read once and searched from memory (see :mod:`.cache`).
         self.cache = ThreadCache(self._load_thread, cache_pieces, self.inflight)
         self._writers.caches.add(self.cache)
+        self._deleted = 0  # pieces deleted since the last compaction, where no file keeps the count
 
     # -- one writer at a time ---------------------------------------------------------------------
     def writing(self) -> contextlib.AbstractContextManager[Any]:
@@ -321,6 +327,8 @@ class PieceStore:
             fault_point("write:after-lexical")
             if main and self.changes is not None:  # after the data: other processes replay it
                 self.changes.record(list(ids), list(stale), threads)
+        if main and stale:
+            self._deleted_some(len(stale))
 
     def delete(self, scope: Scope) -> int:
         """Delete every piece inside ``scope``; returns how many."""
@@ -335,7 +343,35 @@ class PieceStore:
                 self.views.delete_pieces(ids)  # views hook
                 if self.changes is not None:
                     self.changes.record([], ids, threads)
+            if ids:
+                self._deleted_some(len(ids))
         return len(ids)
+
+    # -- space (:mod:`.compact`) ------------------------------------------------------------------
+    def compact(self) -> CompactReport:
+        """Take back the space deleted pieces hold: the live pieces (vectors as stored, nothing embedded) copied into
+        a new collection swapped in crash-safely, the lexical file rewritten (see :mod:`.compact`)."""
+        self.refuse_writes()
+        return compact(self)
+
+    def deleted_since_compact(self) -> int:
+        """Pieces deleted since the last compaction (kept in the lexical or journal file, else in this process)."""
+        f = self._journal_file
+        return f.meta_int(DELETED_KEY) if f is not None else self._deleted
+
+    def set_deleted(self, n: int) -> None:
+        f = self._journal_file
+        if f is not None:
+            f.set_meta_int(DELETED_KEY, n)
+        self._deleted = n
+
+    def _deleted_some(self, n: int) -> None:
+        """After a write or delete of the main collection removed ``n`` pieces: count them; compact when due."""
+        f = self._journal_file
+        total = f.set_meta_int(DELETED_KEY, n, add=True) if f is not None else self._deleted + n
+        self._deleted = total
+        if self.auto_compact and due(total, self.count):
+            self.compact()
 
     def clear(self) -> None:
         """Delete every piece (the collection and its config stay)."""
@@ -353,6 +389,8 @@ class PieceStore:
                 self.journal.settle()
             if self.changes is not None:
                 self.changes.record_everything()
+        if ids:
+            self._deleted_some(len(ids))
 
     def _delete_ids(self, ids: Sequence[str]) -> None:
         if self.journal is not None:

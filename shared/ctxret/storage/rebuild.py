@@ -86,6 +86,7 @@ def swap_in(store: RebuiltStore, temp: str) -> None:
         fault_point("swap:after-rename-new")
         store.chroma.drop(previous)
         store.views.swapped()  # views hook
+        store.chroma.drop_orphan_segments()  # the old collections' graphs, which chromadb leaves on disk
         fault_point("swap:before-lexical")
         if store.changes is not None:
             store.changes.record_everything()
