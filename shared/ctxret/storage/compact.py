@@ -20,15 +20,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from .rebuild import rebuild
-
-if TYPE_CHECKING:
-    from .pieces import PieceStore
+from .rebuild import RebuiltStore, rebuild
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +37,19 @@ AUTO_COMPACT_MIN = 1_000
 #: The lexical (or journal) file's record of the pieces deleted since the last compaction.
 DELETED_KEY = "deleted_since_compact"
 _PAGE = 1_000  # records copied per read and write
+
+
+class CompactedStore(RebuiltStore, Protocol):
+    """What a compaction needs of a store (:class:`~.pieces.PieceStore` has it)."""
+
+    @property
+    def location(self) -> str: ...
+
+    def stored_config(self) -> dict[str, Any] | None: ...
+
+    def writing(self) -> AbstractContextManager[Any]: ...
+
+    def set_deleted(self, n: int) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -56,7 +67,7 @@ def due(deleted: int, live: Callable[[], int]) -> bool:
     return deleted >= AUTO_COMPACT_MIN and deleted >= live()
 
 
-def compact(store: PieceStore) -> CompactReport:
+def compact(store: CompactedStore) -> CompactReport:
     """Copy ``store``'s live pieces (and views) into a new collection, swap it in, and compact the lexical file (see
     the module docstring). Under the store's write lock: writes wait; searches go on (a search that meets the swap
     reads again after it)."""
@@ -90,7 +101,7 @@ def compact(store: PieceStore) -> CompactReport:
     return report
 
 
-def _copy(store: PieceStore, source: str, target: str) -> int:
+def _copy(store: CompactedStore, source: str, target: str) -> int:
     """Every record of collection ``source`` into ``target``, as stored (vector, document, metadata), page by page."""
     n = 0
     batch: list[dict[str, Any]] = []
@@ -104,7 +115,7 @@ def _copy(store: PieceStore, source: str, target: str) -> int:
     return n
 
 
-def _write(store: PieceStore, target: str, records: list[dict[str, Any]]) -> int:
+def _write(store: CompactedStore, target: str, records: list[dict[str, Any]]) -> int:
     vectors = np.asarray([r["embedding"] for r in records], dtype=np.float32)
     documents = [r.get("document") or "" for r in records]
     metadatas = [dict(r.get("metadata") or {}) for r in records]

@@ -123,7 +123,7 @@ class FolderLock:
                 hold = _Hold(lock, _file_id(self.folder))
                 with _guard:
                     _held[self.folder] = hold
-        self._hold: _Hold | None = hold
+        self._hold = hold
         self._released = False
         return self
 
