@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import StoreError
+from ..errors import CtxretError, InputError, StoreError
 from .base import Fetched, Row
 from .bm25 import BM25Corpus
 from .schema import ParentKey, Scope
@@ -181,8 +181,8 @@ class ThreadCache:
             try:
                 try:
                     block = self._load(thread_id)
-                except StoreError:  # a read that met a write (Chroma's "Error finding id"): read again after it
-                    if attempt + 1 < _READ_ATTEMPTS and inflight.touched(None, stamp):
+                except CtxretError as e:  # a read that met a write (Chroma's "Error finding id"): read again after it
+                    if not isinstance(e, InputError) and attempt + 1 < _READ_ATTEMPTS and inflight.touched(None, stamp):
                         inflight.wait(None)
                         continue
                     raise

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from .._faults import fault_point
-from ..errors import ClosedError, InputError, StoreError
+from ..errors import ClosedError, CtxretError, InputError, StoreError
 from . import config_copy
 from .base import DEFERRED, Fetched, Row, StoredPieces, group_parents
 from .cache import DEFAULT_CACHE_PIECES, Block, ScopeView, ThreadCache, read_thread
@@ -52,6 +52,11 @@ __all__ = ["ClosedStore", "PieceStore", "open_piece_store"]
 _T = TypeVar("_T")
 #: Tries of a search's read that fails while a write overlaps it (each after that write is over).
 _READ_ATTEMPTS = 5
+
+
+def _store_fault(e: BaseException) -> bool:
+    """Whether ``e`` is the store's failure (one a read beside a write may meet), not the caller's input."""
+    return isinstance(e, CtxretError) and not isinstance(e, InputError)
 
 
 def _writers_of(chroma: ChromaStore) -> Writers:
@@ -406,15 +411,17 @@ class PieceStore:
     def _visible(self, read: Callable[[], _T]) -> tuple[_T, Hidden]:
         """``read()`` and what it must not show of the writes in flight in this process (:mod:`.visibility`).
 
-        A read that fails while a write overlapped it (Chroma's "Error finding id", a collection being swapped),
-        or on a Chroma server (another process's write), is made again once the write is over."""
+        A read that fails while a write overlapped it (Chroma's "Error finding id", a collection being swapped) is
+        made again once the write is over; on a Chroma server, "Error finding id" (another process's delete) too."""
         for attempt in range(_READ_ATTEMPTS):
             stamp = self.inflight.begin()
             try:
                 out = read()
-            except StoreError:
-                again = self.inflight.touched(None, stamp) or (self.changes is not None and attempt < 2)
-                self.inflight.end(stamp)
+            except BaseException as e:
+                # on a server, another process's delete can meet this read too: its own error, read again
+                elsewhere = self.changes is not None and attempt < 2 and "error finding id" in str(e).lower()
+                again = _store_fault(e) and (self.inflight.touched(None, stamp) or elsewhere)
+                self.inflight.end(stamp)  # after touched(): ending may forget the writes it asks about
                 if not again or attempt + 1 == _READ_ATTEMPTS:
                     raise
                 if not self.inflight.wait(None, timeout=30.0) or self.changes is not None:
