@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from ctxret import ContextualIndex
 from ctxret.errors import StoreError
+from ctxret.storage.lexical import LexicalIndex
 
 from .hash_embedder import HashEmbedder
 
@@ -127,15 +128,16 @@ def test_a_file_closed_cleanly_is_stamped_and_the_stamp_goes_when_it_is_opened(t
     assert stamp.exists()
 
 
-def test_a_lexical_file_damaged_while_open_is_a_store_error_naming_it_and_the_fix(tmp_path):
+def test_damage_met_by_a_read_is_a_store_error_naming_the_file_and_the_next_open_heals(tmp_path):
     folder = tmp_path / "store"
     build(folder)
-    index = ContextualIndex(folder, embedder=HashEmbedder(), progress=False)
     lexical = folder / "ctxret-lexical-ctxret.sqlite3"
-    os.truncate(lexical, lexical.stat().st_size // 10)  # before its first unscoped search reads the postings
+    overwrite(lexical, 0.3, 1.0)  # the pages a search reads (opening the file reads the first ones only)
+    opened = LexicalIndex(lexical)  # the file as a store holds it open: damage is met by the first search
     with pytest.raises(StoreError, match=f"the lexical file {lexical} is damaged .*open it again"):
-        index.search("alpha note 3", score_threshold=None)
-    index.close()
+        opened.search("alpha note 3", 5)
+    assert opened.damaged  # so a store closing it does not stamp it as closed cleanly
+    opened.close()
     reopened = ContextualIndex(folder, embedder=HashEmbedder(), progress=False)  # heals
     assert reopened.store.lexical.count() == PIECES
     reopened.close()
