@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from .embedders.base import Embedder
+from .embedders.guard import check_embed_timeout, for_writes, guarded
 from .embedders.local import shared_local_embedder
 from .embedders.wrappers import as_embedder
 from .errors import ConfigMismatchError, InputError
@@ -43,9 +44,9 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["ContextualIndex", "INDEX_ARGUMENTS"]
 
-#: What the constructor takes besides the store (``progress`` and ``max_turn_bytes``: the write options).
+#: What the constructor takes besides the store (``progress``, ``max_turn_bytes``, ``embed_timeout``: write options).
 INDEX_ARGUMENTS = ("store", "embedder", "weight", "context", "piece_bytes", "views", "view_writer", "contextualizer",
-                   "settings", "progress", "max_turn_bytes")  # fmt: skip
+                   "settings", "progress", "max_turn_bytes", "embed_timeout")  # fmt: skip
 
 
 class ContextualIndex:
@@ -67,7 +68,8 @@ class ContextualIndex:
     collection); values you pass must match, else :class:`ConfigMismatchError` (:meth:`rebuild` re-embeds).
     ``context="llm"`` needs a ``contextualizer``; ``views=["questions", "summary"]`` a ``view_writer`` (an LLM, a
     callable or a dict of them by kind; :mod:`ctxret.ingest.views`). Write options: ``progress`` (``None``: a bar
-    on a terminal) and ``max_turn_bytes`` (a longer turn is refused; ``None`` / 0: no limit).
+    on a terminal), ``max_turn_bytes`` (a longer turn is refused; ``None`` / 0: no limit) and ``embed_timeout`` (seconds
+    an embedding call of a write may take; ``None``: the embedder's default; see :mod:`ctxret.embedders.guard`).
 
     Search defaults: ``settings=SearchSettings(...)`` (never recorded); each :meth:`search` may override them. A
     misspelt or misplaced argument is an :class:`InputError` naming its family (store, index or search).
@@ -84,6 +86,7 @@ class ContextualIndex:
         settings: SearchSettings | None = None, _rebuild: bool = False, **options: Any,
     ) -> None:  # fmt: skip  (_rebuild: from rebuild() only, open a collection whose config differs to re-embed it)
         progress, max_turn_bytes = options.pop("progress", None), options.pop("max_turn_bytes", DEFAULT_MAX_TURN_BYTES)
+        self.embed_timeout = check_embed_timeout(options.pop("embed_timeout", None))  # seconds per call of a write
         refuse_unknown({k: v for k, v in options.items() if k not in STORE_ARGUMENTS}, "index", INDEX_ARGUMENTS)
         spec = Store.of(options.pop("path", None) if store is None else store, **options)
         self.embedder: Embedder = shared_local_embedder() if embedder is None else as_embedder(embedder)
@@ -218,9 +221,9 @@ class ContextualIndex:
         if not isinstance(replace, bool):
             raise InputError(f"replace must be True or False, got {replace!r}")
         return write_turns(
-            self.store, self.embedder, self.config, as_list(turns, "turns", "Turns (from turns_from_messages)"),
-            metadata=metadata, contextualizer=self.contextualizer,
-            progress=self.progress, max_turn_bytes=self.max_turn_bytes,
+            self.store, for_writes(self.embedder, self.embed_timeout), self.config,
+            as_list(turns, "turns", "Turns (from turns_from_messages)"), metadata=metadata,
+            contextualizer=self.contextualizer, progress=self.progress, max_turn_bytes=self.max_turn_bytes,
             view_writers=resolve_view_writers(self.config.view_kinds, self.view_writer), replace=replace,
             documents=documents,
         )  # fmt: skip
@@ -228,7 +231,7 @@ class ContextualIndex:
     def check_turns(self, turns: Sequence[Turn]) -> list[PlannedTurn]:
         """Raise the :class:`InputError` that :meth:`add_turns` would raise for ``turns``, writing nothing;
         else return them planned (fitted pieces and metadata), which :meth:`add_turns` takes as they are."""
-        return plan_turns(list(turns), self.embedder, self.config, max_turn_bytes=self.max_turn_bytes)
+        return plan_turns(list(turns), guarded(self.embedder), self.config, max_turn_bytes=self.max_turn_bytes)
 
     def fit_pieces(self, turn: Turn, max_bytes: int | None = None) -> list[Piece]:
         """The pieces of ``turn`` as this index stores them (labelled, re-packed to the model's limit)."""
@@ -239,7 +242,7 @@ class ContextualIndex:
         """The parts of ``message`` and their blended query vectors (one embedding request)."""
         s = self.settings.with_options(split=split, **({} if max_parts is None else {"max_parts": max_parts}))
         weight = self.weight if s.query_weight is None else s.query_weight
-        return query_vectors(self.embedder, message, weight=weight, max_parts=s.max_parts, split=s.split)
+        return query_vectors(guarded(self.embedder), message, weight=weight, max_parts=s.max_parts, split=s.split)
 
     def plan(
         self, settings: SearchSettings | None = None, *, has_lexical: bool | None = None, **options: Any
@@ -270,7 +273,7 @@ class ContextualIndex:
             thread_id=thread_id, where=where, options=options,
         )  # fmt: skip
         plan = self.plan(request.settings, has_lexical=True)  # the backends say per search (SearchPlan.for_backends)
-        return run_search(plan, message, request.scope, self.embedder, self.store)
+        return run_search(plan, message, request.scope, guarded(self.embedder), self.store)  # errors: EmbeddingError
 
     async def asearch(
         self, message: str, k: int | None = None, score_threshold: Any = ..., thread_id: Any = None,
@@ -282,7 +285,7 @@ class ContextualIndex:
             thread_id=thread_id, where=where, options=options,
         )  # fmt: skip
         plan = self.plan(request.settings, has_lexical=True)  # the backends say per search (SearchPlan.for_backends)
-        return await arun_search(plan, message, request.scope, self.embedder, self.store)
+        return await arun_search(plan, message, request.scope, guarded(self.embedder), self.store)
 
     # -- maintenance --------------------------------------------------------------------------------
     def sync_lexical(self) -> SyncReport:
@@ -314,8 +317,8 @@ class ContextualIndex:
         """Rebuild the whole collection from its stored pieces under this index's config: the new one is
         built beside the old one and swapped in only when complete (a failure leaves the old one untouched)."""
         result = rebuild_store(
-            self.store, self.embedder, self.config, contextualizer=self.contextualizer, progress=self.progress,
-            view_writers=resolve_view_writers(self.config.view_kinds, self.view_writer),
+            self.store, for_writes(self.embedder, self.embed_timeout), self.config, contextualizer=self.contextualizer,
+            progress=self.progress, view_writers=resolve_view_writers(self.config.view_kinds, self.view_writer),
         )  # fmt: skip
         self._stored_differs = False
         logger.info("rebuilt %s: %d turns, %d pieces", self.store.collection_name, result.turns, result.added)

@@ -26,7 +26,7 @@ __all__ = ["Store", "refuse_unknown", "open_store_arguments", "STORE_ARGUMENTS"]
 
 #: The keywords the shorthand ``ContextualIndex(path, **store_arguments)`` takes (:meth:`Store.of`).
 STORE_ARGUMENTS = ("path", "collection", "host", "port", "ssl", "headers", "client", "in_memory", "lock_timeout",
-                   "lexical", "lexical_path")  # fmt: skip
+                   "lexical", "lexical_path", "read_only")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,8 @@ class Store:
     (``lock_timeout``: seconds to wait for another process that holds it); each opening of a memory store is a
     separate, empty store. ``lexical`` (on by default for an embedded or in-memory store) keeps a BM25 file in step
     with the collection; ``lexical_path`` names that file (and switches it on for a server or a client).
+    ``read_only=True`` refuses every write; an embedded folder opened read-only (or one this process cannot write:
+    read-only media) is searched in a private copy, without its lock (:mod:`ctxret.storage.snapshot`).
     """
 
     kind: Literal["embedded", "server", "client", "memory"] = "embedded"
@@ -51,47 +53,56 @@ class Store:
     lock_timeout: float = 0.0
     lexical: bool | None = None
     lexical_path: str | None = None
+    read_only: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lock_timeout", check_lock_timeout(self.lock_timeout))
         if self.lexical is not None and not isinstance(self.lexical, bool):
             raise InputError(f"lexical must be True, False or None (on for an embedded store), got {self.lexical!r}")
+        if not isinstance(self.read_only, bool):
+            raise InputError(f"read_only must be True or False, got {self.read_only!r}")
+        if self.read_only and self.kind == "memory":
+            raise InputError("an in-memory store starts empty: read_only=True does not apply to it")
 
     @classmethod
     def embedded(
         cls, path: str | os.PathLike[str] | None = None, *, collection: str = DEFAULT_COLLECTION,
         lock_timeout: float = 0.0, lexical: bool | None = None, lexical_path: str | os.PathLike[str] | None = None,
-        **unknown: Any,
+        read_only: bool = False, **unknown: Any,
     ) -> Store:  # fmt: skip
-        """An embedded Chroma folder (default ``./.ctxret``), with its BM25 file beside the collection."""
-        refuse_unknown(unknown, "store", ("collection", "lock_timeout", "lexical", "lexical_path"))
+        """An embedded Chroma folder (default ``./.ctxret``), with its BM25 file beside the collection (``read_only``:
+        searched in a private copy, writes refused)."""
+        refuse_unknown(unknown, "store", ("collection", "lock_timeout", "lexical", "lexical_path", "read_only"))
         return cls("embedded", _path(path, "path"), collection, lock_timeout=lock_timeout, lexical=lexical,
-                   lexical_path=_path(lexical_path, "lexical_path"))  # fmt: skip
+                   lexical_path=_path(lexical_path, "lexical_path"), read_only=read_only)  # fmt: skip
 
     @classmethod
     def server(
         cls, host: str, port: int | None = None, *, ssl: bool = False, headers: Mapping[str, str] | None = None,
         collection: str = DEFAULT_COLLECTION, lexical: bool | None = None,
-        lexical_path: str | os.PathLike[str] | None = None, **unknown: Any,
+        lexical_path: str | os.PathLike[str] | None = None, read_only: bool = False, **unknown: Any,
     ) -> Store:  # fmt: skip
         """A Chroma server (``chroma run``; ``port`` 8000 by default, ``headers`` for auth). Its unscoped searches are
-        dense unless ``lexical_path`` names a local BM25 file; thread-scoped searches are hybrid either way."""
-        refuse_unknown(unknown, "store", ("ssl", "headers", "collection", "lexical", "lexical_path"))
+        dense unless ``lexical_path`` names a local BM25 file; thread-scoped searches are hybrid either way
+        (``read_only``: this process's writes are refused)."""
+        refuse_unknown(unknown, "store", ("ssl", "headers", "collection", "lexical", "lexical_path", "read_only"))
         pairs = tuple(headers.items()) if isinstance(headers, Mapping) else headers
         return cls("server", None, collection, host, port, ssl, pairs, lexical=lexical,
-                   lexical_path=_path(lexical_path, "lexical_path"))  # fmt: skip
+                   lexical_path=_path(lexical_path, "lexical_path"), read_only=read_only)  # fmt: skip
 
     @classmethod
     def from_client(
         cls, client: Any, *, collection: str = DEFAULT_COLLECTION, lock_timeout: float = 0.0,
-        lexical: bool | None = None, lexical_path: str | os.PathLike[str] | None = None, **unknown: Any,
+        lexical: bool | None = None, lexical_path: str | os.PathLike[str] | None = None, read_only: bool = False,
+        **unknown: Any,
     ) -> Store:  # fmt: skip
-        """Your own Chroma client (a ``PersistentClient``'s folder is locked like an embedded one)."""
-        refuse_unknown(unknown, "store", ("collection", "lock_timeout", "lexical", "lexical_path"))
+        """Your own Chroma client (a ``PersistentClient``'s folder is locked like an embedded one; ``read_only``: this
+        process's writes are refused)."""
+        refuse_unknown(unknown, "store", ("collection", "lock_timeout", "lexical", "lexical_path", "read_only"))
         if client is None:
             raise InputError("Store.from_client needs a Chroma client (chromadb.PersistentClient(...), HttpClient...)")
         return cls("client", None, collection, client=client, lock_timeout=lock_timeout, lexical=lexical,
-                   lexical_path=_path(lexical_path, "lexical_path"))  # fmt: skip
+                   lexical_path=_path(lexical_path, "lexical_path"), read_only=read_only)  # fmt: skip
 
     @classmethod
     def memory(cls, *, collection: str = DEFAULT_COLLECTION, lexical: bool | None = None, **unknown: Any) -> Store:
@@ -126,8 +137,11 @@ class Store:
         if client is not None:
             return cls.from_client(client, **a)
         if in_memory:
-            if "lock_timeout" in a or "lexical_path" in a:
-                raise InputError("an in-memory store has no folder: lock_timeout= and lexical_path= do not apply")
+            if "lock_timeout" in a or "lexical_path" in a or a.get("read_only"):
+                raise InputError(
+                    "an in-memory store has no folder: lock_timeout=, lexical_path= and read_only= do not apply"
+                )
+            a.pop("read_only", None)
             return cls.memory(**a)
         return cls.embedded(path, **a)
 
@@ -137,7 +151,7 @@ class Store:
             self.path, collection=self.collection, host=self.host, port=self.port, ssl=self.ssl,
             headers=None if self.headers is None else dict(self.headers), client=self.client,
             in_memory=self.kind == "memory", lock_timeout=self.lock_timeout, lexical=self.lexical,
-            lexical_path=self.lexical_path,
+            lexical_path=self.lexical_path, read_only=self.read_only,
         )  # fmt: skip
 
 

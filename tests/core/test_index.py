@@ -11,7 +11,7 @@ from pathlib import Path
 import ctxret.ingest.messages
 import numpy as np
 import pytest
-from ctxret import ConfigMismatchError, ContextualIndex, InputError
+from ctxret import ConfigMismatchError, ContextualIndex, EmbeddingError, InputError
 from ctxret.results import cosine_to_distance, cosine_to_unit_interval, distance_to_cosine, unit_interval_to_cosine
 from sample_threads import GARDEN, thread
 
@@ -231,8 +231,9 @@ def test_writes_are_chunked_to_the_store_batch_size(make_index):
 
 def test_failed_embedding_writes_nothing(make_index, local_embedder):
     index = make_index(embedder=CountingEmbedder(local_embedder, fail_after=0))
-    with pytest.raises(RuntimeError):
+    with pytest.raises(EmbeddingError, match="CountingEmbedder") as e:  # naming the embedder, its error the cause
         index.add_messages(GARDEN, thread_id="home")
+    assert isinstance(e.value.__cause__, RuntimeError)
     assert index.store.count() == 0
 
 

@@ -1,6 +1,6 @@
 """A subprocess for the fault-injection tests: one operation on an embedded store, then exit.
 
-    python faults_worker.py STORE setup|write|bulk|append|delete|rebuild|check
+    python faults_worker.py STORE setup|write|bulk|append|delete|rebuild|compact|check
 
 ``CTXRET_TEST_LEXICAL=0`` opens the store with ``lexical=False`` (its writes announced in the journal file).
 
@@ -65,6 +65,8 @@ def main(store: str, op: str) -> None:
         index.add_messages(APPEND, thread_id="alpha")
     elif op == "delete":
         index.delete(thread_id="bravo")
+    elif op == "compact":  # the live pieces copied into a new collection and swapped in
+        index.store.compact()
     elif op == "check":
         store_ = index.store
         chroma = sorted(r["id"] for r in store_.records(include=()))

@@ -18,14 +18,13 @@ files naming one thread (``--thread``, or one session per file) are appended in 
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
-from .inputs import FileProblem, InputFile, _decode_lines
+from .inputs import FileProblem, InputFile, _decode_lines, parse_json
 
 if TYPE_CHECKING:
     from ..ingest.turns import Turn
@@ -52,10 +51,7 @@ def _read_jsonl(path: Path, thread: str | None) -> InputFile:
     for number, text in _decode_lines(path):
         if not text.strip():
             continue
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise FileProblem(path, number, f"invalid JSON at column {e.colno} ({e.msg}); {_JSONL_FIX}") from None
+        obj = parse_json(path, number, text, _JSONL_FIX)
         if not isinstance(obj, dict):
             raise FileProblem(path, number, f"expected a JSON object, got {type(obj).__name__}; {_JSONL_FIX}")
         this = "threads" if "messages" in obj else "messages" if "role" in obj else None
@@ -141,10 +137,7 @@ def _read_json(path: Path, thread: str | None) -> InputFile:
     text = "\n".join(line for _, line in lines)
     if not text.strip():
         return InputFile(path, [], [], "messages")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise FileProblem(path, e.lineno, f"invalid JSON at column {e.colno} ({e.msg}); {_JSON_FIX}") from None
+    data = parse_json(path, None, text, _JSON_FIX)
     threads = _json_threads(path, data)
     turns: list[Turn] = []
     chats: list[tuple[str, list[dict[str, Any]]]] = []

@@ -1,9 +1,11 @@
 """What reading one input file for ``ctxret index`` yields (:class:`InputFile`), the error that locates a problem in
-it (:class:`FileProblem`), and the line-by-line UTF-8 decoding the chat and document readers share."""
+it (:class:`FileProblem`), and the line-by-line UTF-8 decoding and JSON parsing the chat and document readers share."""
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,3 +59,20 @@ def _decode_lines(path: Path) -> list[tuple[int, str]]:
             text = text.removeprefix("\ufeff")
         lines.append((number, text))
     return lines
+
+
+def parse_json(path: Path, line: int | None, text: str, fix: str) -> Any:
+    """``text`` parsed as JSON, or a :class:`FileProblem` at ``path:line`` (``None``: the error's own line) that
+    says what is wrong and ``fix``: invalid JSON, JSON nested deeper than Python reads, a number too long to read."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        where = e.lineno if line is None else line
+        raise FileProblem(path, where, f"invalid JSON at column {e.colno} ({e.msg}); {fix}") from None
+    except RecursionError:
+        raise FileProblem(
+            path, line, f"the JSON is nested deeper than can be read (about {sys.getrecursionlimit():,} levels); {fix}"
+        ) from None
+    except ValueError as e:  # an integer of more than 4,300 digits (Python's limit; its own hint is for programmers)
+        what = str(e).split(";")[0]
+        raise FileProblem(path, line, f"a value cannot be read ({what}); write such numbers as text; {fix}") from None

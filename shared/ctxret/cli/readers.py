@@ -171,8 +171,13 @@ def read_input_file(path: Path, thread: str | None = None, root: Path | None = N
 
     A document's id is its path relative to ``root`` (default: its own folder), with ``/``.
     """
-    if path.suffix.lower() in JSONL_SUFFIXES:
-        return _read_jsonl(path, thread)
-    if path.suffix.lower() in JSON_SUFFIXES:
-        return _read_json(path, thread)
-    return _read_document(path, thread, root if root is not None else path.resolve().parent)
+    try:
+        if path.suffix.lower() in JSONL_SUFFIXES:
+            return _read_jsonl(path, thread)
+        if path.suffix.lower() in JSON_SUFFIXES:
+            return _read_json(path, thread)
+        return _read_document(path, thread, root if root is not None else path.resolve().parent)
+    except RecursionError:  # content or metadata nested deeper than the readers go
+        raise FileProblem(
+            path, None, "its content is nested too deeply to read; give each message its text, or a flat list of parts"
+        ) from None

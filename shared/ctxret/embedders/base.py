@@ -48,8 +48,13 @@ class Embedder(Protocol):
 
 
 def embedder_name(embedder: Any) -> str:
-    """How errors name an embedder: its type and model id."""
-    return f"{type(embedder).__name__} ({getattr(embedder, 'model_id', '?')})"
+    """How errors name an embedder: its type and model id (a guard's: the embedder it guards, :mod:`.guard`)."""
+    embedder = getattr(embedder, "guarded_embedder", embedder)
+    try:
+        model = getattr(embedder, "model_id", "?")
+    except Exception:  # an embedder whose model_id fails: named by its type  # noqa: BLE001
+        model = "?"
+    return f"{type(embedder).__name__} ({model})"
 
 
 def check_vectors(vectors: Any, n: int, dims: int, model: str) -> np.ndarray:

@@ -276,6 +276,8 @@ class LocalEmbedder:
     #: pooled from the token pass over its turn, weight 0), measured best on LoCoMo (BENCHMARKS.md).
     default_context: str = "late"
     default_weight: float = 0.0
+    #: No time limit on a write's embedding calls: the model runs in this process (:mod:`.guard`).
+    embed_timeout: float | None = None
 
     def __init__(
         self,

@@ -112,6 +112,9 @@ class OpenAIEmbedder:
     #: Starting cosine floor for OpenAI vectors (not measured in this repository: no OpenAI model runs offline
     #: here); calibrate it on your data (``ctxret eval calibrate``).
     default_score_threshold: float = 0.35
+    #: No time limit of the index's on a write's calls (:mod:`.guard`): ``timeout``, ``max_retries`` and
+    #: ``total_timeout`` bound every request.
+    embed_timeout: float | None = None
 
     def __init__(
         self, model: str = "text-embedding-3-small", *, dimensions: int | None = None, api_key: str | None = None,

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..blend import mean_vector
+from ..embedders.base import embedder_name
 from ..errors import InputError
 from .turns import Piece
 
@@ -85,7 +86,7 @@ def late_context_many(embedder: Any, turn_pieces: Sequence[Sequence[Piece]]) -> 
     """:func:`late_context_vectors` of many turns, their token passes sharing model runs."""
     if not hasattr(embedder, "embed_tokens"):
         raise InputError(
-            f"context='late' needs token-level output, which {type(embedder).__name__} does not give; "
+            f"context='late' needs token-level output, which {embedder_name(embedder)} does not give; "
             "use the local embedder (ctxret[local]) or context='mean'"
         )
     from ..embedders.local import pool_spans

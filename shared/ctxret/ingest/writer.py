@@ -156,7 +156,7 @@ def write_turns(
         stopped = _stopped(e, stored + writes.done, len(planned), rebuild=name is not None)
         if stopped is e:
             raise
-        raise stopped from e
+        raise stopped from e.__cause__ or e  # the copy of a ctxret error keeps its cause (an embedder's own error)
     finally:
         if bar is not None:
             bar.close()

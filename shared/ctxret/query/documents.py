@@ -28,7 +28,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..results import Group, Hit
-from .parents import assemble_parent, parent_texts
+from .parents import assemble_parent, parent_texts, piece_place
 
 __all__ = [
     "DEFAULT_RULE", "PIECES_PER_DOCUMENT", "RULES", "DocumentHit", "collapse_groups", "document_key",
@@ -156,8 +156,10 @@ def document_texts(backend: Any, groups: Sequence[Group], per: str) -> list[Grou
     docs = {document_key(h) for h in hits if h.metadata.get("doc_id") is not None} if per == "document" else set()
     read = getattr(backend, "document_pieces", None)
     texts: dict[tuple[str, str], str] = {}
+    held: dict[tuple[str, str], set[tuple[str, str, str, str]]] = {}  # the pieces each document holds now
     if docs and callable(read):
         for d, metas in read(docs).items():
+            held[d] = {(str(m.get("parent_id")), *piece_place(m)) for m in metas}
             sections: dict[str, list[Any]] = {}
             for m in metas:
                 sections.setdefault(str(m.get("parent_id")), []).append(m)
@@ -167,9 +169,18 @@ def document_texts(backend: Any, groups: Sequence[Group], per: str) -> list[Grou
     texts.update(parent_texts(backend, sorted(turns)) if turns else {})
     out = []
     for g in groups:
-        got = [replace(h, parent_text=texts.get(document_key(h), texts.get(section_key(h)))) for h in g.hits]
+        kept = [h for h in g.hits if _unchanged(h, held.get(document_key(h)))]
+        got = [replace(h, parent_text=texts.get(document_key(h), texts.get(section_key(h)))) for h in kept]
         out.append(replace(g, hits=tuple(got)))
     return out
+
+
+def _unchanged(hit: Hit, held: set[tuple[str, str, str, str]] | None) -> bool:
+    """Whether the document read for ``hit`` (``held``: its pieces now; ``None``: not read) still holds the
+    pieces that made the hit: a document rewritten or deleted after its hits were read is gone from the group."""
+    if held is None:
+        return True
+    return all((str(p.metadata.get("parent_id")), *piece_place(p.metadata)) in held for p in hit.pieces or (hit,))
 
 
 def describe_rule(rule: str = DEFAULT_RULE, alpha: float = DEFAULT_ALPHA, across: str = "max") -> str:

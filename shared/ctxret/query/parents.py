@@ -38,21 +38,32 @@ def parent_texts(backend: DenseBackend, parents: Sequence[ParentKey]) -> dict[Pa
     return {key: assemble_parent(metas) for key, metas in backend.parents(set(parents)).items()}
 
 
+def piece_place(meta: Mapping[str, Any]) -> tuple[str, str, str]:
+    """Where a piece sits in its turn and what it says: ``(source_ordinal, ordinal, body)``."""
+    return str(meta.get("source_ordinal", 0)), str(meta.get("ordinal", 0)), str(meta.get("body", ""))
+
+
 def expand_parents(backend: DenseBackend, groups: Sequence[Group], *, dedupe: bool = True) -> list[Group]:
     """Attach each hit's parent text (``Hit.parent_text``); with ``dedupe`` keep one hit per parent in a group.
 
     De-duplication is inside a group only (its best-scoring hit per parent is kept); the same
-    parent may still appear in two groups, as pieces do.
+    parent may still appear in two groups, as pieces do. The parent is read after the hits: a hit whose
+    own piece its parent no longer holds (the turn was rewritten or deleted in between) is gone from its
+    group, as a piece deleted since the search began is, so a hit and its parent are one version.
     """
     keys = [parent_key(h.metadata) for g in groups for h in g.hits]
     wanted = [key for key in keys if key is not None]
-    texts = parent_texts(backend, wanted) if wanted else {}
+    pieces = backend.parents(set(wanted)) if wanted else {}
+    texts = {key: assemble_parent(metas) for key, metas in pieces.items()}
+    places = {key: {piece_place(m) for m in metas} for key, metas in pieces.items()}
     out = []
     for g in groups:
         seen: set[ParentKey] = set()
         hits = []
         for h in g.hits:
             key = parent_key(h.metadata)
+            if key is not None and piece_place(h.metadata) not in places.get(key, ()):
+                continue  # its turn changed since the hit was read
             if dedupe and key is not None:
                 if key in seen:
                     continue

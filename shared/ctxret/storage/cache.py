@@ -21,10 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import CtxretError, InputError, StoreError
 from .base import Fetched, Row
 from .bm25 import BM25Corpus
 from .schema import ParentKey, Scope
 from .tokenize import Analysis
+from .visibility import InFlight
 from .where import compile_where
 
 if TYPE_CHECKING:
@@ -35,6 +37,8 @@ __all__ = ["Block", "ScopeView", "ThreadCache", "DEFAULT_CACHE_PIECES", "read_th
 
 #: Pieces the cache holds at most (about 150 MB of 384-d float32 vectors, plus texts).
 DEFAULT_CACHE_PIECES = 100_000
+#: Reads of one thread before giving up when a write of it begins during every one.
+_READ_ATTEMPTS = 50
 
 
 def top_n(scores: np.ndarray, n: int) -> np.ndarray:
@@ -139,10 +143,16 @@ class ThreadCache:
 
     ``load(thread_id)`` reads one thread from the store. ``max_pieces=0`` keeps nothing: every search
     reads its threads afresh (what a store shared with other writers needs without a change log).
+    ``inflight``: the store's changes in flight in this process (:mod:`.visibility`): a thread is read
+    while none of its changes is in flight, read again when one began meanwhile, and kept only then, so
+    a block always holds one version of every write.
     """
 
-    def __init__(self, load: Callable[[str], Block], max_pieces: int = DEFAULT_CACHE_PIECES) -> None:
+    def __init__(
+        self, load: Callable[[str], Block], max_pieces: int = DEFAULT_CACHE_PIECES, inflight: InFlight | None = None
+    ) -> None:
         self._load = load
+        self._inflight = inflight
         self.max_pieces = int(max_pieces)
         self._blocks: OrderedDict[str, Block] = OrderedDict()
         self._size = 0
@@ -155,18 +165,49 @@ class ThreadCache:
             if block is not None:
                 self._blocks.move_to_end(thread_id)
                 return block
-        block = self._load(thread_id)
-        with self._lock:
-            self.loads += 1
-            if self.max_pieces > 0 and len(block) <= self.max_pieces:
-                old = self._blocks.pop(thread_id, None)
-                self._size -= len(old) if old is not None else 0
-                self._blocks[thread_id] = block
-                self._size += len(block)
-                while self._size > self.max_pieces and self._blocks:
-                    _, evicted = self._blocks.popitem(last=False)
-                    self._size -= len(evicted)
-        return block
+        if self._inflight is None:
+            block = self._load(thread_id)
+            with self._lock:
+                self._keep(thread_id, block)
+            return block
+        return self._read_whole(thread_id, self._inflight)
+
+    def _read_whole(self, thread_id: str, inflight: InFlight) -> Block:
+        """One thread read while none of its changes is in flight (see :mod:`.visibility`), and kept."""
+        threads = (thread_id,)
+        for attempt in range(_READ_ATTEMPTS):
+            inflight.wait(threads)
+            stamp = inflight.begin()
+            try:
+                try:
+                    block = self._load(thread_id)
+                except CtxretError as e:  # a read that met a write (Chroma's "Error finding id"): read again after it
+                    if not isinstance(e, InputError) and attempt + 1 < _READ_ATTEMPTS and inflight.touched(None, stamp):
+                        inflight.wait(None)
+                        continue
+                    raise
+                with self._lock:  # checked and kept as one step: a write that ends meanwhile drops it after
+                    if not inflight.touched(threads, stamp):
+                        self._keep(thread_id, block)
+                        return block
+            finally:
+                inflight.end(stamp)
+        raise StoreError(
+            f"thread {thread_id!r} was rewritten during each of {_READ_ATTEMPTS} reads of it; search it again (writes "
+            "to one thread that never pause leave no moment to read it whole)"
+        )
+
+    def _keep(self, thread_id: str, block: Block) -> None:
+        """Under the lock: hold ``block`` (least recently used out beyond ``max_pieces``)."""
+        self.loads += 1
+        if self.max_pieces > 0 and len(block) <= self.max_pieces:
+            old = self._blocks.pop(thread_id, None)
+            self._size -= len(old) if old is not None else 0
+            self._blocks[thread_id] = block
+            self._size += len(block)
+            while self._size > self.max_pieces and self._blocks:
+                _, evicted = self._blocks.popitem(last=False)
+                self._size -= len(evicted)
 
     def invalidate(self, thread_ids: Iterable[str] | None = None) -> None:
         """Drop these threads (``None``: every thread)."""

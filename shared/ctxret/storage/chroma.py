@@ -12,6 +12,8 @@ import functools
 import logging
 import os
 import re
+import shutil
+import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -44,10 +46,23 @@ HNSW = {"space": "cosine", "max_neighbors": 32, "ef_construction": 200, "ef_sear
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
+#: A Chroma segment folder's name (a UUID).
+_SEGMENT_FOLDER = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+#: What Chroma's errors say when its SQLite file is damaged (SQLITE_CORRUPT, SQLITE_NOTADB, a log it cannot read).
+_DAMAGED = ("malformed", "not a database", "(code: 11)", "(code: 26)", "failed to pull logs")
+
+
 def _store_error(store: ChromaStore, what: str, e: BaseException) -> CtxretError:
     """A Chroma or transport failure as a ctxret error that names the problem and the fix."""
     from chromadb.errors import InvalidArgumentError
 
+    if any(word in str(e).lower() for word in _DAMAGED):
+        where = f"{store.path / 'chroma.sqlite3'}" if store.path is not None else f"the store at {store.location}"
+        return StoreError(
+            f"Chroma failed to {what}: {where} is damaged ({type(e).__name__}: {e}). ctxret cannot rebuild it (the "
+            "vectors live only there): restore the store folder from a backup, or move it aside and index your data "
+            "again"
+        )
     if isinstance(e, InvalidArgumentError):
         if what.startswith("write"):
             check = (
@@ -120,6 +135,7 @@ class ChromaStore:
         settings = Settings(anonymized_telemetry=False)
         self.path: Path | None = None
         self._lock: FolderLock | None = None
+        self._identity: tuple[Any, ...] | None = None  # an embedded folder's, at open (check_present)
         self.server = host is not None or client is not None
         if client is not None:
             folder = _persistent_folder(client)
@@ -142,14 +158,24 @@ class ChromaStore:
             self.path = Path(path if path is not None else ".ctxret").expanduser()
             if self.path.exists() and not self.path.is_dir():
                 raise InputError(f"store path {str(self.path)!r} exists and is not a folder; pass a folder path")
-            self.path.mkdir(parents=True, exist_ok=True)
-            self._lock = FolderLock(self.path).acquire(lock_timeout)  # before Chroma touches the folder
             try:
-                self.client = chromadb.PersistentClient(path=str(self.path), settings=settings)
-            except BaseException:
-                self._lock.release()
-                raise
+                self.path.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise StoreError(
+                    f"cannot make the store folder {self.path} ({e.strerror or e}); choose a folder this process may "
+                    "write, or give an existing store's folder (a folder that cannot be written is opened read-only)"
+                ) from e
+            self._lock = FolderLock(self.path).acquire(lock_timeout)  # before Chroma touches the folder
             self.location = str(self.path)
+            try:
+                _forget_a_ghost(self.path)
+                self.client = chromadb.PersistentClient(path=str(self.path), settings=settings)
+            except BaseException as e:
+                self._lock.release()
+                if isinstance(e, Exception) and not isinstance(e, CtxretError):
+                    raise _store_error(self, "open the store folder", e) from e
+                raise
+            self._identity = _opened[self.path.resolve()] = _folder_identity(self.path)
         self.collection_name = collection
         self._collections: dict[str, Any] = {}
         try:
@@ -157,10 +183,26 @@ class ChromaStore:
         except Exception:  # older servers: Chroma's documented local limit
             self.max_batch = 5461
 
-    def close(self) -> None:
-        """Give the folder lock back (embedded stores), free an in-memory store; the store cannot be used afterwards."""
+    def check_present(self) -> None:
+        """A :class:`StoreError` when the embedded folder this store opened is gone (deleted, or replaced by another
+        one) while it was open: this process must neither write to what is left of it nor serve what it held."""
+        if self._identity is None or self.path is None:
+            return
+        now = _folder_identity(self.path)
+        if now == self._identity:
+            return
+        what = "was deleted" if now[0] is None else "was replaced (its Chroma database is another one)"
+        raise StoreError(
+            f"the store folder {self.path} {what} while this index had it open; nothing was written or read. Open "
+            "the index again to use what is there now (an empty store if the folder is gone), or restore the folder "
+            "from a backup first"
+        )
+
+    def close(self, *, private: bool = False) -> None:
+        """Give the folder lock back (embedded stores), free an in-memory store (and, ``private``, the client of a
+        folder nothing else opens: a read-only store's copy); the store cannot be used afterwards."""
         self._collections.clear()
-        if self.location == "memory":
+        if self.location == "memory" or private:
             self.client.close()
         if self._lock is not None:
             self._lock.release()
@@ -215,6 +257,28 @@ class ChromaStore:
         self._collections.pop(old, None)
         self._collections.pop(new, None)
 
+    def drop_orphan_segments(self) -> int:
+        """Remove the segment folders of an embedded store that no collection uses any more: chromadb 1.5 leaves a
+        dropped collection's HNSW folder on disk (measured: a rebuild or compaction left the old graph behind).
+        Returns how many; a folder it cannot read or remove is left (logged)."""
+        if self.path is None or self.server:
+            return 0
+        try:
+            db = sqlite3.connect(f"{(self.path / 'chroma.sqlite3').resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+            try:
+                used = {str(r[0]) for r in db.execute("SELECT id FROM segments")}
+            finally:
+                db.close()
+        except sqlite3.Error as e:
+            logger.warning("could not read the segments of %s (%s); unused segment folders are left", self.path, e)
+            return 0
+        gone = 0
+        for child in self.path.iterdir():
+            if child.is_dir() and _SEGMENT_FOLDER.fullmatch(child.name) and child.name not in used:
+                shutil.rmtree(child, ignore_errors=True)
+                gone += not child.exists()
+        return gone
+
     # -- writes ------------------------------------------------------------------------------
     @_calls_chroma("write pieces")
     def upsert(
@@ -260,10 +324,17 @@ class ChromaStore:
     # -- reads -------------------------------------------------------------------------------
     def document_pieces(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
         """The metadata of every piece of each ``(thread_id, doc_id)`` document (all its sections)."""
+        out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for _, key, meta in self.document_records(keys):
+            out.setdefault(key, []).append(meta)
+        return out
+
+    def document_records(self, keys: Iterable[tuple[str, str]]) -> list[tuple[str, tuple[str, str], dict[str, Any]]]:
+        """``(piece id, (thread_id, doc_id), metadata)`` of every piece of each document (all its sections)."""
         by_thread: dict[str, set[str]] = {}
         for thread_id, doc_id in keys:
             by_thread.setdefault(str(thread_id), set()).add(str(doc_id))
-        out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        out: list[tuple[str, tuple[str, str], dict[str, Any]]] = []
         for thread_id, docs in sorted(by_thread.items()):
             wanted = sorted(docs)
             for start in range(0, len(wanted), 256):
@@ -272,7 +343,7 @@ class ChromaStore:
                 for rec in self.iter_records({"$and": [{"thread_id": thread_id}, clause]}):
                     meta = rec["metadata"] or {}
                     if str(meta.get("thread_id")) == thread_id and meta.get("doc_id") is not None:
-                        out.setdefault((thread_id, str(meta["doc_id"])), []).append(dict(meta))
+                        out.append((rec["id"], (thread_id, str(meta["doc_id"])), dict(meta)))
         return out
 
     def iter_records(
@@ -419,6 +490,55 @@ def _memory_client_class() -> Any:
     return OwnSystemClient
 
 
+#: Each embedded folder this process opened, and what it was then (:func:`_folder_identity`).
+_opened: dict[Path, tuple[Any, ...]] = {}
+
+
+def _folder_identity(folder: Path) -> tuple[Any, ...]:
+    """``(folder's device and inode, its chroma.sqlite3's inode)``, ``None`` for what is not there."""
+    try:
+        st = folder.stat()
+        here: tuple[int, int] | None = (st.st_dev, st.st_ino)
+    except OSError:
+        return (None, None)
+    try:
+        db: int | None = (folder / "chroma.sqlite3").stat().st_ino
+    except OSError:
+        db = None
+    return here, db
+
+
+def _forget_a_ghost(folder: Path) -> None:
+    """Before opening ``folder`` again in this process: if it is not the folder opened before (deleted and made
+    again, or its database replaced), drop the Chroma system chromadb keeps for that path, which still serves the
+    old one's data (chromadb shares one system per path in a process)."""
+    key = folder.resolve()
+    before = _opened.get(key)
+    if before is None or before == _folder_identity(folder):
+        return
+    try:
+        from chromadb.api.shared_system_client import SharedSystemClient
+
+        systems = SharedSystemClient._identifier_to_system
+        counts = SharedSystemClient._identifier_to_refcount
+    except (ImportError, AttributeError) as e:  # another chromadb layout: say what to do instead
+        raise StoreError(
+            f"the store folder {folder} was deleted or replaced since this process opened it, and chromadb still "
+            f"serves the old one in this process ({e}); restart the process to open the folder as it is now"
+        ) from e
+    for identifier in [i for i in systems if i and _same_folder(i, key)]:
+        systems.pop(identifier, None)
+        counts.pop(identifier, None)
+    logger.warning("the store folder %s is not the one this process opened before: opening it afresh", folder)
+
+
+def _same_folder(identifier: str, folder: Path) -> bool:
+    try:
+        return Path(identifier).resolve() == folder
+    except (OSError, ValueError):
+        return False
+
+
 def _cosines(distances: Sequence[float]) -> list[float]:
     """Chroma's cosine distances as cosines in [-1, 1] (one array operation for a row of hits)."""
     return np.clip(1.0 - np.asarray(distances, dtype=np.float64), -1.0, 1.0).tolist()
@@ -433,9 +553,7 @@ def _records(page: Mapping[str, Any], include: Sequence[str]) -> Iterator[dict[s
         yield rec
 
 
-def _check_store_args(
-    path: Any, host: Any, port: Any, ssl: Any, headers: Any, client: Any, in_memory: Any
-) -> None:
+def _check_store_args(path: Any, host: Any, port: Any, ssl: Any, headers: Any, client: Any, in_memory: Any) -> None:
     """The store arguments' types, so that a mistake is an InputError here, not a connection failure later."""
     if path is not None and not isinstance(path, (str, os.PathLike)):
         raise InputError(f"path must be a folder path (str or pathlib.Path), got {type(path).__name__}")

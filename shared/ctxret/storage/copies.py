@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .sql import in_chunks
+from .sql import in_chunks, reports_damage
 
 if TYPE_CHECKING:
     from .chroma import ChromaStore
@@ -41,10 +41,11 @@ class Copies:
     lexical write's transaction (:meth:`insert`, :meth:`delete`, :meth:`clear`), read as one snapshot
     with the journal (:meth:`stored`)."""
 
-    def __init__(self, db: sqlite3.Connection, lock: threading.RLock, journal: Journal) -> None:
+    def __init__(self, db: sqlite3.Connection, lock: threading.RLock, journal: Journal, path: str = "") -> None:
         self._db = db
         self._lock = lock
         self._journal = journal
+        self.path = path  # the file's, for errors
 
     def insert(self, rowid: int | None, copy: Copy) -> None:
         """Inside a write transaction: keep the copy of the piece at ``rowid`` (nothing for ``(None, None)``)."""
@@ -61,6 +62,7 @@ class Copies:
         """Inside a write transaction: drop every copy."""
         self._db.execute("DELETE FROM piece_copies")
 
+    @reports_damage
     def stored(self, ids: Iterable[str]) -> dict[str, tuple[str, dict[str, Any]]] | None:
         """The ``(document, metadata)`` of pieces as the vector store holds them, for the ids kept
         here with them (the rest: read the vector store). ``None`` while a write to the vector store

@@ -21,6 +21,8 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from .sql import reports_damage
+
 __all__ = ["Journal", "SCHEMA"]
 
 #: The journal's table, in the lexical file (created and dropped with the file's other tables).
@@ -38,9 +40,10 @@ class Journal:
     """The announcements in one lexical file, read and written through the file's connection and lock
     (so that settling one is part of the lexical write's transaction)."""
 
-    def __init__(self, db: sqlite3.Connection, lock: threading.RLock) -> None:
+    def __init__(self, db: sqlite3.Connection, lock: threading.RLock, path: str = "") -> None:
         self._db = db
         self._lock = lock
+        self.path = path  # the file's, for errors
         # This object's writes announced by mark_pending() and not settled yet, per thread (LIFO).
         self._outstanding = threading.local()
 
@@ -56,11 +59,13 @@ class Journal:
                 self._db.execute("COMMIT" if done else "ROLLBACK")
 
     @property
+    @reports_damage
     def pending(self) -> bool:
         """True while a write to the vector store may not have reached the lexical file yet (or crashed)."""
         with self._lock:
             return self._db.execute("SELECT 1 FROM pending_writes LIMIT 1").fetchone() is not None
 
+    @reports_damage
     def mark_pending(
         self,
         ids: Iterable[str] | None = None,
@@ -101,6 +106,7 @@ class Journal:
         stack.append(token)
         return token
 
+    @reports_damage
     def abandoned(self) -> set[str] | None:
         """The pieces announced by writers that are gone (:meth:`settle_all` would clear them): their
         content in the lexical file may be older than the vector store's. ``None``: a gone writer did
@@ -114,6 +120,7 @@ class Journal:
                 out.update(found.get(key, ()))
         return out
 
+    @reports_damage
     def abandoned_writes(self) -> list[dict[str, Any]]:
         """The announcements of gone writers, oldest first, as ``{"new", "rewritten", "stale"}`` id lists,
         ``{"clear": True}``, ``{"ids": [...]}`` (a write that did not say which ids were new) or ``{}``
@@ -138,12 +145,14 @@ class Journal:
         if stack:
             self._db.execute("DELETE FROM pending_writes WHERE token = ?", (stack.pop(),))
 
+    @reports_damage
     def settle(self) -> None:
         """Clear this thread's latest announcement in a transaction of its own (a write that reached
         the vector store and has nothing to write to the lexical file, or was refused whole)."""
         with self._tx():
             self.settle_latest()
 
+    @reports_damage
     def settle_all(self) -> None:
         """After a full repair: clear the announcements whose writers are gone (or are this object's).
 

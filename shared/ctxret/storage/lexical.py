@@ -52,7 +52,7 @@ from .copies import Copies, encode_copy
 from .journal import SCHEMA as JOURNAL_SCHEMA
 from .journal import Journal
 from .postings import Postings
-from .sql import in_chunks, safe_text
+from .sql import damage_error, in_chunks, is_damage, reports_damage, safe_text
 from .tokenize import Analysis, analysis
 
 logger = logging.getLogger(__name__)
@@ -61,6 +61,7 @@ logger = logging.getLogger(__name__)
 #: open and refilled from Chroma's stored documents (no re-embedding): the Chroma collection's
 #: config does not depend on it.
 LEXICAL_VERSION = "fts5-ascii-4"
+
 
 @functools.lru_cache(maxsize=1)
 def fts5_available() -> bool:
@@ -108,19 +109,26 @@ class LexicalIndex:
         #: index needs a full fill from the vector store.
         self.fresh = False
         #: The announcements of writes to the vector store (:mod:`.journal`), in this file.
-        self.journal = Journal(self._db, self._lock)
+        self.journal = Journal(self._db, self._lock, self.path)
         #: Each piece's document and metadata as the vector store holds them (:mod:`.copies`).
-        self.copies = Copies(self._db, self._lock, self.journal)
+        self.copies = Copies(self._db, self._lock, self.journal, self.path)
         #: Searches run on the file's postings held in memory (:mod:`.postings`), read on the first
         #: search and kept in step with every write.
         self._postings: Postings | None = None
         self._postings_version: int | None = None  # SQLite's data_version when last checked
         self._postings_generation: int | None = None  # ctxret_meta's generation the postings hold
-        with self._lock:
-            if self.path != ":memory:":
-                self._db.execute("PRAGMA journal_mode=WAL")
-                self._db.execute("PRAGMA synchronous=NORMAL")
-            self._open_schema()
+        try:
+            with self._lock:
+                if self.path != ":memory:":
+                    self._db.execute("PRAGMA journal_mode=WAL")
+                    self._db.execute("PRAGMA synchronous=NORMAL")
+                    self._db.execute("PRAGMA journal_size_limit=1048576")  # the -wal shrinks back after checkpoints
+                self._open_schema()
+        except sqlite3.DatabaseError as e:
+            self._db.close()
+            if is_damage(e):
+                raise damage_error(self.path, e) from e
+            raise
 
     def _open_schema(self) -> None:
         db = self._db
@@ -153,7 +161,8 @@ class LexicalIndex:
             db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS pieces_vocab USING fts5vocab(pieces_fts, 'row')")
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:
+                db.execute("ROLLBACK")
             raise
 
     # -- transactions --------------------------------------------------------------------------
@@ -207,6 +216,7 @@ class LexicalIndex:
         self.close()
 
     # -- writes --------------------------------------------------------------------------------
+    @reports_damage
     def write(
         self,
         ids: Sequence[str] = (),
@@ -261,6 +271,7 @@ class LexicalIndex:
         """Remove pieces by id (unknown ids are ignored)."""
         self.write(delete=list(ids), settle=settle)
 
+    @reports_damage
     def clear(self, *, settle: bool = False) -> None:
         """Remove every piece."""
         with self._tx(Postings.clear):
@@ -271,6 +282,7 @@ class LexicalIndex:
             if settle:
                 self.journal.settle_latest()
 
+    @reports_damage
     def replace_all(self, records: Iterable[tuple[Any, ...]]) -> int:
         """Replace the whole content with ``(id, text, thread_id, turn_id[, document, metadata])``
         records in one transaction (``document, metadata``: as :meth:`write`'s ``stored``)."""
@@ -303,7 +315,45 @@ class LexicalIndex:
             self.copies.delete(chunk, marks)
             self._db.execute(f"DELETE FROM pieces WHERE id IN ({marks})", chunk)
 
+    # -- bookkeeping and space -------------------------------------------------------------------
+    @reports_damage
+    def meta_int(self, key: str) -> int:
+        """An integer the store keeps in the file's ``ctxret_meta`` (0 when unset)."""
+        with self._lock:
+            row = self._db.execute("SELECT value FROM ctxret_meta WHERE key = ?", (key,)).fetchone()
+        return int(row[0]) if row is not None and str(row[0]).lstrip("-").isdigit() else 0
+
+    @reports_damage
+    def set_meta_int(self, key: str, value: int, *, add: bool = False) -> int:
+        """Set (``add``: add to) an integer in ``ctxret_meta``, in one transaction; returns its new value."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                row = self._db.execute("SELECT value FROM ctxret_meta WHERE key = ?", (key,)).fetchone()
+                old = int(row[0]) if row is not None and str(row[0]).lstrip("-").isdigit() else 0
+                new = old + value if add else value
+                self._db.execute("INSERT OR REPLACE INTO ctxret_meta(key, value) VALUES (?, ?)", (key, str(new)))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return new
+
+    def compact(self) -> None:
+        """Give the file's free space back: FTS5's segments merged, the file rewritten without free pages, the
+        ``-wal`` emptied. A failure (another connection busy with the file) is logged: the file stays as it was."""
+        if self.path == ":memory:":
+            return
+        with self._lock:
+            try:
+                self._db.execute("INSERT INTO pieces_fts(pieces_fts) VALUES ('optimize')")
+                self._db.execute("VACUUM")
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error as e:
+                logger.warning("could not compact the lexical file %s (%s); it keeps its free pages", self.path, e)
+
     # -- reads ---------------------------------------------------------------------------------
+    @reports_damage
     def ids(self, thread_id: str | None = None) -> set[str]:
         """Every stored piece id (of one thread)."""
         with self._lock:
@@ -313,6 +363,7 @@ class LexicalIndex:
                 rows = self._db.execute("SELECT id FROM pieces WHERE thread_id = ?", (safe_text(thread_id),)).fetchall()
         return {r[0] for r in rows}
 
+    @reports_damage
     def known(self, ids: Iterable[str]) -> set[str]:
         """Which of ``ids`` the file holds."""
         ids = list(dict.fromkeys(str(i) for i in ids))
@@ -322,10 +373,12 @@ class LexicalIndex:
                 out.update(r[0] for r in self._db.execute(f"SELECT id FROM pieces WHERE id IN ({marks})", chunk))
         return out
 
+    @reports_damage
     def count(self) -> int:
         with self._lock:
             return int(self._db.execute("SELECT count(*) FROM pieces").fetchone()[0])
 
+    @reports_damage
     def thread_counts(self) -> dict[str, tuple[int, int]] | None:
         """``{thread_id: (pieces, turns)}`` from the file's index (no piece is read); ``None`` while a write is
         announced (:attr:`~.journal.Journal.pending`), when the file may be behind the vector store."""
@@ -341,6 +394,7 @@ class LexicalIndex:
                 self._db.execute("COMMIT")
         return {str(t): (int(n), int(turns)) for t, n, turns in rows}
 
+    @reports_damage
     def search(self, query: str, k: int, thread_ids: Sequence[str] | None = None) -> list[tuple[str, float]]:
         """Top ``k`` ``(id, bm25)`` for ``query`` (pieces holding any of its tokens), best first.
 
@@ -356,6 +410,7 @@ class LexicalIndex:
         with self._lock:
             return self._memory().search(query, k, thread_ids)
 
+    @reports_damage
     def scores(self, query: str, ids: Iterable[str], thread_ids: Sequence[str] | None = None) -> dict[str, float]:
         """Exact BM25 of given pieces for ``query`` (the same number :meth:`search` gives them).
 
@@ -369,6 +424,7 @@ class LexicalIndex:
         with self._lock:
             return self._memory().scores(query, ids, thread_ids)
 
+    @reports_damage
     def coverage(self, query: str, ids: Iterable[str]) -> dict[str, float]:
         """Share of the query's term weight each piece holds:
         ``sum idf(t) for t in query ∩ piece / sum idf(t) for t in query``.

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import InputError, StoreError
+from .visibility import InFlight
 
 __all__ = ["FolderLock", "LOCK_NAME", "Writers", "check_lock_timeout", "writers_of"]
 
@@ -41,9 +42,28 @@ logger = logging.getLogger(__name__)
 
 LOCK_NAME = "ctxret.lock"
 _INFO_NAME = "ctxret.lock.json"
-_held: dict[Path, tuple[Any, int]] = {}  # resolved folder -> (FileLock, how many stores hold it)
+_held: dict[Path, _Hold] = {}  # resolved folder -> this process's hold on its lock file
 _guard = threading.Lock()  # guards _held and _gates
 _gates: dict[Path, threading.Lock] = {}  # one thread of the process takes a folder's file lock at a time
+
+
+class _Hold:
+    """This process's hold on one folder's lock file: the lock, how many stores hold it, and which file it is (a
+    folder deleted and made again under a live process holds a new file: a new hold, the old one ends with its
+    holders)."""
+
+    __slots__ = ("lock", "count", "file")
+
+    def __init__(self, lock: Any, file: tuple[int, int] | None) -> None:
+        self.lock, self.count, self.file = lock, 1, file
+
+
+def _file_id(folder: Path) -> tuple[int, int] | None:
+    try:
+        st = (folder / LOCK_NAME).stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def check_lock_timeout(value: Any) -> float:
@@ -65,6 +85,7 @@ class FolderLock:
     def __init__(self, folder: str | os.PathLike[str]) -> None:
         self.folder = Path(folder).resolve()
         self._released = True
+        self._hold: _Hold | None = None
 
     def acquire(self, timeout: float = 0.0) -> FolderLock:
         """Hold the folder (shared with this process's other holders); another process's hold is waited
@@ -76,10 +97,13 @@ class FolderLock:
             gate = _gates.setdefault(self.folder, threading.Lock())
         with gate:  # a wait below holds up this folder's other openers only, and no release
             with _guard:
-                lock, count = _held.get(self.folder, (None, 0))
-                if lock is not None:
-                    _held[self.folder] = (lock, count + 1)
-            if lock is None:
+                hold = _held.get(self.folder)
+                if hold is not None and hold.file != _file_id(self.folder):
+                    del _held[self.folder]  # the folder was deleted (or replaced) since: its lock file is another
+                    hold = None
+                if hold is not None:
+                    hold.count += 1
+            if hold is None:
                 lock = FileLock(str(self.folder / LOCK_NAME), timeout=0, thread_local=False)
                 try:
                     lock.acquire(timeout=0)
@@ -87,16 +111,20 @@ class FolderLock:
                     if timeout <= 0:
                         raise StoreError(_busy_message(self.folder)) from None
                     logger.warning(
-                        "the store folder %r is in use by %s; waiting for it (%s)", str(self.folder),
-                        _holder(self.folder), "until it lets go" if math.isinf(timeout) else f"up to {timeout:g} s",
+                        "the store folder %r is in use by %s; waiting for it (%s)",
+                        str(self.folder),
+                        _holder(self.folder),
+                        "until it lets go" if math.isinf(timeout) else f"up to {timeout:g} s",
                     )
                     try:
                         lock.acquire(timeout=-1 if math.isinf(timeout) else timeout)
                     except Timeout:
                         raise StoreError(_busy_message(self.folder, waited=timeout)) from None
                 _write_info(self.folder)
+                hold = _Hold(lock, _file_id(self.folder))
                 with _guard:
-                    _held[self.folder] = (lock, 1)
+                    _held[self.folder] = hold
+        self._hold = hold
         self._released = False
         return self
 
@@ -104,18 +132,21 @@ class FolderLock:
         if self._released:
             return
         self._released = True
+        hold, self._hold = self._hold, None
+        if hold is None:
+            return
         with _guard:
-            lock, count = _held.get(self.folder, (None, 0))
-            if lock is None:
+            hold.count -= 1
+            if hold.count > 0:
                 return
-            if count <= 1:
+            current = _held.get(self.folder) is hold
+            if current:
                 del _held[self.folder]
-                try:
+            try:
+                if current:
                     (self.folder / _INFO_NAME).unlink(missing_ok=True)
-                finally:
-                    lock.release()
-            else:
-                _held[self.folder] = (lock, count - 1)
+            finally:
+                hold.lock.release()
 
     def __del__(self) -> None:  # an index dropped without close() still gives the folder back
         try:
@@ -164,13 +195,15 @@ class _Cache(Protocol):
 
 class Writers:
     """The one write lock and write counter of a store inside this process, shared by every
-    ``PieceStore`` open on it (two indexes on one folder, or one server collection), and their thread
-    caches (a write drops the threads it changes from every one of them)."""
+    ``PieceStore`` open on it (two indexes on one folder, or one server collection), their thread
+    caches (a write drops the threads it changes from every one of them) and the changes in flight that
+    searches beside them must see whole (:class:`~.visibility.InFlight`)."""
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.generation = 0
         self.caches: weakref.WeakSet[_Cache] = weakref.WeakSet()
+        self.inflight = InFlight()
         self._threads: weakref.WeakValueDictionary[str, _ThreadLock] = weakref.WeakValueDictionary()
         self._threads_guard = threading.Lock()
         #: The last chat turn number each thread was seen with (a hint for the next append: checked, not trusted).

@@ -13,22 +13,25 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from .._faults import fault_point
-from ..errors import ClosedError, InputError
+from ..errors import ClosedError, CtxretError, InputError, StoreError
 from . import config_copy
 from .base import DEFERRED, Fetched, Row, StoredPieces, group_parents
 from .cache import DEFAULT_CACHE_PIECES, Block, ScopeView, ThreadCache, read_thread
 from .changes import ChangeLog
 from .chroma import DEFAULT_COLLECTION, ChromaStore
 from .claims import TurnClaims
+from .compact import DELETED_KEY, CompactReport, compact, due
 from .copies import as_stored
+from .heal import mark_checked, open_derived
 from .journal import Journal
 from .lexical import LexicalIndex, default_lexical_path, fts5_available
 from .lexical_sync import SyncReport, lexical_text, sync_from_store
@@ -36,14 +39,25 @@ from .lock import Writers, writers_of
 from .rebuild import recover
 from .replay import repair_writes, replay_changes
 from .schema import ParentKey, Scope
+from .snapshot import Snapshot, copy_into, take_snapshot, writable
 from .tokenize import Analysis
 from .tokenize import analysis as default_analysis
 from .views import ViewIndex
+from .visibility import Change, Hidden
 from .where import Unsupported
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["ClosedStore", "PieceStore", "open_piece_store"]
+
+_T = TypeVar("_T")
+#: Tries of a search's read that fails while a write overlaps it (each after that write is over).
+_READ_ATTEMPTS = 5
+
+
+def _store_fault(e: BaseException) -> bool:
+    """Whether ``e`` is the store's failure (one a read beside a write may meet), not the caller's input."""
+    return isinstance(e, CtxretError) and not isinstance(e, InputError)
 
 
 def _writers_of(chroma: ChromaStore) -> Writers:
@@ -59,6 +73,10 @@ def _writers_of(chroma: ChromaStore) -> Writers:
 class PieceStore:
     """Chroma + the optional lexical index of one collection (see the module docstring)."""
 
+    #: Whether a write or delete compacts the store when the pieces deleted since its last compaction reach the
+    #: pieces left (:mod:`.compact`; ``False``: only :meth:`compact` does).
+    auto_compact = True
+
     def __init__(
         self,
         chroma: ChromaStore,
@@ -69,8 +87,13 @@ class PieceStore:
         scoped_lexical: bool = True,
         changes: ChangeLog | None = None,
         journal: LexicalIndex | None = None,
+        read_only: bool = False,
+        snapshot: Snapshot | None = None,
     ) -> None:
         self.chroma = chroma
+        #: Whether writes are refused (``read_only=True``, or a folder this process cannot write: :mod:`.snapshot`).
+        self.read_only = read_only
+        self._snapshot = snapshot  # the private copy a read-only folder is searched in
         self.lexical = lexical
         # the SQLite file of the write journal: the lexical file, else one of the same format holding no
         # pieces (an embedded store with ``lexical=False``)
@@ -81,16 +104,19 @@ class PieceStore:
         self.scoped_lexical = scoped_lexical
         #: The lexical analysis of thread-scoped BM25 (the lexical file's own, when there is one).
         self.analysis = lexical.analysis if lexical is not None else (analysis or default_analysis())
-        #: Recently searched threads, read once and searched from memory (see :mod:`.cache`).
-        self.cache = ThreadCache(self._load_thread, cache_pieces)
         #: Other processes' writes (a Chroma server): replayed before each search (see :mod:`.changes`).
         self.changes = changes
         #: The LLM-written views' vectors (``<collection>-views``), kept in step with the pieces (:mod:`.views`).
         self.views = ViewIndex(chroma)
         self._writers = _writers_of(chroma)
+        #: This process's changes in flight, which searches see whole (:mod:`.visibility`).
+        self.inflight = self._writers.inflight
+        #: Recently searched threads, read once and searched from memory (see :mod:`.cache`).
+        self.cache = ThreadCache(self._load_thread, cache_pieces, self.inflight)
         self._writers.caches.add(self.cache)
         #: Turn claims for appends from several processes (a Chroma server; :mod:`.claims`), else ``None``.
         self.claims: TurnClaims | None = TurnClaims(chroma) if changes is not None else None
+        self._deleted = 0  # pieces deleted since the last compaction, where no file keeps the count
 
     # -- one writer at a time ---------------------------------------------------------------------
     def writing(self) -> contextlib.AbstractContextManager[Any]:
@@ -114,15 +140,18 @@ class PieceStore:
         return self._writers.generation
 
     @contextlib.contextmanager
-    def changing(self, threads: Iterable[str] | None) -> Iterator[None]:
-        """One change of the pieces: under the write lock; afterwards (even if it failed part-way) the
-        changed threads leave every cache of the store in this process and the write counter moves on."""
+    def changing(self, threads: Iterable[str] | None) -> Iterator[Change]:
+        """One change of the pieces: under the write lock, declared to the searches beside it (the
+        :class:`~.visibility.Change` it yields says what it adds and removes, so they see it whole); afterwards
+        (even if it failed part-way) the changed threads leave every cache of the store in this process and the
+        write counter moves on. A thread cached before stays cached while it changes: searches see it as before."""
         threads = None if threads is None else set(threads)
         with self._writers.lock:
-            self._invalidate(threads)
+            self.chroma.check_present()  # a folder deleted under this process: nothing is written to what is left
             try:
-                yield
-            finally:  # a read between the two stores' writes may have cached the half-written thread
+                with self.inflight.change(threads) as change:
+                    yield change
+            finally:  # after the change is declared over: a thread read meanwhile is read again
                 self._invalidate(threads)
                 self._writers.generation += 1
 
@@ -141,6 +170,7 @@ class PieceStore:
         threads' stored vectors, BM25 with the scope's own statistics, the caller's ``where``
         evaluated on the metadata); anything else goes to Chroma's index and the lexical file.
         """
+        self.chroma.check_present()  # a folder deleted under this process: its data is not served
         replay_changes(self)
         if scope.thread_ids is not None:
             try:
@@ -174,10 +204,25 @@ class PieceStore:
         return self.lexical is not None or self.scoped_lexical
 
     def close(self) -> None:
-        """Close the lexical file and give the folder lock back."""
+        """Close the lexical file (stamped as closed cleanly: :mod:`.heal`) and give the folder lock back (a read-only
+        store: remove its copy)."""
         if self._journal_file is not None:
             self._journal_file.close()
-        self.chroma.close()
+            f = self._journal_file
+            if self._snapshot is None and not any(getattr(x, "damaged", False) for x in (f, f.journal, f.copies)):
+                mark_checked(f.path)  # unless it failed while open: then the next open checks it
+        self.chroma.close(private=self._snapshot is not None)
+        if self._snapshot is not None:
+            self._snapshot.remove()
+
+    def refuse_writes(self) -> None:
+        """A :class:`StoreError` when the store was opened read-only."""
+        if self.read_only:
+            raise StoreError(
+                f"the store {self.location} (collection {self.collection_name!r}) is open read-only (read_only=True, "
+                "or a folder this process cannot write); nothing was written. Open it without read_only=True, on a "
+                "folder this process may write, to change it"
+            )
 
     # -- config -----------------------------------------------------------------------------------
     def stored_config(self) -> dict[str, Any] | None:
@@ -187,6 +232,12 @@ class PieceStore:
         """Open (or create) the collection recording ``config``, after finishing any interrupted rebuild
         (:func:`~.rebuild.recover`) and then any write a crash cut off (:func:`~.replay.repair_writes`)."""
         recover(self)
+        if self.read_only and not self.chroma.exists():
+            raise StoreError(
+                f"the store {self.location} has no collection {self.collection_name!r} to open read-only (it holds "
+                f"{', '.join(map(repr, self.chroma.names())) or 'none'}); name one it holds, or open it without "
+                "read_only=True to create it"
+            )
         self.chroma.open(config)
         config_copy.record(self.lexical, self.collection_name, self.chroma.stored_config())  # for `ctxret stats`
         self.views.open(config)  # views hook
@@ -200,7 +251,9 @@ class PieceStore:
         name: str | None = None,
     ) -> StoredPieces:
         """The stored piece ids of the given turns (``(thread_id, turn_id)``) and of every turn of the given
-        documents (``(thread_id, doc_id)``): one filtered read per 256 turn ids and per 256 document ids."""
+        documents (``(thread_id, doc_id)``): one filtered read per 256 turn ids and per 256 document ids. The write
+        path's first read: a read-only store refuses the write here, before anything is embedded."""
+        self.refuse_writes()
         out = StoredPieces(defaultdict(set), defaultdict(lambda: defaultdict(set)))
         if name is not None and name != self.collection_name:
             return out  # a rebuild target starts empty
@@ -238,11 +291,12 @@ class PieceStore:
         rebuild target), Chroma only: the lexical index is refilled after the swap. ``views``
         (:class:`~.views.ViewRecords`): the written pieces' LLM-written views, stored before the pieces.
         """
+        self.refuse_writes()
         main = name is None or name == self.collection_name
         lexical = self.lexical if main else None
         journal = self.journal if main else None
         threads = {str(m.get("thread_id")) for m in metadatas} if main else set()  # stale ids: the same threads
-        with self.changing(threads):
+        with self.changing(threads) as change:
             again = lexical.known(ids) if lexical is not None else set()  # written before: Chroma merges their metadata
             fresh = set(new) if new is not None else set(ids) - again if lexical is not None else None
             if journal is not None and fresh is None:
@@ -256,6 +310,8 @@ class PieceStore:
                     metadatas = [metadatas[i] for i in order]
                 journal.mark_pending([i for i in ids if i not in fresh], new=[i for i in ids if i in fresh],
                                      stale=stale)  # fmt: skip
+            if main:  # searches beside it see the store before it until its new pieces are all stored
+                self.inflight.adding(change, ids if fresh is None else [i for i in ids if i in fresh])
             fault_point("write:before-chroma")
             try:
                 self.views.write(views, name=name)  # views hook: before the pieces
@@ -266,6 +322,8 @@ class PieceStore:
                     journal.settle()  # refused whole: nothing to repair
                 raise
             fault_point("write:after-upsert")
+            if main:  # from here, after it
+                self.inflight.removing(change, stale)
             if stale:
                 self.chroma.delete_ids(stale, name=name)
                 self.views.delete_pieces(stale, name=name)  # views hook
@@ -286,25 +344,59 @@ class PieceStore:
             fault_point("write:after-lexical")
             if main and self.changes is not None:  # after the data: other processes replay it
                 self.changes.record(list(ids), list(stale), threads)
+        if main and stale:
+            self._deleted_some(len(stale))
 
     def delete(self, scope: Scope) -> int:
         """Delete every piece inside ``scope``; returns how many."""
+        self.refuse_writes()
         with self.writing():
             recs = list(self.chroma.iter_records(scope.chroma_where()))
             ids = [r["id"] for r in recs]
             threads = {str((r["metadata"] or {}).get("thread_id")) for r in recs}
             for t in threads:
                 self.heads.pop(t, None)
-            with self.changing(threads):
+            with self.changing(threads) as change:
+                self.inflight.removing(change, ids)
                 self._delete_ids(ids)
                 self.views.delete_pieces(ids)  # views hook
                 if self.changes is not None:
                     self.changes.record([], ids, threads)
+            if ids:
+                self._deleted_some(len(ids))
         return len(ids)
+
+    # -- space (:mod:`.compact`) ------------------------------------------------------------------
+    def compact(self) -> CompactReport:
+        """Take back the space deleted pieces hold: the live pieces (vectors as stored, nothing embedded) copied into
+        a new collection swapped in crash-safely, the lexical file rewritten (see :mod:`.compact`)."""
+        self.refuse_writes()
+        return compact(self)
+
+    def deleted_since_compact(self) -> int:
+        """Pieces deleted since the last compaction (kept in the lexical or journal file, else in this process)."""
+        f = self._journal_file
+        return f.meta_int(DELETED_KEY) if f is not None else self._deleted
+
+    def set_deleted(self, n: int) -> None:
+        f = self._journal_file
+        if f is not None:
+            f.set_meta_int(DELETED_KEY, n)
+        self._deleted = n
+
+    def _deleted_some(self, n: int) -> None:
+        """After a write or delete of the main collection removed ``n`` pieces: count them; compact when due."""
+        f = self._journal_file
+        total = f.set_meta_int(DELETED_KEY, n, add=True) if f is not None else self._deleted + n
+        self._deleted = total
+        if self.auto_compact and due(total, self.count):
+            self.compact()
 
     def clear(self) -> None:
         """Delete every piece (the collection and its config stay)."""
-        with self.changing(None):
+        self.refuse_writes()
+        with self.changing(None) as change:
+            self.inflight.removing(change, everything=True)
             self.heads.clear()
             if self.claims is not None:
                 self.claims.clear()
@@ -319,6 +411,8 @@ class PieceStore:
                 self.journal.settle()
             if self.changes is not None:
                 self.changes.record_everything()
+        if ids:
+            self._deleted_some(len(ids))
 
     def _delete_ids(self, ids: Sequence[str]) -> None:
         if self.journal is not None:
@@ -331,11 +425,36 @@ class PieceStore:
             self.journal.settle()
 
     # -- reads (the DenseBackend protocol) ---------------------------------------------------------
+    def _visible(self, read: Callable[[], _T]) -> tuple[_T, Hidden]:
+        """``read()`` and what it must not show of the writes in flight in this process (:mod:`.visibility`).
+
+        A read that fails while a write overlapped it (Chroma's "Error finding id", a collection being swapped) is
+        made again once the write is over; on a Chroma server, "Error finding id" (another process's delete) too."""
+        for attempt in range(_READ_ATTEMPTS):
+            stamp = self.inflight.begin()
+            try:
+                out = read()
+            except BaseException as e:
+                # on a server, another process's delete can meet this read too: its own error, read again
+                elsewhere = self.changes is not None and attempt < 2 and "error finding id" in str(e).lower()
+                again = _store_fault(e) and (self.inflight.touched(None, stamp) or elsewhere)
+                self.inflight.end(stamp)  # after touched(): ending may forget the writes it asks about
+                if not again or attempt + 1 == _READ_ATTEMPTS:
+                    raise
+                if not self.inflight.wait(None, timeout=30.0) or self.changes is not None:
+                    time.sleep(0.05 * (attempt + 1))
+                continue
+            return out, self.inflight.end(stamp)
+        raise AssertionError("unreachable")  # pragma: no cover
+
     def dense(self, vectors: np.ndarray, n: int, scope: Scope) -> list[list[Row]]:
         """Chroma's graph search inside ``scope``. Without a thread scope the rows come back
         :data:`~.base.DEFERRED` (ids and cosines): the search reads the texts and metadata of the
         hits it keeps (:meth:`complete`), not of every candidate."""
-        return self.chroma.query(vectors, n, scope.chroma_where(), texts=scope.thread_ids is not None)
+        rows, hidden = self._visible(
+            lambda: self.chroma.query(vectors, n, scope.chroma_where(), texts=scope.thread_ids is not None)
+        )
+        return [[r for r in row if r[0] not in hidden] for row in rows] if hidden else rows
 
     def fetch(self, ids: Sequence[str], scope: Scope) -> dict[str, Fetched]:
         """ONE read for the given ids: text, metadata and vector. A caller filter is checked by Chroma
@@ -347,7 +466,10 @@ class PieceStore:
         texts = scope.thread_ids is not None
         include = ("documents", "metadatas", "embeddings") if texts else ("embeddings",)
         out: dict[str, Fetched] = {}
-        for rec in self.chroma.get(ids, include=include, where=scope.where):
+        recs, hidden = self._visible(lambda: self.chroma.get(ids, include=include, where=scope.where))
+        for rec in recs:
+            if rec["id"] in hidden:
+                continue  # a piece a write in flight adds or removes (the search sees it before or after)
             meta = dict(rec.get("metadata") or {}) if texts else DEFERRED
             if texts and not scope.holds(meta):
                 continue  # a stale lexical row, or another thread's piece: never surfaces
@@ -361,31 +483,47 @@ class PieceStore:
         file's copy when it has them and no write is in flight (:meth:`.copies.Copies.stored`), the
         rest from Chroma."""
         ids = list(dict.fromkeys(ids))
-        out = (self.lexical.copies.stored(ids) if self.lexical is not None and ids else None) or {}
-        rest = [i for i in ids if i not in out]
-        recs = self.chroma.get(rest, include=("documents", "metadatas")) if rest else []
-        out.update({r["id"]: (r.get("document") or "", dict(r.get("metadata") or {})) for r in recs})
-        return out
+
+        def read() -> dict[str, tuple[str, dict[str, Any]]]:
+            out = (self.lexical.copies.stored(ids) if self.lexical is not None and ids else None) or {}
+            rest = [i for i in ids if i not in out]
+            recs = self.chroma.get(rest, include=("documents", "metadatas")) if rest else []
+            out.update({r["id"]: (r.get("document") or "", dict(r.get("metadata") or {})) for r in recs})
+            return out
+
+        out, hidden = self._visible(read)
+        return {i: v for i, v in out.items() if i not in hidden} if hidden else out
 
     def parents(self, keys: Iterable[ParentKey]) -> dict[ParentKey, list[dict[str, Any]]]:
         by_thread: dict[str, set[str]] = defaultdict(set)
         for thread_id, parent_id in keys:
             by_thread[str(thread_id)].add(str(parent_id))
-        metas: list[dict[str, Any]] = []
-        for thread_id, pids in sorted(by_thread.items()):
-            wanted = sorted(pids)
-            for start in range(0, len(wanted), 256):
-                chunk = wanted[start : start + 256]
-                clause = {"parent_id": chunk[0]} if len(chunk) == 1 else {"parent_id": {"$in": chunk}}
-                for rec in self.chroma.iter_records({"$and": [{"thread_id": thread_id}, clause]}):
-                    meta = rec["metadata"] or {}
-                    if str(meta.get("thread_id")) == thread_id:
-                        metas.append(meta)
-        return group_parents(metas)
+
+        def read() -> list[tuple[str, dict[str, Any]]]:
+            recs: list[tuple[str, dict[str, Any]]] = []
+            for thread_id, pids in sorted(by_thread.items()):
+                wanted = sorted(pids)
+                for start in range(0, len(wanted), 256):
+                    chunk = wanted[start : start + 256]
+                    clause = {"parent_id": chunk[0]} if len(chunk) == 1 else {"parent_id": {"$in": chunk}}
+                    for rec in self.chroma.iter_records({"$and": [{"thread_id": thread_id}, clause]}):
+                        meta = rec["metadata"] or {}
+                        if str(meta.get("thread_id")) == thread_id:
+                            recs.append((rec["id"], meta))
+            return recs
+
+        recs, hidden = self._visible(read)
+        return group_parents(meta for rid, meta in recs if rid not in hidden)  # one version of every turn
 
     def document_pieces(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
         """The metadata of every piece of each ``(thread_id, doc_id)`` document (all its sections)."""
-        return self.chroma.document_pieces(keys)
+        keys = list(keys)
+        recs, hidden = self._visible(lambda: self.chroma.document_records(keys))
+        out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for rid, key, meta in recs:
+            if rid not in hidden:
+                out.setdefault(key, []).append(meta)
+        return out
 
     def records(self, include: Sequence[str] = ("metadatas",), scope: Scope | None = None) -> Iterator[dict[str, Any]]:
         """Every stored record (inside ``scope``), page by page."""
@@ -413,6 +551,7 @@ class PieceStore:
         From the lexical file's index when it is in step (filled, no write announced: the rule under which
         searches take texts from its copy; a millisecond, and Chroma's segments are not even loaded), else from
         every record's metadata in Chroma (~0.25 ms a piece)."""
+        self.chroma.check_present()
         per_thread: dict[str, int] = {}
         n = n_turns = 0
         usable = self.lexical is not None and not self.lexical.fresh
@@ -444,6 +583,7 @@ class PieceStore:
         """Repair the lexical index from Chroma's stored texts (``full=None``: only if cheap signals disagree)."""
         if self.lexical is None:
             return SyncReport()
+        self.chroma.check_present()
         with self.writing():  # no write of this process in flight: its announcement is not a crashed one
             return sync_from_store(self.lexical, self.chroma, full=full)
 
@@ -475,9 +615,13 @@ def open_piece_store(
     lock_timeout: float = 0.0,
     lexical: bool | None = None,
     lexical_path: str | os.PathLike[str] | None = None,
+    read_only: bool = False,
 ) -> PieceStore:
     """The store an index opens: a Chroma collection, plus a lexical (BM25) file by default for an
     embedded or in-memory store.
+
+    ``read_only`` (or an embedded folder this process cannot write): writes are refused, and an embedded folder is
+    searched in a private copy, without its lock (:mod:`.snapshot`).
 
     Thread-scoped searches get their BM25 side in memory from the threads' pieces, on any store;
     the file serves unscoped searches. A Chroma server or custom client gets no file unless
@@ -490,28 +634,52 @@ def open_piece_store(
         not isinstance(lexical_path, (str, os.PathLike)) or not str(os.fspath(lexical_path)).strip()
     ):
         raise InputError(f"lexical_path must be a file path (or ':memory:'), got {lexical_path!r}")
+    if not isinstance(read_only, bool):
+        raise InputError(f"read_only must be True or False, got {read_only!r}")
     analysis = default_analysis()
+    snapshot = None
+    if host is None and client is None and not in_memory:
+        folder = Path(path if path is not None else ".ctxret").expanduser()
+        if not read_only and folder.is_dir() and not writable(folder):
+            logger.warning("the store folder %s cannot be written by this process: it is opened read-only", folder)
+            read_only = True
+        if read_only:
+            snapshot = take_snapshot(folder, lock_timeout)
+            path, lock_timeout = snapshot.path, 0.0
+            if lexical_path is not None and str(lexical_path) != ":memory:":
+                lexical_path = copy_into(snapshot, lexical_path)
     chroma = ChromaStore(
         path, collection=collection, host=host, port=port, ssl=ssl, headers=headers, client=client, in_memory=in_memory,
         lock_timeout=lock_timeout,
     )  # fmt: skip
+    if snapshot is not None:
+        chroma.location = str(snapshot.source)
     index: LexicalIndex | None = None
     if lexical is False:
         pass
     elif lexical is None and lexical_path is None and not fts5_available():
         logger.warning("this Python's SQLite has no FTS5: hybrid search is off (dense search only)")
     elif lexical_path is not None:
-        index = LexicalIndex(lexical_path, analysis=analysis)
+        index = LexicalIndex(":memory:", analysis=analysis) if str(lexical_path) == ":memory:" else None
+        index = index or open_derived(lexical_path, analysis=analysis)  # a damaged one is moved aside (heal.py)
     elif in_memory:
         index = LexicalIndex(":memory:", analysis=analysis)
     elif not chroma.server and chroma.path is not None:
-        index = LexicalIndex(default_lexical_path(chroma.path, collection), analysis=analysis)
+        index = open_derived(default_lexical_path(chroma.path, collection), analysis=analysis)
     journal = None
     if index is None and not chroma.server and chroma.path is not None and fts5_available():
         # no lexical file: a small one of the same format, holding no pieces, keeps the write announcements
-        journal = LexicalIndex(Path(chroma.path) / f"ctxret-journal-{collection}.sqlite3", analysis=analysis)
+        where = Path(chroma.path) / f"ctxret-journal-{collection}.sqlite3"
+        journal = open_derived(where, analysis=analysis, role="write journal")
     # A server is shared: other processes' writes come through its change log, replayed before each search.
     changes = ChangeLog(chroma) if chroma.server else None
     return PieceStore(
-        chroma, index, analysis=analysis, scoped_lexical=lexical is not False, changes=changes, journal=journal
+        chroma,
+        index,
+        analysis=analysis,
+        scoped_lexical=lexical is not False,
+        changes=changes,
+        journal=journal,
+        read_only=read_only,
+        snapshot=snapshot,
     )

@@ -45,7 +45,7 @@ class RebuiltStore(Protocol):
     @property
     def collection_name(self) -> str: ...
 
-    def changing(self, threads: Iterable[str] | None) -> AbstractContextManager[None]: ...
+    def changing(self, threads: Iterable[str] | None) -> AbstractContextManager[Any]: ...
 
 
 def rebuild(store: RebuiltStore, config: Mapping[str, Any], refill: Callable[[str], _T]) -> _T:
@@ -86,6 +86,7 @@ def swap_in(store: RebuiltStore, temp: str) -> None:
         fault_point("swap:after-rename-new")
         store.chroma.drop(previous)
         store.views.swapped()  # views hook
+        store.chroma.drop_orphan_segments()  # the old collections' graphs, which chromadb leaves on disk
         fault_point("swap:before-lexical")
         if store.changes is not None:
             store.changes.record_everything()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
-from typing import Protocol
+from typing import Any, Protocol
 
 from .cache import ThreadCache
 from .changes import ChangeLog
@@ -40,7 +40,7 @@ class ReplayedStore(Protocol):
     @property
     def collection_name(self) -> str: ...
 
-    def changing(self, threads: Iterable[str] | None) -> AbstractContextManager[None]: ...
+    def changing(self, threads: Iterable[str] | None) -> AbstractContextManager[Any]: ...
 
     def sync_lexical(self, *, full: bool | None = None) -> SyncReport: ...
 

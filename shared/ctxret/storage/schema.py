@@ -216,6 +216,11 @@ def hit_metadata(hit: Hit, group: Group, rank: int, parts: Sequence[str]) -> dic
     return meta
 
 
+#: How many thread ids one search or delete may name (their ``$in`` and a caller's filter together stay well inside
+#: SQLite's 32,766 values per statement; :data:`~.where.MAX_WHERE_VALUES`).
+MAX_THREAD_IDS = 10_000
+
+
 class Scope:
     """Where a search or delete looks: some threads (or all), a caller's Chroma ``where`` filter, and a time window.
 
@@ -345,6 +350,12 @@ def _thread_tuple(thread_id: str | Sequence[str] | None) -> tuple[str, ...] | No
     ids = [thread_id] if isinstance(thread_id, str) else thread_id
     if not isinstance(ids, (list, tuple, set, frozenset)):
         raise InputError(f"thread_id must be a string, a list of strings or None, got {type(thread_id).__name__}")
+    if len(ids) > MAX_THREAD_IDS:
+        raise InputError(
+            f"thread_id lists {len(ids):,} threads, over the limit of {MAX_THREAD_IDS:,} in one call (a store query "
+            "takes at most that many); search or delete in several calls, or give the threads' pieces a shared "
+            "metadata key and filter on it with where="
+        )
     out = [check_id(t) for t in ids]
     if not out:
         raise InputError("thread_id is an empty list; pass at least one thread id or None")

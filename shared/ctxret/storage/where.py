@@ -21,7 +21,15 @@ from typing import Any
 from ..errors import InputError
 from ..text import check_unicode
 
-__all__ = ["Unsupported", "check_where", "compile_where"]
+__all__ = ["MAX_WHERE_DEPTH", "MAX_WHERE_VALUES", "Unsupported", "check_where", "check_where_size", "compile_where"]
+
+#: How deep a caller's filter may nest (a filter inside ``$and`` / ``$or`` is one level down). Chroma 1.5 refuses
+#: filters nested between 50 and 100 levels ("Invalid where clause"); Python's recursion fails at about 1,000.
+MAX_WHERE_DEPTH = 32
+#: How many values a caller's filter may hold in all (what its conditions compare with, one per ``$in`` / ``$nin``
+#: item): SQLite takes at most 32,766 in one statement, and a store's read by id adds up to 5,461 ids and a thread
+#: scope its thread ids (:data:`~.schema.MAX_THREAD_IDS`) to the filter's.
+MAX_WHERE_VALUES = 10_000
 
 #: Chroma's operators on a metadata key (1.5).
 OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$contains", "$not_contains")
@@ -41,7 +49,35 @@ def check_where(where: Any) -> dict[str, Any]:
     """
     if not isinstance(where, Mapping):
         raise InputError(f"where must be a Chroma filter dict ({_EXAMPLE}), got {type(where).__name__}")
+    check_where_size(where)
     return _clause(where, "where")
+
+
+def check_where_size(where: Any) -> None:
+    """An :class:`InputError` naming the limit when ``where`` nests deeper than :data:`MAX_WHERE_DEPTH` or holds more
+    than :data:`MAX_WHERE_VALUES` values, found without recursion (before anything walks the filter recursively)
+    and stopping at the first level or value over the limit (a filter that refers to itself is just too deep)."""
+    stack: list[tuple[Any, int]] = [(where, 1)]
+    values = 0  # the filter's values: what its conditions compare with, one per $in/$nin item
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_WHERE_DEPTH:
+            raise InputError(
+                f"where nests filters more than {MAX_WHERE_DEPTH} levels deep (the limit); flatten it: '$and' and "
+                "'$or' take any number of clauses at one level, e.g. {'$or': [{'a': 1}, {'b': 2}, {'c': 3}]}"
+            )
+        in_dict = isinstance(node, Mapping)
+        for v in node.values() if in_dict else node:
+            if isinstance(v, (Mapping, list, tuple)):  # a list is at the level of the key that holds it
+                stack.append((v, depth if in_dict and not isinstance(v, Mapping) else depth + 1))
+            else:
+                values += 1
+        if values > MAX_WHERE_VALUES:
+            raise InputError(
+                f"where holds more than {MAX_WHERE_VALUES:,} values in all (the limit: what its conditions compare "
+                "with, one per $in/$nin item; a store query takes at most that many); split the call into several, or "
+                "filter on a key the wanted pieces share (a tag in their metadata) instead of listing them"
+            )
 
 
 def _clause(where: Any, path: str) -> dict[str, Any]:
