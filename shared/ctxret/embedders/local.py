@@ -453,6 +453,10 @@ class LocalEmbedder:
     def _runs(self, widths: Sequence[int]) -> list[list[int]]:
         return model_runs(widths, self.batch_size, self.batch_tokens)
 
+    def _windows(self, n: int) -> list[tuple[int, int]]:
+        """The model windows over ``n`` content tokens (:func:`token_windows`)."""
+        return token_windows(n, self.max_tokens - 2)
+
     def _run(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """One model run: ``(b, L)`` ids and mask -> ``(b, L, dims)`` last hidden state."""
         feeds = {"input_ids": ids, "attention_mask": mask}
@@ -604,12 +608,14 @@ class LocalEmbedder:
 
 class _Windows:
     """One text's token ids, its windows (:func:`token_windows`) and the vector each token takes from the
-    window where it is most central (furthest from both edges)."""
+    window where it is most central (furthest from both edges). The token vectors are allocated when the first
+    window comes in: the runs are length-sorted, so a call holds the vectors of the texts in flight only."""
 
     def __init__(self, embedder: LocalEmbedder, ids: np.ndarray) -> None:
         self.ids = ids
+        self.dims = embedder.dims
         n = len(ids)
-        self.windows = token_windows(n, embedder.max_tokens - 2)
+        self.windows = embedder._windows(n)
         best = np.full(n, -1, dtype=np.int64)
         self.owner = np.zeros(n, dtype=np.int64)
         for w, (a, b) in enumerate(self.windows):
@@ -618,7 +624,7 @@ class _Windows:
             better = centrality > best[a:b]
             best[a:b] = np.where(better, centrality, best[a:b])
             self.owner[a:b] = np.where(better, w, self.owner[a:b])
-        self.vectors = np.zeros((n, embedder.dims), dtype=np.float32)
+        self.vectors: np.ndarray | None = None
         self.special = np.zeros((2 * len(self.windows), embedder.dims), dtype=np.float32)
 
     def width(self, w: int) -> int:
@@ -629,6 +635,8 @@ class _Windows:
         """Window ``w``'s model output: ``(1, L, dims)`` hidden states and its ``(1, L)`` mask."""
         a, b = self.windows[w]
         out = hidden[0]
+        if self.vectors is None:
+            self.vectors = np.zeros((len(self.ids), self.dims), dtype=np.float32)
         mine = self.owner[a:b] == w
         self.vectors[a:b][mine] = out[1 : 1 + b - a][mine]
         self.special[2 * w] = out[0]
@@ -648,7 +656,8 @@ class _TokenPlan(_Windows):
         super().__init__(embedder, np.asarray(self.encoding.ids, dtype=np.int64))
 
     def finish(self) -> TokenEmbeddings:
-        text, vectors = self.text, self.vectors
+        text = self.text
+        vectors = self.vectors if self.vectors is not None else np.zeros((len(self.ids), self.dims), np.float32)
         spans = [(int(s), int(e)) for s, e in self.encoding.offsets]
         # Coverage is judged on the caller's text: clean_text turns control characters into
         # spaces, but the caller sees them as characters that must belong to a token.
@@ -673,7 +682,6 @@ class _LateTurn(_Windows):
         super().__init__(embedder, ids)
         if not pieces:
             self.windows = []  # nothing to read
-        self.dims = embedder.dims
         self.want_own = own and len(pieces) == 1 and len(self.windows) == 1
         self.own: np.ndarray | None = None
         self.context = np.zeros((len(pieces), embedder.dims), dtype=np.float32)
@@ -686,11 +694,12 @@ class _LateTurn(_Windows):
     def done(self) -> None:
         # pool_spans's arithmetic over each piece's own tokens (a piece without tokens: a zero row)
         means = np.zeros((len(self.bounds) - 1, self.dims), dtype=np.float64)
+        vectors = self.vectors if self.vectors is not None else np.zeros((0, self.dims), np.float32)
         for j, (a, b) in enumerate(zip(self.bounds[:-1], self.bounds[1:], strict=True)):
             if b > a:
-                means[j] = self.vectors[a:b].sum(axis=0, dtype=np.float64) / (b - a)
+                means[j] = vectors[a:b].sum(axis=0, dtype=np.float64) / (b - a)
         self.context = _unit_rows(means)
-        self.vectors = self.vectors[:0]  # the token vectors are no longer needed
+        self.vectors = None  # the token vectors are no longer needed
 
 
 @functools.lru_cache(maxsize=1)

@@ -80,9 +80,9 @@ class PieceSink(StoredReader, Protocol):
 
 #: One write batch holds at most this many pieces and this much piece text (UTF-8 bytes): one
 #: embedding pass and one store write each, so memory stays bounded however many turns one call
-#: adds (late chunking holds ~1.5 KB per token of a batch: 256 KB of text is ~100 MB), and while a
-#: batch is written the next one embeds. Turns are batched by size, so the model's length-sorted
-#: runs pad as little as in one pass over everything.
+#: adds (the pieces, their vectors and metadata; late chunking holds ~1.5 KB per token only for the
+#: turns in its current model runs), and while a batch is written the next one embeds. Turns are
+#: batched by size, so the model's length-sorted runs pad as little as in one pass over everything.
 WRITE_BATCH_PIECES = 2_048
 WRITE_BATCH_BYTES = 256_000
 
