@@ -34,9 +34,7 @@ body = st.text(
     max_size=60,
 )
 #: A turn as the write path gives it: labelled pieces (each starts with its header), sometimes longer than a window.
-turns_strategy = st.lists(
-    st.lists(st.tuples(body, st.integers(0, 30)), min_size=1, max_size=4), min_size=1, max_size=4
-)
+turns_strategy = st.lists(st.lists(st.tuples(body, st.integers(0, 30)), min_size=1, max_size=4), min_size=1, max_size=4)
 
 
 def piece_texts(turn: list[tuple[str, int]]) -> list[str]:
@@ -156,3 +154,30 @@ def test_late_passes_falls_back_to_token_output(local_embedder):
     for a, b in zip(ctx, ref, strict=True):
         np.testing.assert_array_equal(a, b)
     assert own == [None, None] and sum(done) == 3
+
+
+def test_the_writer_at_weight_above_zero_stores_the_piece_read_alone_blended_with_its_late_context(local_embedder):
+    """context='late', weight 0.5: a one-piece turn's own vector comes from its late pass, the pieces of longer
+    turns are embedded alone; either way each stored vector is blend(embed(piece), late context)."""
+    from ctxret import ContextualIndex
+    from ctxret.blend import blend_with_context
+
+    messages = [
+        {"role": "user", "content": "Book the train to Lyon for the 3rd of May."},
+        {"role": "assistant", "content": "Booked the 9:42 to Lyon. " + " ".join(SENTENCES * 9)},
+        {"role": "user", "content": "Thanks! And what time does it reach Lyon?"},  # a turn of one piece
+    ]
+    with ContextualIndex(in_memory=True, embedder=local_embedder, context="late", weight=0.5, progress=False) as ix:
+        ix.add_messages(messages, thread_id="trip")
+        stored = {r["id"]: r for r in ix.store.records(("documents", "metadatas", "embeddings"))}
+        turns = {}
+        for r in stored.values():
+            turns.setdefault(r["metadata"]["turn_id"], []).append(r)
+        assert sorted(len(v) for v in turns.values())[0] == 1 and max(len(v) for v in turns.values()) > 1
+        for rows in turns.values():
+            rows.sort(key=lambda r: (r["metadata"]["source_ordinal"], r["metadata"]["ordinal"]))
+            texts = [r["document"] for r in rows]
+            context = local_embedder.embed_late([texts]).context[0]
+            expected = blend_with_context(local_embedder.embed(texts), context, 0.5)
+            got = np.asarray([r["embedding"] for r in rows], dtype=np.float32)
+            np.testing.assert_allclose(got, expected, atol=1e-6)  # the blend's rounding over other rows: ~1e-8
