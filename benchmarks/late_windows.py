@@ -93,7 +93,8 @@ def docs_arm(path: str, split: str, cache: Path, limit: int | None) -> dict[str,
     results, seconds = {}, {}
     for name, emb in embs.items():
         t0 = time.perf_counter()
-        results[name] = run_docs(ds, emb, cache_dir=str(cache / f"docs-{name}"), limit_queries=limit, progress=True)
+        folder = cache / (f"docs-{name}" if name == "before" or OVERLAP is None else f"docs-{name}-o{OVERLAP}")
+        results[name] = run_docs(ds, emb, cache_dir=str(folder), limit_queries=limit, progress=True)
         seconds[name] = round(time.perf_counter() - t0, 1)
     now, before = results["now"].per_query["hybrid_default"], results["before"].per_query["hybrid_default"]
     rows = {}

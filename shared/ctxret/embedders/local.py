@@ -58,8 +58,10 @@ DEFAULT_MAX_TOKENS = 256
 #: token is read at least 16 tokens from a window's edge (the window where it is most central), and the
 #: tokens read twice are at most 1/7 of the text (on SciFact's abstracts 9%).
 WINDOW_OVERLAP = 32
-#: ``LocalEmbedder(batch_tokens=...)``'s default: the most tokens, padding included, one model run holds.
-DEFAULT_BATCH_TOKENS = 1024
+#: ``LocalEmbedder(batch_tokens=...)``'s default: the most tokens, padding included, one model run holds. On 2 cores
+#: the model reads 16-token texts fastest 32 a run (13.7k tokens/s), 64-token ones 8 a run (13.5k) and 200-token
+#: ones one or two a run (11.3k; 32 a run: 8.6k): a run of about 512 tokens (BENCHMARKS.md, Embedders).
+DEFAULT_BATCH_TOKENS = 512
 #: Token ids kept from :meth:`LocalEmbedder.count_tokens` for the model pass that follows (uint16 each: 8 MB).
 TOKEN_CACHE_TOKENS = 4_000_000
 
