@@ -5,7 +5,12 @@ combination of batch size, text length and onnxruntime intra-op thread count. Ea
 batches of ``batch`` texts (one model run per call, ``batch_size=batch``) for at least
 ``--seconds`` after one warm-up call. Prints a markdown table and writes JSON.
 
+With ``--budgets`` the columns are tokens per model run instead (``LocalEmbedder(batch_tokens=...)``, as many
+texts as fit): each call embeds 64 texts in the runs the embedder forms. The cells of one table run in rotation,
+``--rounds`` times, each cell's figure the median of its rounds (a shared machine slows all cells alike).
+
     python benchmarks/bench_embedders.py --out benchmarks/results/embedders.json
+    python benchmarks/bench_embedders.py --budgets 128,256,512,1024,2048,4096 --lengths 32,128,256 --rounds 3
 """
 
 from __future__ import annotations
@@ -44,8 +49,10 @@ def make_texts(embedder, target_tokens: int, count: int, seed: int) -> list[str]
     return texts
 
 
-def measure(embedder, texts: list[str], batch: int, seconds: float) -> dict[str, float]:
-    embedder.batch_size = batch
+def measure(embedder, texts: list[str], batch: int, seconds: float, budget: int | None = None) -> dict[str, float]:
+    """``batch`` texts a call; one model run a call unless ``budget`` (tokens a run) cuts it into several."""
+    embedder.batch_size = batch if budget is None else 10**6
+    embedder.batch_tokens = 10**9 if budget is None else budget
     tokens_per_text = embedder.count_tokens(texts[:1])[0]
     embedder.embed(texts[:batch])  # warm-up (and shape planning)
     done = 0
@@ -105,7 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lengths", default="16,64,200", help="tokens per text, incl. specials")
     parser.add_argument("--threads", default="1,2", help="onnxruntime intra-op threads")
     parser.add_argument("--seconds", type=float, default=1.5, help="minimum timed seconds a cell")
+    parser.add_argument("--budgets", default="", help="tokens a model run (columns), instead of batch sizes")
+    parser.add_argument("--rounds", type=int, default=1, help="with --budgets: rounds of every cell in rotation")
     args = parser.parse_args(argv)
+    if args.budgets:
+        return budgets_table(args)
 
     from ctxret.embedders.local import LocalEmbedder
 
@@ -159,6 +170,48 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     print(f"\nwrote {out}", file=sys.stderr)  # noqa: T201
+    return 0
+
+
+def budgets_table(args: argparse.Namespace) -> int:
+    """Tokens/s by tokens a model run (``batch_tokens``), text length and threads; cells in rotation, medians."""
+    import statistics
+
+    from ctxret.embedders.local import LocalEmbedder
+
+    budgets = [int(x) for x in args.budgets.split(",")]
+    lengths = [int(x) for x in args.lengths.split(",")]
+    threads_list = [int(x) for x in args.threads.split(",")]
+    info = machine()
+    embedders = {t: LocalEmbedder(threads=t) for t in threads_list}
+    texts = {n: make_texts(embedders[threads_list[0]], n, 128, seed=n) for n in lengths}
+    cells = [(t, n, b) for t in threads_list for n in lengths for b in budgets]
+    got: dict[tuple[int, int, int], list[float]] = {c: [] for c in cells}
+    t0 = time.perf_counter()
+    for r in range(args.rounds):
+        for t, n, b in cells[r % len(cells) :] + cells[: r % len(cells)]:
+            row = measure(embedders[t], texts[n], 64, args.seconds, budget=b)
+            got[(t, n, b)].append(row["tokens_per_s"])
+            print(f"round {r + 1} threads={t} tokens={n} budget={b}: {row['tokens_per_s']:.0f} tokens/s",
+                  file=sys.stderr)  # fmt: skip  # noqa: T201 - progress
+    info["loadavg_end"] = list(os.getloadavg())
+    info["wall_s"] = round(time.perf_counter() - t0, 1)
+    lines = ["| threads | tokens/text | " + " | ".join(f"{b} tokens a run" for b in budgets) + " |",
+             "|---:|---:|" + "---:|" * len(budgets)]  # fmt: skip
+    for t in threads_list:
+        for n in lengths:
+            best = max(statistics.median(got[(t, n, b)]) for b in budgets)
+            cells_txt = []
+            for b in budgets:
+                v = statistics.median(got[(t, n, b)])
+                cells_txt.append(f"{'**' if v == best else ''}{v / 1000:.1f}k{'**' if v == best else ''}")
+            lines.append(f"| {t} | {n} | " + " | ".join(cells_txt) + " |")
+    print("\n".join(lines))  # noqa: T201 - a script's output
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rows = [{"threads": t, "tokens": n, "batch_tokens": b, "tokens_per_s": got[(t, n, b)]} for t, n, b in cells]
+    out.write_text(json.dumps({"machine": info, "seconds_per_cell": args.seconds, "rounds": args.rounds,
+                               "results": rows}, indent=2))  # fmt: skip
     return 0
 
 

@@ -16,6 +16,7 @@ from ctxret.config import SearchSettings
 from ctxret.errors import InputError
 from ctxret.index import ContextualIndex
 from ctxret.ingest.documents import document_id
+from ctxret.ingest.progress import progress_option
 from ctxret.query.relevance import scored_metadata, shown_groups
 from ctxret.results import Group, Hit, IndexResult
 from ctxret.storage.schema import METADATA_PREFIX, RETRIEVAL_KEYS, as_list
@@ -212,17 +213,21 @@ class ContextualRetriever(BaseRetriever):
         first_turn: int | None = None,
         metadata: Mapping[str, Any] | None = None,
         include_system: bool = False,
+        progress: bool | None = None,
+        show_progress: bool | None = None,
     ) -> IndexResult:
         """Add LangChain messages and/or OpenAI dicts (see ``messages_to_openai``) to the end of a thread:
         ``ContextualIndex.add_messages`` (the next turns; a message sent again adds nothing; ``first_turn=n``:
         numbered turns instead). ``metadata`` keys reserved by ctxret are stored with the ``meta_`` prefix.
-        ``CtxretChatMessageHistory`` is the same write as a LangChain chat history."""
+        ``CtxretChatMessageHistory`` is the same write as a LangChain chat history.
+        ``progress`` / ``show_progress``: a progress bar (``None``: on a terminal or in a notebook)."""
         return self.index.add_messages(
             messages_to_openai(messages),
             thread_id,
             first_turn=first_turn,
             metadata=metadata,
             include_system=include_system,
+            progress=progress_option(progress, show_progress),
         )
 
     async def aadd_messages(
@@ -251,6 +256,8 @@ class ContextualRetriever(BaseRetriever):
         thread_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         replace: bool = True,
+        progress: bool | None = None,
+        show_progress: bool | None = None,
     ) -> list[str]:
         """Index LangChain Documents through the core's document indexer; returns their document ids.
 
@@ -267,10 +274,14 @@ class ContextualRetriever(BaseRetriever):
         stored with the ``meta_`` prefix (``thread_id`` → ``meta_thread_id``), by the core's one
         policy (:mod:`ctxret.storage.schema`). ``thread_id`` (the search scope) defaults to
         each document's id, as in the core. ``ContextualIndex.add_documents`` returns the
-        counts (:class:`ctxret.IndexResult`) instead.
+        counts (:class:`ctxret.IndexResult`) instead. ``progress`` / ``show_progress``: a progress bar
+        (``None``: on a terminal or in a notebook).
         """
         items, doc_ids = documents_to_items(documents, ids)
-        self.index.add_documents(items, thread_id=thread_id, metadata=metadata, replace=replace)
+        self.index.add_documents(
+            items, thread_id=thread_id, metadata=metadata, replace=replace,
+            progress=progress_option(progress, show_progress),
+        )  # fmt: skip
         return doc_ids
 
     async def aadd_documents(
@@ -281,11 +292,14 @@ class ContextualRetriever(BaseRetriever):
         thread_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         replace: bool = True,
+        progress: bool | None = None,
+        show_progress: bool | None = None,
     ) -> list[str]:
         """:meth:`add_documents` off the event loop."""
         return await asyncio.to_thread(
-            self.add_documents, documents, ids=ids, thread_id=thread_id, metadata=metadata, replace=replace
-        )
+            self.add_documents, documents, ids=ids, thread_id=thread_id, metadata=metadata, replace=replace,
+            progress=progress, show_progress=show_progress,
+        )  # fmt: skip
 
     def delete(
         self,

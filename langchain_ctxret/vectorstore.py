@@ -33,6 +33,7 @@ from ctxret.embedders.wrappers import _WrappedEmbedder
 from ctxret.errors import InputError
 from ctxret.index import ContextualIndex
 from ctxret.ingest.documents import documents_to_turns
+from ctxret.ingest.progress import progress_option
 from ctxret.query.nearest import nearest
 from ctxret.query.relevance import calibration_for, shown_groups, shown_scores
 from ctxret.results import Hit, cosine_to_distance
@@ -112,11 +113,14 @@ class ContextualVectorStore(VectorStore):
         The id is ``ids[i]``, else ``Document.id``, else a new random id (what LangChain's vector
         stores do). ``thread_id`` (keyword) sets the search scope of all of them (default: each
         document's id). ``metadata["title"]`` labels the pieces and stays in the metadata.
+        ``progress`` / ``show_progress`` (keywords): a progress bar with pieces/s and the time left (``None``,
+        the default: on a terminal or in a notebook; ``True`` always; ``False`` never).
         """
         ids = kwargs.pop("ids", None)
         thread_id = kwargs.pop("thread_id", None)
+        progress = progress_option(kwargs.pop("progress", None), kwargs.pop("show_progress", None))
         if kwargs:
-            raise InputError(f"unknown keyword(s) {sorted(kwargs)}; add_documents takes ids= and thread_id=")
+            raise InputError(f"unknown keyword(s) {sorted(kwargs)}; add_documents takes ids=, thread_id= and progress=")
         documents = as_list(documents, "documents", "LangChain Documents")
         bad = [d for d in documents if not isinstance(d, Document)]
         if bad:
@@ -124,10 +128,12 @@ class ContextualVectorStore(VectorStore):
         if ids is None:
             ids = [d.id if d.id not in (None, "") else str(uuid.uuid4()) for d in documents]
         items, doc_ids = documents_to_items(documents, ids, keep_title=True)
-        self._upsert(items, doc_ids, thread_id)
+        self._upsert(items, doc_ids, thread_id, progress)
         return doc_ids
 
-    def _upsert(self, items: list[dict[str, Any]], doc_ids: list[str], thread_id: str | None) -> None:
+    def _upsert(
+        self, items: list[dict[str, Any]], doc_ids: list[str], thread_id: str | None, progress: bool | None = None
+    ) -> None:
         if len(set(doc_ids)) != len(doc_ids):
             raise InputError("the same document id appears twice in one call; give each document its own id")
         turns = documents_to_turns(items, thread_id=thread_id)
@@ -151,7 +157,7 @@ class ContextualVectorStore(VectorStore):
                 stale[thread].append(doc)
         for thread, docs in stale.items():
             self.index.delete(thread_id=thread, where=_doc_where(docs))
-        self.index.add_turns(planned)
+        self.index.add_turns(planned, progress=progress)
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
         """Delete documents by id (all their pieces); ids that are not stored are ignored. With
@@ -275,10 +281,12 @@ class ContextualVectorStore(VectorStore):
         cls, texts: list[str], embedding: Embeddings | None = None, metadatas: list[dict] | None = None, *,
         ids: list[str] | None = None, index: ContextualIndex | None = None, **kwargs: Any,
     ) -> ContextualVectorStore:  # fmt: skip
-        """A store holding ``texts`` (``kwargs``: ``ContextualIndex`` arguments, e.g. ``in_memory=True``, ``path=``)."""
+        """A store holding ``texts`` (``kwargs``: ``ContextualIndex`` arguments, e.g. ``in_memory=True``, ``path=``;
+        ``thread_id``, and ``progress`` / ``show_progress`` for this write, as :meth:`add_documents`)."""
         thread_id = kwargs.pop("thread_id", None)
+        progress = progress_option(kwargs.pop("progress", None), kwargs.pop("show_progress", None))
         store = cls(index, embedding=embedding, **kwargs) if index is None else cls(index)
-        store.add_texts(texts, metadatas, ids=ids, thread_id=thread_id)
+        store.add_texts(texts, metadatas, ids=ids, thread_id=thread_id, progress=progress)
         return store
 
     @classmethod

@@ -41,6 +41,7 @@ from ctxret.index import ContextualIndex
 from ctxret.ingest.documents import document_turns
 from ctxret.ingest.messages import turns_from_messages
 from ctxret.ingest.pieces import piece_metadata
+from ctxret.ingest.progress import progress_option
 from ctxret.ingest.turns import MIN_BODY_BYTES, Piece, Turn, label_pieces
 from ctxret.results import IndexResult
 from ctxret.storage.schema import RETRIEVAL_KEYS, caller_keys
@@ -379,6 +380,7 @@ def add_documents_to_index(
     include_system: bool = False,
     include_metadata: bool = True,
     replace: bool = True,
+    show_progress: bool | None = None,
 ) -> IndexResult:
     """Index LlamaIndex documents (text or chat) through the core's one write path.
 
@@ -386,11 +388,12 @@ def add_documents_to_index(
     ``index.add_turns``: the stored pieces (ids, texts, metadata) are the parser's nodes, with
     their blended vectors, in the collection format every ctxret front end reads. Unchanged turns
     cost nothing; a changed turn replaces its old pieces; a text document replaces its stored
-    version whole (sections it no longer has are removed) unless ``replace=False``.
+    version whole (sections it no longer has are removed) unless ``replace=False``. ``show_progress``: a progress
+    bar (``None``: the index's setting, by default on a terminal or in a notebook; ``True`` always; ``False`` never).
     """
     return index_documents(
         index, documents, thread_id=thread_id, include_system=include_system, include_metadata=include_metadata,
-        replace=replace,
+        replace=replace, show_progress=show_progress,
     )[0]  # fmt: skip
 
 
@@ -402,6 +405,7 @@ def index_documents(
     include_system: bool = False,
     include_metadata: bool = True,
     replace: bool = True,
+    show_progress: bool | None = None,
 ) -> tuple[IndexResult, list[bool]]:
     """:func:`add_documents_to_index`, and for each document whether anything of it was written or removed."""
     from ctxret.ingest.documents import document_key
@@ -428,6 +432,9 @@ def index_documents(
         key = document_key(text, title, doc_id, thread)
         replaced.append(key)
         units.append({key} if replace else {(t.thread_id, t.turn_id) for t in turns})
-    result = index.add_turns([t for turns in per_doc for t in turns], replace=replace, documents=replaced)
+    result = index.add_turns(
+        [t for turns in per_doc for t in turns], replace=replace, documents=replaced,
+        progress=progress_option(show_progress=show_progress),
+    )  # fmt: skip
     changed = set(result.changed)
     return result, [bool(u & changed) for u in units]

@@ -24,6 +24,7 @@ from typing import Any, cast
 
 from ctxret.errors import InputError
 from ctxret.index import ContextualIndex
+from ctxret.ingest.progress import progress_option
 from ctxret.ingest.writer import turns_from_records
 from ctxret.results import IndexResult
 from ctxret.storage.schema import as_list, caller_view
@@ -64,10 +65,18 @@ class ContextualIndexWriter(TransformComponent):
     ``location`` name the index in ``to_dict`` (the index object itself is not serialised). Run
     the pipeline without a cache, or with one you clear when the store is cleared: a cached
     pipeline skips steps it has seen, including this write.
+
+    Progress (pieces, pieces/s, time left): ``show_progress`` here (``None``, the default: the index's setting, a
+    bar on a terminal or in a notebook; ``True`` always; ``False`` never), or for one run a keyword the pipeline
+    hands its steps, ``pipeline.run(documents=docs, progress=True)`` (``pipeline.run(show_progress=True)`` is
+    LlamaIndex's own bar over the steps; a step called with ``show_progress=True`` shows this bar too).
     """
 
     collection: str = Field(default="", description="The index's collection (for to_dict and caching).")
     location: str = Field(default="", description="Where the index lives (for to_dict and caching).")
+    show_progress: bool | None = Field(
+        default=None, description="A progress bar (None: on a terminal or in a notebook; True: always; False: never)."
+    )
     _index: ContextualIndex = PrivateAttr()
     _last: IndexResult | None = PrivateAttr(default=None)
 
@@ -109,7 +118,8 @@ class ContextualIndexWriter(TransformComponent):
         if extra:
             logger.warning("metadata keys added to piece nodes after parsing are not stored: %s", ", ".join(extra))
         turns = turns_from_records(_stored_metadata(n) for n in pieces)
-        self._last = self._index.add_turns(turns)
+        asked = progress_option(kwargs.get("progress"), kwargs.get("show_progress") or None)  # False: not asked
+        self._last = self._index.add_turns(turns, progress=self.show_progress if asked is None else asked)
         return pieces
 
     async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
@@ -144,9 +154,11 @@ class ContextualStoreIndex:
     parsed, so ``node.ref_doc_id``, :meth:`delete_ref_doc`, :meth:`refresh_ref_docs` and :attr:`ref_doc_info` all
     know it by ``doc.id_``. A chat document's is ``chat:<thread_id>``.
 
-    ``VectorStoreIndex``'s keyword arguments: ``show_progress`` is the index's progress bar; the ones that name
-    LlamaIndex's own storage or pipeline (``storage_context``, ``transformations``, ``use_async``, ...) are refused
-    with what to do instead (:data:`LLAMA_REFUSED`).
+    ``VectorStoreIndex``'s keyword arguments: ``show_progress`` is this object's progress bar for its writes
+    (``None``, the default: the index's setting, a bar on a terminal or in a notebook; ``True`` always; ``False``
+    never; each write may override it); the ones that name LlamaIndex's own storage or pipeline
+    (``storage_context``, ``transformations``, ``use_async``, ...) are refused with what to do instead
+    (:data:`LLAMA_REFUSED`).
     """
 
     def __init__(
@@ -159,8 +171,8 @@ class ContextualStoreIndex:
     ) -> None:
         for name in sorted(set(index_kwargs) & set(LLAMA_REFUSED)):
             raise InputError(f"{name}= (VectorStoreIndex's) is not taken here: {LLAMA_REFUSED[name]}")
-        if "show_progress" in index_kwargs:
-            index_kwargs["progress"] = bool(index_kwargs.pop("show_progress"))
+        #: The progress bar of this object's writes (``None``: the index's setting).
+        self.show_progress = progress_option(show_progress=index_kwargs.pop("show_progress", None))
         if index is None:
             index = open_index(path, embed_model=embed_model, **index_kwargs)
         elif not isinstance(index, ContextualIndex):
@@ -177,24 +189,38 @@ class ContextualStoreIndex:
         store.insert_documents(documents)
         return store
 
-    def insert_documents(self, documents: Iterable[BaseNode], *, replace: bool = True) -> IndexResult:
+    def insert_documents(
+        self, documents: Iterable[BaseNode], *, replace: bool = True, show_progress: bool | None = None
+    ) -> IndexResult:
         """Index LlamaIndex documents (text or chat) in one batch; returns the counts. A text document
         replaces its stored version whole: sections it no longer has are removed (``replace=False``:
-        kept). A chat document's turns replace theirs one by one (other stored turns are kept)."""
+        kept). A chat document's turns replace theirs one by one (other stored turns are kept).
+        ``show_progress``: this call's progress bar (``None``: this object's setting)."""
         return add_documents_to_index(
-            self.index, as_list(documents, "documents", "LlamaIndex Documents"), replace=replace
-        )
+            self.index, as_list(documents, "documents", "LlamaIndex Documents"), replace=replace,
+            show_progress=self._progress(show_progress),
+        )  # fmt: skip
+
+    def _progress(self, show_progress: Any) -> bool | None:
+        asked = progress_option(show_progress=show_progress)
+        return self.show_progress if asked is None else asked
 
     def insert(self, document: BaseNode, **kwargs: Any) -> str:
         """Index one document, replacing its stored version (see :meth:`insert_documents`; ``replace=False``
         keeps the sections it no longer has); returns its ``ref_doc_id``."""
-        add_documents_to_index(self.index, [document], replace=kwargs.get("replace", True))
+        add_documents_to_index(
+            self.index, [document], replace=kwargs.get("replace", True),
+            show_progress=self._progress(kwargs.get("show_progress")),
+        )  # fmt: skip
         return ref_doc_id(document)
 
     def refresh_ref_docs(self, documents: Sequence[BaseNode], **kwargs: Any) -> list[bool]:
         """Index documents in one batch, each replacing its stored version; returns, for each, whether
         anything was written or removed (``False``: stored as it is). LlamaIndex's ``refresh_ref_docs``."""
-        return index_documents(self.index, list(documents), replace=kwargs.get("replace", True))[1]
+        return index_documents(
+            self.index, list(documents), replace=kwargs.get("replace", True),
+            show_progress=self._progress(kwargs.get("show_progress")),
+        )[1]  # fmt: skip
 
     @property
     def ref_doc_info(self) -> dict[str, RefDocInfo]:

@@ -121,3 +121,24 @@ def test_tuning_notebook_executes(kernel_name, tmp_path):
     assert "RelevanceCalibration(hybrid=RelevanceModel(" in text
     assert "(my calibration)" in text and "chicken" in text
     assert mimes.count("image/png") == 3  # the floor, the weight and the reliability plots
+
+
+@pytest.mark.slow
+def test_indexing_in_a_notebook_shows_a_progress_bar_by_default(kernel_name, tmp_path):
+    """In a Jupyter kernel stderr is no terminal, yet a bar shows (tqdm.auto; text when ipywidgets is missing);
+    progress=False keeps a call quiet."""
+    code = (
+        "from ctxret import ContextualIndex\n"
+        "index = ContextualIndex(in_memory=True)\n"
+        "docs = [f'Parcel {i} left warehouse {i % 7} on route {i % 11} with {i} boxes.' for i in range(70)]\n"
+        "print('added', index.add_documents(docs).added)\n"
+    )
+    quiet = "print('quiet', index.add_documents([d + ' (2)' for d in docs], progress=False).added)\n"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code), nbformat.v4.new_code_cell(quiet)])
+    path = tmp_path / "progress.ipynb"
+    nbformat.write(nb, path)
+    nb = execute(path, kernel_name, tmp_path)
+    first, _ = outputs_of(nbformat.v4.new_notebook(cells=[nb.cells[0]]))
+    second, _ = outputs_of(nbformat.v4.new_notebook(cells=[nb.cells[1]]))
+    assert "added 70" in first and "indexing" in first and "70/70" in first, first
+    assert "quiet 70" in second and "indexing" not in second, second

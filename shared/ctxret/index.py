@@ -25,6 +25,7 @@ from .ingest.config import ContextStrategy, IndexConfig, check_piece_bytes
 from .ingest.context import Contextualizer
 from .ingest.documents import read_documents
 from .ingest.pieces import fit_pieces
+from .ingest.progress import check_progress
 from .ingest.turns import Piece, Turn
 from .ingest.views import resolve_view_writers
 from .ingest.writer import DEFAULT_MAX_TURN_BYTES, PlannedTurn, plan_turns, rebuild_store, write_turns
@@ -68,8 +69,9 @@ class ContextualIndex:
     collection); values you pass must match, else :class:`ConfigMismatchError` (:meth:`rebuild` re-embeds).
     ``context="llm"`` needs a ``contextualizer``; ``views=["questions", "summary"]`` a ``view_writer`` (an LLM, a
     callable or a dict of them by kind; :mod:`ctxret.ingest.views`). Write options: ``progress`` (``None``: a bar
-    on a terminal), ``max_turn_bytes`` (a longer turn is refused; ``None`` / 0: no limit) and ``embed_timeout`` (seconds
-    an embedding call of a write may take; ``None``: the embedder's default; see :mod:`ctxret.embedders.guard`).
+    on a terminal or in a notebook; each write call may override it), ``max_turn_bytes`` (a longer turn is refused;
+    ``None`` / 0: no limit) and ``embed_timeout`` (seconds an embedding call of a write may take; ``None``: the
+    embedder's default; see :mod:`ctxret.embedders.guard`).
 
     Search defaults: ``settings=SearchSettings(...)`` (never recorded); each :meth:`search` may override them. A
     misspelt or misplaced argument is an :class:`InputError` naming its family (store, index or search).
@@ -92,8 +94,7 @@ class ContextualIndex:
         self.embedder: Embedder = shared_local_embedder() if embedder is None else as_embedder(embedder)
         if settings is not None and not isinstance(settings, SearchSettings):
             raise InputError(f"settings must be a SearchSettings, got {type(settings).__name__}")
-        if progress is not None and not isinstance(progress, bool):
-            raise InputError(f"progress must be True, False or None (a bar on a terminal), got {progress!r}")
+        check_progress(progress)
         if max_turn_bytes is not None and (type(max_turn_bytes) is not int or max_turn_bytes < 0):
             raise InputError(f"max_turn_bytes must be a number of bytes (0 or None: no limit), got {max_turn_bytes!r}")
         #: The search defaults of this index (override per call).
@@ -158,7 +159,7 @@ class ContextualIndex:
 
     def add_messages(
         self, messages: Iterable[Mapping[str, Any]], thread_id: str = "default", *, first_turn: int | None = None,
-        metadata: Mapping[str, Any] | None = None, include_system: bool = False,
+        metadata: Mapping[str, Any] | None = None, include_system: bool = False, progress: bool | None = None,
     ) -> IndexResult:  # fmt: skip
         """Add chat messages (OpenAI chat or Responses, Anthropic, LangChain's) to the end of ``thread_id``: its next
         turns, as an agent writes memory one exchange or session at a time. Nothing stored changes, but the last
@@ -169,7 +170,7 @@ class ContextualIndex:
         them as turns ``n, n + 1, …`` instead, replacing those; :meth:`replace_messages` rewrites a whole thread.
         (:meth:`add_turns` with :func:`~.ingest.messages.turns_from_messages` writes messages exactly as given.)"""
         check_metadata_arg(metadata)
-        write = functools.partial(self.add_turns, metadata=metadata)
+        write = functools.partial(self.add_turns, metadata=metadata, progress=progress)
         if first_turn is not None:
             return write_numbered(self.store, messages, thread_id, first_turn, include_system=include_system,
                                   write=write)[0]  # fmt: skip
@@ -177,10 +178,10 @@ class ContextualIndex:
 
     def replace_messages(
         self, messages: Iterable[Mapping[str, Any]], thread_id: str = "default", *,
-        metadata: Mapping[str, Any] | None = None, include_system: bool = False,
+        metadata: Mapping[str, Any] | None = None, include_system: bool = False, progress: bool | None = None,
     ) -> IndexResult:  # fmt: skip
         """Make ``thread_id``'s chat turns exactly ``messages`` (:func:`.ingest.append.replace_thread`)."""
-        write = functools.partial(self.add_turns, metadata=metadata)
+        write = functools.partial(self.add_turns, metadata=metadata, progress=progress)
         return replace_thread(self.store, messages, thread_id, include_system=include_system, write=write)
 
     async def aadd_messages(self, messages: Iterable[Mapping[str, Any]], *args: Any, **kwargs: Any) -> IndexResult:
@@ -195,35 +196,37 @@ class ContextualIndex:
 
     def add_documents(
         self, documents: Iterable[str | Mapping[str, Any]] | str | Mapping[str, Any], *, thread_id: str | None = None,
-        metadata: Mapping[str, Any] | None = None, replace: bool = True,
+        metadata: Mapping[str, Any] | None = None, replace: bool = True, progress: bool | None = None,
     ) -> IndexResult:  # fmt: skip
         """Index plain-text or markdown documents (strings or ``{"text", "title"?, "id"?, "metadata"?}``), split into
         sections. The id defaults to a hash of title and text (give an ``id`` so that an edited document replaces its
         old version); ``thread_id`` (the scope) defaults to the id. A document re-added under its id replaces the
         stored one whole, in one write (unchanged sections cost nothing); ``replace=False`` keeps its other sections."""
         turns, keys = read_documents(documents, thread_id=thread_id, metadata=metadata)
-        return self._write(turns, None, replace, keys)
+        return self._write(turns, None, replace, keys, progress)
 
     def add_turns(
         self, turns: Sequence[Turn | PlannedTurn], *, metadata: Mapping[str, Any] | None = None, replace: bool = True,
-        documents: Iterable[tuple[str, str]] = (),
+        documents: Iterable[tuple[str, str]] = (), progress: bool | None = None,
     ) -> IndexResult:  # fmt: skip
         """Index prepared turns (or sections) of any threads: the one write path every ingest goes through, in bounded
         batches (a failure part-way says what is stored: :func:`.ingest.writer.write_turns`). Chat turns replace their
         own stored version; the sections of a document (``doc_id``) are the whole document, as in :meth:`add_documents`.
-        ``documents``: more ``(thread_id, doc_id)`` given whole (one with no section here loses every stored one)."""
-        return self._write(turns, metadata, replace, documents)
+        ``documents``: more ``(thread_id, doc_id)`` given whole (one with no section here loses every stored one).
+        ``progress``: a bar on (``True``) or off (``False``) for this call; ``None``: the index's setting."""
+        return self._write(turns, metadata, replace, documents, progress)
 
     def _write(
         self, turns: Sequence[Turn | PlannedTurn], metadata: Mapping[str, Any] | None, replace: bool,
-        documents: Iterable[tuple[str, str]],
+        documents: Iterable[tuple[str, str]], progress: bool | None = None,
     ) -> IndexResult:  # fmt: skip
         if not isinstance(replace, bool):
             raise InputError(f"replace must be True or False, got {replace!r}")
         return write_turns(
             self.store, for_writes(self.embedder, self.embed_timeout), self.config,
             as_list(turns, "turns", "Turns (from turns_from_messages)"), metadata=metadata,
-            contextualizer=self.contextualizer, progress=self.progress, max_turn_bytes=self.max_turn_bytes,
+            contextualizer=self.contextualizer, max_turn_bytes=self.max_turn_bytes,
+            progress=self.progress if check_progress(progress) is None else progress,
             view_writers=resolve_view_writers(self.config.view_kinds, self.view_writer), replace=replace,
             documents=documents,
         )  # fmt: skip

@@ -91,7 +91,7 @@ def test_standard_keyword_arguments(local_embedder):
     store = ContextualStoreIndex.from_documents(
         [Document(text=RUNBOOK)], show_progress=True, in_memory=True, embed_model=local_embedder
     )
-    assert store.index.progress is True and store.index.store.count() > 0
+    assert store.show_progress is True and store.index.store.count() > 0
     store.index.close()
     with pytest.raises(InputError, match="storage_context.*StorageContext"):
         ContextualStoreIndex.from_documents([Document(text=RUNBOOK)], storage_context=StorageContext.from_defaults())

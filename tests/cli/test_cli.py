@@ -557,18 +557,18 @@ def test_a_failure_while_writing_says_what_is_stored_and_how_to_finish(tmp_path,
     from ctxret.errors import EmbeddingError
     from ctxret.ingest import writer
 
-    real = LocalEmbedder.embed_tokens_many
+    real = LocalEmbedder.embed_late
     calls = []
     monkeypatch.setattr(writer, "WRITE_BATCH_PIECES", 1)  # a batch per turn (a document's sections: one), so the
     # failure comes mid-way
 
-    def flaky(self, texts):
-        calls.append(len(texts))
+    def flaky(self, turns, **options):
+        calls.append(len(turns))
         if len(calls) == 2:
             raise EmbeddingError("the embedding service failed (HTTP 503 after 5 retries)")
-        return real(self, texts)
+        return real(self, turns, **options)
 
-    monkeypatch.setattr(LocalEmbedder, "embed_tokens_many", flaky)
+    monkeypatch.setattr(LocalEmbedder, "embed_late", flaky)
     monkeypatch.chdir(tmp_path)
     for name in cli.ENV.values():
         monkeypatch.delenv(name, raising=False)
@@ -578,7 +578,7 @@ def test_a_failure_while_writing_says_what_is_stored_and_how_to_finish(tmp_path,
     assert code == 1
     assert "HTTP 503" in err and "run the same command again" in err
     stored, total = map(int, re.search(r"stopped after (\d+) of (\d+) turns were stored", err).groups())
-    monkeypatch.setattr(LocalEmbedder, "embed_tokens_many", real)
+    monkeypatch.setattr(LocalEmbedder, "embed_late", real)
     assert cli.main(["stats", "--json", "--store", store]) == 0
     assert 0 < json.loads(capsys.readouterr().out)["turns"] == stored < total
     assert cli.main(["index", str(files["messages"]), str(files["doc"]), "--store", store]) == 0

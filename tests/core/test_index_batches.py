@@ -56,9 +56,9 @@ class CountingEmbedder:
         self.calls.append(("embed", len(texts)))
         return self._inner.embed(texts)
 
-    def embed_tokens_many(self, texts):
-        self.calls.append(("embed_tokens_many", len(texts)))
-        return self._inner.embed_tokens_many(texts)
+    def embed_late(self, turns, **options):
+        self.calls.append(("embed_late", len(turns)))
+        return self._inner.embed_late(turns, **options)
 
 
 def all_turns():
@@ -181,7 +181,7 @@ def test_bulk_paths_make_one_batched_write(make, local_embedder):
         add(index)
         turns = {(m["thread_id"], m["turn_id"]) for m in (r["metadata"] for r in index.store.records())}
         assert len({t for t, _ in turns}) == len(THREADS), name
-        assert counting.calls == [("embed_tokens_many", len(turns))], f"{name}: {counting.calls}"
+        assert counting.calls == [("embed_late", len(turns))], f"{name}: {counting.calls}"
 
 
 async def test_async_bulk_path_makes_one_batched_write(make, local_embedder):
@@ -193,7 +193,7 @@ async def test_async_bulk_path_makes_one_batched_write(make, local_embedder):
     index = make(counting)
     docs = [Document(page_content="\n".join(m["content"] for m in msgs), id=tid) for tid, msgs in THREADS.items()]
     await ContextualRetriever(index=index).aadd_documents(docs)
-    assert [kind for kind, _ in counting.calls] == ["embed_tokens_many"]
+    assert [kind for kind, _ in counting.calls] == ["embed_late"]
 
 
 class FailingEmbedder(CountingEmbedder):
@@ -211,9 +211,9 @@ class FailingEmbedder(CountingEmbedder):
         self._check(texts)
         return super().embed(texts)
 
-    def embed_tokens_many(self, texts):
-        self._check(texts)
-        return super().embed_tokens_many(texts)
+    def embed_late(self, turns, **options):
+        self._check([t for pieces in turns for t in pieces])
+        return super().embed_late(turns, **options)
 
 
 def test_a_failure_part_way_leaves_whole_turns_and_says_what_is_stored(make, local_embedder, monkeypatch):

@@ -282,10 +282,16 @@ def test_windows_use_the_most_central_window(local_embedder):
     text = " ".join(f"w{i}" for i in range(60))  # "w12" -> "w", "##12": 2 pieces a word
     tokens = small.embed_tokens(text)
     assert tokens.windows > 3
-    # A token vector equals the one from a run of [CLS] + window + [SEP] that owns it: check
-    # the first token (owned by window 0) against a direct run of the first window.
-    first = small.embed_tokens(small._tokenizer.decode(small._tokenizer.encode(text).ids[1:33]))
-    assert cos(first.vectors[0], tokens.vectors[0]) > 0.999
+    ids = small._tokenizer.encode(text, add_special_tokens=False).ids
+    windows = local_mod.token_windows(len(ids), 32)
+    assert len(windows) == tokens.windows
+    # A token vector is the one from the run of [CLS] + window + [SEP] where the token is most central:
+    # the first token (window 0's) and the token in the middle of the second window.
+    for w, pos in ((0, 0), (1, (windows[1][0] + windows[1][1]) // 2)):
+        a, b = windows[w]
+        run = np.asarray([[small._cls_id, *ids[a:b], small._sep_id]], dtype=np.int64)
+        hidden = small._run(run, np.ones_like(run))[0]
+        np.testing.assert_array_equal(tokens.vectors[pos], hidden[1 + pos - a])
     assert_covered(text, tokens.spans)
 
 

@@ -82,21 +82,47 @@ def late_context_vectors(embedder: Any, pieces: Sequence[Piece]) -> np.ndarray:
     return late_context_many(embedder, [pieces])[0]
 
 
-def late_context_many(embedder: Any, turn_pieces: Sequence[Sequence[Piece]]) -> list[np.ndarray]:
-    """:func:`late_context_vectors` of many turns, their token passes sharing model runs."""
-    if not hasattr(embedder, "embed_tokens"):
+def late_context_many(
+    embedder: Any, turn_pieces: Sequence[Sequence[Piece]], *, progress: Callable[[int], object] | None = None
+) -> list[np.ndarray]:
+    """:func:`late_context_vectors` of many turns, their token passes sharing model runs (``progress(n)``: ``n``
+    more pieces done, after each model run, when the embedder reports it)."""
+    return late_passes(embedder, turn_pieces, progress=progress)[0]
+
+
+def late_passes(
+    embedder: Any, turn_pieces: Sequence[Sequence[Piece]], *, own: bool = False,
+    progress: Callable[[int], object] | None = None,
+) -> tuple[list[np.ndarray], list[np.ndarray | None]]:  # fmt: skip
+    """Late chunking of many turns in one token pass: per turn, its pieces' context vectors, and with ``own``
+    the pieces' own embeddings where that pass gives them (``None`` elsewhere).
+
+    The pass over a turn reads each piece inside its turn, so it gives a piece's own embedding -- the piece
+    read alone, as ``embed`` reads it -- only when the turn is that one piece and fits in one model window
+    (the model input is then exactly ``[CLS]`` piece ``[SEP]``). Pooling a piece's tokens out of a longer
+    pass is not that embedding (its tokens have read their neighbours: it is the late-chunked vector itself),
+    so the blend's ``weight`` would lose its meaning; such pieces are embedded on their own.
+    """
+    if not hasattr(embedder, "embed_tokens") and not hasattr(embedder, "embed_late"):
         raise InputError(
             f"context='late' needs token-level output, which {embedder_name(embedder)} does not give; "
             "use the local embedder (ctxret[local]) or context='mean'"
         )
+    late = getattr(embedder, "embed_late", None)
+    if late is not None:  # one pass over each turn's tokens, as the pieces were tokenized when fitted
+        out = late([[p.text for p in pieces] for pieces in turn_pieces], own=own, progress=progress)
+        return [np.asarray(c, dtype=np.float32) for c in out.context], list(out.own)
     from ..embedders.local import pool_spans
 
     joined = [_joined(pieces) for pieces in turn_pieces]
     many = getattr(embedder, "embed_tokens_many", None)
     tokens = many([t for t, _ in joined]) if many is not None else [embedder.embed_tokens(t) for t, _ in joined]
-    return [
+    contexts = [
         np.asarray(pool_spans(tok, spans), dtype=np.float32) for tok, (_, spans) in zip(tokens, joined, strict=True)
     ]
+    if progress is not None:
+        progress(sum(len(p) for p in turn_pieces))
+    return contexts, [None] * len(contexts)
 
 
 def context_vectors(
@@ -106,10 +132,13 @@ def context_vectors(
     piece_vectors: np.ndarray,
     turn_texts: Sequence[str],
     context_texts: Sequence[Sequence[str]] | None = None,
+    *,
+    progress: Callable[[int], object] | None = None,
 ) -> list[np.ndarray]:
     """Context for every piece, turn by turn: a ``(d,)`` vector per turn, or ``(n, d)`` per piece (``late``, ``llm``).
 
-    ``context_texts`` (``llm`` only): the contextualizer's line for every piece, turn by turn.
+    ``context_texts`` (``llm`` only): the contextualizer's line for every piece, turn by turn. ``progress``
+    (``late`` only): called with the pieces done after each model run.
     """
     if strategy == "mean":
         out, row = [], 0
@@ -146,7 +175,7 @@ def context_vectors(
     if strategy == "late":
         dims = piece_vectors.shape[1]
         filled = [i for i, pieces in enumerate(turn_pieces) if pieces]
-        late = late_context_many(embedder, [turn_pieces[i] for i in filled])
+        late = late_context_many(embedder, [turn_pieces[i] for i in filled], progress=progress)
         out_late = [np.zeros((0, dims), np.float32) for _ in turn_pieces]
         for i, vecs in zip(filled, late, strict=True):
             out_late[i] = vecs

@@ -1,4 +1,12 @@
-"""The progress of one indexing call: a tqdm bar on a terminal, a line now and then in a log."""
+"""The progress of one indexing call: a tqdm bar on a terminal or in a notebook, a line now and then in a log.
+
+Every write path reports here: ``ContextualIndex(progress=...)`` sets it for an index, ``add_documents`` /
+``add_messages`` / ``add_turns`` take ``progress=`` per call, and the adapters' bulk paths take ``show_progress=``
+(LlamaIndex's name) or ``progress=``. ``None`` (the default) shows a bar where someone is watching -- stderr is a
+terminal, or the code runs in a Jupyter kernel -- and only for a call of more than one embedding chunk; ``True``
+shows it anywhere (in a log: :class:`ProgressLines`); ``False`` never. The bar counts pieces and shows pieces/s
+and the time left.
+"""
 
 from __future__ import annotations
 
@@ -7,24 +15,68 @@ import time
 from typing import Any
 
 from ..embedders.fitting import EMBED_CHUNK
+from ..errors import InputError
 
-__all__ = ["PROGRESS_EVERY", "ProgressLines", "progress_bar"]
+__all__ = ["PROGRESS_EVERY", "ProgressLines", "check_progress", "progress_bar", "progress_option", "watched"]
 
 
-def progress_bar(progress: bool | None, total: int) -> Any:
-    """One progress display for a whole call (``None``: shown on a terminal for more than one embedding chunk).
+def check_progress(progress: Any, name: str = "progress") -> bool | None:
+    """``progress`` as a write option (``True``, ``False`` or ``None``), else an :class:`InputError` naming it."""
+    if progress is not None and not isinstance(progress, bool):
+        raise InputError(
+            f"{name} must be True (always), False (never) or None (a bar on a terminal or in a notebook), "
+            f"got {progress!r}"
+        )
+    return progress
 
-    On a terminal a tqdm bar; otherwise (``progress=True`` with stderr a pipe or a file, e.g. a CI log) a
-    :class:`ProgressLines` line now and then."""
-    tty = sys.stderr.isatty()
-    show = progress if progress is not None else (total > EMBED_CHUNK and tty)
+
+def progress_option(progress: Any = None, show_progress: Any = None) -> bool | None:
+    """The adapters' progress switch: ``progress=`` (ctxret's name) or ``show_progress=`` (LlamaIndex's), checked;
+    both given and different is an :class:`InputError`."""
+    a, b = check_progress(progress), check_progress(show_progress, "show_progress")
+    if a is not None and b is not None and a != b:
+        raise InputError(f"progress={a} and show_progress={b} name the same switch; give one")
+    return a if a is not None else b
+
+
+def watched() -> str | None:
+    """Where a bar is seen: ``"notebook"`` (a Jupyter kernel runs this code), ``"terminal"`` (stderr is one), else
+    ``None`` (a pipe, a file, a service's log)."""
+    ipython = sys.modules.get("IPython")  # only when the code already runs under IPython: never imported here
+    if ipython is not None:
+        try:
+            shell = ipython.get_ipython()
+        except Exception:  # an IPython too old or half imported: no notebook
+            shell = None
+        if shell is not None and getattr(shell, "kernel", None) is not None:
+            return "notebook"
+    try:
+        return "terminal" if sys.stderr is not None and sys.stderr.isatty() else None
+    except (AttributeError, ValueError):  # a replaced or closed stderr
+        return None
+
+
+def progress_bar(progress: bool | None, total: int, *, desc: str = "indexing") -> Any:
+    """One progress display for a whole call (``None``: shown where watched, for more than one embedding chunk).
+
+    In a notebook or on a terminal a tqdm bar (``tqdm.auto``: a widget in a notebook); otherwise, with
+    ``progress=True`` (stderr a pipe or a file, e.g. a CI log), a :class:`ProgressLines` line now and then."""
+    where = watched()
+    show = progress if progress is not None else (total > EMBED_CHUNK and where is not None)
     if not show:
         return None
-    if not tty:
-        return ProgressLines(total)
-    from tqdm.auto import tqdm
+    if where is None:
+        return ProgressLines(total, desc=desc)
+    if where == "notebook":
+        try:
+            import ipywidgets  # noqa: F401  (tqdm's notebook bar is a widget)
+            from tqdm.auto import tqdm
+        except ImportError:  # no widgets: the text bar, which a notebook shows as it runs
+            from tqdm.std import tqdm
+        return tqdm(total=total, desc=desc, unit="piece", mininterval=0.5)
+    from tqdm.std import tqdm
 
-    return tqdm(total=total, desc="indexing", unit="piece", file=sys.stderr, mininterval=0, miniters=1)
+    return tqdm(total=total, desc=desc, unit="piece", file=sys.stderr, mininterval=0, miniters=1)
 
 
 #: Seconds between two :class:`ProgressLines` lines.

@@ -30,7 +30,7 @@ from ..storage.rebuild import rebuild
 from ..storage.replay import repair_writes
 from ..text import clean_text
 from .config import IndexConfig
-from .context import Contextualizer, context_vectors, contextualize
+from .context import Contextualizer, context_vectors, contextualize, late_passes
 from .plan import (
     DEFAULT_MAX_TURN_BYTES,
     PlannedTurn,
@@ -80,9 +80,9 @@ class PieceSink(StoredReader, Protocol):
 
 #: One write batch holds at most this many pieces and this much piece text (UTF-8 bytes): one
 #: embedding pass and one store write each, so memory stays bounded however many turns one call
-#: adds (late chunking holds ~1.5 KB per token of a batch: 256 KB of text is ~100 MB), and while a
-#: batch is written the next one embeds. Turns are batched by size, so the model's length-sorted
-#: runs pad as little as in one pass over everything.
+#: adds (the pieces, their vectors and metadata; late chunking holds ~1.5 KB per token only for the
+#: turns in its current model runs), and while a batch is written the next one embeds. Turns are
+#: batched by size, so the model's length-sorted runs pad as little as in one pass over everything.
 WRITE_BATCH_PIECES = 2_048
 WRITE_BATCH_BYTES = 256_000
 
@@ -279,14 +279,7 @@ def _embed_batch(
                 if line:
                     meta["context_text"] = line
     view_records = _view_records(batch, embedder, config, view_writers, known_views)
-    texts = [x.text for p in batch for x in p.pieces]
-    if config.weight == 0.0 and config.context in ("late", "turn"):
-        # the stored vector is the context alone: the pieces' own vectors would not be used
-        vectors = np.zeros((len(texts), config.dims), np.float32)
-    else:
-        vectors = embed_in_batches(embedder, texts, progress=bar is not None, desc="embedding pieces", bar=bar)
-        check_vectors(vectors, len(texts), config.dims, str(config.model_id))
-    contexts = _contexts(batch, embedder, config, vectors, lines, bar)
+    vectors, contexts = _passes(batch, embedder, config, lines, bar)
     # one blend over the batch: each piece's row with its turn's context (one vector, or one per piece)
     dims = vectors.shape[1]
     rows = [np.broadcast_to(ctx, (len(p.pieces), dims)) for p, ctx in zip(batch, contexts, strict=True) if p.pieces]
@@ -369,15 +362,67 @@ class _Writes:
                 self._pool = None
 
 
+def _passes(
+    batch: Sequence[PlannedTurn], embedder: Embedder, config: IndexConfig, lines: list[list[str]] | None, bar: Any
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The model passes of a batch: the pieces' own vectors and every turn's context, each token read once
+    where the stored vector allows it.
+
+    ``late`` context: one token pass over every turn; at weight 0 the stored vector is that pass alone (the
+    pieces' own vectors are not computed: zeros, never used); at weight > 0 a turn that is one piece in one
+    window takes its own vector from the same pass (:func:`.context.late_passes` says why only those), the
+    other pieces are embedded on their own. ``turn`` context at weight 0: the turns' vectors alone. Other
+    contexts: the pieces' vectors, then the context (``mean`` reuses them)."""
+    texts = [x.text for p in batch for x in p.pieces]
+    dims = config.dims
+    step = bar.update if bar is not None else None
+    if config.context == "late":
+        filled = [i for i, p in enumerate(batch) if p.pieces]
+        contexts = [np.zeros((0, dims), np.float32) for _ in batch]
+        own: list[np.ndarray | None] = [None] * len(batch)
+        weighted = config.weight != 0.0
+
+        def progress(n: int) -> None:  # pieces done; at weight > 0 those with both vectors (one-piece turns here)
+            if step is not None and (not weighted or n == 1):
+                step(n)
+
+        late, owns = late_passes(embedder, [batch[i].pieces for i in filled], own=weighted, progress=progress)
+        for i, ctx, mine in zip(filled, late, owns, strict=True):
+            contexts[i] = ctx
+            own[i] = mine
+        vectors = np.zeros((len(texts), dims), np.float32)
+        if weighted:
+            starts = np.cumsum([0] + [len(p.pieces) for p in batch])
+            rest: list[int] = []
+            for i, mine in enumerate(own):
+                if mine is not None:
+                    vectors[starts[i]] = mine
+                else:
+                    rest.extend(range(starts[i], starts[i + 1]))
+            if rest:
+                vectors[rest] = embed_in_batches(
+                    embedder, [texts[r] for r in rest], progress=bar is not None, desc="embedding pieces", bar=bar
+                )
+            check_vectors(vectors, len(texts), dims, str(config.model_id))
+        return vectors, contexts
+    if config.weight == 0.0 and config.context == "turn":
+        # the stored vector is the context alone: the pieces' own vectors would not be used
+        vectors = np.zeros((len(texts), dims), np.float32)
+    else:
+        vectors = embed_in_batches(embedder, texts, progress=bar is not None, desc="embedding pieces", bar=bar)
+        check_vectors(vectors, len(texts), dims, str(config.model_id))
+    return vectors, _contexts(batch, embedder, config, vectors, lines, bar)
+
+
 def _contexts(
     batch: Sequence[PlannedTurn], embedder: Embedder, config: IndexConfig, vectors: np.ndarray,
     lines: list[list[str]] | None, bar: Any,
 ) -> list[np.ndarray]:  # fmt: skip
-    """Every turn's context (:func:`context_vectors`). With a progress bar and a context that embeds (late
-    chunking, the turn's text), the turns go in steps of about :data:`EMBED_CHUNK` pieces, taken by size (so the
-    model's length-sorted runs pad little) and the bar moves after each step, not once per write batch."""
+    """Every turn's context (:func:`context_vectors`; not ``late``: :func:`_passes`). With a progress bar and the
+    ``turn`` context, the turns go in steps of about :data:`EMBED_CHUNK` pieces, taken by size (so the model's
+    length-sorted runs pad little) and the bar moves after each step, not once per write batch."""
     texts = [clean_text(p.turn.text) for p in batch]
-    if bar is None or config.context not in ("late", "turn"):
+    if bar is None or config.context != "turn":
         return context_vectors(config.context, embedder, [p.pieces for p in batch], vectors, texts, lines)
     starts = np.cumsum([0] + [len(p.pieces) for p in batch])
     out: list[np.ndarray] = [np.zeros(0, np.float32)] * len(batch)
