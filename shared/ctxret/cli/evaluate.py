@@ -145,7 +145,8 @@ def register_eval(subparsers: Any, common: argparse.ArgumentParser | None = None
     t.add_argument("path", help="a LoCoMo .json, a .jsonl threads file, or a folder of them")
     _common(t)
     t.add_argument("--query-sets", default=None,
-                   help="comma-separated: facts,qa,composite,time,time_qa (default: facts,qa,composite)")
+                   help="comma-separated: facts,qa,composite,time,time_qa,foreign,updates "
+                        "(default: facts,qa,composite)")
     t.set_defaults(func=cmd_threads)
 
     cal = sub.add_parser("calibrate", parents=parents,
@@ -313,8 +314,34 @@ def _threads(args: argparse.Namespace) -> int:
               "(points; 95% intervals):")
         print()
         print(paired_table(res.config["time_comparison"]))
+    _extra_reports(res)
     _outputs(args, res.rows, res.config, lambda path: plot_threads(res.rows, path), write_json)
     return 0
+
+
+def _extra_reports(res: Any) -> None:
+    """The floor's costs (every run), the updates set and the ranking steps against the default (when run)."""
+    from ..evaluation.floorset import floor_table
+    from ..evaluation.report import paired_table
+    from ..evaluation.updates import updates_table
+
+    if res.config.get("floor_report"):
+        print()
+        print("The floor: what it costs on answerable queries and what it empties (the runtime's part floor; 'cut': "
+              "every hit under the cosine floor dropped, as before), paired per query (points; 95% intervals):")
+        print()
+        print(floor_table(res.config["floor_report"]))
+    if any(r["query_set"] == "updates" for r in res.per_query):
+        print()
+        print("Updates: a fact stated, then changed in a later section (ctxret.evaluation.updates):")
+        print()
+        print(updates_table(res.per_query))
+    if res.config.get("ranking_comparison"):
+        print()
+        print("Answers above questions and the latest fact first, each turned off, paired per query "
+              "(points; 95% intervals):")
+        print()
+        print(paired_table(res.config["ranking_comparison"]))
 
 
 def _conversation_run(args: argparse.Namespace) -> dict[str, Any]:

@@ -15,6 +15,9 @@ Query sets
   yesterday?", with the search's now after the section) and the data's own dated questions; their
   queries are made in :mod:`.timequeries`; their metrics (``top1_window``, ``top5_window``) and the time-aware
   representations are in :mod:`.timeset`.
+* ``foreign`` and ``updates`` (not run unless named): questions from the run's other conversations (nothing in the
+  thread answers them: what the floor should empty; :mod:`.floorset`) and facts that change, inserted under control
+  (:mod:`.updates`).
 
 JSONL thread format (one thread per line)::
 
@@ -50,7 +53,7 @@ from .timequeries import TIME_QUERY_SETS, dated_questions
 from .timequeries import time_queries as _time_queries
 
 #: What ``--query-sets`` accepts; :data:`DEFAULT_QUERY_SETS` run when none are named.
-QUERY_SETS = ("facts", "qa", "composite", *TIME_QUERY_SETS)
+QUERY_SETS = ("facts", "qa", "composite", *TIME_QUERY_SETS, "foreign", "updates")  # the last two: floorset, updates
 DEFAULT_QUERY_SETS = ("facts", "qa", "composite")
 QA_CATEGORIES = (1, 2, 3, 4)
 FACTS_PER_COMPOSITE = 3
