@@ -16,8 +16,9 @@ adapters) always; an unscoped search over Chroma reads its candidates' metadata 
 answers are not lifted.
 
 Measured on LoCoMo dev (``ctxret eval threads ../shared/data/locomo-dev --query-sets qa,facts
---representations hybrid_default,hybrid_no_answers``; BENCHMARKS "Answers above questions"): the top hit of a QA
-search was a question while the answer after it held the evidence in 9.5% of the questions.
+--representations hybrid_default,hybrid_no_answers``; BENCHMARKS "Answers above questions and the latest fact
+first"): the top hit of a QA search was a stored question while the utterance after it held the evidence for 9.3% of
+the questions (0.7% with the lift); evidence recall@5 +6.7 points [+4.7, +8.6]; facts unchanged.
 """
 
 from __future__ import annotations
