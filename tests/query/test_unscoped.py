@@ -59,7 +59,7 @@ def test_unscoped_answers_as_every_thread_does(index, message) -> None:
 
 
 def test_candidates_are_deferred_and_only_kept_hits_are_read(index) -> None:
-    parts, qvecs = index.query_vectors(QUERIES[0])
+    parts, qvecs = index.query_vectors(QUERIES[1])  # a part that does not ask: no answer to lift
     plan = index.plan(k=2, score_threshold=None)
     dense, lexical = index.store.resolve(Scope())
     cands = run_candidates(plan, parts, qvecs, Scope(), Backends(dense, lexical))
@@ -74,6 +74,27 @@ def test_candidates_are_deferred_and_only_kept_hits_are_read(index) -> None:
     kept = {h.id for g in groups for h in g.hits}
     assert len(asked) == 1 and kept <= set(asked[0]) and len(asked[0]) <= plan.k * len(parts)
     assert all(not isinstance(h.metadata, Deferred) and h.text for g in groups for h in g.hits)
+
+
+def test_asking_parts_read_their_candidates_once_to_lift_answers(index) -> None:
+    """A part that asks needs its candidates' metadata to find the reply after a stored question (query/answers.py):
+    one read for every asking part, none for the others."""
+    parts, qvecs = index.query_vectors(QUERIES[0])
+    plan = index.plan(k=2, score_threshold=None)
+    dense, lexical = index.store.resolve(Scope())
+    asked: list[list[str]] = []
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(dense, name)
+
+        def complete(self, ids):
+            asked.append(list(ids))
+            return dense.complete(ids)
+
+    cands = run_candidates(plan, parts, qvecs, Scope(), Backends(Counting(), lexical))
+    assert len(asked) == 1 and set(asked[0]) == {rid for c in cands for rid in c.info}
+    assert not any(isinstance(meta, Deferred) for c in cands for _, meta in c.info.values())
 
 
 def test_a_piece_deleted_during_a_search_is_left_out(index, local_embedder, tmp_path) -> None:

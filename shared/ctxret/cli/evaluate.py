@@ -146,7 +146,8 @@ def register_eval(subparsers: Any, common: argparse.ArgumentParser | None = None
     t.add_argument("path", help="a LoCoMo .json, a .jsonl threads file, or a folder of them")
     _common(t)
     t.add_argument("--query-sets", default=None,
-                   help="comma-separated: facts,qa,composite,time,time_qa,distracted (default: facts,qa,composite)")
+                   help="comma-separated: facts,qa,composite,time,time_qa,distracted,foreign,updates "
+                        "(default: facts,qa,composite)")
     t.add_argument("--incremental", action="store_true",
                    help="also write each conversation into the product's store as an agent does, one add_messages "
                         "call per session, beside the same messages in one call: are the pieces the same, and "
@@ -370,6 +371,7 @@ def _threads(args: argparse.Namespace) -> int:
               "(points; 95% intervals):")
         print()
         print(paired_table(res.config["time_comparison"]))
+    _extra_reports(res)
     if res.config.get("distracted_comparison"):
         print()
         print("Distracted: each question after two statements of its thread and a topic switch:")
@@ -404,6 +406,29 @@ def memory_report(mem: Any) -> str:
                      + ("identical" if s["identical"] else "DIFFERENT"))  # fmt: skip
     lines += ["", threads_table(mem.rows), "", paired_table(mem.config["comparison"])]
     return "\n".join(lines)
+def _extra_reports(res: Any) -> None:
+    """The floor's costs (every run), the updates set and the ranking steps against the default (when run)."""
+    from ..evaluation.floorset import floor_table
+    from ..evaluation.report import paired_table
+    from ..evaluation.updates import updates_table
+
+    if res.config.get("floor_report"):
+        print()
+        print("The floor: what it costs on answerable queries and what it empties (the runtime's part floor; 'cut': "
+              "every hit under the cosine floor dropped, as before), paired per query (points; 95% intervals):")
+        print()
+        print(floor_table(res.config["floor_report"]))
+    if any(r["query_set"] == "updates" for r in res.per_query):
+        print()
+        print("Updates: a fact stated, then changed in a later section (ctxret.evaluation.updates):")
+        print()
+        print(updates_table(res.per_query))
+    if res.config.get("ranking_comparison"):
+        print()
+        print("Answers above questions and the latest fact first, each turned off, paired per query "
+              "(points; 95% intervals):")
+        print()
+        print(paired_table(res.config["ranking_comparison"]))
 
 
 def _conversation_run(args: argparse.Namespace) -> dict[str, Any]:

@@ -133,7 +133,8 @@ def _add_search_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         type=_threshold,
         default="auto",
         metavar="COS",
-        help="cosine floor per hit: a number, 'none', or 'auto' (the embedder's default; default)",
+        help="cosine floor: a part is empty unless one of its first hits clears it, hits are kept down to half of "
+        "it; a number, 'none', or 'auto' (the embedder's default; default)",
     )
     p.add_argument(
         "--thread", action="append", metavar="ID", help="search only this thread (repeatable)"

@@ -5,8 +5,8 @@ product's search loop up to its candidates: dense and lexical candidates per par
 lexical-only hits, exact BM25 and cosine for every candidate, fusion — the same schedule as a
 product search) run on an :class:`~ctxret.storage.memory.ExactStore` (the
 conversation's thread view: exact cosine over its stored vectors, BM25 with its own statistics —
-the code a thread-scoped product search runs). Only the floor is applied
-afterwards (:func:`floor_mask`, the runtime's :func:`~ctxret.query.fusion.passes_floor`), so
+the code a thread-scoped product search runs), answers lifted and the latest fact first included. Only the floor is
+applied afterwards (:func:`group_floor_mask`, the runtime's rule of :mod:`ctxret.query.floor`), so
 one search serves every floor of a sweep; and :func:`~ctxret.query.search.fuse_candidates` re-ranks
 one search's candidates under each fusion setting of a sweep.
 
@@ -24,6 +24,7 @@ import numpy as np
 
 from ..query.deadline import run_candidates
 from ..query.executor import Backends
+from ..query.floor import hit_floor, part_answered
 from ..query.fusion import FusionMethod, FusionSettings, passes_floor
 from ..query.search import PartCandidates, SearchPlan
 from ..storage.base import DenseBackend, LexicalBackend
@@ -36,6 +37,7 @@ __all__ = [
     "RUNTIME_DEFAULT",
     "fusion_for",
     "floor_mask",
+    "group_floor_mask",
     "hybrid_candidates",
     "scope_candidates",
     "with_candidates",
@@ -62,30 +64,59 @@ def fusion_for(representation: str, fusion: FusionSettings = RUNTIME_DEFAULT) ->
 
 def hybrid_candidates(
     store: ExactStore, thread_id: str, parts: Sequence[str], qvecs: np.ndarray, *, k: int, fusion: FusionSettings,
-    where: Mapping[str, Any] | None = None,
+    where: Mapping[str, Any] | None = None, answers_first: bool = True, latest_first: bool = True,
 ) -> list[PartCandidates]:  # fmt: skip
     """The runtime's hybrid candidates of each part in one thread (every candidate's ``idf_coverage``
     included, for any floor): the store's thread view, as the product serves a thread-scoped search.
-    ``where``: a metadata filter applied inside the thread view before ranking (a time window on ``ts_epoch``)."""
+    ``where``: a metadata filter applied inside the thread view before ranking (a time window on ``ts_epoch``).
+    ``answers_first`` / ``latest_first``: the search options of the same names (the runtime's defaults: on)."""
     scope = Scope(thread_id, where)
     dense, lexical = store.resolve(scope)
-    return scope_candidates(dense, lexical, scope, parts, qvecs, k=k, fusion=fusion)
+    return scope_candidates(dense, lexical, scope, parts, qvecs, k=k, fusion=fusion, answers_first=answers_first,
+                            latest_first=latest_first)  # fmt: skip
 
 
 def scope_candidates(
     dense: DenseBackend, lexical: LexicalBackend | None, scope: Scope, parts: Sequence[str], qvecs: np.ndarray, *,
-    k: int, fusion: FusionSettings | None,
+    k: int, fusion: FusionSettings | None, answers_first: bool = True, latest_first: bool = True,
 ) -> list[PartCandidates]:  # fmt: skip
     """The runtime's candidates of each part (the product's search loop up to its candidates,
     :func:`ctxret.query.deadline.run_candidates`) from the given backends: hybrid under ``fusion`` (every
     candidate's ``idf_coverage`` included, for any floor), or dense only (``fusion=None``: the top ``k`` by cosine)."""
-    plan = SearchPlan(k=k, floor=None, weight=1.0, max_parts=MAX_PARTS, split=True, hybrid=fusion, parents=False)
+    plan = SearchPlan(k=k, floor=None, weight=1.0, max_parts=MAX_PARTS, split=True, hybrid=fusion, parents=False,
+                      answers_first=answers_first, latest_first=latest_first)  # fmt: skip
     backends = Backends(dense, lexical if fusion is not None else None)
     return run_candidates(plan, parts, qvecs, scope, backends, idf_coverage_for="all")
 
 
 def with_candidates(fusion: FusionSettings, candidates: int, lexical_floor: float | None) -> FusionSettings:
     return replace(fusion, candidates=candidates, lexical_floor=lexical_floor)
+
+
+def group_floor_mask(
+    cosines: np.ndarray,
+    idf_coverage: np.ndarray | None,
+    floor: float | None,
+    lexical_floor: float | None = RUNTIME_DEFAULT.lexical_floor,
+    k: int = 5,
+    lifted: Mapping[int, int] | None = None,
+) -> np.ndarray:
+    """Which ranked hits of one part survive the floor, by the runtime's rule (:mod:`ctxret.query.floor`): each hit
+    is kept down to half the floor (:func:`floor_mask` at :func:`~ctxret.query.floor.hit_floor`; a lifted hit with
+    the hit it was lifted above), and the group only when its first ``k`` kept hits hold an answer
+    (:func:`~ctxret.query.floor.part_answered`)."""
+    cosines = np.asarray(cosines, dtype=np.float64)
+    if floor is None:
+        return np.ones(cosines.shape, dtype=bool)
+    source = np.arange(len(cosines))
+    for a, b in (lifted or {}).items():
+        source[a] = b
+    cov = None if idf_coverage is None else np.asarray(idf_coverage, dtype=np.float64)
+    mask = floor_mask(cosines[source], None if cov is None else cov[source], hit_floor(floor), lexical_floor)
+    head = np.flatnonzero(mask)[:k]
+    answered = part_answered(cosines[head].tolist(), None if cov is None else cov[source[head]].tolist(), floor,
+                             lexical_floor)  # fmt: skip
+    return mask if answered else np.zeros(cosines.shape, dtype=bool)
 
 
 def floor_mask(

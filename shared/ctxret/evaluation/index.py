@@ -28,7 +28,7 @@ from ..storage.schema import Scope
 from ..text import clean_text
 from .datasets import Conversation
 from .embedding import CachedEmbedder, cached_embedder
-from .hybrid import RUNTIME_DEFAULT, floor_mask
+from .hybrid import RUNTIME_DEFAULT, group_floor_mask
 from .peers import BM25sPeer
 
 
@@ -45,12 +45,20 @@ class Ranked:
     idf_coverage: np.ndarray | None = None
     #: Hybrid only: the idf_coverage that lets a hit under the cosine floor through (None: none does).
     lexical_floor: float | None = None
+    #: Positions lifted above another hit (a stored question's answer, a later statement): position -> that hit's.
+    lifted: dict[int, int] | None = None
+    #: The part searched the time window it names: no floor (ctxret.query.timed).
+    windowed: bool = False
 
-    def kept(self, floor: float | None) -> np.ndarray:
-        """Positions (into ``items``) of the hits that survive ``floor``, by the runtime's rule."""
+    def kept(self, floor: float | None, k: int = 5) -> np.ndarray:
+        """Positions (into ``items``) of the hits that survive ``floor``, by the runtime's rule
+        (:func:`.hybrid.group_floor_mask`: the part's floor over its first ``k`` hits, then each hit's)."""
         if self.cosines is None:
             return np.arange(len(self.items))
-        return np.flatnonzero(floor_mask(self.cosines, self.idf_coverage, floor, self.lexical_floor))
+        if self.windowed:
+            floor = None
+        mask = group_floor_mask(self.cosines, self.idf_coverage, floor, self.lexical_floor, k, self.lifted)
+        return np.flatnonzero(mask)
 
 
 @dataclass
@@ -166,6 +174,7 @@ class ConversationIndex:
         out = []
         for c in candidates:
             ids = [rid for rid, _ in c.ranked]
+            at = {rid: n for n, rid in enumerate(ids)}
             out.append(
                 Ranked(
                     c.part,
@@ -174,6 +183,7 @@ class ConversationIndex:
                     np.fromiter((c.cosine[i] for i in ids), dtype=np.float64, count=len(ids)),
                     np.fromiter((c.idf_coverage.get(i, 0.0) for i in ids), dtype=np.float64, count=len(ids)),
                     lexical_floor,
+                    lifted={at[a]: at[b] for a, b in c.lifted.items() if a in at and b in at},
                 )
             )
         return out

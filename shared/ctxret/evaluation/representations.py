@@ -134,20 +134,22 @@ def _rep_peer_query_fusion(ix: ConversationIndex, message: str) -> Retrieval:
 
 
 def hybrid_groups(
-    ix: ConversationIndex, message: str, fusion: FusionSettings, *, stored: np.ndarray | None = None
-) -> list[Ranked]:
+    ix: ConversationIndex, message: str, fusion: FusionSettings, *, stored: np.ndarray | None = None,
+    answers_first: bool = True, latest_first: bool = True,
+) -> list[Ranked]:  # fmt: skip
     """The runtime's hybrid search of each part (:func:`.hybrid.hybrid_candidates`) under ``fusion``
     (its rule, its candidates per side — the runtime takes ``max(k, candidates)`` — and its lexical
     floor) as ranked groups; each hit carries its cosine and lexical coverage for the floor rule.
 
     ``stored``: the stored vectors searched (default: the runtime's default stored side for this
-    embedder, :attr:`ConversationIndex.default_stored`)."""
+    embedder, :attr:`ConversationIndex.default_stored`). ``answers_first`` / ``latest_first``: the search options of
+    the same names (:func:`.hybrid.hybrid_candidates`)."""
     parts, q = ix.query(message, split=True)
     if not parts:
         return []
-    cands = hybrid_candidates(
-        ix.exact_store(ix.default_stored if stored is None else stored), ix.conv.id, parts, q, k=ix.k, fusion=fusion
-    )
+    store = ix.exact_store(ix.default_stored if stored is None else stored)
+    cands = hybrid_candidates(store, ix.conv.id, parts, q, k=ix.k, fusion=fusion, answers_first=answers_first,
+                              latest_first=latest_first)  # fmt: skip
     return ix.ranked(cands, fusion.lexical_floor)
 
 

@@ -38,7 +38,7 @@ def score_query(ix: ConversationIndex, ret: Retrieval, q: Query, k: int, floor: 
     top1 = 1.0 if sections[0] in q.gold else 0.0
     out["top1_section"] = top1
     if g.cosines is not None and floor is not None:
-        kept = g.kept(floor)
+        kept = g.kept(floor, k)
         out["top1_section_floor"] = 1.0 if len(kept) and sections[kept[0]] in q.gold else 0.0
     out["mrr"] = reciprocal_rank(sections.tolist(), q.gold)
     out["recall"] = evidence_recall([units[i] for i in g.items[:k]], q.evidence)

@@ -61,14 +61,17 @@ from .datasets import (
 )
 from .distracted import DISTRACTED, distracted_comparison, distracted_queries, distracted_rows, score_distracted
 from .embedding import CachedEmbedder, cached_embedder
+from .floorset import FOREIGN, floor_metrics, floor_report, foreign_metrics, foreign_queries, time_floor_metrics
 from .hybrid import RUNTIME_DEFAULT
 from .index import ConversationIndex, whole_message
 from .metrics import budget_recall, mean
+from .ranking import RANKING_REPRESENTATIONS, answer_metrics, ranking_comparison
 from .representations import NEEDS_TOKENS, OPT_IN, PEERS, THREAD_REPRESENTATIONS, register_representation
 from .scoring import score_composite, score_query
 from .stats import by_query, compare
 from .timequeries import TIME_QUERY_SETS
 from .timeset import TIME_REPRESENTATIONS, TimeAware, score_time, time_breakdown, time_comparison
+from .updates import run_updates
 
 __all__ = [
     "ThreadsResult",
@@ -167,10 +170,12 @@ def run_threads(
     notes: Counter = Counter()
     for ci, conv in enumerate(convs):
         sets = select_queries(conv, limit_queries, seed)
-        sets = {s: sets[s] for s in query_sets if s != DISTRACTED}
+        if FOREIGN in query_sets:
+            sets[FOREIGN] = foreign_queries(conv, convs, limit_queries)
+        sets = {s: sets[s] for s in query_sets if s in sets and s != DISTRACTED}
         distracted = distracted_queries(conv, limit_queries, seed) if DISTRACTED in query_sets else []
         messages = (
-            [q.text for s in ("facts", "qa", *TIME_QUERY_SETS) for q in sets.get(s, [])]
+            [q.text for s in ("facts", "qa", *TIME_QUERY_SETS, FOREIGN) for q in sets.get(s, [])]
             + [c.text for c in sets.get("composite", [])]
             + [t for d in distracted for t in (d.text, d.question.text)]
         )
@@ -185,7 +190,7 @@ def run_threads(
         counts["composite_facts"] += sum(len(c.facts) for c in sets.get("composite", []))
         if DISTRACTED in query_sets:
             counts[DISTRACTED] += len(distracted)
-        for qs in TIME_QUERY_SETS:
+        for qs in (*TIME_QUERY_SETS, FOREIGN):
             if qs in sets:
                 counts[qs] += len(sets[qs])
         if any(s in sets for s in TIME_QUERY_SETS) and all(t.timestamp is None for t in conv.turns):
@@ -208,6 +213,8 @@ def run_threads(
                 for q in sets.get(qs, []):
                     ret = fn(ix, q.text)
                     m = score_query(ix, ret, q, k, floor)
+                    m.update(floor_metrics(ix, ret, q, k, floor))
+                    m.update(answer_metrics(ix, ret, q))
                     if ret.level == "pieces":
                         groups = [g.items.tolist() for g in ret.groups]
                         for budget in BUDGETS:
@@ -224,17 +231,21 @@ def run_threads(
                 for tq in sets.get(qs, []):
                     ret = fn(ix, tq.text, now=tq.now) if isinstance(fn, TimeAware) else fn(ix, tq.text)
                     m = score_time(ix, ret, tq, k)
+                    floored = time_floor_metrics(ix, ret, tq, k, floor)
                     for key, val in m.items():
                         acc[(rep, qs)][key].append(val)
                     per_query.append(
                         {"conversation": conv.id, "representation": rep, "query_set": qs, "query_id": tq.id,
-                         "kind": tq.kind, "base": tq.base, **m}
+                         "kind": tq.kind, "base": tq.base, **m, **floored}
                     )  # fmt: skip
             for d in distracted:
                 m = score_distracted(ix, fn, d, k, floor, whole.get(d.id))
                 whole[d.id] = m["recall_whole"]
                 ids = {"conversation": conv.id, "representation": rep, "query_set": DISTRACTED, "query_id": d.id}
                 per_query.append({**ids, **m})
+            for fq in sets.get(FOREIGN, []):
+                per_query.append({"conversation": conv.id, "representation": rep, "query_set": FOREIGN,
+                                  "query_id": fq.id, **foreign_metrics(fn(ix, fq.text), k, floor)})  # fmt: skip
             if "composite" in sets and rep != "whole_turn":
                 for cq in sets["composite"]:
                     cov = score_composite(ix, fn(ix, cq.text), cq, k)
@@ -250,6 +261,10 @@ def run_threads(
                             }
                         )
         ix.close()
+    if "updates" in query_sets:
+        per_query.extend(run_updates(convs, emb, representations, k=k, seed=seed, limit=limit_queries,
+                                     piece_bytes=piece_bytes, weight=weight, fusion=fusion))  # fmt: skip
+        counts["updates"] = len({r["query_id"] for r in per_query if r["query_set"] == "updates"})
     rows: list[dict[str, Any]] = []
     for rep in representations:
         for qs in query_sets:
@@ -314,6 +329,9 @@ def run_threads(
         config["time_breakdown"] = time_breakdown(per_query)
     if DISTRACTED in query_sets:
         config["distracted_comparison"] = distracted_comparison(per_query, recall_key)
+    config["floor_report"] = floor_report(per_query)
+    if any(r in RANKING_REPRESENTATIONS for r in representations):
+        config["ranking_comparison"] = ranking_comparison(per_query, recall_key)
     return ThreadsResult(rows, config, per_query)
 
 

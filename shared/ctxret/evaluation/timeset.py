@@ -14,7 +14,8 @@ stored after its time), which the plain ``hybrid_default`` does not:
 * ``hybrid_time_fallback``: the window, but a part whose window holds no piece searches as of now;
   ``hybrid_time_pm1d_fallback``: both;
 * ``hybrid_time_product``: the product's rules (:mod:`ctxret.query.timed`: ±1 day, the fallback when the window
-  holds no piece of the thread, the product's ``Scope`` window), no "as of now" cut for parts without a window;
+  holds no piece of the thread, the product's ``Scope`` window, no floor for a part inside the window it names), no
+  "as of now" cut for parts without a window;
   ``hybrid_time_product_asking``: the same with ``time_windows="asking"`` (only parts that ask get a window);
 * ``hybrid_recency_7d`` / ``_30d`` / ``_90d``: no window; each part's candidates re-ranked by their fused score times
   ``0.5 ** (age / half_life)`` (age = now − the piece's time).
@@ -135,7 +136,8 @@ class TimeAware:
             return bool(view.allowed.any()) if view.allowed is not None else bool(view.ids)
 
         thread = Scope(ix.conv.id)
-        keys, _ = decide_windows(part_windows(parts, now, asking=self.asking), None, thread, holds_any)
+        named = part_windows(parts, now, asking=self.asking)
+        keys, notes = decide_windows(named, None, thread, holds_any)
         qvecs = ix.query(message, split=True)[1]
         fusion = RUNTIME_DEFAULT
         cands: list[PartCandidates | None] = [None] * len(parts)
@@ -146,8 +148,9 @@ class TimeAware:
             for i, c in zip(idx, got, strict=True):
                 cands[i] = c
         groups = ix.ranked([c for c in cands if c is not None], fusion.lexical_floor)
-        for g, part in zip(groups, parts, strict=True):
+        for i, (g, part) in enumerate(zip(groups, parts, strict=True)):
             g.part = part
+            g.windowed = named[i] is not None and not notes[i]  # the product drops the floor there
         return groups
 
     def _vectors(

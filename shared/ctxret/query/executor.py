@@ -61,10 +61,12 @@ import numpy as np
 from ..embedders.base import Embedder
 from ..errors import InputError
 from ..results import Group
-from ..storage.base import DenseBackend, LexicalBackend, Row
+from ..storage.base import Deferred, DenseBackend, LexicalBackend, Row
 from ..storage.schema import Scope
+from .answers import lift_answers
 from .documents import collapse_groups, document_texts
 from .hyde import blend_hyde
+from .latest import asks_now, latest_first
 from .parents import expand_parents
 from .search import (
     IdfCoverageFor,
@@ -311,7 +313,48 @@ class SearchRun:
             )  # fmt: skip
         else:
             cands = dense_candidates(self.parts, rows)
-        return cands, won
+        return self.reranked(cands), won
+
+    def reranked(self, cands: list[PartCandidates]) -> list[PartCandidates]:
+        """The candidates' ranking after fusion: stored questions' answers lifted (:mod:`.answers`), then the later
+        of two statements of one subject first (:mod:`.latest`)."""
+        plan = self.plan
+        if plan.answers_first:
+            cands = self._known(cands)
+            depth = plan.stages.pool(plan.k)
+            cands = [lift_answers(c, depth) for c in cands]
+        if plan.latest_first and any(asks_now(c.part) for c in cands):
+            dense, scope, lexical = self.dense, self.scope, self.lexical
+
+            def fetch(ids: list[str]) -> Any:
+                return dense.fetch(ids, scope)
+
+            coverage = (lambda text, ids: lexical.coverage(text, ids)) if lexical is not None else None
+            cands = [latest_first(c, plan.k, fetch, coverage) for c in cands]
+        return cands
+
+    def _known(self, cands: list[PartCandidates]) -> list[PartCandidates]:
+        """The candidates of parts that ask with their metadata read (an unscoped store defers it), so that a
+        stored question's answer can be found among them (:mod:`.answers`); one read for all parts."""
+        from .timed import asks  # (timed runs this loop)
+
+        complete = getattr(self.dense, "complete", None)
+        if complete is None:
+            return cands
+        asking = {i for i, c in enumerate(cands) if asks(c.part)}
+        wanted = list(dict.fromkeys(
+            rid for i in asking for rid, (_, meta) in cands[i].info.items() if isinstance(meta, Deferred)
+        ))  # fmt: skip
+        if not wanted:
+            return cands
+        got = complete(wanted)  # a piece deleted since the search began keeps its deferred row
+        out = []
+        for i, c in enumerate(cands):
+            if i in asking:
+                c = replace(c, info={rid: got.get(rid, row) if isinstance(row[1], Deferred) else row
+                                     for rid, row in c.info.items()})  # fmt: skip
+            out.append(c)
+        return out
 
     def staged(self, state: _State) -> tuple[_State, _Result | None]:
         """A stage's output: its state, completed at once when a deadline may stop the next stage."""

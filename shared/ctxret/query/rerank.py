@@ -1,10 +1,11 @@
 """The stages inside each group after the floor: relevance, a relevance floor, rerank, MMR, the cut to ``k``.
 
-Per query part (groups never mix), on the part's candidates that passed the floor, best first:
+Per query part (groups never mix), on the part's candidates that passed the hit floor, best first:
 
 1. **relevance** (always): every hit gets ``scores["coverage"]`` (the share of the part's content
    words it holds, :func:`~.relevance.content_coverage`) and ``scores["relevance"]`` in [0, 1]
-   (:mod:`ctxret.query.relevance`);
+   (:mod:`ctxret.query.relevance`); then the part's floor (:mod:`.floor`): a group whose first ``k`` hits hold
+   no answer (none clears the floor) comes back empty;
 2. **min_relevance** (optional): hits under it are dropped;
 3. **rerank** (optional): the top ``rerank_candidates`` go to ``rerank(part, hits)``, which
    returns one score per hit (higher is better) or ``None`` to drop the hit; the group is then
@@ -33,6 +34,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..results import Group, Hit
+from .floor import part_answered
 from .mmr import MMRSettings, mmr_order
 from .relevance import RelevanceCalibration, content_coverage
 
@@ -154,11 +156,13 @@ def recency_hits(hits: Sequence[Hit], half_life: float, now: Any = None) -> list
 
 
 def _with_relevance(
-    hits: list[Hit], part: str, cal: RelevanceCalibration | None, best: float | None = None
-) -> list[Hit]:
+    hits: list[Hit], part: str, cal: RelevanceCalibration | None, best: float | None = None,
+    lifted: Mapping[str, str] | None = None,
+) -> list[Hit]:  # fmt: skip
     """Coverage and relevance on each hit; ``best``: the highest cosine among the part's candidates (the
     hit's margin under it and whether it is the part's best dense match are features of the relevance:
-    :func:`.relevance.best_features`)."""
+    :func:`.relevance.best_features`). ``lifted``: hit id -> the id of the hit it was lifted above (a stored
+    question's answer, the later of two statements of a subject), whose relevance it keeps at least."""
     if not hits:
         return hits
     if best is None:
@@ -171,7 +175,29 @@ def _with_relevance(
         if cal is not None:
             scores["relevance"] = cal(float(h.scores["cosine"]), c, best)
         out.append(replace(h, scores=scores))
+    if cal is not None and lifted:
+        rel = {h.id: float(h.scores["relevance"]) for h in out}
+        for i, h in enumerate(out):
+            above = lifted.get(h.id)
+            if above in rel and rel[above] > rel[h.id]:
+                out[i] = replace(h, scores={**h.scores, "relevance": rel[above]})
     return out
+
+
+def _answered(hits: Sequence[Hit], candidates: Any, k: int, floor: tuple[float | None, float | None] | None) -> bool:
+    """Whether a part's floored hits hold an answer (:func:`.floor.part_answered` on the first ``k``)."""
+    if floor is None or floor[0] is None:
+        return True
+    head = list(hits[:k])
+    idf = getattr(candidates, "idf_coverage", None)
+    hybrid = getattr(candidates, "bm25", None) is not None
+    lifted = getattr(candidates, "lifted", {}) or {}
+    return part_answered(
+        [float(h.scores["cosine"]) for h in head],
+        [float(idf.get(lifted.get(h.id, h.id), 0.0)) for h in head] if hybrid and idf is not None else None,
+        floor[0],
+        floor[1],
+    )
 
 
 def _best_cosine(candidates: Any) -> float | None:
@@ -186,11 +212,16 @@ def finish_groups(
     hit_lists: Sequence[list[Hit]],
     *,
     fetch: Callable[[list[str]], Mapping[str, np.ndarray]] | None = None,
+    floor: tuple[float | None, float | None] | None = None,
 ) -> list[Group]:
-    """Run the stages on each part's floored hits (``hit_lists[i]`` for ``candidates[i]``) and cut to ``k``."""
+    """Run the stages on each part's floored hits (``hit_lists[i]`` for ``candidates[i]``) and cut to ``k``.
+    ``floor``: ``(cosine floor, lexical_floor)``: a part whose first ``k`` hits hold no answer comes back empty
+    (:func:`.floor.part_answered`; ``None``: no floor)."""
     lists: list[list[Hit]] = []
     for c, hits in zip(candidates, hit_lists, strict=False):
-        hits = _with_relevance(list(hits), c.part, stages.relevance, _best_cosine(c))
+        hits = _with_relevance(list(hits), c.part, stages.relevance, _best_cosine(c), getattr(c, "lifted", None))
+        if not _answered(hits, c, k, floor):
+            hits = []
         if stages.min_relevance is not None:
             hits = [h for h in hits if h.scores.get("relevance", 0.0) >= stages.min_relevance]
         if stages.rerank is not None:

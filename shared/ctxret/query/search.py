@@ -16,10 +16,12 @@ Stages, per query part (parts never mix: each keeps its own group):
    and vector (for their exact cosine) and enforces the scope, so a stale lexical row never
    surfaces; the exact BM25 of the dense hits (and the IDF-weighted coverage of those the floor
    asks about) comes from the lexical index (:func:`dense_side`, while that read runs);
-3. **fuse** (hybrid): :func:`ctxret.query.fusion.fuse` on the part's two lists;
-4. **floor and cut**: hits under the cosine floor are dropped (with hybrid search a hit under it
-   is kept when it holds enough of the part's IDF-weighted words, its ``idf_coverage``:
-   :func:`~ctxret.query.fusion.passes_floor`), the rest cut
+3. **fuse** (hybrid): :func:`ctxret.query.fusion.fuse` on the part's two lists; then the ranking steps of
+   :meth:`~ctxret.query.executor.SearchRun.reranked`: a stored question's answer above it (:mod:`.answers`), the
+   later of two statements of one subject first (:mod:`.latest`);
+4. **floor and cut** (:mod:`.floor`): a part none of whose first ``k`` hits clears the floor comes back empty; in
+   the others, hits down to half the floor are kept (with hybrid search a hit under it is kept when it holds enough
+   of the part's IDF-weighted words, its ``idf_coverage``: :func:`~ctxret.query.fusion.passes_floor`), the rest cut
    to ``k``; groups are never padded;
 5. **parents** (``parents=True``): each hit's whole turn or section, one hit per parent in a group.
 """
@@ -37,6 +39,7 @@ from ..errors import InputError
 from ..results import Group, Hit
 from ..storage.base import Deferred, DenseBackend, LexicalBackend, Row
 from ..storage.schema import Scope
+from .floor import hit_floor
 from .fusion import WHERE_OVERFETCH, FusionSettings, fuse, passes_floor
 from .mmr import MMRSettings
 from .relevance import RelevanceCalibration
@@ -88,6 +91,8 @@ class SearchPlan:
     since: Any = None  # time bounds for every part (datetimes or None)
     until: Any = None
     time_windows: Any = True  # a part that names a time searches inside its window ("asking": only asking parts)
+    answers_first: bool = True  # a stored question's answer ranks above it (query/answers.py)
+    latest_first: bool = True  # of two hits about one subject, the later ranks first (query/latest.py)
 
     def for_backends(self, has_lexical: bool) -> SearchPlan:
         """This plan on backends with (or without) a lexical index: no hybrid search without one."""
@@ -126,7 +131,8 @@ def plan_search(
         settings.max_message_bytes, stages,
         hyde=settings.hyde, hyde_weight=settings.hyde_weight, views=settings.views, deadline_ms=settings.deadline_ms,
         lexical_required=settings.lexical is True,
-        now=settings.now, since=settings.since, until=settings.until, time_windows=settings.time_windows, **per,
+        now=settings.now, since=settings.since, until=settings.until, time_windows=settings.time_windows,
+        answers_first=settings.answers_first, latest_first=settings.latest_first, **per,
     ).for_backends(has_lexical)  # fmt: skip
 
 
@@ -181,6 +187,9 @@ class PartCandidates:
     idf_coverage: dict[str, float] = field(default_factory=dict)
     dense: list[tuple[str, float]] = field(default_factory=list)  # (id, cosine) best first
     lexical: list[tuple[str, float]] = field(default_factory=list)  # hybrid: (id, bm25) best first, in scope
+    #: hits moved above another, each to that hit's place (a stored question's answer, the later of two statements
+    #: of one subject): id -> the id whose score, floor and relevance it shares (query/answers.py, query/latest.py)
+    lifted: dict[str, str] = field(default_factory=dict)
 
 
 def fuse_candidates(c: PartCandidates, fusion: FusionSettings) -> PartCandidates:
@@ -365,19 +374,21 @@ def assemble(
     group per part, never padded. ``fetch(ids)`` gives stored vectors (MMR); ``complete(ids)`` the
     texts and metadata of :data:`~ctxret.storage.base.DEFERRED` rows, read for the kept hits only."""
     lexical_floor = plan.hybrid.lexical_floor if plan.hybrid is not None else None
+    floor = hit_floor(plan.floor)  # a hit's own floor; whether the part has an answer at all: finish_groups
     pool = plan.stages.pool(plan.k)
     lists: list[list[Hit]] = []
     for c in candidates:
         hits: list[Hit] = []
         for rid, score in c.ranked:
             cos = c.cosine[rid]
+            rid_floor = c.lifted.get(rid, rid)  # a lifted hit stands or falls with the hit it was lifted above
             if c.bm25 is None:
-                if plan.floor is not None and not cos >= plan.floor:
+                if floor is not None and not c.cosine[rid_floor] >= floor:
                     continue
                 scores = {"cosine": cos}
             else:
-                if not passes_floor(cos, c.idf_coverage.get(rid, 0.0), plan.floor, lexical_floor):
-                    continue  # under the cosine floor and not rescued by the part's words
+                if not passes_floor(c.cosine[rid_floor], c.idf_coverage.get(rid_floor, 0.0), floor, lexical_floor):
+                    continue  # under the hit floor and not rescued by the part's words
                 scores = {"cosine": cos, "bm25": float(c.bm25[rid]), "fused": float(score)}
             doc, meta = c.info[rid]
             hits.append(Hit(rid, doc, float(score), meta, scores))
@@ -394,7 +405,7 @@ def assemble(
              for h in hits if not isinstance(h.metadata, Deferred) or h.id in got]
             for hits in lists
         ]  # fmt: skip
-    return finish_groups(plan.stages, plan.k, candidates, lists, fetch=fetch)
+    return finish_groups(plan.stages, plan.k, candidates, lists, fetch=fetch, floor=(plan.floor, lexical_floor))
 
 
 def vector_fetcher(backend: DenseBackend, scope: Scope) -> Any:

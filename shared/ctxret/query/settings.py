@@ -33,8 +33,10 @@ class SearchSettings:
     """How a search runs. Query-time only: an index holds defaults, each call may override them.
 
     * ``k``: hits per part (per group), not in total.
-    * ``score_threshold``: the cosine floor per hit; ``"auto"`` = the embedder's default
-      (``Embedder.default_score_threshold``), ``None`` = no floor.
+    * ``score_threshold``: the cosine floor; ``"auto"`` = the embedder's default
+      (``Embedder.default_score_threshold``), ``None`` = no floor. A part comes back empty unless one of its first
+      hits clears it and one shares the part's words; in a group that has an answer, hits are kept down to half of it;
+      a part that names a time window has none (:mod:`ctxret.query.floor`).
     * ``max_parts`` (≤ parts a message is split into) and ``split`` (``False``: one
       whole-message vector, the baseline).
     * ``query_weight``: blend weight of a part against its whole message (0.8); ``None`` = the
@@ -90,6 +92,11 @@ class SearchSettings:
       (divided, for a negative score, so an older hit never moves up), age = ``now`` - the hit's stored
       ``timestamp`` (never negative); the group is re-ordered by it and ``scores["recency"]`` is the factor.
       A hit without a timestamp is not decayed (and gets no ``scores["recency"]``). See docs/time.md.
+    * ``answers_first``: when a part asks, a stored question or request among its candidates lifts the reply that
+      follows it in its turn right above it, at its score (:mod:`ctxret.query.answers`). ``False``: off.
+    * ``latest_first``: when a part asks how things are now, of two hits in its group about the same subject said at
+      different times the later ranks directly above the earlier; nothing else moves (:mod:`ctxret.query.latest`).
+      ``False``: off.
     """
 
     k: int = 5
@@ -117,6 +124,8 @@ class SearchSettings:
     until: Any = None
     time_windows: bool | Literal["asking"] = True
     recency_half_life: Any = None
+    answers_first: bool = True
+    latest_first: bool = True
     # per-document results (query/documents.py)
     per: str = "piece"
 
@@ -128,7 +137,7 @@ class SearchSettings:
         object.__setattr__(self, "k", _positive_int(self.k, "k (results per part)"))
         object.__setattr__(self, "max_parts", _positive_int(self.max_parts, "max_parts"))
         object.__setattr__(self, "score_threshold", _threshold(self.score_threshold))
-        for name in ("split", "parents", "views"):
+        for name in ("split", "parents", "views", "answers_first", "latest_first"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.lexical is not None and not isinstance(self.lexical, bool):

@@ -9,6 +9,10 @@
   the part's :class:`~ctxret.storage.schema.Scope`: Chroma's ``where`` on ``ts_epoch``, the thread cache's
   mask, the lexical side's reads — never a filter after the cut to ``k``). The time words stay in the text
   that is embedded and matched (measured: taking them out lost more than it gained).
+* **No floor inside a named window.** A part that searches the window it names returns the best pieces inside
+  it, whatever their cosine ("what did we decide yesterday?" has no words to match: every turn of yesterday is an
+  answer, ranked); ``since`` / ``until`` alone keep the floor (they bound the search, they do not say what is
+  relevant). :mod:`.floor` has the floor's other rules.
 * **Fallback.** A window that holds no piece of the scope is dropped (the part searches as if it named no
   time) and the group says so in ``window_note``; so does a scope whose pieces have no timestamps.
 * ``since`` / ``until`` (``since <= timestamp < until``) bound every part; on a scope with no timestamps they
@@ -138,9 +142,11 @@ def timed_search_steps(
         return (yield from search_steps(SearchRun(plan, scope, embedder), query, source, (parts, whole)))
     started = time.monotonic()
     keys, notes = yield from window_steps(named, bounds, scope, holds_any)
-    order = list(dict.fromkeys(keys))
+    # a part searching the window it names has no floor: the window is its relevance (query/floor.py)
+    runs = [(key, named[i] is not None and not notes[i]) for i, key in enumerate(keys)]
+    order = list(dict.fromkeys(runs))
     if len(order) == 1:  # every part searches one window: the loop as it is, from the message
-        run = SearchRun(plan, scope.with_window(order[0]), embedder)
+        run = SearchRun(_floorless(plan) if order[0][1] else plan, scope.with_window(order[0][0]), embedder)
         groups = yield from search_steps(run, query, source, (parts, whole))
         return [replace(g, window=keys[g.part_index], window_note=notes[g.part_index]) for g in groups]
     if embedder is None:
@@ -155,16 +161,22 @@ def timed_search_steps(
         return [Group(i, p, (), degraded=True, skipped=("embed", "dense")) for i, p in enumerate(parts)]
     qvecs = np.asarray(blend_parts(vecs, len(parts), plan.weight), dtype=np.float32)
     out: list[Group] = []
-    for key in order:
-        idx = [i for i, k in enumerate(keys) if k == key]
+    for key, own in order:
+        idx = [i for i, r in enumerate(runs) if r == (key, own)]
         left = _remaining(plan, started)
-        sub = plan if left is None else replace(plan, deadline_ms=max(left * 1000.0, 0.001))
+        sub = _floorless(plan) if own else plan
+        sub = sub if left is None else replace(sub, deadline_ms=max(left * 1000.0, 0.001))
         run = SearchRun(sub, scope.with_window(key), embedder)
         groups = yield from search_steps(run, QueryVectors([parts[i] for i in idx], qvecs[idx]), source)
         for g in groups:
             i = idx[g.part_index]
             out.append(replace(g, part_index=i, stages=("embed", *g.stages), window=key, window_note=notes[i]))
     return sorted(out, key=lambda g: g.part_index)
+
+
+def _floorless(plan: SearchPlan) -> SearchPlan:
+    """``plan`` for parts that search the window they name: no cosine floor (the window is the relevance)."""
+    return replace(plan, floor=None)
 
 
 def window_steps(

@@ -1,0 +1,89 @@
+"""What answers_first and latest_first cost a search: paired rounds in one process, on and off.
+
+A LoCoMo conversation is written to an in-memory ``ContextualIndex`` with the local model (late chunking, the
+default) as a chat (its first speaker the user, the other the assistant), its QA questions are embedded once, and
+each round runs every question as a thread-scoped search from its query vectors (the product's loop,
+``query.deadline.run_search`` with ``QueryVectors``: the embedding is not timed) twice — with the defaults and with
+``answers_first=False, latest_first=False`` — in ABBA order. Each round's ratio is the process CPU time of the
+defaults over the time with both off; the median ratio and a bootstrap 95% interval are printed, with the share of
+questions whose hits differ (the two steps change rankings: that is their job). ``--unscoped`` searches without a
+thread (the store's Chroma index: an asking part's candidates' metadata is read).
+
+    python benchmarks/bench_ranking.py ../shared/data/locomo-dev/30.json --rounds 6
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    ap.add_argument("conversation", type=Path, help="a LoCoMo conversation file")
+    ap.add_argument("--rounds", type=int, default=6, help="ABBA rounds (two pairs each)")
+    ap.add_argument("--questions", type=int, default=None, help="the first N questions (default: all)")
+    ap.add_argument("--unscoped", action="store_true", help="search without a thread scope")
+    args = ap.parse_args()
+
+    from ctxret import ContextualIndex
+    from ctxret.embedders.local import shared_local_embedder
+    from ctxret.evaluation.datasets import load_locomo
+    from ctxret.query.deadline import run_search
+    from ctxret.query.executor import QueryVectors
+    from ctxret.storage.schema import Scope
+
+    conv = load_locomo(args.conversation)
+    index = ContextualIndex(in_memory=True, embedder=shared_local_embedder())
+    first = conv.turns[0].sources[0].name
+    messages = [
+        {"role": "user" if s.name == first else "assistant", "content": f"{s.name}: {s.text}",
+         "timestamp": t.timestamp.isoformat() if t.timestamp else None}
+        for t in conv.turns
+        for s in t.sources
+    ]  # fmt: skip  # one speaker as the user, the other as the assistant: a reply follows its question in a turn
+    index.add_messages(messages, thread_id=conv.id)
+    questions = [q.text for q in conv.questions[: args.questions]]
+    vectors = [index.query_vectors(q) for q in questions]
+    scope = Scope(None if args.unscoped else conv.id)
+    plans = {
+        "on": index.plan(k=5),
+        "off": index.plan(k=5, answers_first=False, latest_first=False),
+    }
+
+    def run(name: str) -> tuple[float, list]:
+        plan = plans[name]
+        start = time.process_time()
+        hits = [[h.id for g in run_search(plan, QueryVectors(p, v), scope, index.embedder, index.store) for h in g]
+                for p, v in vectors]  # fmt: skip
+        return time.process_time() - start, hits
+
+    run("on"), run("off")  # warm: the thread cache, the postings
+    ratios, on_hits, off_hits = [], None, None
+    for r in range(args.rounds):
+        order = ("on", "off", "off", "on") if r % 2 == 0 else ("off", "on", "on", "off")
+        cpu: dict[str, list[float]] = {"on": [], "off": []}
+        for name in order:
+            t, hits = run(name)
+            cpu[name].append(t)
+            on_hits, off_hits = (hits, off_hits) if name == "on" else (on_hits, hits)
+        ratios.append(sum(cpu["on"]) / sum(cpu["off"]))
+        print(f"round {r + 1}: on {sum(cpu['on']) / 2:.3f}s off {sum(cpu['off']) / 2:.3f}s ratio {ratios[-1]:.3f}",
+              file=sys.stderr, flush=True)  # fmt: skip
+    rng = random.Random(0)
+    boots = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(2000))
+    changed = sum(a != b for a, b in zip(on_hits or [], off_hits or [], strict=True))
+    n = len(questions)
+    print(f"{conv.id}: {n} questions, {len(index.store.thread_ids())} thread(s), "
+          f"{'unscoped' if args.unscoped else 'thread-scoped'}; CPU per search on/off "
+          f"{statistics.median(ratios):.3f} [{boots[50]:.3f}, {boots[1949]:.3f}] over {args.rounds} ABBA rounds; "
+          f"hits differ for {changed}/{n} questions")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

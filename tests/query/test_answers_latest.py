@@ -1,0 +1,154 @@
+"""Answers above questions (ctxret.query.answers) and the latest fact first (ctxret.query.latest): real store, real
+model, both adapters' scores."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import numpy as np
+import pytest
+from ctxret import ContextualIndex
+from ctxret.query.answers import is_question, lift_answers
+from ctxret.query.latest import SAME_SUBJECT, asks_now, same_subject
+from ctxret.query.search import PartCandidates
+from hypothesis import given
+from hypothesis import strategies as st
+
+FLIGHT = [
+    {"role": "user", "content": "Book me a flight from Berlin to Lisbon for October 20."},
+    {"role": "assistant", "content": "Booked TAP flight TP 541, departing at 09:40 on October 20."},
+    {"role": "user", "content": "Also, my dog Biscuit needs his vaccinations next week."},
+    {"role": "assistant", "content": "Biscuit's vet appointment is on Thursday at 4 PM at Green Paws."},
+]
+#: A fact, two unrelated sessions, then the fact changed; a fact never restated in between.
+CUTOVER = [
+    ("2026-11-02T10:00:00", "At work the cutover is planned for November 14, the vendor signed off."),
+    ("2026-11-02T10:01:00", "My sister is visiting from Porto next month, she loves the old tram lines."),
+    ("2026-11-05T09:00:00", "The new espresso machine in the office finally works."),
+    ("2026-11-09T16:00:00", "We moved the cutover to November 21 because the vendor needed another week."),
+]
+
+
+@pytest.fixture(scope="module")
+def index(local_embedder):
+    ix = ContextualIndex(in_memory=True, embedder=local_embedder)
+    ix.add_messages(FLIGHT, thread_id="trip")
+    ix.add_messages([{"role": "user", "content": text, "timestamp": ts} for ts, text in CUTOVER], thread_id="work")
+    yield ix
+    ix.close()
+
+
+# -- answers above questions ---------------------------------------------------------------------------------------
+def test_the_answer_ranks_above_the_request_it_answers_and_shares_its_relevance(index):
+    """Before: "Book me a flight…" (relevance 0.90) outranked "Booked TAP flight…" (0.36)."""
+    hits = index.search("When does my flight to Lisbon leave?", k=3, thread_id="trip")[0].hits
+    bodies = [h.body for h in hits]
+    assert bodies[0].startswith("Booked TAP flight") and bodies[1].startswith("Book me a flight")
+    assert hits[0].relevance >= hits[1].relevance > 0.5
+    assert hits[0].score == pytest.approx(hits[1].score)  # the answer takes the request's place and score
+    off = index.search("When does my flight to Lisbon leave?", k=3, thread_id="trip", answers_first=False)[0].hits
+    assert off[0].body.startswith("Book me a flight")
+
+
+def test_a_statement_keeps_its_ranking(index):
+    """A part that states something looks for the statement itself, the request included."""
+    on = index.search("I asked for a flight from Berlin to Lisbon.", k=3, thread_id="trip")[0].hits
+    off = index.search("I asked for a flight from Berlin to Lisbon.", k=3, thread_id="trip", answers_first=False)
+    assert [h.id for h in on] == [h.id for h in off[0].hits]
+
+
+def test_the_adapters_show_the_answer_first_with_the_shared_score(index):
+    from langchain_ctxret import ContextualRetriever
+
+    docs = ContextualRetriever(index=index, k=2, thread_id="trip").invoke("When does my flight to Lisbon leave?")
+    assert docs[0].page_content.endswith("Booked TAP flight TP 541, departing at 09:40 on October 20.")
+    assert docs[0].metadata["score"] >= docs[1].metadata["score"] > 0.5
+
+    from llamaindex_ctxret import ContextualRetriever as LIRetriever
+
+    nodes = LIRetriever(index, similarity_top_k=2, thread_id="trip").retrieve("When does my flight to Lisbon leave?")
+    assert "Booked TAP flight" in nodes[0].node.get_content() and nodes[0].score >= nodes[1].score > 0.5
+
+
+def _candidates(part, rows):
+    """PartCandidates from ``(id, score, body, source_ordinal)`` rows of one turn, ranked as given."""
+    info = {
+        rid: (body, {"thread_id": "t", "turn_id": "t#1", "source_ordinal": src, "ordinal": 0, "body": body})
+        for rid, _, body, src in rows
+    }
+    return PartCandidates(part, [(rid, sc) for rid, sc, _, _ in rows], info, {rid: 0.5 for rid in info})
+
+
+def test_lift_answers_moves_only_the_next_source_and_only_upwards():
+    c = _candidates("Where is the party?", [
+        ("q", 0.9, "Where is the party on Saturday?", 0), ("x", 0.8, "Bring snacks.", 5), ("a", 0.4, "At Ana's.", 1),
+    ])  # fmt: skip
+    lifted = lift_answers(c)
+    assert [rid for rid, _ in lifted.ranked] == ["a", "q", "x"]
+    assert dict(lifted.ranked)["a"] == 0.9 and lifted.lifted == {"a": "q"}
+    assert lift_answers(c, depth=0).ranked == c.ranked  # only questions within the depth lift
+    statement = _candidates("The party is at Ana's.", [(rid, sc, b, s) for rid, sc, b, s in [
+        ("q", 0.9, "Where is the party on Saturday?", 0), ("a", 0.4, "At Ana's.", 1)]])  # fmt: skip
+    assert lift_answers(statement).ranked == statement.ranked
+    above = _candidates("Where is the party?", [("a", 0.9, "At Ana's.", 1), ("q", 0.8, "Where is the party?", 0)])
+    assert lift_answers(above).ranked == above.ranked  # the answer ranks above already
+
+
+def test_is_question():
+    assert is_question("Where is the party on Saturday?")
+    assert is_question("Book me a flight to Lisbon.")
+    assert not is_question("Booked TAP flight TP 541.")
+
+
+# -- the latest fact first ----------------------------------------------------------------------------------------
+def test_the_changed_fact_ranks_above_the_first_statement_and_both_stay(index):
+    """Before: the first statement (worded like the question) ranked first."""
+    now = datetime(2026, 11, 20, 12)
+    hits = index.search("When is the cutover?", k=4, thread_id="work", now=now)[0].hits
+    bodies = [h.body for h in hits]
+    new = next(i for i, b in enumerate(bodies) if "November 21" in b)
+    old = next(i for i, b in enumerate(bodies) if "November 14" in b)
+    assert new < old
+    assert hits[new].metadata["timestamp"] > hits[old].metadata["timestamp"]  # each keeps its time
+    assert hits[new].relevance >= hits[old].relevance
+    off = index.search("When is the cutover?", k=4, thread_id="work", now=now, latest_first=False)[0].hits
+    assert [h.body for h in off].index(bodies[old]) < [h.body for h in off].index(bodies[new])
+
+
+def test_a_question_about_the_past_keeps_its_ranking(index):
+    on = index.search("When was the cutover planned first?", k=4, thread_id="work")[0].hits
+    off = index.search("When was the cutover planned first?", k=4, thread_id="work", latest_first=False)[0].hits
+    assert [h.id for h in on] == [h.id for h in off]
+
+
+def test_a_fact_never_restated_is_not_moved_for_its_age(index):
+    """The sister's visit is the oldest statement; nothing restates it, so nothing later passes it."""
+    on = index.search("Who is visiting from Porto?", k=4, thread_id="work")[0].hits
+    assert "Porto" in on[0].body
+    off = index.search("Who is visiting from Porto?", k=4, thread_id="work", latest_first=False)[0].hits
+    assert [h.id for h in on] == [h.id for h in off]
+
+
+def test_same_subject_takes_the_shared_context_away():
+    context = np.array([[1.0, 0.0, 0.0], [1.0, 0.1, 0.0], [1.0, 0.0, 0.1], [1.0, -0.1, -0.1]])
+    sim = same_subject(context[:3], context)
+    assert np.isneginf(np.diag(sim)).all()
+    assert sim[0, 1] < 0.9  # raw cosine ~0.995: what every candidate shares does not count
+    with_words = same_subject(context[:3], context, np.full((3, 3), 0.5))
+    assert with_words[0, 1] == pytest.approx(sim[0, 1] + 0.5)
+    assert SAME_SUBJECT > 0
+
+
+@pytest.mark.parametrize(
+    ("part", "now"),
+    [("What car does Caroline drive?", True), ("When is the cutover?", True), ("Where's the key?", True),
+     ("Who is Caroline's manager now?", True), ("When did Caroline go camping?", False),
+     ("What was the plan last week?", False), ("Caroline drives a Mazda.", False), ("Who won Caroline's game?", False)],
+)  # fmt: skip
+def test_asks_now(part, now):
+    assert asks_now(part) is now
+
+
+@given(st.text(max_size=120))
+def test_asks_now_is_false_for_any_text_that_says_did(text):
+    assert not asks_now(f"What did {text} is now?")
