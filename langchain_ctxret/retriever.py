@@ -215,7 +215,7 @@ class ContextualRetriever(BaseRetriever):
     ) -> IndexResult:
         """Add LangChain messages and/or OpenAI dicts (see ``messages_to_openai``) to the end of a thread:
         ``ContextualIndex.add_messages`` (the next turns; a message sent again adds nothing; ``first_turn=n``:
-        numbered turns instead). ``metadata`` keys reserved by ctxret are stored with the ``meta_`` prefix.
+        numbered turns instead). ``metadata`` keys keep their names (``thread_id`` in it must be the thread).
         ``CtxretChatMessageHistory`` is the same write as a LangChain chat history."""
         return self.index.add_messages(
             messages_to_openai(messages),
@@ -261,13 +261,12 @@ class ContextualRetriever(BaseRetriever):
         gets): pages of one file that share a title stay apart. Re-adding an id replaces the stored
         document whole: changed sections are re-embedded (unchanged ones cost nothing) and sections it
         no longer has are removed (``replace=False`` keeps them); ``delete(ids=...)`` removes a document.
-        The rest of the metadata is stored as caller metadata (nested dicts flattened, lists
-        JSON-encoded). Keys ctxret writes itself (``thread_id``, ``doc_id``, ``kind``,
-        ``timestamp``, ``body``, … and the retrievers' output keys ``group*``/``score*``) are
-        stored with the ``meta_`` prefix (``thread_id`` → ``meta_thread_id``), by the core's one
-        policy (:mod:`ctxret.storage.schema`). ``thread_id`` (the search scope) defaults to
-        each document's id, as in the core. ``ContextualIndex.add_documents`` returns the
-        counts (:class:`ctxret.IndexResult`) instead.
+        The rest of the metadata is stored as your metadata (nested dicts flattened, lists
+        JSON-encoded), filtered on and returned under the names you gave (``kind``, ``timestamp``, …; ctxret's own
+        fields are ``ctxret:<field>``: :mod:`ctxret.storage.schema`). ``thread_id`` and ``doc_id`` are one key for you
+        and ctxret: ``metadata["thread_id"]`` is the document's thread (the search scope; default: its id) and
+        ``metadata["doc_id"]`` its id when ``ids`` and ``Document.id`` name none (an argument that disagrees is an
+        error). ``ContextualIndex.add_documents`` returns the counts (:class:`ctxret.IndexResult`) instead.
         """
         items, doc_ids = documents_to_items(documents, ids)
         self.index.add_documents(items, thread_id=thread_id, metadata=metadata, replace=replace)
@@ -452,5 +451,7 @@ def documents_to_items(
         if chosen not in (None, ""):
             item["id"] = str(chosen)
         items.append(item)
-        out.append(item.get("id") or document_id(doc.page_content, item.get("title")))
+        shared = meta.get("doc_id")  # the document id when nothing else names one (one key for you and ctxret)
+        out.append(item.get("id") or (shared if isinstance(shared, str) and shared else None)
+                   or document_id(doc.page_content, item.get("title")))  # fmt: skip
     return items, out

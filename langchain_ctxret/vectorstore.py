@@ -36,7 +36,7 @@ from ctxret.ingest.documents import documents_to_turns
 from ctxret.query.nearest import nearest
 from ctxret.query.relevance import calibration_for, shown_groups, shown_scores
 from ctxret.results import Hit, cosine_to_distance
-from ctxret.storage.schema import Scope, as_list, caller_view
+from ctxret.storage.schema import Scope, as_list, caller_view, stored_where
 from ctxret.store import open_store_arguments
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
@@ -122,7 +122,7 @@ class ContextualVectorStore(VectorStore):
         if bad:
             raise InputError(f"documents must be LangChain Documents, got a {type(bad[0]).__name__}")
         if ids is None:
-            ids = [d.id if d.id not in (None, "") else str(uuid.uuid4()) for d in documents]
+            ids = [d.id or _metadata_id(d) or str(uuid.uuid4()) for d in documents]
         items, doc_ids = documents_to_items(documents, ids, keep_title=True)
         self._upsert(items, doc_ids, thread_id)
         return doc_ids
@@ -246,8 +246,8 @@ class ContextualVectorStore(VectorStore):
             raise InputError(f"unknown keyword(s) {sorted(kwargs)}; a search by vector takes k, filter and thread_id=")
         ix = self.index
         calibration = ix.settings.relevance or calibration_for(ix.embedder)
-        return nearest(ix.store, embedding, k, Scope(thread_id, filter), dims=ix.config.dims, calibration=calibration,
-                       **mmr)  # fmt: skip
+        return nearest(ix.store, embedding, k, Scope(thread_id, stored_where(filter)), dims=ix.config.dims,
+                       calibration=calibration, **mmr)  # fmt: skip
 
     def similarity_search_by_vector(
         self, embedding: list[float], k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
@@ -326,6 +326,12 @@ def _chroma_names(kwargs: dict[str, Any], embedding: Any) -> Any:
         else:
             kwargs[ours] = value
     return embedding
+
+
+def _metadata_id(doc: Document) -> str | None:
+    """``metadata["doc_id"]``: a document's id when nothing else names one (one key for the caller and ctxret)."""
+    value = (doc.metadata or {}).get("doc_id")
+    return value if isinstance(value, str) and value else None
 
 
 def _cosine(hit: Hit) -> float:

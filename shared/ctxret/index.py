@@ -36,7 +36,7 @@ from .results import Group, IndexResult
 from .storage.lexical_sync import SyncReport
 from .storage.pieces import ClosedStore, PieceStore
 from .storage.rebuild import recover
-from .storage.schema import Scope, as_list, check_metadata_arg
+from .storage.schema import Scope, as_list, check_metadata_arg, stored_where, unmatched_field_names
 from .store import STORE_ARGUMENTS, Store, refuse_unknown
 
 logger = logging.getLogger(__name__)
@@ -266,10 +266,10 @@ class ContextualIndex:
         score; ``Group.stages`` / ``Group.degraded`` say which stages ran (:mod:`ctxret.query.executor`)."""
         request = prepare_search(
             self.settings if settings is None else settings, k=k, score_threshold=score_threshold,
-            thread_id=thread_id, where=where, options=options,
+            thread_id=thread_id, where=stored_where(where), options=options,
         )  # fmt: skip
         plan = self.plan(request.settings, has_lexical=True)  # the backends say per search (SearchPlan.for_backends)
-        return run_search(plan, message, request.scope, self.embedder, self.store)
+        return _said_empty(run_search(plan, message, request.scope, self.embedder, self.store), where)
 
     async def asearch(
         self, message: str, k: int | None = None, score_threshold: Any = ..., thread_id: Any = None,
@@ -278,10 +278,10 @@ class ContextualIndex:
         """Async :meth:`search`: the embedding on the embedder's async path, the store queries off the event loop."""
         request = prepare_search(
             self.settings if settings is None else settings, k=k, score_threshold=score_threshold,
-            thread_id=thread_id, where=where, options=options,
+            thread_id=thread_id, where=stored_where(where), options=options,
         )  # fmt: skip
         plan = self.plan(request.settings, has_lexical=True)  # the backends say per search (SearchPlan.for_backends)
-        return await arun_search(plan, message, request.scope, self.embedder, self.store)
+        return _said_empty(await arun_search(plan, message, request.scope, self.embedder, self.store), where)
 
     # -- maintenance --------------------------------------------------------------------------------
     def sync_lexical(self) -> SyncReport:
@@ -293,7 +293,7 @@ class ContextualIndex:
 
     def delete(self, thread_id: str | Sequence[str] | None = None, where: Mapping[str, Any] | None = None) -> int:
         """Delete every piece of ``thread_id`` (or matching ``where``); returns how many were deleted."""
-        scope = Scope(thread_id, where)
+        scope = Scope(thread_id, stored_where(where))
         if scope.everything:
             raise InputError("delete needs thread_id= or where=; to remove everything use clear()")
         return self.store.delete(scope)
@@ -320,3 +320,16 @@ class ContextualIndex:
         logger.info("rebuilt %s: %d turns, %d pieces", self.store.collection_name, result.turns, result.added)
         return result
 
+
+def _said_empty(groups: list[Group], where: Mapping[str, Any] | None) -> list[Group]:
+    """``groups``; when a filter found nothing and names a key that is also one of ctxret's fields (``kind``,
+    ``source_kind``, ...), a warning says which meaning it had: the caller's key (``ctxret:<field>`` is ctxret's)."""
+    if where and not any(g.hits for g in groups):
+        names = unmatched_field_names(where)
+        if names:
+            logger.warning(
+                "the filter found nothing; it names %s, read as your own metadata key(s) of that name (ctxret's "
+                "field(s) of that name: %s)", ", ".join(map(repr, names)),
+                ", ".join(repr("ctxret:" + n) for n in names),
+            )  # fmt: skip
+    return groups

@@ -312,7 +312,7 @@ def test_retriever_returns_the_core_groups_in_order(filled):
     ]
     assert [g[:4] for g in got] == [e[:4] for e in expected]
     assert all(abs(g[4] - e[4]) < 1e-6 for g, e in zip(got, expected, strict=True))
-    assert nodes[0].node.metadata["source_label"] == "Deploys › Rollback"
+    assert nodes[0].node.metadata["ctxret:source_label"] == "Deploys › Rollback"
     assert any(n.node.metadata["group"] == 1 and "vet said" in n.node.text for n in nodes[3:5])
     for node in nodes:
         assert node.node.metadata["score_relevance"] == pytest.approx(node.score, abs=1e-6)
@@ -354,7 +354,7 @@ def test_thread_and_where_scope(filled):
         filled, similarity_top_k=4, score_threshold=None, where={"team": "infra"}
     ).retrieve(QUERY)
     assert infra and {n.node.metadata["team"] for n in infra} == {"infra"}
-    assert {n.node.metadata["turn_label"] for n in infra} == {"Storage notes"}
+    assert {n.node.metadata["ctxret:turn_label"] for n in infra} == {"Storage notes"}
 
 
 def test_search_kwargs_are_forwarded(filled):
@@ -437,7 +437,7 @@ async def test_pipeline_store_retriever_query_engine(index):
     response = engine.query(QUERY)
     groups = _check_groups(response.source_nodes, parsed)
     assert set(groups) == {0, 1} and all(len(g) == 3 for g in groups.values())
-    assert groups[0][0].node.metadata["source_label"] == "Deploys › Rollback"
+    assert groups[0][0].node.metadata["ctxret:source_label"] == "Deploys › Rollback"
     assert groups[1][0].node.metadata["thread_id"] == "u1"
     assert isinstance(response.response, str)
 
