@@ -82,7 +82,9 @@ class ContextualRetriever(BaseRetriever):
       ``score_rerank``).
 
     ``k``, ``score_threshold``, ``thread_id``, ``where``, ``max_parts`` and ``search_kwargs``
-    are fields and can be overridden per call: ``retriever.invoke(message, k=2, thread_id="u1")``.
+    are fields and can be overridden per call: ``retriever.invoke(message, k=2, thread_id="u1")``; so can every
+    ``search_kwargs`` key, given as a keyword of the call (``invoke(message, filter={...}, now=..., per="document")``:
+    merged over ``search_kwargs``).
     ``score_threshold`` is a floor on ``metadata["score"]`` (the relevance), the same scale as
     ``search_kwargs["score_threshold"]``; ``None`` turns every floor off. ``cosine_floor`` is the core's
     cosine floor (``"auto"``: the index's, ``None``: none).
@@ -114,7 +116,7 @@ class ContextualRetriever(BaseRetriever):
     ``"auto"`` = none (the cosine floor still applies), ``None`` = no floor at all (nor the cosine floor, unless
     ``cosine_floor`` is set)."""
     cosine_floor: float | Literal["auto"] | None = "auto"
-    """The core's cosine floor (``SearchSettings.score_threshold``): ``"auto"`` = the index's, ``None``: none."""
+    """The core's cosine floor (``SearchSettings.cosine_floor``): ``"auto"`` = the index's, ``None``: none."""
     thread_id: str | list[str] | None = None
     """Search only these threads (one id or several); ``None`` searches all."""
     where: dict[str, Any] | None = None
@@ -192,15 +194,15 @@ class ContextualRetriever(BaseRetriever):
         Keywords that are retriever fields (``k``, ``score_threshold``, ``thread_id``, ``where``,
         ``max_parts``, ``search_kwargs``, and LangChain's ``tags``/``metadata``) go to the
         retriever; the store's (``collection``, ``in_memory``, ``host``, …) build the
-        :class:`ctxret.Store` (or pass one as ``path``); the rest (``embedder``, ``weight``, …) go to
-        ``ContextualIndex(store, ...)``.
+        :class:`ctxret.Store` (or pass one as ``path``; no path, ``host`` or ``client``: in memory, as
+        langchain-chroma's ``Chroma()``); the rest (``embedder``, ``weight``, …) go to ``ContextualIndex(store, ...)``.
         """
         fields = {
             name: kwargs.pop(name)
             for name in list(kwargs)
             if name in cls.model_fields and name != "index"
         }
-        store = open_store_arguments(path, kwargs)  # Store.embedded(path, collection=...), Store.memory(), ...
+        store = open_store_arguments(path, kwargs, default="memory")  # Store.embedded(path, ...), Store.memory()
         return cls(index=ContextualIndex(store, **kwargs), **fields)
 
     # -- ingest -----------------------------------------------------------------------------------
@@ -242,6 +244,15 @@ class ContextualRetriever(BaseRetriever):
     ) -> IndexResult:
         """Make the thread exactly ``messages`` (``ContextualIndex.replace_messages``)."""
         return self.index.replace_messages(messages_to_openai(messages), thread_id, **kwargs)
+
+    async def areplace_messages(
+        self,
+        messages: Iterable[BaseMessage | Mapping[str, Any]],
+        thread_id: str = "default",
+        **kwargs: Any,
+    ) -> IndexResult:
+        """Async :meth:`replace_messages`."""
+        return await self.index.areplace_messages(messages_to_openai(messages), thread_id, **kwargs)
 
     def add_documents(
         self,
@@ -339,7 +350,7 @@ class ContextualRetriever(BaseRetriever):
         params = {
             **options,
             "k": k if k is not None else sk.get("k", self.k),
-            "score_threshold": cosine,
+            "cosine_floor": cosine,
             "thread_id": sk.get("thread_id", self.thread_id) if thread_id is _UNSET else thread_id,
             "where": scope_where if where is _UNSET else where,
             "max_parts": max_parts if max_parts is not None else sk.get("max_parts", self.max_parts),
@@ -373,10 +384,12 @@ class ContextualRetriever(BaseRetriever):
         where: Mapping[str, Any] | None = _UNSET,
         max_parts: int | None = None,
         search_kwargs: Mapping[str, Any] | None = None,
+        **options: Any,
     ) -> list[Document]:
         params = self._search_params(
-            k, score_threshold, thread_id, where, max_parts, search_kwargs, run_manager.get_child()
-        )
+            k, score_threshold, thread_id, where, max_parts, {**dict(search_kwargs or {}), **options},
+            run_manager.get_child(),
+        )  # fmt: skip
         return groups_to_documents(self.index.search(query, **params))
 
     async def _aget_relevant_documents(
@@ -390,10 +403,12 @@ class ContextualRetriever(BaseRetriever):
         where: Mapping[str, Any] | None = _UNSET,
         max_parts: int | None = None,
         search_kwargs: Mapping[str, Any] | None = None,
+        **options: Any,
     ) -> list[Document]:
         params = self._search_params(
-            k, score_threshold, thread_id, where, max_parts, search_kwargs, run_manager.get_child()
-        )
+            k, score_threshold, thread_id, where, max_parts, {**dict(search_kwargs or {}), **options},
+            run_manager.get_child(),
+        )  # fmt: skip
         return groups_to_documents(await self.index.asearch(query, **params))
 
 

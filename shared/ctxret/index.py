@@ -128,9 +128,9 @@ class ContextualIndex:
     piece_bytes = property(lambda self: self.config.piece_bytes, doc="The collection's piece byte budget.")
 
     @property
-    def score_threshold(self) -> float | None:
-        """The default cosine floor: the settings' threshold, or the embedder's for ``"auto"``."""
-        t = self.settings.score_threshold
+    def cosine_floor(self) -> float | None:
+        """The default cosine floor: the settings' ``cosine_floor``, or the embedder's for ``"auto"``."""
+        t = self.settings.cosine_floor
         return float(self.embedder.default_score_threshold) if t == "auto" else t
 
     @property
@@ -259,11 +259,14 @@ class ContextualIndex:
         """Split ``message`` into parts; each part keeps its own group of at most ``k`` hits (never padded,
         never de-duplicated across parts; an empty message returns ``[]``).
 
-        ``thread_id`` (one id or several) and ``where`` (a Chroma filter) scope the search; ``score_threshold`` is a
-        cosine floor (``"auto"``: the embedder's, ``None``: none). Every other search option is a keyword here or a
-        field of ``settings=SearchSettings(...)`` (:class:`~ctxret.query.settings.SearchSettings`: ``lexical``,
-        ``fusion``, ``parents``, ``rerank``, ``mmr``, ``hyde``, ``deadline_ms``, ...). ``Hit.scores`` names every
-        score; ``Group.stages`` / ``Group.degraded`` say which stages ran (:mod:`ctxret.query.executor`)."""
+        ``thread_id`` (one id or several) and ``where`` (a Chroma filter on metadata: your keys by the names you gave
+        them, ctxret's fields as ``ctxret:<field>``, :mod:`.storage.schema`) scope the search. ``score_threshold`` is a
+        floor on the hits' relevance in [0, 1] (the score the adapters show; ``None``: no floor at all), the same as
+        the adapters'; the cosine floor is ``cosine_floor=`` (``"auto"``: the embedder's, ``None``: none). Every
+        other search option is a keyword here or a field of ``settings=SearchSettings(...)``
+        (:class:`~ctxret.query.settings.SearchSettings`: ``lexical``, ``fusion``, ``parents``, ``rerank``, ``mmr``,
+        ``hyde``, ``deadline_ms``, ...). ``Hit.scores`` names every score; ``Group.stages`` / ``Group.degraded`` say
+        which stages ran (:mod:`ctxret.query.executor`)."""
         request = prepare_search(
             self.settings if settings is None else settings, k=k, score_threshold=score_threshold,
             thread_id=thread_id, where=stored_where(where), options=options,
@@ -304,7 +307,7 @@ class ContextualIndex:
 
     def stats(self) -> dict[str, Any]:
         """Counts (pieces, turns, threads, pieces per thread), the index config and where the store is."""
-        out = {**self.store.stats(), "score_threshold": self.score_threshold, "config": self.config.as_dict()}
+        out = {**self.store.stats(), "cosine_floor": self.cosine_floor, "config": self.config.as_dict()}
         if self.config.view_kinds:
             out["views"] = self.store.views.count()
         return out

@@ -235,9 +235,9 @@ def test_cosine_floor_is_the_core_floor(index):
 def test_auto_threshold_is_the_index_floor(index):
     r = ContextualRetriever(index=index, k=10)
     assert r.score_threshold == "auto"
-    assert index.score_threshold is not None
+    assert index.cosine_floor is not None
     docs = r.invoke("chocolate cake for the birthday")
-    assert docs and all(d.metadata["score_cosine"] >= index.score_threshold for d in docs)
+    assert docs and all(d.metadata["score_cosine"] >= index.cosine_floor for d in docs)
     assert len(docs) < 10  # the floor removed the unrelated pieces
 
 

@@ -333,7 +333,10 @@ def test_a_piece_supporting_two_parts_is_in_both_groups(filled):
 
 
 def test_score_threshold_auto_none_and_number(filled):
-    floor = filled.score_threshold
+    """score_threshold is a floor on the score shown (the relevance), as in LangChain and the core; the cosine floor
+    is cosine_floor."""
+    floor = filled.cosine_floor
+
     def cos(n):
         return n.node.metadata["score_cosine"]
 
@@ -341,8 +344,14 @@ def test_score_threshold_auto_none_and_number(filled):
     assert auto and all(cos(n) >= floor for n in auto)
     off = ContextualRetriever(filled, similarity_top_k=5, score_threshold=None).retrieve(QUERY)
     assert len(off) == 10 and min(cos(n) for n in off) < floor
-    high = ContextualRetriever(filled, similarity_top_k=5, score_threshold=0.68).retrieve(QUERY)
+    high = ContextualRetriever(filled, similarity_top_k=5, cosine_floor=0.68).retrieve(QUERY)
     assert high and all(cos(n) >= 0.68 for n in high) and len(high) < len(auto)
+    shown = sorted(n.score for n in auto)
+    cut = shown[len(shown) // 2]
+    kept = ContextualRetriever(filled, similarity_top_k=5, score_threshold=cut).retrieve(QUERY)
+    assert kept and all(n.score >= cut for n in kept) and len(kept) < len(auto)  # on the scale shown
+    with pytest.raises(InputError, match="relevance"):
+        ContextualRetriever(filled, score_threshold=1.5)
 
 
 def test_thread_and_where_scope(filled):

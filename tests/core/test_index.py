@@ -83,7 +83,7 @@ def test_add_then_search_groups_obey_k_threshold_and_order(make_index):
         assert len(g.hits) <= 2
         scores = [h.score for h in g.hits]
         assert scores == sorted(scores, reverse=True)
-        assert all(s >= index.score_threshold for s in scores)
+        assert all(s >= index.cosine_floor for s in scores)
         assert all(h.scores["cosine"] == h.score for h in g.hits)
     assert "dentist" in groups[0].hits[0].text.lower()
     assert "cabinets" in groups[1].hits[0].text.lower()
@@ -96,7 +96,7 @@ def test_no_padding_and_groups_kept_when_empty(make_index):
     index = make_index()
     index.add_messages(GARDEN, thread_id="home")
     message = "Tell me about the tomato blight. What about quantum chromodynamics lattice gauge theory?"
-    groups = index.search(message, k=5, score_threshold=0.45)
+    groups = index.search(message, k=5, cosine_floor=0.45)
     assert len(groups) == 2
     assert all(h.score >= 0.45 for g in groups for h in g.hits)
     assert len(groups[0].hits) < 5  # a part with few good matches is not padded

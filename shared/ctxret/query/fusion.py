@@ -21,7 +21,7 @@ abstracts, 809 claims, ``per="document"``) ``w = 0.5`` gains 0.9 nDCG@10 over 0.
 on LoCoMo 0.5 costs facts top-1 — hence a weight for searches that rank documents (BENCHMARKS.md,
 "The documents' lexical weight").
 
-The floor with fusion: ``score_threshold`` stays a raw cosine. A hit whose cosine clears it is
+The floor with fusion: ``cosine_floor`` stays a raw cosine. A hit whose cosine clears it is
 kept; a hit under it is kept only on strong lexical evidence: it holds at least
 ``lexical_floor`` (default 0.3) of the part's term weight — the IDF-weighted share of the part's
 distinct tokens (words in half the pieces or more, like "the", weigh nothing; a word no piece
@@ -29,7 +29,7 @@ holds weighs the most) — and its cosine is at least half the floor (``RESCUE_C
 part about nothing in memory still comes back empty, while a piece that holds the rare words of the
 part (a booking reference, a name, a CJK term the model embeds poorly) is kept even when its cosine
 is a little under the floor. ``lexical_floor=None`` applies the cosine floor to every
-hit; ``score_threshold=None`` disables both. Groups are never padded: a group may hold fewer
+hit; ``cosine_floor=None`` (or ``score_threshold=None``) disables both. Groups are never padded: a group may hold fewer
 than ``k`` hits.
 """
 
