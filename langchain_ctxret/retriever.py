@@ -386,10 +386,9 @@ class ContextualRetriever(BaseRetriever):
         search_kwargs: Mapping[str, Any] | None = None,
         **options: Any,
     ) -> list[Document]:
-        params = self._search_params(
-            k, score_threshold, thread_id, where, max_parts, {**dict(search_kwargs or {}), **options},
-            run_manager.get_child(),
-        )  # fmt: skip
+        per_call = {**dict(search_kwargs or {}), **options}
+        callbacks = run_manager.get_child()
+        params = self._search_params(k, score_threshold, thread_id, where, max_parts, per_call, callbacks)
         return groups_to_documents(self.index.search(query, **params))
 
     async def _aget_relevant_documents(
@@ -405,10 +404,9 @@ class ContextualRetriever(BaseRetriever):
         search_kwargs: Mapping[str, Any] | None = None,
         **options: Any,
     ) -> list[Document]:
-        params = self._search_params(
-            k, score_threshold, thread_id, where, max_parts, {**dict(search_kwargs or {}), **options},
-            run_manager.get_child(),
-        )  # fmt: skip
+        per_call = {**dict(search_kwargs or {}), **options}
+        callbacks = run_manager.get_child()
+        params = self._search_params(k, score_threshold, thread_id, where, max_parts, per_call, callbacks)
         return groups_to_documents(await self.index.asearch(query, **params))
 
 
@@ -467,6 +465,6 @@ def documents_to_items(
             item["id"] = str(chosen)
         items.append(item)
         shared = meta.get("doc_id")  # the document id when nothing else names one (one key for you and ctxret)
-        out.append(item.get("id") or (shared if isinstance(shared, str) and shared else None)
-                   or document_id(doc.page_content, item.get("title")))  # fmt: skip
+        named = item.get("id") or (shared if isinstance(shared, str) and shared else None)
+        out.append(named or document_id(doc.page_content, item.get("title")))
     return items, out

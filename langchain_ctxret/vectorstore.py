@@ -261,9 +261,14 @@ class ContextualVectorStore(VectorStore):
         return _distinct([h for g in self.index.search(query, **options) for h in g.hits], k, kwargs)
 
     async def amax_marginal_relevance_search(
-        self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, filter: dict[str, Any] | None = None,
+        self,
+        query: str,
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: dict[str, Any] | None = None,
         **kwargs: Any,
-    ) -> list[Document]:  # fmt: skip
+    ) -> list[Document]:
         """:meth:`max_marginal_relevance_search` on the index's async path."""
         options = self._mmr_options(k, fetch_k, lambda_mult, filter, kwargs)
         return _distinct([h for g in await self.index.asearch(query, **options) for h in g.hits], k, kwargs)
@@ -275,8 +280,8 @@ class ContextualVectorStore(VectorStore):
         pieces = kwargs.get("per", "document") == "piece"
         extra = {k_: v for k_, v in kwargs.items() if k_ != "per"}
         ask = k if pieces else k * PIECES_PER_DOCUMENT
-        return self._options(ask, filter, extra, per="piece", mmr=True, fetch_k=max(fetch_k, ask),
-                             lambda_mult=lambda_mult)  # fmt: skip
+        mmr = {"mmr": True, "fetch_k": max(fetch_k, ask), "lambda_mult": lambda_mult}
+        return self._options(ask, filter, extra, per="piece", **mmr)
 
     # -- by vector: the vector as given, no parts, no lexical side (ctxret.query.nearest) -----------------------
     def _nearest(
@@ -336,9 +341,14 @@ class ContextualVectorStore(VectorStore):
         return [hit_view(h) for h in hits]
 
     async def amax_marginal_relevance_search_by_vector(
-        self, embedding: list[float], k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5,
-        filter: dict[str, Any] | None = None, **kwargs: Any,
-    ) -> list[Document]:  # fmt: skip
+        self,
+        embedding: list[float],
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
         """:meth:`max_marginal_relevance_search_by_vector` off the event loop."""
         return await asyncio.to_thread(
             self.max_marginal_relevance_search_by_vector, embedding, k, fetch_k, lambda_mult, filter, **kwargs

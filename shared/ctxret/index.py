@@ -330,9 +330,11 @@ def _said_empty(groups: list[Group], where: Mapping[str, Any] | None) -> list[Gr
     if where and not any(g.hits for g in groups):
         names = unmatched_field_names(where)
         if names:
+            mine, theirs = ", ".join(map(repr, names)), ", ".join(repr("ctxret:" + n) for n in names)
             logger.warning(
                 "the filter found nothing; it names %s, read as your own metadata key(s) of that name (ctxret's "
-                "field(s) of that name: %s)", ", ".join(map(repr, names)),
-                ", ".join(repr("ctxret:" + n) for n in names),
-            )  # fmt: skip
+                "field(s) of that name: %s)",
+                mine,
+                theirs,
+            )
     return groups

@@ -82,14 +82,27 @@ def test_filter_names_translate():
 
 def test_public_metadata_names():
     record = {
-        "thread_id": "t", "doc_id": "d", "kind": "section", "header": "[Doc]", "meta_kind": "memo",
-        "meta_group": 3, "team": "ops", "caller_keys": "meta_group,meta_kind,team", "view_kind": "summary",
-    }  # fmt: skip
+        "thread_id": "t",
+        "doc_id": "d",
+        "kind": "section",
+        "header": "[Doc]",
+        "meta_kind": "memo",
+        "meta_group": 3,
+        "team": "ops",
+        "caller_keys": "meta_group,meta_kind,team",
+        "view_kind": "summary",
+    }
     out = public_metadata(record, own={"group", "score"})
     assert out == {
-        "thread_id": "t", "doc_id": "d", "ctxret:kind": "section", "ctxret:header": "[Doc]", "kind": "memo",
-        "meta_group": 3, "team": "ops", "view_kind": "summary",
-    }  # fmt: skip
+        "thread_id": "t",
+        "doc_id": "d",
+        "ctxret:kind": "section",
+        "ctxret:header": "[Doc]",
+        "kind": "memo",
+        "meta_group": 3,
+        "team": "ops",
+        "view_kind": "summary",
+    }
     assert public_metadata(record)["group"] == 3  # without a result key of that name: by its own name
 
 
@@ -109,20 +122,30 @@ def legacy_caller_metadata(meta: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 DOCS = [
-    {"id": "flight", "text": "The flight to Lisbon leaves at 09:40 from gate 12.",
-     "metadata": {"kind": "travel", "team": "home", "timestamp": "2026-10-01", "thread_id": "u1"}},
-    {"id": "hotel", "text": "The hotel in Lisbon is booked for three nights near the river.",
-     "metadata": {"kind": "travel", "team": "home", "meta_note": "keep"}},
-    {"id": "vet", "text": "Biscuit's vaccinations are on Thursday at the Green Paws clinic.",
-     "metadata": {"kind": "pets", "team": "home", "header": "mine"}},
-]  # fmt: skip
+    {
+        "id": "flight",
+        "text": "The flight to Lisbon leaves at 09:40 from gate 12.",
+        "metadata": {"kind": "travel", "team": "home", "timestamp": "2026-10-01", "thread_id": "u1"},
+    },
+    {
+        "id": "hotel",
+        "text": "The hotel in Lisbon is booked for three nights near the river.",
+        "metadata": {"kind": "travel", "team": "home", "meta_note": "keep"},
+    },
+    {
+        "id": "vet",
+        "text": "Biscuit's vaccinations are on Thursday at the Green Paws clinic.",
+        "metadata": {"kind": "pets", "team": "home", "header": "mine"},
+    },
+]
 
 
 def _write(path, embedder, *, legacy: bool, monkeypatch) -> None:
     with ContextualIndex(path, embedder=embedder) as index, monkeypatch.context() as m:
         if not legacy:
-            index.add_documents([{**d, "metadata": {k: v for k, v in d["metadata"].items() if k != "thread_id"}}
-                                 for d in DOCS])  # fmt: skip
+            index.add_documents(
+                [{**d, "metadata": {k: v for k, v in d["metadata"].items() if k != "thread_id"}} for d in DOCS]
+            )
             return
         # the writer of the earlier schema: a caller's thread_id kept aside (meta_thread_id), the thread the document's
         m.setattr(ingest_pieces, "caller_metadata", legacy_caller_metadata)
@@ -140,8 +163,15 @@ def test_a_store_written_by_the_earlier_schema_reads_the_same(tmp_path, local_em
     assert {m.get("meta_kind") for m in stored.values()} == {"travel", "pets"}  # the earlier schema, as stored
     assert any(m.get("meta_thread_id") == "u1" for m in stored.values())
     queries = ["When does my flight to Lisbon leave?", "Where is the hotel? When are the vaccinations?"]
-    filters = [None, {"kind": "travel"}, {"team": "home"}, {"kind": {"$in": ["pets"]}}, {"ctxret:kind": "section"},
-               {"$and": [{"kind": "travel"}, {"team": "home"}]}, {"kind": {"$ne": "travel"}}]  # fmt: skip
+    filters = [
+        None,
+        {"kind": "travel"},
+        {"team": "home"},
+        {"kind": {"$in": ["pets"]}},
+        {"ctxret:kind": "section"},
+        {"$and": [{"kind": "travel"}, {"team": "home"}]},
+        {"kind": {"$ne": "travel"}},
+    ]
     for q in queries:
         for where in filters:
             a = [[(h.id, round(h.score, 6)) for h in g.hits] for g in old.search(q, 3, None, where=where)]

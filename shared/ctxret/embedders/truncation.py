@@ -48,8 +48,13 @@ def truncate_to_fit(embedder: Embedder, texts: Sequence[str]) -> list[str]:
     logger.warning(
         "%d of %d input(s) are over %s's limit of %d tokens (the first: input %d, %d tokens) and were cut to fit: "
         "their ends are not embedded (pass strict=True to refuse them instead)",
-        len(over), len(out), embedder_name(embedder), limit, first, counts[first],
-    )  # fmt: skip
+        len(over),
+        len(out),
+        embedder_name(embedder),
+        limit,
+        first,
+        counts[first],
+    )
     for i in over:
         out[i] = out[i][: lo[i]]
     return out
