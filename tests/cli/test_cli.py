@@ -548,6 +548,29 @@ def test_demo_names_where_the_expected_facts_are(local_embedder, capsys):
         verdict == [verdict[0]]
         and "'Biscuit': groups yes (Part 8, #1) | single vector " in verdict[0]
     )
+    # what the note says is what the output shows: the single vector finds it too, below the deploy.sh turns
+    rank = int(re.search(r"single vector yes \(#(\d+) of", verdict[0]).group(1))
+    single = out.split("-- one whole-message vector")[1].splitlines()[1:rank]
+    assert rank > 1 and all("[Turn 4 · " in line for line in single), single  # turn 4: the deploy.sh turn
+    assert "Biscuit and Pepper first" in query["note"] and "ranks the deploy.sh turns above it" in query["note"]
+    assert "Seed" not in queries.read_text(encoding="utf-8")
+
+
+def test_the_demo_control_notes_the_hits_it_shows(local_embedder, capsys):
+    from ctxret import ContextualIndex
+
+    index = ContextualIndex(in_memory=True, collection="demo-control", embedder=local_embedder, progress=False)
+    threads, queries = cli_demo.demo_files()
+    index.add_turns(cli.read_input_file(threads).turns)
+    query = next(q for q in json.loads(queries.read_text(encoding="utf-8")) if "dentist" in q["message"])
+    cli_demo._demo_query(index, query, 1, 1, 2, index.cosine_floor)
+    out = capsys.readouterr().out
+    groups = out.split("-- per-part groups")[1].split("-- one whole-message vector")
+    hits = [line for line in groups[0].splitlines() if re.match(r"\s+\d\.\d{3}\s", line)]
+    single = [line for line in groups[1].splitlines() if re.match(r"\s+\d\.\d{3}\s", line)]
+    assert hits == single and len(hits) == 2  # the same hits both ways
+    assert "[Turn 7 · " in hits[0] and "book_appointment" in hits[1]  # the move, then the Riverside Dental booking
+    assert "moved the dentist appointment, and the Riverside Dental booking" in query["note"]
 
 
 def test_a_failure_while_writing_says_what_is_stored_and_how_to_finish(tmp_path, files, monkeypatch, capsys):

@@ -182,6 +182,7 @@ def search_options(args: argparse.Namespace) -> dict[str, Any]:
         "k": args.k,
         "cosine_floor": args.threshold,
         "thread_id": args.thread,
+        "where": getattr(args, "where", None),
         "split": args.split,
         "parents": bool(getattr(args, "parents", False)),
         **hybrid,
