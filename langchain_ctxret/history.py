@@ -76,7 +76,7 @@ class CtxretChatMessageHistory(BaseChatMessageHistory):
 
     def clear(self) -> None:
         """Delete the thread's messages (documents added under the same thread id stay)."""
-        self.index.delete(thread_id=self.thread_id, where={"kind": "turn"})
+        self.index.delete(thread_id=self.thread_id, where={"ctxret:kind": "turn"})
 
     async def aclear(self) -> None:
         await asyncio.to_thread(self.clear)

@@ -83,7 +83,9 @@ class ContextualRetriever(BaseRetriever):
       ``score_rerank``).
 
     ``k``, ``score_threshold``, ``thread_id``, ``where``, ``max_parts`` and ``search_kwargs``
-    are fields and can be overridden per call: ``retriever.invoke(message, k=2, thread_id="u1")``.
+    are fields and can be overridden per call: ``retriever.invoke(message, k=2, thread_id="u1")``; so can every
+    ``search_kwargs`` key, given as a keyword of the call (``invoke(message, filter={...}, now=..., per="document")``:
+    merged over ``search_kwargs``).
     ``score_threshold`` is a floor on ``metadata["score"]`` (the relevance), the same scale as
     ``search_kwargs["score_threshold"]``; ``None`` turns every floor off. ``cosine_floor`` is the core's
     cosine floor (``"auto"``: the index's, ``None``: none).
@@ -115,7 +117,7 @@ class ContextualRetriever(BaseRetriever):
     ``"auto"`` = none (the cosine floor still applies), ``None`` = no floor at all (nor the cosine floor, unless
     ``cosine_floor`` is set)."""
     cosine_floor: float | Literal["auto"] | None = "auto"
-    """The core's cosine floor (``SearchSettings.score_threshold``): ``"auto"`` = the index's, ``None``: none."""
+    """The core's cosine floor (``SearchSettings.cosine_floor``): ``"auto"`` = the index's, ``None``: none."""
     thread_id: str | list[str] | None = None
     """Search only these threads (one id or several); ``None`` searches all."""
     where: dict[str, Any] | None = None
@@ -193,15 +195,15 @@ class ContextualRetriever(BaseRetriever):
         Keywords that are retriever fields (``k``, ``score_threshold``, ``thread_id``, ``where``,
         ``max_parts``, ``search_kwargs``, and LangChain's ``tags``/``metadata``) go to the
         retriever; the store's (``collection``, ``in_memory``, ``host``, …) build the
-        :class:`ctxret.Store` (or pass one as ``path``); the rest (``embedder``, ``weight``, …) go to
-        ``ContextualIndex(store, ...)``.
+        :class:`ctxret.Store` (or pass one as ``path``; no path, ``host`` or ``client``: in memory, as
+        langchain-chroma's ``Chroma()``); the rest (``embedder``, ``weight``, …) go to ``ContextualIndex(store, ...)``.
         """
         fields = {
             name: kwargs.pop(name)
             for name in list(kwargs)
             if name in cls.model_fields and name != "index"
         }
-        store = open_store_arguments(path, kwargs)  # Store.embedded(path, collection=...), Store.memory(), ...
+        store = open_store_arguments(path, kwargs, default="memory")  # Store.embedded(path, ...), Store.memory()
         return cls(index=ContextualIndex(store, **kwargs), **fields)
 
     # -- ingest -----------------------------------------------------------------------------------
@@ -218,7 +220,7 @@ class ContextualRetriever(BaseRetriever):
     ) -> IndexResult:
         """Add LangChain messages and/or OpenAI dicts (see ``messages_to_openai``) to the end of a thread:
         ``ContextualIndex.add_messages`` (the next turns; a message sent again adds nothing; ``first_turn=n``:
-        numbered turns instead). ``metadata`` keys reserved by ctxret are stored with the ``meta_`` prefix.
+        numbered turns instead). ``metadata`` keys keep their names (``thread_id`` in it must be the thread).
         ``CtxretChatMessageHistory`` is the same write as a LangChain chat history.
         ``progress`` / ``show_progress``: a progress bar (``None``: on a terminal or in a notebook)."""
         return self.index.add_messages(
@@ -248,6 +250,15 @@ class ContextualRetriever(BaseRetriever):
         """Make the thread exactly ``messages`` (``ContextualIndex.replace_messages``)."""
         return self.index.replace_messages(messages_to_openai(messages), thread_id, **kwargs)
 
+    async def areplace_messages(
+        self,
+        messages: Iterable[BaseMessage | Mapping[str, Any]],
+        thread_id: str = "default",
+        **kwargs: Any,
+    ) -> IndexResult:
+        """Async :meth:`replace_messages`."""
+        return await self.index.areplace_messages(messages_to_openai(messages), thread_id, **kwargs)
+
     def add_documents(
         self,
         documents: Sequence[Document],
@@ -268,14 +279,13 @@ class ContextualRetriever(BaseRetriever):
         gets): pages of one file that share a title stay apart. Re-adding an id replaces the stored
         document whole: changed sections are re-embedded (unchanged ones cost nothing) and sections it
         no longer has are removed (``replace=False`` keeps them); ``delete(ids=...)`` removes a document.
-        The rest of the metadata is stored as caller metadata (nested dicts flattened, lists
-        JSON-encoded). Keys ctxret writes itself (``thread_id``, ``doc_id``, ``kind``,
-        ``timestamp``, ``body``, … and the retrievers' output keys ``group*``/``score*``) are
-        stored with the ``meta_`` prefix (``thread_id`` → ``meta_thread_id``), by the core's one
-        policy (:mod:`ctxret.storage.schema`). ``thread_id`` (the search scope) defaults to
-        each document's id, as in the core. ``ContextualIndex.add_documents`` returns the
-        counts (:class:`ctxret.IndexResult`) instead. ``progress`` / ``show_progress``: a progress bar
-        (``None``: on a terminal or in a notebook).
+        The rest of the metadata is stored as your metadata (nested dicts flattened, lists
+        JSON-encoded), filtered on and returned under the names you gave (``kind``, ``timestamp``, …; ctxret's own
+        fields are ``ctxret:<field>``: :mod:`ctxret.storage.schema`). ``thread_id`` and ``doc_id`` are one key for you
+        and ctxret: ``metadata["thread_id"]`` is the document's thread (the search scope; default: its id) and
+        ``metadata["doc_id"]`` its id when ``ids`` and ``Document.id`` name none (an argument that disagrees is an
+        error). ``ContextualIndex.add_documents`` returns the counts (:class:`ctxret.IndexResult`) instead.
+        ``progress`` / ``show_progress``: a progress bar (``None``: on a terminal or in a notebook).
         """
         items, doc_ids = documents_to_items(documents, ids)
         self.index.add_documents(
@@ -354,7 +364,7 @@ class ContextualRetriever(BaseRetriever):
         params = {
             **options,
             "k": k if k is not None else sk.get("k", self.k),
-            "score_threshold": cosine,
+            "cosine_floor": cosine,
             "thread_id": sk.get("thread_id", self.thread_id) if thread_id is _UNSET else thread_id,
             "where": scope_where if where is _UNSET else where,
             "max_parts": max_parts if max_parts is not None else sk.get("max_parts", self.max_parts),
@@ -388,10 +398,11 @@ class ContextualRetriever(BaseRetriever):
         where: Mapping[str, Any] | None = _UNSET,
         max_parts: int | None = None,
         search_kwargs: Mapping[str, Any] | None = None,
+        **options: Any,
     ) -> list[Document]:
-        params = self._search_params(
-            k, score_threshold, thread_id, where, max_parts, search_kwargs, run_manager.get_child()
-        )
+        per_call = {**dict(search_kwargs or {}), **options}
+        callbacks = run_manager.get_child()
+        params = self._search_params(k, score_threshold, thread_id, where, max_parts, per_call, callbacks)
         return groups_to_documents(self.index.search(query, **params))
 
     async def _aget_relevant_documents(
@@ -405,10 +416,11 @@ class ContextualRetriever(BaseRetriever):
         where: Mapping[str, Any] | None = _UNSET,
         max_parts: int | None = None,
         search_kwargs: Mapping[str, Any] | None = None,
+        **options: Any,
     ) -> list[Document]:
-        params = self._search_params(
-            k, score_threshold, thread_id, where, max_parts, search_kwargs, run_manager.get_child()
-        )
+        per_call = {**dict(search_kwargs or {}), **options}
+        callbacks = run_manager.get_child()
+        params = self._search_params(k, score_threshold, thread_id, where, max_parts, per_call, callbacks)
         return groups_to_documents(await self.index.asearch(query, **params))
 
 
@@ -466,5 +478,7 @@ def documents_to_items(
         if chosen not in (None, ""):
             item["id"] = str(chosen)
         items.append(item)
-        out.append(item.get("id") or document_id(doc.page_content, item.get("title")))
+        shared = meta.get("doc_id")  # the document id when nothing else names one (one key for you and ctxret)
+        named = item.get("id") or (shared if isinstance(shared, str) and shared else None)
+        out.append(named or document_id(doc.page_content, item.get("title")))
     return items, out

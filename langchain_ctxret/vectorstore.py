@@ -24,6 +24,7 @@ a document whose metadata changed is deleted, then written again; an unchanged o
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -34,10 +35,11 @@ from ctxret.errors import InputError
 from ctxret.index import ContextualIndex
 from ctxret.ingest.documents import documents_to_turns
 from ctxret.ingest.progress import progress_option
+from ctxret.query.documents import PIECES_PER_DOCUMENT, document_key
 from ctxret.query.nearest import nearest
 from ctxret.query.relevance import calibration_for, shown_groups, shown_scores
 from ctxret.results import Hit, cosine_to_distance
-from ctxret.storage.schema import Scope, as_list, caller_view
+from ctxret.storage.schema import Scope, as_list, caller_view, stored_where
 from ctxret.store import open_store_arguments
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
@@ -71,8 +73,8 @@ class ContextualVectorStore(VectorStore):
             if "collection" in index_kwargs:
                 raise InputError("the collection is named twice (first argument and collection=); give one")
             index_kwargs["collection"], index = index, None
-        if index is None:
-            store = open_store_arguments(index_kwargs.pop("path", None), index_kwargs)
+        if index is None:  # no folder, server or client named: in memory, as langchain-chroma's Chroma() is
+            store = open_store_arguments(index_kwargs.pop("path", None), index_kwargs, default="memory")
             index = ContextualIndex(store, embedder=cast(Any, embedding), **index_kwargs)
         elif not isinstance(index, ContextualIndex):
             raise InputError(f"index must be a ctxret.ContextualIndex, got {type(index).__name__}")
@@ -126,7 +128,7 @@ class ContextualVectorStore(VectorStore):
         if bad:
             raise InputError(f"documents must be LangChain Documents, got a {type(bad[0]).__name__}")
         if ids is None:
-            ids = [d.id if d.id not in (None, "") else str(uuid.uuid4()) for d in documents]
+            ids = [d.id or _metadata_id(d) or str(uuid.uuid4()) for d in documents]
         items, doc_ids = documents_to_items(documents, ids, keep_title=True)
         self._upsert(items, doc_ids, thread_id, progress)
         return doc_ids
@@ -174,8 +176,9 @@ class ContextualVectorStore(VectorStore):
 
     # -- reads --------------------------------------------------------------------------------------
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
-        """The stored documents with these ids (missing ids are left out), text re-assembled from
-        their pieces: sections in order, pieces joined by line breaks. A document is one thread's:
+        """The stored documents with these ids (missing ids are left out), as added: the text re-assembled from
+        their pieces (sections in order, each under its markdown headings, pieces joined by line breaks; the
+        whitespace inside a line as ctxret stores it) and the metadata as given. A document is one thread's:
         an id stored in several threads gives one Document per thread, never one text of both."""
         ids = [str(i) for i in ([ids] if isinstance(ids, str) else as_list(ids, "ids", "document ids"))]
         if not ids:
@@ -191,75 +194,133 @@ class ContextualVectorStore(VectorStore):
                     key=lambda m: (int(m.get("turn_index", 0)), int(m.get("source_ordinal", 0)),
                                    int(m.get("ordinal", 0)))
                 )  # fmt: skip
-                sections: dict[int, list[str]] = defaultdict(list)
-                for m in metas:
-                    sections[int(m.get("turn_index", 0))].append(str(m.get("body", "")))
-                text = "\n\n".join("\n".join(bodies) for _, bodies in sorted(sections.items()))
-                out.append(Document(page_content=text, metadata=caller_view(metas[0]), id=doc_id))
+                out.append(Document(page_content=document_text(metas), metadata=caller_view(metas[0]), id=doc_id))
         return out
 
-    def _groups(self, query: str, k: int, filter: dict[str, Any] | None, **kwargs: Any) -> list[Any]:
-        kwargs.setdefault("score_threshold", None)  # a vector store ranks, it does not drop (LangChain's contract)
-        kwargs.setdefault("split", False)
-        return self.index.search(query, k=k, where=filter, **kwargs)
+    # A vector store returns documents: each search gives k distinct documents (a document's best piece stands for
+    # it: page_content is that piece's text), as langchain-chroma does with one chunk per document; per="piece" (a
+    # keyword of any search) gives the k best pieces instead, several of one document possibly.
+    @staticmethod
+    def _options(k: int, filter: dict[str, Any] | None, kwargs: dict[str, Any], **defaults: Any) -> dict[str, Any]:
+        options = {"score_threshold": None, "split": False, "per": "document", **defaults, **kwargs}  # ranks, no drop
+        return {"k": k, "where": filter, **options}
 
-    def _search(self, query: str, k: int, filter: dict[str, Any] | None, **kwargs: Any) -> list[tuple[Document, float]]:
-        groups = self._groups(query, k, filter, **kwargs)
+    def _search(self, groups: list[Any]) -> list[tuple[Document, float]]:
         return [  # in the order of the score shown (the relevance; a reranker's score when one ran)
             (hit_view(h), (shown or (float(h.score), ""))[0])
             for _, hits in shown_groups(groups)
             for h, shown in zip(hits, shown_scores(hits), strict=True)
         ]
 
+    @staticmethod
+    def _distances(groups: list[Any]) -> list[tuple[Document, float]]:
+        found = [(hit_view(h), cosine_to_distance(_cosine(h))) for g in groups for h in g.hits]
+        return sorted(found, key=lambda pair: pair[1])
+
     def similarity_search(
         self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
     ) -> list[Document]:
-        """The ``k`` best pieces for the whole query (one part), as the Documents they came from, in the search's own
-        ranking (the one the evaluation measures; no score is shown, so nothing is re-ordered)."""
-        return [hit_view(h) for g in self._groups(query, k, filter, **kwargs) for h in g.hits]
+        """The ``k`` best documents for the whole query (one part), each once, in the search's own ranking (the one
+        the evaluation measures; no score is shown, so nothing is re-ordered); ``per="piece"``: the ``k`` best
+        pieces."""
+        return [hit_view(h) for g in self.index.search(query, **self._options(k, filter, kwargs)) for h in g.hits]
+
+    async def asimilarity_search(
+        self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
+    ) -> list[Document]:
+        """:meth:`similarity_search` on the index's async path."""
+        groups = await self.index.asearch(query, **self._options(k, filter, kwargs))
+        return [hit_view(h) for g in groups for h in g.hits]
 
     def similarity_search_with_score(
         self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
     ) -> list[tuple[Document, float]]:
-        """The ``k`` pieces nearest the query's vector with Chroma's cosine **distance** (``1 - cosine``, lower is
-        better, lower first), as langchain-chroma returns them: a dense search (no lexical side unless
-        ``lexical=True``). :meth:`similarity_search_with_relevance_scores` gives the relevance instead."""
-        kwargs.setdefault("lexical", False)
-        kwargs.setdefault("score_threshold", None)
-        groups = self.index.search(query, k=k, where=filter, split=False, **kwargs)
-        found = [(hit_view(h), cosine_to_distance(_cosine(h))) for g in groups for h in g.hits]
-        return sorted(found, key=lambda pair: pair[1])
+        """The ``k`` documents nearest the query's vector with Chroma's cosine **distance** (``1 - cosine`` of the
+        document's best piece, lower is better, lower first), as langchain-chroma returns them: a dense search (no
+        lexical side unless ``lexical=True``). :meth:`similarity_search_with_relevance_scores` gives the relevance."""
+        return self._distances(self.index.search(query, **self._options(k, filter, kwargs, lexical=False)))
+
+    async def asimilarity_search_with_score(
+        self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        """:meth:`similarity_search_with_score` on the index's async path."""
+        return self._distances(await self.index.asearch(query, **self._options(k, filter, kwargs, lexical=False)))
 
     def _similarity_search_with_relevance_scores(
         self, query: str, k: int = 4, **kwargs: Any
     ) -> list[tuple[Document, float]]:
-        return self._search(query, k, kwargs.pop("filter", None), **kwargs)
+        return self._search(self.index.search(query, **self._options(k, kwargs.pop("filter", None), kwargs)))
+
+    async def _asimilarity_search_with_relevance_scores(
+        self, query: str, k: int = 4, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        options = self._options(k, kwargs.pop("filter", None), kwargs)
+        return self._search(await self.index.asearch(query, **options))
 
     def max_marginal_relevance_search(
         self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, filter: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> list[Document]:  # fmt: skip
-        """Maximal marginal relevance over the ``fetch_k`` best pieces (:mod:`ctxret.query.mmr`)."""
-        groups = self._groups(query, k, filter, mmr=True, fetch_k=fetch_k, lambda_mult=lambda_mult, **kwargs)
-        return [hit_view(h) for g in groups for h in g.hits]  # in MMR's selection order
+        """Maximal marginal relevance over the ``fetch_k`` best pieces (:mod:`ctxret.query.mmr`), in its selection
+        order: the first ``k`` distinct documents (``per="piece"``: the ``k`` pieces)."""
+        options = self._mmr_options(k, fetch_k, lambda_mult, filter, kwargs)
+        return _distinct([h for g in self.index.search(query, **options) for h in g.hits], k, kwargs)
+
+    async def amax_marginal_relevance_search(
+        self,
+        query: str,
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """:meth:`max_marginal_relevance_search` on the index's async path."""
+        options = self._mmr_options(k, fetch_k, lambda_mult, filter, kwargs)
+        return _distinct([h for g in await self.index.asearch(query, **options) for h in g.hits], k, kwargs)
+
+    def _mmr_options(
+        self, k: int, fetch_k: int, lambda_mult: float, filter: Any, kwargs: dict[str, Any]
+    ) -> dict[str, Any]:
+        # MMR picks pieces in its order; the first piece of each document keeps the document's place
+        pieces = kwargs.get("per", "document") == "piece"
+        extra = {k_: v for k_, v in kwargs.items() if k_ != "per"}
+        ask = k if pieces else k * PIECES_PER_DOCUMENT
+        mmr = {"mmr": True, "fetch_k": max(fetch_k, ask), "lambda_mult": lambda_mult}
+        return self._options(ask, filter, extra, per="piece", **mmr)
 
     # -- by vector: the vector as given, no parts, no lexical side (ctxret.query.nearest) -----------------------
     def _nearest(
         self, embedding: Sequence[float], k: int, filter: Any, kwargs: dict[str, Any], **mmr: Any
     ) -> list[Hit]:
-        thread_id = kwargs.pop("thread_id", None)
+        thread_id, per = kwargs.pop("thread_id", None), kwargs.pop("per", "document")
         if kwargs:
-            raise InputError(f"unknown keyword(s) {sorted(kwargs)}; a search by vector takes k, filter and thread_id=")
+            raise InputError(
+                f"unknown keyword(s) {sorted(kwargs)}; a search by vector takes k, filter, thread_id= and per="
+            )
+        if per not in ("document", "piece"):
+            raise InputError(f"per must be 'document' (k distinct documents) or 'piece' (k pieces), got {per!r}")
         ix = self.index
         calibration = ix.settings.relevance or calibration_for(ix.embedder)
-        return nearest(ix.store, embedding, k, Scope(thread_id, filter), dims=ix.config.dims, calibration=calibration,
-                       **mmr)  # fmt: skip
+        ask = k if per == "piece" else k * PIECES_PER_DOCUMENT
+        if "fetch_k" in mmr:
+            mmr["fetch_k"] = max(int(mmr["fetch_k"]), ask)
+        hits = nearest(ix.store, embedding, ask, Scope(thread_id, stored_where(filter)), dims=ix.config.dims,
+                       calibration=calibration, **mmr)  # fmt: skip
+        return hits[:k] if per == "piece" else _first_of_each_document(hits, k)
 
     def similarity_search_by_vector(
         self, embedding: list[float], k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
     ) -> list[Document]:
-        """The ``k`` documents nearest ``embedding`` (made with :attr:`embeddings`), nearest first."""
+        """The ``k`` documents nearest ``embedding`` (made with :attr:`embeddings`), nearest first (``per="piece"``:
+        the ``k`` nearest pieces)."""
         return [hit_view(h) for h in self._nearest(embedding, k, filter, kwargs)]
+
+    async def asimilarity_search_by_vector(
+        self, embedding: list[float], k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
+    ) -> list[Document]:
+        """:meth:`similarity_search_by_vector` off the event loop."""
+        return await asyncio.to_thread(self.similarity_search_by_vector, embedding, k, filter, **kwargs)
 
     def similarity_search_by_vector_with_relevance_scores(
         self, embedding: list[float], k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
@@ -268,13 +329,36 @@ class ContextualVectorStore(VectorStore):
         better; langchain-chroma returns the distance under this name, :meth:`similarity_search_with_score` does)."""
         return [(hit_view(h), float(h.relevance or 0.0)) for h in self._nearest(embedding, k, filter, kwargs)]
 
+    async def asimilarity_search_by_vector_with_relevance_scores(
+        self, embedding: list[float], k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        """:meth:`similarity_search_by_vector_with_relevance_scores` off the event loop."""
+        return await asyncio.to_thread(
+            self.similarity_search_by_vector_with_relevance_scores, embedding, k, filter, **kwargs
+        )
+
     def max_marginal_relevance_search_by_vector(
         self, embedding: list[float], k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5,
         filter: dict[str, Any] | None = None, **kwargs: Any,
     ) -> list[Document]:  # fmt: skip
-        """Maximal marginal relevance over the ``fetch_k`` pieces nearest ``embedding``."""
+        """Maximal marginal relevance over the ``fetch_k`` pieces nearest ``embedding``: the first ``k`` distinct
+        documents in its selection order (``per="piece"``: the ``k`` pieces)."""
         hits = self._nearest(embedding, k, filter, kwargs, fetch_k=fetch_k, lambda_mult=lambda_mult)
         return [hit_view(h) for h in hits]
+
+    async def amax_marginal_relevance_search_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
+        """:meth:`max_marginal_relevance_search_by_vector` off the event loop."""
+        return await asyncio.to_thread(
+            self.max_marginal_relevance_search_by_vector, embedding, k, fetch_k, lambda_mult, filter, **kwargs
+        )
 
     @classmethod
     def from_texts(
@@ -336,6 +420,52 @@ def _chroma_names(kwargs: dict[str, Any], embedding: Any) -> Any:
     return embedding
 
 
+def _metadata_id(doc: Document) -> str | None:
+    """``metadata["doc_id"]``: a document's id when nothing else names one (one key for the caller and ctxret)."""
+    value = (doc.metadata or {}).get("doc_id")
+    return value if isinstance(value, str) and value else None
+
+
+def document_text(metas: Sequence[dict[str, Any]]) -> str:
+    """A document's text from its pieces' metadata (in order): each section's pieces joined by line breaks, the
+    sections one blank line apart, each under the markdown headings its heading path (``source_label``) opens (a
+    heading's level is its depth in the path)."""
+    sections: dict[int, tuple[str, list[str]]] = {}
+    for m in metas:
+        label = str(m.get("source_label") or "") if m.get("source_kind") == "section" else ""
+        sections.setdefault(int(m.get("turn_index", 0)), (label, []))[1].append(str(m.get("body", "")))
+    blocks: list[str] = []
+    above: list[str] = []
+    for _, (label, bodies) in sorted(sections.items()):
+        path = label.split(" › ") if label else []
+        same = 0
+        while same < min(len(path), len(above)) and path[same] == above[same]:
+            same += 1
+        headings = [f"{'#' * (depth + 1)} {title}" for depth, title in enumerate(path) if depth >= same]
+        blocks.append("\n".join([*headings, *bodies]))
+        above = path
+    return "\n\n".join(blocks)
+
+
+def _first_of_each_document(hits: Sequence[Hit], k: int) -> list[Hit]:
+    """The first hit of each document (a chat turn: its own), in order, at most ``k``."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for h in hits:
+        key = document_key(h)
+        if key not in seen:
+            seen.add(key)
+            out.append(h)
+            if len(out) == k:
+                break
+    return out
+
+
+def _distinct(hits: Sequence[Hit], k: int, kwargs: dict[str, Any]) -> list[Document]:
+    kept = list(hits[:k]) if kwargs.get("per", "document") == "piece" else _first_of_each_document(hits, k)
+    return [hit_view(h) for h in kept]
+
+
 def _cosine(hit: Hit) -> float:
     return float(hit.scores.get("cosine", hit.score))
 
@@ -350,4 +480,4 @@ def hit_view(hit: Hit) -> Document:
     return Document(page_content=hit.body, metadata=caller_view(dict(meta)), id=str(meta.get("doc_id") or hit.id))
 
 
-__all__ += ["caller_view", "hit_view"]
+__all__ += ["caller_view", "document_text", "hit_view"]

@@ -17,6 +17,13 @@
 
 from __future__ import annotations
 
+try:  # the framework is an extra: say which one, before any import of it fails deeper down
+    import llama_index.core  # noqa: F401
+except ImportError as _e:
+    from ctxret.errors import missing_extra
+
+    raise missing_extra("llama-index-core", "llamaindex", "llamaindex_ctxret (the LlamaIndex adapter)") from _e
+
 from .embeddings import CtxretEmbedding
 from .filters import metadata_filters_to_where
 from .memory import CtxretMemoryBlock

@@ -5,10 +5,10 @@ $lte $in $nin``), combined with ``and`` / ``or`` and nested ``MetadataFilters``.
 (``text_match``, ``contains``, ``any``, ``all``, ``is_empty``) and ``not`` have no Chroma ``where``
 equivalent: they are refused with an error naming the supported ones, never ignored.
 
-Keys are the stored metadata keys: your own keys as you gave them (a key ctxret uses itself is
-stored as ``meta_<key>``, see :mod:`ctxret.storage.schema`), or ctxret's (``thread_id``,
-``doc_id``, ``source_kind``, ``kind``, ``ts_epoch``, …). Chroma compares numbers with ``$gt`` …
-only when the stored value is a number.
+Keys are named as a caller names them (the core translates them, :func:`ctxret.storage.schema.stored_where`): your
+own keys as you gave them (``kind``, ``timestamp``, … too), ``thread_id`` and ``doc_id`` (the thread and the
+document: one key for you and ctxret), and ctxret's other fields as ``ctxret:<field>`` (``ctxret:source_kind``,
+``ctxret:ts_epoch``, …). Chroma compares numbers with ``$gt`` … only when the stored value is a number.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ from ctxret.ingest.pieces import piece_metadata
 from ctxret.ingest.progress import progress_option
 from ctxret.ingest.turns import MIN_BODY_BYTES, Piece, Turn, label_pieces
 from ctxret.results import IndexResult
-from ctxret.storage.schema import RETRIEVAL_KEYS, caller_keys
+from ctxret.storage.schema import FIELD_PREFIX, RETRIEVAL_KEYS, SHARED_KEYS, caller_keys
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.node_parser.interface import NodeParser
 from llama_index.core.schema import BaseNode, Document, MetadataMode, NodeRelationship, TextNode
@@ -228,8 +228,13 @@ def _thread_of(meta: Mapping[str, Any], thread_id: str | None) -> Any:
 
 # -- pieces → nodes -------------------------------------------------------------------------------
 def _llm_excluded(metadata: Mapping[str, Any]) -> list[str]:
-    """All keys but the caller's own: the header is already in the text, the rest is bookkeeping."""
-    caller = set(caller_keys(metadata))
+    """All keys but the caller's own: the header is already in the text, the rest is bookkeeping. ``metadata`` is a
+    piece as stored (its ``caller_keys`` name the caller's) or as a search returns it (ctxret's fields are
+    ``ctxret:<field>``, :func:`ctxret.storage.schema.public_metadata`)."""
+    if "caller_keys" in metadata or not any(k.startswith(FIELD_PREFIX) for k in metadata):
+        caller = set(caller_keys(metadata)) - SHARED_KEYS
+    else:
+        caller = {k for k in metadata if not k.startswith(FIELD_PREFIX) and k not in SHARED_KEYS}
     return sorted(
         k for k in metadata if k not in caller or k in RETRIEVAL_KEYS or k.startswith(_SCORE_PREFIX)
     )

@@ -28,7 +28,7 @@ from .rerank import as_reranker
 
 __all__ = ["ContextualRetriever", "groups_to_nodes", "settings_embed_model"]
 
-_OWN_ARGS = ("message", "k", "score_threshold", "thread_id", "where", "rerank", "rerank_candidates")
+_OWN_ARGS = ("message", "k", "score_threshold", "cosine_floor", "thread_id", "where", "rerank", "rerank_candidates")
 
 
 def settings_embed_model() -> Any:
@@ -44,9 +44,10 @@ def open_index(
     path: Store | str | os.PathLike[str] | None = None, *, embed_model: Any = None, **kwargs: Any
 ) -> ContextualIndex:
     """``ContextualIndex(store, embedder=embed_model or Settings.embed_model or the local model, **kwargs)``, the
-    :class:`ctxret.Store` built from ``path`` (or given as ``path``) and the store's keywords (``collection``, ...)."""
+    :class:`ctxret.Store` built from ``path`` (or given as ``path``) and the store's keywords (``collection``, ...);
+    no path, ``host`` or ``client``: in memory, as a ``VectorStoreIndex`` is."""
     model = embed_model if embed_model is not None else settings_embed_model()
-    store = open_store_arguments(path, kwargs)
+    store = open_store_arguments(path, kwargs, default="memory")
     return ContextualIndex(store, embedder=model, **kwargs)
 
 
@@ -76,7 +77,7 @@ def groups_to_nodes(groups: Sequence[Group]) -> list[NodeWithScore]:
         for rank, hit in enumerate(hits):
             meta = scored_metadata(hit, group, rank, parts)
             node = piece_node(hit.id, hit.text, meta)
-            node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=stored_ref_id(meta))
+            node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=stored_ref_id(hit.metadata))
             out.append(NodeWithScore(node=node, score=float(meta["score"])))
     return out
 
@@ -94,8 +95,11 @@ class ContextualRetriever(BaseRetriever):
     Args:
         index: the index to search (any store: embedded folder, server, in memory).
         similarity_top_k: hits per part (the core's ``k``), not in total.
-        score_threshold: cosine floor. ``"auto"`` (default) uses the index's floor, ``None``
-            disables it, a float sets it.
+        score_threshold: a floor on ``NodeWithScore.score``, the relevance in [0, 1] (as LangChain's
+            retriever and the core mean it): ``"auto"`` (default) sets none (the cosine floor still applies),
+            ``None`` turns every floor off (the cosine floor too, unless ``cosine_floor`` is a number).
+        cosine_floor: the core's cosine floor per hit (``score_cosine``): ``"auto"`` (default) the index's,
+            ``None`` none, a number in [-1, 1].
         thread_id: one thread id or several; scopes the search inside the Chroma query.
         where: a Chroma ``where`` filter on piece metadata, combined with ``thread_id``.
         filters: LlamaIndex ``MetadataFilters`` (``==`` ``!=`` ``>`` ``>=`` ``<`` ``<=`` ``in``
@@ -126,6 +130,7 @@ class ContextualRetriever(BaseRetriever):
         *,
         similarity_top_k: int = 5,
         score_threshold: float | None | Literal["auto"] = "auto",
+        cosine_floor: float | None | Literal["auto"] = "auto",
         thread_id: str | Sequence[str] | None = None,
         where: Mapping[str, Any] | None = None,
         filters: MetadataFilters | None = None,
@@ -147,24 +152,19 @@ class ContextualRetriever(BaseRetriever):
                 "similarity_top_k (hits per part) must be a positive integer, "
                 f"got {similarity_top_k!r}"
             )
-        if not (
-            score_threshold is None
-            or score_threshold == "auto"
-            or (isinstance(score_threshold, (int, float)) and not isinstance(score_threshold, bool))
-        ):
-            raise InputError(
-                f"score_threshold must be 'auto', None or a number, got {score_threshold!r}"
-            )
+        # both floors are checked now (not at the first retrieve), by the core's one reading of them
+        SearchSettings(cosine_floor=cosine_floor, score_threshold=score_threshold)
         extra = dict(search_kwargs or {})
         clash = sorted(set(extra) & set(_OWN_ARGS))
         if clash:
             raise InputError(
                 f"search_kwargs repeats {clash}; pass them as the retriever's own arguments "
-                "(similarity_top_k, score_threshold, thread_id, where)"
+                "(similarity_top_k, score_threshold, cosine_floor, thread_id, where)"
             )
         self.index = index
         self.similarity_top_k = similarity_top_k
         self.score_threshold = score_threshold
+        self.cosine_floor = cosine_floor
         self.thread_id = thread_id
         translated = metadata_filters_to_where(filters)
         clauses = [c for c in (dict(where) if where else None, translated) if c]
@@ -192,7 +192,7 @@ class ContextualRetriever(BaseRetriever):
         retriever's arguments go to it; the rest (``collection``, ``in_memory``, ``host``, …) to
         :class:`ctxret.ContextualIndex`.
         """
-        own = {"similarity_top_k", "score_threshold", "thread_id", "where", "filters", "rerank",
+        own = {"similarity_top_k", "score_threshold", "cosine_floor", "thread_id", "where", "filters", "rerank",
                "rerank_candidates", "search_kwargs", "callback_manager", "verbose"}  # fmt: skip
         mine = {k: kwargs.pop(k) for k in list(kwargs) if k in own}
         return cls(open_index(path, embed_model=embed_model, **kwargs), **mine)
@@ -209,6 +209,7 @@ class ContextualRetriever(BaseRetriever):
         args = {
             "k": self.similarity_top_k,
             "score_threshold": self.score_threshold,
+            "cosine_floor": self.cosine_floor,
             "thread_id": self.thread_id,
             "where": self.where,
             **self.search_kwargs,

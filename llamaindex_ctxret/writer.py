@@ -17,6 +17,7 @@ it was built with.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import Iterable, Sequence
@@ -123,8 +124,6 @@ class ContextualIndexWriter(TransformComponent):
         return pieces
 
     async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
-        import asyncio
-
         return await asyncio.to_thread(self.__call__, nodes, **kwargs)
 
 
@@ -242,6 +241,23 @@ class ContextualStoreIndex:
             n = self.index.delete(thread_id=str(ref_doc_id)[5:].split("@", 1)[0])
         return n
 
+    # -- async twins: the writes run in a worker thread, off the event loop (VectorStoreIndex's ainsert, ...) --------
+    async def ainsert_documents(self, documents: Iterable[BaseNode], *, replace: bool = True) -> IndexResult:
+        """Async :meth:`insert_documents`."""
+        return await asyncio.to_thread(self.insert_documents, list(documents), replace=replace)
+
+    async def ainsert(self, document: BaseNode, **kwargs: Any) -> str:
+        """Async :meth:`insert`."""
+        return await asyncio.to_thread(self.insert, document, **kwargs)
+
+    async def arefresh_ref_docs(self, documents: Sequence[BaseNode], **kwargs: Any) -> list[bool]:
+        """Async :meth:`refresh_ref_docs`."""
+        return await asyncio.to_thread(self.refresh_ref_docs, list(documents), **kwargs)
+
+    async def adelete_ref_doc(self, ref_doc_id: str, **kwargs: Any) -> int:
+        """Async :meth:`delete_ref_doc`."""
+        return await asyncio.to_thread(self.delete_ref_doc, ref_doc_id, **kwargs)
+
     def as_retriever(self, **kwargs: Any) -> ContextualRetriever:
         """A :class:`ContextualRetriever` (``similarity_top_k``, ``filters``, ``rerank``, …)."""
         return ContextualRetriever(self.index, **kwargs)
@@ -279,8 +295,8 @@ class ContextualStoreIndex:
 
 
 #: What :meth:`ContextualStoreIndex.as_query_engine` / ``as_chat_engine`` hand to the retriever.
-_RETRIEVER_KWARGS = frozenset({"similarity_top_k", "score_threshold", "thread_id", "where", "filters", "rerank",
-                               "rerank_candidates", "search_kwargs"})  # fmt: skip
+_RETRIEVER_KWARGS = frozenset({"similarity_top_k", "score_threshold", "cosine_floor", "thread_id", "where", "filters",
+                               "rerank", "rerank_candidates", "search_kwargs", "per"})  # fmt: skip
 #: ``VectorStoreIndex`` keyword arguments that name LlamaIndex's own storage or pipeline, and what to do instead.
 LLAMA_REFUSED = {
     "storage_context": "a LlamaIndex StorageContext (docstore, vector store); ctxret keeps the pieces in its own "

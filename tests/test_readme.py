@@ -118,13 +118,64 @@ def _block_id(value: object) -> str:
     return f"line{value}" if isinstance(value, int) else ""
 
 
+#: ``# prints: TEXT``: a comment claiming what the statement it ends (or the one above it) prints first; ``...`` in
+#: TEXT stands for anything (a time, a path); ``  # note`` after it is a note, not claimed.
+_CLAIM = re.compile(r"#\s*prints:\s*(.+?)\s*$")
+_MARK = "\x1fclaim {}\x1f"
+
+
+def claims(body: str) -> list[tuple[int, str]]:
+    """``(statement's first line, claimed text)`` of each ``# prints:`` comment of a block (1-based lines): the
+    statement the comment ends, or for a comment on a line of its own the statement just above it."""
+    import ast
+
+    lines = body.splitlines()
+    statements = [n for n in ast.walk(ast.parse(body)) if isinstance(n, ast.stmt)]
+    out = []
+    for number, text in enumerate(lines, start=1):
+        m = _CLAIM.search(text)
+        if m is None:
+            continue
+        at = number
+        if text.lstrip().startswith("#"):  # on its own line: the statement above it
+            at = max(n.end_lineno or n.lineno for n in statements if (n.end_lineno or n.lineno) < number)
+        holding = [n for n in statements if n.lineno <= at <= (n.end_lineno or n.lineno)]
+        owner = min(holding, key=lambda n: (n.end_lineno or n.lineno) - n.lineno)  # the innermost
+        out.append((owner.lineno, m.group(1).split("  # ")[0].rstrip()))
+    return out
+
+
+def with_marks(body: str) -> str:
+    """``body`` with a marker printed just before each claimed statement (at its indentation)."""
+    lines = body.splitlines()
+    for i, (number, _) in sorted(enumerate(claims(body)), key=lambda c: -c[1][0]):
+        indent = re.match(r"\s*", lines[number - 1]).group(0)
+        lines.insert(number - 1, f"{indent}print({_MARK.format(i)!r})")
+    return "\n".join(lines) + "\n"
+
+
+def check_claims(body: str, stdout: str) -> list[str]:
+    """What the block's ``# prints:`` comments claim and its output does not show (each claim is the first line the
+    claimed statement prints); an empty list when every claim holds."""
+    out = stdout.splitlines()
+    wrong = []
+    for i, (number, text) in enumerate(claims(body)):
+        mark = _MARK.format(i)
+        after = [x for x in out[out.index(mark) + 1 :] if not x.startswith("\x1fclaim ")] if mark in out else []
+        pattern = ".*".join(re.escape(part) for part in text.split("..."))
+        if not after or not re.fullmatch(pattern, after[0].rstrip()):
+            wrong.append(f"line {number} claims {text!r}, prints {after[0] if after else '(nothing)'!r}")
+    return wrong
+
+
 @pytest.mark.parametrize(("page", "line", "body", "flags"), python_blocks(), ids=_block_id)
 def test_python_block_runs(page, line, body, flags, tmp_path):
-    """Every ```python block runs as a script in an empty folder and prints (```python skip exempts one)."""
+    """Every ```python block runs as a script in an empty folder and prints (```python skip exempts one), and what a
+    ``# prints:`` comment claims is what the statement prints first."""
     if "skip" in flags:
         pytest.skip(f"{page} line {line} is marked skip")
     script = tmp_path / f"block_line{line}.py"
-    script.write_text(body, encoding="utf-8")
+    script.write_text(with_marks(body), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CTXRET_", "OPENAI_"))}
     env.update(HF_HUB_OFFLINE="1", PYTHONIOENCODING="utf-8")
     proc = subprocess.run(
@@ -137,6 +188,22 @@ def test_python_block_runs(page, line, body, flags, tmp_path):
     )
     assert proc.returncode == 0, f"{page} line {line} failed:\n{proc.stdout}\n{proc.stderr}"
     assert proc.stdout.strip(), f"{page} line {line} printed nothing"
+    wrong = check_claims(body, proc.stdout)
+    assert not wrong, f"{page} line {line}: " + "; ".join(wrong)
+
+
+def test_claims_are_checked_as_they_read():
+    body = (
+        "for x in [1, 2]:  # prints: 1 a\n    print(x, 'a')\nprint('x')\n# prints: x\n"
+        "print(\n    'long'\n)  # prints: lo...\n"
+    )
+    ns: dict = {}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(with_marks(body), "block", "exec"), ns)
+    assert check_claims(body, out.getvalue()) == []
+    assert check_claims(body.replace("# prints: 1 a", "# prints: 2 a"), out.getvalue())  # the second line: wrong
+    assert [n for n, _ in claims(body)] == [1, 3, 5]
 
 
 # -- shell blocks: every ctxret command they show parses ------------------------------------------

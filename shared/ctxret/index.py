@@ -38,7 +38,7 @@ from .results import Group, IndexResult
 from .storage.lexical_sync import SyncReport
 from .storage.pieces import ClosedStore, PieceStore
 from .storage.rebuild import recover
-from .storage.schema import Scope, as_list, check_metadata_arg
+from .storage.schema import Scope, as_list, check_metadata_arg, stored_where, unmatched_field_names
 from .store import STORE_ARGUMENTS, Store, refuse_unknown
 
 logger = logging.getLogger(__name__)
@@ -132,9 +132,9 @@ class ContextualIndex:
     piece_bytes = property(lambda self: self.config.piece_bytes, doc="The collection's piece byte budget.")
 
     @property
-    def score_threshold(self) -> float | None:
-        """The default cosine floor: the settings' threshold, or the embedder's for ``"auto"``."""
-        t = self.settings.score_threshold
+    def cosine_floor(self) -> float | None:
+        """The default cosine floor: the settings' ``cosine_floor``, or the embedder's for ``"auto"``."""
+        t = self.settings.cosine_floor
         return float(self.embedder.default_score_threshold) if t == "auto" else t
 
     @property
@@ -266,17 +266,21 @@ class ContextualIndex:
         """Split ``message`` into parts; each part keeps its own group of at most ``k`` hits (never padded,
         never de-duplicated across parts; an empty message returns ``[]``).
 
-        ``thread_id`` (one id or several) and ``where`` (a Chroma filter) scope the search; ``score_threshold`` is a
-        cosine floor (``"auto"``: the embedder's, ``None``: none). Every other search option is a keyword here or a
-        field of ``settings=SearchSettings(...)`` (:class:`~ctxret.query.settings.SearchSettings`: ``lexical``,
-        ``fusion``, ``parents``, ``rerank``, ``mmr``, ``hyde``, ``deadline_ms``, ...). ``Hit.scores`` names every
-        score; ``Group.stages`` / ``Group.degraded`` say which stages ran (:mod:`ctxret.query.executor`)."""
+        ``thread_id`` (one id or several) and ``where`` (a Chroma filter on metadata: your keys by the names you gave
+        them, ctxret's fields as ``ctxret:<field>``, :mod:`.storage.schema`) scope the search. ``score_threshold`` is a
+        floor on the hits' relevance in [0, 1] (the score the adapters show; ``None``: no floor at all), the same as
+        the adapters'; the cosine floor is ``cosine_floor=`` (``"auto"``: the embedder's, ``None``: none). Every
+        other search option is a keyword here or a field of ``settings=SearchSettings(...)``
+        (:class:`~ctxret.query.settings.SearchSettings`: ``lexical``, ``fusion``, ``parents``, ``rerank``, ``mmr``,
+        ``hyde``, ``deadline_ms``, ...). ``Hit.scores`` names every score; ``Group.stages`` / ``Group.degraded`` say
+        which stages ran (:mod:`ctxret.query.executor`)."""
         request = prepare_search(
             self.settings if settings is None else settings, k=k, score_threshold=score_threshold,
-            thread_id=thread_id, where=where, options=options,
+            thread_id=thread_id, where=stored_where(where), options=options,
         )  # fmt: skip
         plan = self.plan(request.settings, has_lexical=True)  # the backends say per search (SearchPlan.for_backends)
-        return run_search(plan, message, request.scope, guarded(self.embedder), self.store)  # errors: EmbeddingError
+        # errors: EmbeddingError (guarded)
+        return _said_empty(run_search(plan, message, request.scope, guarded(self.embedder), self.store), where)
 
     async def asearch(
         self, message: str, k: int | None = None, score_threshold: Any = ..., thread_id: Any = None,
@@ -285,10 +289,10 @@ class ContextualIndex:
         """Async :meth:`search`: the embedding on the embedder's async path, the store queries off the event loop."""
         request = prepare_search(
             self.settings if settings is None else settings, k=k, score_threshold=score_threshold,
-            thread_id=thread_id, where=where, options=options,
+            thread_id=thread_id, where=stored_where(where), options=options,
         )  # fmt: skip
         plan = self.plan(request.settings, has_lexical=True)  # the backends say per search (SearchPlan.for_backends)
-        return await arun_search(plan, message, request.scope, guarded(self.embedder), self.store)
+        return _said_empty(await arun_search(plan, message, request.scope, guarded(self.embedder), self.store), where)
 
     # -- maintenance --------------------------------------------------------------------------------
     def sync_lexical(self) -> SyncReport:
@@ -300,7 +304,7 @@ class ContextualIndex:
 
     def delete(self, thread_id: str | Sequence[str] | None = None, where: Mapping[str, Any] | None = None) -> int:
         """Delete every piece of ``thread_id`` (or matching ``where``); returns how many were deleted."""
-        scope = Scope(thread_id, where)
+        scope = Scope(thread_id, stored_where(where))
         if scope.everything:
             raise InputError("delete needs thread_id= or where=; to remove everything use clear()")
         return self.store.delete(scope)
@@ -311,7 +315,7 @@ class ContextualIndex:
 
     def stats(self) -> dict[str, Any]:
         """Counts (pieces, turns, threads, pieces per thread), the index config and where the store is."""
-        out = {**self.store.stats(), "score_threshold": self.score_threshold, "config": self.config.as_dict()}
+        out = {**self.store.stats(), "cosine_floor": self.cosine_floor, "config": self.config.as_dict()}
         if self.config.view_kinds:
             out["views"] = self.store.views.count()
         return out
@@ -327,3 +331,18 @@ class ContextualIndex:
         logger.info("rebuilt %s: %d turns, %d pieces", self.store.collection_name, result.turns, result.added)
         return result
 
+
+def _said_empty(groups: list[Group], where: Mapping[str, Any] | None) -> list[Group]:
+    """``groups``; when a filter found nothing and names a key that is also one of ctxret's fields (``kind``,
+    ``source_kind``, ...), a warning says which meaning it had: the caller's key (``ctxret:<field>`` is ctxret's)."""
+    if where and not any(g.hits for g in groups):
+        names = unmatched_field_names(where)
+        if names:
+            mine, theirs = ", ".join(map(repr, names)), ", ".join(repr("ctxret:" + n) for n in names)
+            logger.warning(
+                "the filter found nothing; it names %s, read as your own metadata key(s) of that name (ctxret's "
+                "field(s) of that name: %s)",
+                mine,
+                theirs,
+            )
+    return groups

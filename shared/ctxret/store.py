@@ -196,6 +196,22 @@ def refuse_unknown(unknown: Mapping[str, Any], family: str, valid: Iterable[str]
     raise InputError(f"unknown {family} argument {name!r}{hint} search options go to search()/SearchSettings")
 
 
-def open_store_arguments(path: Any, arguments: dict[str, Any]) -> Store:
-    """The :class:`Store` a ``from_path(path, **arguments)`` names, its store arguments taken out of ``arguments``."""
-    return Store.of(path, **{k: arguments.pop(k) for k in list(arguments) if k in STORE_ARGUMENTS})
+def open_store_arguments(
+    path: Any, arguments: dict[str, Any], *, default: Literal["embedded", "memory"] = "embedded"
+) -> Store:
+    """The :class:`Store` a ``from_path(path, **arguments)`` names, its store arguments taken out of ``arguments``.
+
+    ``default``: the store when none is named (no path, ``host``, ``client`` or ``in_memory``): ``"embedded"`` is
+    ``./.ctxret`` (the core and the CLI), ``"memory"`` an in-memory store, as the frameworks' own stores and indexes
+    are when given no folder (langchain-chroma's ``Chroma()``, LlamaIndex's ``VectorStoreIndex``): the adapters'."""
+    picked = {k: arguments.pop(k) for k in list(arguments) if k in STORE_ARGUMENTS}
+    named = path is not None or "in_memory" in picked
+    named = named or any(picked.get(k) is not None for k in ("path", "host", "client"))
+    if default == "memory" and not named:
+        if picked.get("lock_timeout") is not None or picked.get("lexical_path") is not None:
+            raise InputError(
+                "lock_timeout= and lexical_path= are for a store folder, and none is named (no path: in memory); "
+                "give the folder (path=... or persist_directory=...)"
+            )
+        picked["in_memory"] = True
+    return Store.of(path, **picked)

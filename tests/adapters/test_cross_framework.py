@@ -13,11 +13,13 @@ pytest.importorskip("llama_index.core")
 pytest.importorskip("langchain_core")
 
 from ctxret.index import ContextualIndex  # noqa: E402
+from ctxret.ingest import turns_from_messages  # noqa: E402
 from langchain_core.documents import Document as LCDocument  # noqa: E402
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage  # noqa: E402
 from llama_index.core import Document as LIDocument  # noqa: E402
 
 from langchain_ctxret import ContextualRetriever as LCRetriever  # noqa: E402
+from langchain_ctxret import messages_to_openai  # noqa: E402
 from llamaindex_ctxret import ContextualNodeParser, add_documents_to_index, documents_from_messages  # noqa: E402
 from llamaindex_ctxret import ContextualRetriever as LIRetriever  # noqa: E402
 
@@ -109,7 +111,10 @@ def _write_langchain(index: ContextualIndex) -> None:
             )
         ]
     )
-    retriever.add_messages(LC_MESSAGES, thread_id="u1", metadata={"user": "ann"})
+    # written as given, as the LlamaIndex chat document is (add_messages appends: an untimed message takes the time
+    # it is first added, so its records are not these; docs/memory.md)
+    turns = turns_from_messages(messages_to_openai(LC_MESSAGES), "u1")
+    index.add_turns(turns, metadata={"user": "ann"})
 
 
 def _write_llamaindex(index: ContextualIndex) -> None:

@@ -161,11 +161,12 @@ def test_metadata_keys_and_types(retriever):
         assert -1.0 <= m["score_cosine"] <= 1.0
         assert (
             isinstance(m["thread_id"], str)
-            and isinstance(m["turn_id"], str)
-            and isinstance(m["turn_index"], int)
+            and isinstance(m["ctxret:turn_id"], str)
+            and isinstance(m["ctxret:turn_index"], int)
         )
-        assert m["source_kind"] in {"user", "assistant", "tool"}
-        assert d.page_content.startswith(m["header"])
+        assert m["ctxret:source_kind"] in {"user", "assistant", "tool"}  # ctxret's fields: their own namespace
+        assert not {"turn_id", "source_kind", "header", "caller_keys", "ctxret:caller_keys"} & set(m)
+        assert d.page_content.startswith(m["ctxret:header"])
     for group in by_group(docs).values():
         assert [d.metadata["group_rank"] for d in group] == [0, 1, 2]
         shown = [d.metadata["score"] for d in group]  # the ranking, with a shown score that never rises
@@ -234,9 +235,9 @@ def test_cosine_floor_is_the_core_floor(index):
 def test_auto_threshold_is_the_index_floor(index):
     r = ContextualRetriever(index=index, k=10)
     assert r.score_threshold == "auto"
-    assert index.score_threshold is not None
+    assert index.cosine_floor is not None
     docs = r.invoke("chocolate cake for the birthday")
-    assert docs and all(d.metadata["score_cosine"] >= index.score_threshold for d in docs)
+    assert docs and all(d.metadata["score_cosine"] >= index.cosine_floor for d in docs)
     assert len(docs) < 10  # the floor removed the unrelated pieces
 
 
@@ -259,11 +260,11 @@ def test_thread_scope_never_leaks(index):
 
 
 def test_where_filter(retriever):
-    docs = retriever.invoke(TWO_PARTS, where={"source_kind": "tool"}, k=5)
-    assert docs and all(d.metadata["source_kind"] == "tool" for d in docs)
-    docs = retriever.invoke(TWO_PARTS, where={"source_kind": "assistant"}, thread_id="b", k=5)
+    docs = retriever.invoke(TWO_PARTS, where={"ctxret:source_kind": "tool"}, k=5)
+    assert docs and all(d.metadata["ctxret:source_kind"] == "tool" for d in docs)
+    docs = retriever.invoke(TWO_PARTS, where={"ctxret:source_kind": "assistant"}, thread_id="b", k=5)
     assert docs and all(
-        d.metadata["source_kind"] == "assistant" and d.metadata["thread_id"] == "b" for d in docs
+        d.metadata["ctxret:source_kind"] == "assistant" and d.metadata["thread_id"] == "b" for d in docs
     )
 
 
@@ -294,9 +295,9 @@ def test_search_kwargs_take_langchain_keys(index):
     assert [len(g) for g in by_group(r.invoke(TWO_PARTS, k=2)).values()] == [2, 2]  # invoke wins
     scoped = ContextualRetriever(index=index, score_threshold=None, search_kwargs={"thread_id": "b", "k": 15})
     assert {d.metadata["thread_id"] for d in scoped.invoke("flight to Lisbon")} == {"b"}
-    f = ContextualRetriever(index=index, search_kwargs={"filter": {"source_kind": "tool"}, "k": 5})
+    f = ContextualRetriever(index=index, search_kwargs={"filter": {"ctxret:source_kind": "tool"}, "k": 5})
     docs = f.invoke(TWO_PARTS)
-    assert docs and all(d.metadata["source_kind"] == "tool" for d in docs)
+    assert docs and all(d.metadata["ctxret:source_kind"] == "tool" for d in docs)
     # the same key given twice with different values is refused, naming both
     with pytest.raises(ValueError, match="disagrees with k=3"):
         ContextualRetriever(index=index, k=3, search_kwargs={"k": 1})
@@ -523,6 +524,7 @@ def test_add_documents_maps_fields_and_reserved_keys(tmp_path, local_embedder):
             "source": "wiki",
             "thread_id": "ops",
             "score": 7,
+            "kind": "howto",
             "team": {"name": "sre"},
         },
     )
@@ -532,13 +534,18 @@ def test_add_documents_maps_fields_and_reserved_keys(tmp_path, local_embedder):
     hits = r.invoke("How do I roll back a deploy?")
     assert hits
     m = hits[0].metadata
-    assert m["doc_id"] == "runbook-1" and m["thread_id"] == "runbook-1"
+    assert m["doc_id"] == "runbook-1" and m["thread_id"] == "ops"  # the metadata's thread_id is the thread
     assert hits[0].page_content.startswith("[Deploy runbook")
-    assert m["source"] == "wiki" and m["team.name"] == "sre"
-    assert m["meta_thread_id"] == "ops" and m["meta_score"] == 7  # moved aside, not lost
+    assert m["source"] == "wiki" and m["team.name"] == "sre" and m["kind"] == "howto"  # your names
+    assert m["ctxret:kind"] == "section"  # ctxret's field of that name, in its namespace
+    assert m["meta_score"] == 7  # the retriever's own 'score' keeps its place; yours is not lost
     assert m["score"] != 7 and "title" not in m
-    scoped = r.invoke("How do I roll back a deploy?", thread_id="runbook-1")
+    scoped = r.invoke("How do I roll back a deploy?", thread_id="ops")
     assert [d.id for d in scoped] == [d.id for d in hits]
+    assert [d.id for d in r.invoke("How do I roll back a deploy?", where={"thread_id": "ops"})] == [d.id for d in hits]
+    assert [d.id for d in r.invoke("How do I roll back a deploy?", where={"kind": "howto"})] == [d.id for d in hits]
+    assert r.invoke("How do I roll back a deploy?", where={"score": 7})  # your 'score', by its name
+    assert r.invoke("How do I roll back a deploy?", thread_id="runbook-1") == []
 
 
 def test_add_documents_pages_with_one_title_do_not_replace_each_other(tmp_path, local_embedder):

@@ -312,7 +312,7 @@ def test_retriever_returns_the_core_groups_in_order(filled):
     ]
     assert [g[:4] for g in got] == [e[:4] for e in expected]
     assert all(abs(g[4] - e[4]) < 1e-6 for g, e in zip(got, expected, strict=True))
-    assert nodes[0].node.metadata["source_label"] == "Deploys › Rollback"
+    assert nodes[0].node.metadata["ctxret:source_label"] == "Deploys › Rollback"
     assert any(n.node.metadata["group"] == 1 and "vet said" in n.node.text for n in nodes[3:5])
     for node in nodes:
         assert node.node.metadata["score_relevance"] == pytest.approx(node.score, abs=1e-6)
@@ -333,7 +333,10 @@ def test_a_piece_supporting_two_parts_is_in_both_groups(filled):
 
 
 def test_score_threshold_auto_none_and_number(filled):
-    floor = filled.score_threshold
+    """score_threshold is a floor on the score shown (the relevance), as in LangChain and the core; the cosine floor
+    is cosine_floor."""
+    floor = filled.cosine_floor
+
     def cos(n):
         return n.node.metadata["score_cosine"]
 
@@ -341,8 +344,14 @@ def test_score_threshold_auto_none_and_number(filled):
     assert auto and all(cos(n) >= floor for n in auto)
     off = ContextualRetriever(filled, similarity_top_k=5, score_threshold=None).retrieve(QUERY)
     assert len(off) == 10 and min(cos(n) for n in off) < floor
-    high = ContextualRetriever(filled, similarity_top_k=5, score_threshold=0.68).retrieve(QUERY)
+    high = ContextualRetriever(filled, similarity_top_k=5, cosine_floor=0.68).retrieve(QUERY)
     assert high and all(cos(n) >= 0.68 for n in high) and len(high) < len(auto)
+    shown = sorted(n.score for n in auto)
+    cut = shown[len(shown) // 2]
+    kept = ContextualRetriever(filled, similarity_top_k=5, score_threshold=cut).retrieve(QUERY)
+    assert kept and all(n.score >= cut for n in kept) and len(kept) < len(auto)  # on the scale shown
+    with pytest.raises(InputError, match="relevance"):
+        ContextualRetriever(filled, score_threshold=1.5)
 
 
 def test_thread_and_where_scope(filled):
@@ -354,7 +363,7 @@ def test_thread_and_where_scope(filled):
         filled, similarity_top_k=4, score_threshold=None, where={"team": "infra"}
     ).retrieve(QUERY)
     assert infra and {n.node.metadata["team"] for n in infra} == {"infra"}
-    assert {n.node.metadata["turn_label"] for n in infra} == {"Storage notes"}
+    assert {n.node.metadata["ctxret:turn_label"] for n in infra} == {"Storage notes"}
 
 
 def test_search_kwargs_are_forwarded(filled):
@@ -437,7 +446,7 @@ async def test_pipeline_store_retriever_query_engine(index):
     response = engine.query(QUERY)
     groups = _check_groups(response.source_nodes, parsed)
     assert set(groups) == {0, 1} and all(len(g) == 3 for g in groups.values())
-    assert groups[0][0].node.metadata["source_label"] == "Deploys › Rollback"
+    assert groups[0][0].node.metadata["ctxret:source_label"] == "Deploys › Rollback"
     assert groups[1][0].node.metadata["thread_id"] == "u1"
     assert isinstance(response.response, str)
 

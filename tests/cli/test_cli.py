@@ -168,7 +168,7 @@ def test_index_search_stats_reindex_delete(tmp_path, files):
             assert set(h) >= {"id", "score", "scores", "header", "text", "metadata"}
             assert h["score"] == h["scores"][result["score_scale"]] and "cosine" in h["scores"]
             # the floor holds for dense hits; hybrid search keeps a BM25 match whatever its cosine
-            assert h["scores"]["cosine"] >= result["score_threshold"] or "bm25" in h["scores"]
+            assert h["scores"]["cosine"] >= result["cosine_floor"] or "bm25" in h["scores"]
             assert h["text"].startswith(h["header"])
     hotel, cats = groups
     assert "hotel" in hotel["part"] and "cats" in cats["part"]
@@ -270,7 +270,7 @@ def test_message_from_stdin_and_no_split(tmp_path, files):
         ).stdout
     )
     assert len(single["groups"]) == 1 and single["groups"][0]["part"] == QUESTION
-    assert len(single["groups"][0]["hits"]) == 3 and single["score_threshold"] is None
+    assert len(single["groups"][0]["hits"]) == 3 and single["cosine_floor"] is None
 
 
 # -- bad input ----------------------------------------------------------------------------------
@@ -539,7 +539,7 @@ def test_demo_names_where_the_expected_facts_are(local_embedder, capsys):
     query = next(
         q for q in json.loads(queries.read_text(encoding="utf-8")) if "dogs' names" in q["message"]
     )
-    cli_demo._demo_query(index, {**query, "expect": ["Biscuit"]}, 1, 1, 2, index.score_threshold)
+    cli_demo._demo_query(index, {**query, "expect": ["Biscuit"]}, 1, 1, 2, index.cosine_floor)
     out = capsys.readouterr().out
     dogs = out.split("Part 8:")[1].splitlines()[1]
     assert "Biscuit" in dogs and "…" in dogs  # the snippet jumps to the fact
@@ -548,6 +548,29 @@ def test_demo_names_where_the_expected_facts_are(local_embedder, capsys):
         verdict == [verdict[0]]
         and "'Biscuit': groups yes (Part 8, #1) | single vector " in verdict[0]
     )
+    # what the note says is what the output shows: the single vector finds it too, below the deploy.sh turns
+    rank = int(re.search(r"single vector yes \(#(\d+) of", verdict[0]).group(1))
+    single = out.split("-- one whole-message vector")[1].splitlines()[1:rank]
+    assert rank > 1 and all("[Turn 4 · " in line for line in single), single  # turn 4: the deploy.sh turn
+    assert "Biscuit and Pepper first" in query["note"] and "ranks the deploy.sh turns above it" in query["note"]
+    assert "Seed" not in queries.read_text(encoding="utf-8")
+
+
+def test_the_demo_control_notes_the_hits_it_shows(local_embedder, capsys):
+    from ctxret import ContextualIndex
+
+    index = ContextualIndex(in_memory=True, collection="demo-control", embedder=local_embedder, progress=False)
+    threads, queries = cli_demo.demo_files()
+    index.add_turns(cli.read_input_file(threads).turns)
+    query = next(q for q in json.loads(queries.read_text(encoding="utf-8")) if "dentist" in q["message"])
+    cli_demo._demo_query(index, query, 1, 1, 2, index.cosine_floor)
+    out = capsys.readouterr().out
+    groups = out.split("-- per-part groups")[1].split("-- one whole-message vector")
+    hits = [line for line in groups[0].splitlines() if re.match(r"\s+\d\.\d{3}\s", line)]
+    single = [line for line in groups[1].splitlines() if re.match(r"\s+\d\.\d{3}\s", line)]
+    assert hits == single and len(hits) == 2  # the same hits both ways
+    assert "[Turn 7 · " in hits[0] and "book_appointment" in hits[1]  # the move, then the Riverside Dental booking
+    assert "moved the dentist appointment, and the Riverside Dental booking" in query["note"]
 
 
 def test_a_failure_while_writing_says_what_is_stored_and_how_to_finish(tmp_path, files, monkeypatch, capsys):
@@ -624,7 +647,7 @@ def test_the_demo_says_where_an_expected_fact_is_when_its_groups_miss_it(local_e
     threads, queries = cli_demo.demo_files()
     index.add_turns(cli.read_input_file(threads).turns)
     query = next(q for q in json.loads(queries.read_text(encoding="utf-8")) if "EORI" in q.get("expect", []))
-    cli_demo._demo_query(index, query, 1, 1, 2, index.score_threshold)
+    cli_demo._demo_query(index, query, 1, 1, 2, index.cosine_floor)
     out = capsys.readouterr().out
     verdict = next(line for line in out.splitlines() if line.startswith("=> "))
     assert "'EORI': groups NO" not in verdict

@@ -53,7 +53,7 @@ def test_stats_imports_neither_chromadb_nor_the_model(store):
     assert heavy == []  # before: chromadb was imported to read the collection's config
     assert info["pieces"] == 6 and info["threads"] == 2 and info["pieces_per_thread"] == {"a": 2, "b": 4}
     assert info["config"]["context"] == "late" and info["config"]["model_id"].startswith("local:")
-    assert info["score_threshold"] == 0.3 and info["mismatch"] == {}
+    assert info["cosine_floor"] == 0.3 and info["mismatch"] == {}
 
 
 def test_stats_from_the_file_is_what_chroma_says(store, run, monkeypatch):

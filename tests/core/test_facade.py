@@ -108,9 +108,9 @@ def test_every_documented_shorthand_still_opens(tmp_path, local_embedder) -> Non
         assert b.store.collection_name == "nb-1"
     with ContextualIndex(tmp_path / "m", embedder=local_embedder, lexical=False, max_turn_bytes=None) as c:
         assert not c.store.has_lexical
-    tuned = SearchSettings(score_threshold=0.2)
+    tuned = SearchSettings(cosine_floor=0.2)
     with ContextualIndex(in_memory=True, embedder=local_embedder, settings=tuned) as d:
-        assert d.score_threshold == 0.2
+        assert d.cosine_floor == 0.2
 
 
 def test_the_adapters_from_path_build_the_store(tmp_path, local_embedder) -> None:

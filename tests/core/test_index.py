@@ -83,7 +83,7 @@ def test_add_then_search_groups_obey_k_threshold_and_order(make_index):
         assert len(g.hits) <= 2
         scores = [h.score for h in g.hits]
         assert scores == sorted(scores, reverse=True)
-        assert all(s >= index.score_threshold for s in scores)
+        assert all(s >= index.cosine_floor for s in scores)
         assert all(h.scores["cosine"] == h.score for h in g.hits)
     assert "dentist" in groups[0].hits[0].text.lower()
     assert "cabinets" in groups[1].hits[0].text.lower()
@@ -96,7 +96,7 @@ def test_no_padding_and_groups_kept_when_empty(make_index):
     index = make_index()
     index.add_messages(GARDEN, thread_id="home")
     message = "Tell me about the tomato blight. What about quantum chromodynamics lattice gauge theory?"
-    groups = index.search(message, k=5, score_threshold=0.45)
+    groups = index.search(message, k=5, cosine_floor=0.45)
     assert len(groups) == 2
     assert all(h.score >= 0.45 for g in groups for h in g.hits)
     assert len(groups[0].hits) < 5  # a part with few good matches is not padded
@@ -174,7 +174,7 @@ def test_thread_scoping_never_leaks(make_index):
                 assert {h.metadata["thread_id"] for h in g.hits} == {name}
     both = index.search("What pet do I have?", k=8, score_threshold=None, thread_id=["alpha", "bravo"])
     assert {h.metadata["thread_id"] for h in both[0].hits} == {"alpha", "bravo"}
-    where = index.search("What pet do I have?", k=8, score_threshold=None, where={"source_kind": "assistant"})
+    where = index.search("What pet do I have?", k=8, score_threshold=None, where={"ctxret:source_kind": "assistant"})
     assert where[0].hits and all(h.metadata["source_kind"] == "assistant" for h in where[0].hits)
 
 
@@ -238,13 +238,20 @@ def test_failed_embedding_writes_nothing(make_index, local_embedder):
 
 
 def test_reserved_metadata_keys_are_stored_under_a_prefix(make_index):
-    """One policy for every entry point: a caller key ctxret uses itself is kept as ``meta_<key>``."""
+    """One policy for every entry point: a caller key ctxret uses itself is kept as ``meta_<key>``, and found by the
+    caller's name; ``thread_id`` is one key (the thread), so another thread in the metadata is an error."""
     index = make_index()
-    index.add_messages(GARDEN, thread_id="home", metadata={"thread_id": "other", "kind": "note", "group": 3})
+    with pytest.raises(InputError, match="thread_id"):
+        index.add_messages(GARDEN, thread_id="home", metadata={"thread_id": "other", "kind": "note"})
+    assert index.store.count() == 0  # refused before anything was written
+    index.add_messages(GARDEN, thread_id="home", metadata={"thread_id": "home", "kind": "note", "group": 3})
     metas = [r["metadata"] for r in index.store.chroma.iter_records(None)]
     assert metas and all(m["thread_id"] == "home" and m["kind"] == "turn" for m in metas)
-    assert all((m["meta_thread_id"], m["meta_kind"], m["meta_group"]) == ("other", "note", 3) for m in metas)
-    assert index.search("dentist", k=1, thread_id="other")[0].hits == ()  # the scope is ctxret's, not the caller's
+    assert all((m["meta_kind"], m["meta_group"]) == ("note", 3) and "meta_thread_id" not in m for m in metas)
+    found = index.search("dentist", k=1, where={"$and": [{"kind": "note"}, {"group": 3}]})[0].hits
+    assert found and found[0].metadata["meta_kind"] == "note"  # the caller's names find the caller's keys
+    assert index.search("dentist", k=1, where={"ctxret:kind": "turn"})[0].hits  # and ctxret's fields by namespace
+    assert index.search("dentist", k=1, where={"kind": "turn"})[0].hits == ()  # 'kind' is the caller's: 'note'
 
 
 def test_empty_message_and_bad_k(make_index):

@@ -360,7 +360,7 @@ def test_hybrid_default_is_the_runtime_search(home_index, local_embedder):
         for lexical_floor in ("default", None):
             for q in RUNTIME_QUERIES:
                 kw = {} if lexical_floor == "default" else {"lexical_floor": None}
-                groups = index.search(q, k=5, score_threshold=floor, thread_id="home", **kw)
+                groups = index.search(q, k=5, cosine_floor=floor, thread_id="home", **kw)
                 runtime = [[h.id for h in g.hits] for g in groups]
                 ret = THREAD_REPRESENTATIONS["hybrid_default"](home_index, q)
                 harness = []

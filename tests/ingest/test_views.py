@@ -107,9 +107,9 @@ def test_a_view_never_surfaces_outside_the_scope(local_embedder):
         assert not vet_hit(index.search(ODD, **kwargs)), kwargs
     # a caller filter that excludes the vet piece (an assistant step), scoped (memory) and unscoped (Chroma)
     for kwargs in ({"thread_id": "u1"}, {}):
-        groups = index.search(ODD, where={"source_kind": "user"}, lexical=False, **kwargs)
+        groups = index.search(ODD, where={"ctxret:source_kind": "user"}, lexical=False, **kwargs)
         assert not vet_hit(groups), kwargs
-        assert vet_hit(index.search(ODD, where={"source_kind": "assistant"}, lexical=False, **kwargs)), kwargs
+        assert vet_hit(index.search(ODD, where={"ctxret:source_kind": "assistant"}, lexical=False, **kwargs)), kwargs
 
 
 def test_views_follow_replace_delete_and_clear(local_embedder):

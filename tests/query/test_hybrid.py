@@ -190,7 +190,7 @@ def test_add_replace_delete_clear_stay_in_step(make):
     assert index.lexical_index.ids("travel") == set()
     assert all(not g.hits for g in index.search("XJ42Q Lisbon", thread_id="travel", score_threshold=None))
     # delete by filter
-    index.delete(where={"source_kind": "assistant"})
+    index.delete(where={"ctxret:source_kind": "assistant"})
     assert_in_step(index)
     # clear
     index.clear()
@@ -333,7 +333,7 @@ def test_groups_never_exceed_k_and_keep_per_part_separation(corpus):
 def test_where_filter_holds_for_lexical_hits(corpus):
     # the user pieces match these words best, but only assistant pieces may come back
     groups = corpus.search(
-        "tomatoes blight lower leaves back garden", k=5, where={"source_kind": "assistant"}, score_threshold=None
+        "tomatoes blight lower leaves back garden", k=5, where={"ctxret:source_kind": "assistant"}, score_threshold=None
     )
     hits = [h for g in groups for h in g.hits]
     assert hits and all(h.metadata["source_kind"] == "assistant" for h in hits)
@@ -344,7 +344,7 @@ def test_where_filter_holds_for_lexical_hits(corpus):
     assert hits and all(h.metadata["thread_id"] == "travel" for h in hits)
     # filter and thread scope together
     groups = corpus.search(
-        "refund invoice", k=10, thread_id="tenant-2", where={"source_kind": "user"}, score_threshold=None
+        "refund invoice", k=10, thread_id="tenant-2", where={"ctxret:source_kind": "user"}, score_threshold=None
     )
     hits = [h for g in groups for h in g.hits]
     assert hits and all(h.metadata["thread_id"] == "tenant-2" and h.metadata["source_kind"] == "user" for h in hits)
@@ -372,17 +372,17 @@ def test_scores_are_named_and_exact(corpus):
 
 
 def test_floor_with_fusion_keeps_strong_lexical_hits_and_empty_parts(corpus):
-    floor = corpus.score_threshold
+    floor = corpus.cosine_floor
     # a piece holding the part's rare words is kept although no cosine reaches 0.99 ...
-    hits = corpus.search("Alfama guesthouse reference", k=10, thread_id="travel", score_threshold=0.99)[0].hits
+    hits = corpus.search("Alfama guesthouse reference", k=10, thread_id="travel", cosine_floor=0.99)[0].hits
     assert hits and all("Alfama" in h.text for h in hits)
     dense_only = corpus.search(
-        "Alfama guesthouse reference", k=10, thread_id="travel", score_threshold=0.99, lexical=False
+        "Alfama guesthouse reference", k=10, thread_id="travel", cosine_floor=0.99, lexical=False
     )
     assert dense_only[0].hits == ()
     # ... unless the lexical exemption is off: then the cosine floor holds for every hit
     strict = corpus.search(
-        "Alfama guesthouse reference", k=10, thread_id="travel", score_threshold=0.99, lexical_floor=None
+        "Alfama guesthouse reference", k=10, thread_id="travel", cosine_floor=0.99, lexical_floor=None
     )
     assert strict[0].hits == ()
     # a part about nothing in memory still comes back empty (common words weigh nothing)

@@ -180,8 +180,9 @@ def search_options(args: argparse.Namespace) -> dict[str, Any]:
     }
     return {
         "k": args.k,
-        "score_threshold": args.threshold,
+        "cosine_floor": args.threshold,
         "thread_id": args.thread,
+        "where": getattr(args, "where", None),
         "split": args.split,
         "parents": bool(getattr(args, "parents", False)),
         **hybrid,
@@ -204,7 +205,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         for t in missing:
             warn(f"thread {t!r} is not in the collection; searching the others")
     groups = index.search(message, **search_options(args))
-    floor = index.score_threshold if args.threshold == "auto" else args.threshold
+    floor = index.cosine_floor if args.threshold == "auto" else args.threshold
     if args.json:
         print(
             json.dumps(search_json(message, groups, args.k, floor), ensure_ascii=False, indent=2)
@@ -252,7 +253,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     except CtxretError as e:
         diff, stats["open_check_error"] = {}, str(e)
     stats["mismatch"] = {k: {"stored": old, "asked": new} for k, (old, new) in diff.items()}
-    stats["score_threshold"] = floor
+    stats["cosine_floor"] = floor
     per_thread: dict[str, int] = stats["pieces_per_thread"]
     if args.json:
         print(json.dumps(stats, ensure_ascii=False, indent=2, default=str))

@@ -44,7 +44,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
         result = index.add_turns(sample.turns)
         where = index.store.location if explicit_store else "a temporary folder"
-        floor = index.score_threshold
+        floor = index.cosine_floor
         names = ", ".join(sample.threads)
         print(
             f"ctxret demo: indexed {len(sample.threads)} sample agent threads ({names}): "

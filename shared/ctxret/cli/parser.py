@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Sequence
 from typing import Any
 
 from .._version import __version__
 from .commands import cmd_delete, cmd_index, cmd_reindex, cmd_search, cmd_stats
 from .demo import cmd_demo
+from .readers import DEFAULT_INCLUDE, SUPPORTED_SUFFIXES
 from .settings import DEMO_COLLECTION, add_common_options
 
 __all__ = ["build_parser"]
@@ -64,7 +66,9 @@ def _add_index_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         description=(
             "Index files and folders (walked recursively). JSONL: one OpenAI-format message per line "
             "(the file is one thread, named by --thread or the file name), or one thread object per "
-            'line {"thread_id": ..., "messages": [...]}. Documents (.md, .markdown, .txt): split into '
+            'line {"thread_id": ..., "messages": [...]}. JSON (.json): a chat export (a list of messages, a '
+            "thread object or a list of them, ChatGPT's and LangChain's exports). Documents (.md, .markdown, .txt): "
+            "split into "
             "sections by headings; the document id, and its thread (search scope) unless --thread "
             "is given, is its path relative to --root (default: the common folder of the documents "
             "given), never to the working directory. Every file is read and checked before anything "
@@ -75,11 +79,11 @@ def _add_index_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         ),
     )
     p.add_argument(
-        "paths", nargs="+", metavar="PATH", help="files or folders to index (.jsonl, .md, .markdown, .txt)"
+        "paths", nargs="+", metavar="PATH", help=f"files or folders to index ({', '.join(SUPPORTED_SUFFIXES)})"
     )
     p.add_argument(
         "--include", action="append", metavar="GLOB",
-        help="in folders, index files matching GLOB (repeatable; default *.jsonl *.md *.markdown *.txt)",
+        help=f"in folders, index files matching GLOB (repeatable; default {' '.join(DEFAULT_INCLUDE)})",
     )
     p.add_argument(
         "--exclude", action="append", metavar="GLOB", help="in folders, skip files matching GLOB (repeatable)"
@@ -129,12 +133,22 @@ def _add_search_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "-k", type=_positive_int, default=5, metavar="K", help="hits per part (default 5)"
     )
     p.add_argument(
+        "--cosine-floor",
         "--threshold",
+        dest="threshold",
         type=_threshold,
         default="auto",
         metavar="COS",
         help="cosine floor: a part is empty unless one of its first hits clears it, hits are kept down to half of "
         "it; a number, 'none', or 'auto' (the embedder's default; default)",
+    )
+    p.add_argument(
+        "--where",
+        type=_where,
+        default=None,
+        metavar="JSON",
+        help="a filter on metadata (a Chroma where): your keys by the names you gave them, ctxret's fields as "
+        """'ctxret:<field>', e.g. '{"team": "ops"}' or '{"ctxret:source_kind": "tool"}'""",
     )
     p.add_argument(
         "--thread", action="append", metavar="ID", help="search only this thread (repeatable)"
@@ -188,13 +202,18 @@ def _add_search_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--now",
+        type=_time,
         default=None,
         metavar="TIME",
         help="the search's time, ISO 8601 (e.g. 2024-03-01T12:00): what 'yesterday' or 'last week' in the "
         "message are read against (default: the current time)",
     )
-    p.add_argument("--since", default=None, metavar="TIME", help="only pieces stamped at or after TIME (ISO 8601)")
-    p.add_argument("--until", default=None, metavar="TIME", help="only pieces stamped before TIME (ISO 8601)")
+    p.add_argument(
+        "--since", type=_time, default=None, metavar="TIME", help="only pieces stamped at or after TIME (ISO 8601)"
+    )
+    p.add_argument(
+        "--until", type=_time, default=None, metavar="TIME", help="only pieces stamped before TIME (ISO 8601)"
+    )
     p.add_argument(
         "--recency-half-life",
         type=float,
@@ -283,6 +302,35 @@ def _positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
     return value
+
+
+def _time(text: str) -> str:
+    """An ISO-8601 time (checked here: a bad one is a usage error, exit 2)."""
+    from ..errors import InputError
+    from ..ingest.turns import parse_time
+
+    try:
+        parsed = parse_time(text.strip(), "time") if text.strip() else None
+    except InputError:
+        parsed = None
+    if parsed is None:
+        raise argparse.ArgumentTypeError(f"expected an ISO-8601 time (e.g. 2026-10-16T14:02), got {text!r}")
+    return text.strip()
+
+
+def _where(text: str) -> dict[str, Any]:
+    """A ``--where`` filter: a JSON object that holds to Chroma's ``where`` grammar (else exit 2)."""
+    from ..errors import InputError
+    from ..storage.schema import stored_where
+
+    try:
+        where = json.loads(text)
+        if not isinstance(where, dict):
+            raise InputError(f"a filter is a JSON object, got {type(where).__name__}")
+        stored_where(where)
+    except (ValueError, InputError) as e:
+        raise argparse.ArgumentTypeError(f"""expected a JSON filter such as '{{"team": "ops"}}': {e}""") from None
+    return where
 
 
 def _threshold(text: str) -> float | str | None:

@@ -15,10 +15,32 @@ if TYPE_CHECKING:
 def search_json(
     message: str, groups: Sequence[Group], k: int, floor: float | None
 ) -> dict[str, Any]:
+    """``ctxret search --json``: each group's hits in the order the adapters list them, each with ``score`` (the
+    ranking score, on ``score_scale``), ``relevance`` (the score the adapters show: never rising down a group;
+    the hit's own is ``scores["relevance"]``) and ``metadata`` as the adapters return it (your keys by your names,
+    ctxret's fields as ``ctxret:<field>``)."""
+    from ..query.relevance import shown_groups, shown_scores
+    from ..storage.schema import public_metadata
+
+    def hits(ordered: Sequence[Hit]) -> list[dict[str, Any]]:
+        return [
+            {
+                "id": h.id,
+                "score": h.score,
+                **({"relevance": shown[0]} if shown is not None and shown[1] == "relevance" else {}),
+                "scores": dict(h.scores),
+                "header": str(h.metadata.get("header", "")),
+                "text": h.text,
+                "metadata": public_metadata(h.metadata),
+                **({"parent_text": h.parent_text} if h.parent_text is not None else {}),
+            }
+            for h, shown in zip(ordered, shown_scores(ordered), strict=True)
+        ]
+
     return {
         "message": message,
         "k": k,
-        "score_threshold": floor,
+        "cosine_floor": floor,
         # what each hit's "score" is: the raw cosine, or the fused score with hybrid search
         "score_scale": "fused" if any("fused" in h.scores for g in groups for h in g) else "cosine",
         "groups": [
@@ -30,20 +52,9 @@ def search_json(
                 "skipped": list(g.skipped),
                 "window": None if g.window is None else [None if t is None else t.isoformat() for t in g.window],
                 **({"window_note": g.window_note} if g.window_note else {}),
-                "hits": [
-                    {
-                        "id": h.id,
-                        "score": h.score,
-                        "scores": dict(h.scores),
-                        "header": str(h.metadata.get("header", "")),
-                        "text": h.text,
-                        "metadata": dict(h.metadata),
-                        **({"parent_text": h.parent_text} if h.parent_text is not None else {}),
-                    }
-                    for h in g.hits
-                ],
+                "hits": hits(ordered),
             }
-            for g in groups
+            for g, ordered in shown_groups(groups)
         ],
     }
 

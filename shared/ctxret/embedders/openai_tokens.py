@@ -43,7 +43,7 @@ def _tiktoken_dirs() -> list[Path]:
         dirs.append(Path(os.environ["DATA_GYM_CACHE_DIR"]))
     else:
         dirs.append(Path(tempfile.gettempdir()) / "data-gym-cache")
-    try:  # llama-index-core (a dependency) ships cl100k_base for offline use
+    try:  # llama-index-core (ctxret[llamaindex]), when installed, ships cl100k_base for offline use
         spec = importlib.util.find_spec("llama_index.core")
     except (ImportError, ValueError):
         spec = None

@@ -134,9 +134,25 @@ def read_documents(
     for i, doc in enumerate(documents):
         text, title, doc_id, meta = document_input(doc, i)
         merged = {**dict(metadata or {}), **meta}
-        turns.extend(document_turns(text, title=title, doc_id=doc_id, thread_id=thread_id, metadata=merged))
-        keys.append(document_key(text, title, doc_id, thread_id))
+        # thread_id and doc_id in the metadata are the document's own (one key for the caller and ctxret): they
+        # place it when no argument does (an argument that disagrees is the write's error: plan.check_shared_keys)
+        thread = thread_id if thread_id is not None else _shared(merged, "thread_id", i)
+        doc_id = doc_id if doc_id is not None else _shared(merged, "doc_id", i)
+        turns.extend(document_turns(text, title=title, doc_id=doc_id, thread_id=thread, metadata=merged))
+        keys.append(document_key(text, title, doc_id, thread))
     return turns, keys
+
+
+def _shared(meta: Mapping[str, Any], key: str, position: int) -> str | None:
+    value = meta.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(
+            f"document {position}: metadata {key!r} must be a non-empty string (it is the document's "
+            f"{'thread' if key == 'thread_id' else 'id'}), got {value!r}"
+        )
+    return value
 
 
 def document_key(

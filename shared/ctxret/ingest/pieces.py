@@ -10,7 +10,7 @@ from typing import Any
 
 from ..embedders.base import Embedder
 from ..errors import InputError
-from ..storage.schema import caller_metadata
+from ..storage.schema import SHARED_KEYS, caller_metadata, join_caller_keys
 from ..text import MIN_PIECE_BYTES, pack_text_pieces
 from .turns import Piece, Turn, label_pieces, piece_id
 
@@ -62,6 +62,7 @@ def _split_to_fit(embedder: Embedder, piece: Piece, count: int, limit: int) -> l
 def piece_metadata(turn: Turn, p: Piece) -> dict[str, Any]:
     """The flat Chroma metadata ctxret stores with a piece."""
     caller = caller_metadata(p.metadata) if p.metadata else {}
+    shared = [k for k in SHARED_KEYS if p.metadata and p.metadata.get(k) is not None]  # the piece's own: checked
     meta: dict[str, Any] = {
         **caller,
         "thread_id": p.thread_id,
@@ -77,8 +78,8 @@ def piece_metadata(turn: Turn, p: Piece) -> dict[str, Any]:
         "header": p.header,
         "body": p.body,
     }
-    if caller:
-        meta["caller_keys"] = ",".join(sorted(caller))
+    if caller or shared:  # a shared key the caller gave is listed: returned as given (schema.caller_view)
+        meta["caller_keys"] = join_caller_keys([*caller, *shared])
     if p.source_name:
         meta["source_name"] = p.source_name
     if p.doc_id is not None:

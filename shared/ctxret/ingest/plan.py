@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from ..embedders.base import Embedder
 from ..errors import InputError
 from ..storage.base import StoredPieces
-from ..storage.schema import caller_keys, check_id, check_metadata_arg
+from ..storage.schema import caller_view, check_id, check_metadata_arg
 from .config import IndexConfig
 from .pieces import fit_pieces, piece_metadata
 from .turns import Piece, Source, Turn, parse_time
@@ -95,9 +95,32 @@ def plan_turns(
             continue
         if metadata:
             turn = replace(turn, metadata={**dict(metadata), **dict(turn.metadata)})
+        check_shared_keys(turn)
         pieces = fit_pieces(turn, embedder, config.piece_bytes)
         planned.append(PlannedTurn(turn, pieces, [piece_metadata(turn, p) for p in pieces], plan))
     return planned
+
+
+def check_shared_keys(turn: Turn) -> None:
+    """A caller's ``thread_id`` / ``doc_id`` metadata is the turn's own (one key for the caller and ctxret,
+    :data:`~ctxret.storage.schema.SHARED_KEYS`): an :class:`InputError` when it names another thread or document."""
+    meta = turn.metadata or {}
+    for key, own, what in (("thread_id", turn.thread_id, "thread"), ("doc_id", turn.doc_id, "document")):
+        value = meta.get(key)
+        if value is None:
+            continue
+        if own is None:
+            raise InputError(
+                f"metadata {key!r} is {value!r} on {turn.label} of thread {turn.thread_id!r}, a chat turn: {key} is "
+                "the document a section belongs to (ctxret's field and yours are one key), and a chat turn has none; "
+                "rename your key (e.g. 'source_doc')"
+            )
+        if str(value) != own:
+            raise InputError(
+                f"metadata {key!r} is {value!r} but {turn.label} is in {what} {own!r}: {key} is one key for you and "
+                f"ctxret (the {what} a piece belongs to; a filter on it is the {what}), so give one value (leave "
+                f"the {key} argument out to take the metadata's), or rename your key"
+            )
 
 
 @dataclass(eq=False)
@@ -208,7 +231,6 @@ def turns_from_records(records: Iterable[Mapping[str, Any]]) -> list[Turn]:
                     result_key=m0.get("result_key"),
                 )
             )
-        caller = caller_keys(first)
         index = int(first["turn_index"])
         turns.append(
             Turn(
@@ -219,7 +241,7 @@ def turns_from_records(records: Iterable[Mapping[str, Any]]) -> list[Turn]:
                 kind=str(first.get("kind", "turn")),
                 timestamp=parse_time(first.get("timestamp")),
                 doc_id=first.get("doc_id"),
-                metadata={k: first[k] for k in caller if k in first},
+                metadata=caller_view(first),  # by the caller's names: written again under the same stored ones
             )
         )
     turns.sort(key=lambda t: (t.thread_id, t.doc_id or "", t.index))

@@ -21,7 +21,7 @@ abstracts, 809 claims, ``per="document"``) ``w = 0.5`` gains 0.9 nDCG@10 over 0.
 on LoCoMo 0.5 costs facts top-1 — hence a weight for searches that rank documents (BENCHMARKS.md,
 "The documents' lexical weight").
 
-The floor with fusion: ``score_threshold`` stays a raw cosine, applied per part, then per hit (:mod:`.floor`).
+The floor with fusion: ``cosine_floor`` stays a raw cosine, applied per part, then per hit (:mod:`.floor`).
 :func:`passes_floor` is the rule both apply: a hit whose cosine clears the floor passes; a hit under it passes only
 on strong lexical evidence: it holds at least
 ``lexical_floor`` (default 0.3) of the part's term weight — the IDF-weighted share of the part's
@@ -29,8 +29,8 @@ distinct tokens (words in half the pieces or more, like "the", weigh nothing; a 
 holds weighs the most) — and its cosine is at least half the floor (``RESCUE_COSINE_SHARE``). So a
 part about nothing in memory still comes back empty, while a piece that holds the rare words of the
 part (a booking reference, a name, a CJK term the model embeds poorly) counts even when its cosine
-is a little under the floor. ``lexical_floor=None`` applies the cosine floor alone; ``score_threshold=None``
-disables both. Groups are never padded: a group may hold fewer than ``k`` hits.
+is a little under the floor. ``lexical_floor=None`` applies the cosine floor alone; ``cosine_floor=None``
+(or ``score_threshold=None``) disables both. Groups are never padded: a group may hold fewer than ``k`` hits.
 """
 
 from __future__ import annotations

@@ -118,7 +118,7 @@ def plan_search(
     """Resolve ``settings`` against an index: its default floor, its blend weight, whether it has a lexical index
     (``has_lexical=True`` for a store whose backends say so per search: :meth:`SearchPlan.for_backends`)."""
     hybrid = settings.hybrid.for_per(settings.per) if settings.lexical is not False else None
-    floor = default_floor if settings.score_threshold == "auto" else settings.score_threshold
+    floor = default_floor if settings.cosine_floor == "auto" else settings.cosine_floor
     weight = stored_weight if settings.query_weight is None else settings.query_weight
     stages = GroupStages(
         settings.relevance or relevance, settings.min_relevance, settings.rerank, settings.rerank_candidates,

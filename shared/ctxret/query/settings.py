@@ -4,7 +4,7 @@ may override them)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import InitVar, dataclass, field, fields, replace
 from datetime import date, datetime, timedelta
 from typing import Any, Literal
 
@@ -33,10 +33,14 @@ class SearchSettings:
     """How a search runs. Query-time only: an index holds defaults, each call may override them.
 
     * ``k``: hits per part (per group), not in total.
-    * ``score_threshold``: the cosine floor; ``"auto"`` = the embedder's default
+    * ``cosine_floor``: the cosine floor; ``"auto"`` = the embedder's default
       (``Embedder.default_score_threshold``), ``None`` = no floor. A part comes back empty unless one of its first
       hits clears it and one shares the part's words; in a group that has an answer, hits are kept down to half of it;
       a part that names a time window has none (:mod:`ctxret.query.floor`).
+    * ``score_threshold`` (given, never stored): a floor on the score the adapters show, the relevance in [0, 1], as
+      in LangChain (``similarity_score_threshold``) and both adapters: a number sets ``min_relevance``; ``None``
+      turns every floor off (``min_relevance`` and, unless ``cosine_floor`` is a number, the cosine floor);
+      ``"auto"`` changes nothing. One name, one scale everywhere (the cosine floor is ``cosine_floor``).
     * ``max_parts`` (≤ parts a message is split into) and ``split`` (``False``: one
       whole-message vector, the baseline).
     * ``query_weight``: blend weight of a part against its whole message (0.8); ``None`` = the
@@ -100,7 +104,7 @@ class SearchSettings:
     """
 
     k: int = 5
-    score_threshold: float | None | Literal["auto"] = "auto"
+    cosine_floor: float | None | Literal["auto"] = "auto"
     max_parts: int = MAX_PARTS
     split: bool = True
     query_weight: float | None = OWN_WEIGHT
@@ -128,15 +132,18 @@ class SearchSettings:
     latest_first: bool = True
     # per-document results (query/documents.py)
     per: str = "piece"
+    #: the adapters' relevance floor, resolved into ``min_relevance`` / ``cosine_floor`` (see above); never stored
+    score_threshold: InitVar[Any] = ...
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, score_threshold: Any = ...) -> None:
+        self._relevance_floor(score_threshold)
         self._check_group_stages()
         self._check_time()
         if self.per not in PER_CHOICES:
             raise InputError(f"per must be one of {', '.join(map(repr, PER_CHOICES))}, got {self.per!r}")
         object.__setattr__(self, "k", _positive_int(self.k, "k (results per part)"))
         object.__setattr__(self, "max_parts", _positive_int(self.max_parts, "max_parts"))
-        object.__setattr__(self, "score_threshold", _threshold(self.score_threshold))
+        object.__setattr__(self, "cosine_floor", _threshold(self.cosine_floor))
         for name in ("split", "parents", "views", "answers_first", "latest_first"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"{name} must be True or False, got {getattr(self, name)!r}")
@@ -168,6 +175,22 @@ class SearchSettings:
                     f"deadline), got {dl!r}"
                 )
             object.__setattr__(self, "deadline_ms", float(dl))
+
+    def _relevance_floor(self, value: Any) -> None:
+        """``score_threshold`` as the adapters mean it: a relevance floor (``None``: no floor at all)."""
+        if value is ... or value == "auto":
+            return
+        if value is None:
+            object.__setattr__(self, "min_relevance", None)
+            if not isinstance(self.cosine_floor, (int, float)) or isinstance(self.cosine_floor, bool):
+                object.__setattr__(self, "cosine_floor", None)
+            return
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not 0.0 <= value <= 1.0:
+            raise InputError(
+                f"score_threshold is a floor on the relevance in [0, 1], the score the adapters show ('auto': none, "
+                f"None: no floor at all; the cosine floor is cosine_floor=), got {value!r}"
+            )
+        object.__setattr__(self, "min_relevance", float(value))
 
     def _check_group_stages(self) -> None:
         if self.relevance is not None and not isinstance(self.relevance, RelevanceCalibration):
@@ -214,7 +237,8 @@ class SearchSettings:
     @classmethod
     def option_names(cls) -> list[str]:
         """Every keyword :meth:`with_options` accepts."""
-        return [f.name for f in fields(cls) if f.name != "hybrid"] + list(cls.HYBRID_OPTIONS) + ["hybrid"]
+        names = [f.name for f in fields(cls) if f.name != "hybrid"]
+        return names + ["score_threshold"] + list(cls.HYBRID_OPTIONS) + ["hybrid"]
 
     def with_options(self, **options: Any) -> SearchSettings:
         """A copy with ``options`` applied; an unknown option is an error naming the valid ones."""
@@ -281,7 +305,7 @@ def _threshold(value: Any) -> float | None | Literal["auto"]:
     if value is None or value == "auto":
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not math.isfinite(float(value)):
-        raise InputError(f"score_threshold must be a cosine between -1 and 1, 'auto' or None, got {value!r}")
+        raise InputError(f"cosine_floor must be a cosine between -1 and 1, 'auto' or None, got {value!r}")
     if not -1.0 <= float(value) <= 1.0:
-        raise InputError(f"score_threshold is a cosine floor between -1 and 1, got {value!r}")
+        raise InputError(f"cosine_floor is a cosine floor between -1 and 1, got {value!r}")
     return float(value)

@@ -4,10 +4,19 @@ Every write path (the core, both adapters, the CLI readers) builds piece metadat
 :func:`ctxret.ingest.pieces.piece_metadata`, and every adapter builds a result's metadata with :func:`hit_metadata`,
 so the policies below hold everywhere:
 
-* **Reserved keys.** ctxret writes :data:`RESERVED_KEYS` on every piece and the adapters add
-  :data:`RETRIEVAL_KEYS` (and ``score_<name>``) to every result. A caller metadata key with one of
-  those names is stored under the :data:`METADATA_PREFIX` (``meta_``) instead — never dropped,
-  never an error (framework loaders routinely send ``source``, ``title`` or ``timestamp``).
+* **Your names and ctxret's.** ctxret writes :data:`RESERVED_KEYS` on every piece and the adapters add
+  :data:`RETRIEVAL_KEYS` (and ``score_<name>``) to every result. A caller's metadata key keeps the name the caller
+  gave it wherever a caller names or reads it: in filters (:func:`stored_where`) and in results
+  (:func:`caller_view`, :func:`public_metadata`). In a filter and in the grouped retrievers' results, ctxret's own
+  fields are ``ctxret:<field>`` (:data:`FIELD_PREFIX`), a namespace no caller key may use; ``thread_id`` and
+  ``doc_id`` (:data:`SHARED_KEYS`) are one key for both: a caller's value for one of them *is* the piece's thread or
+  document (the write path checks that they agree), so ``{"thread_id": "u1"}`` is the scope.
+* **Stored names.** What is stored is unchanged from earlier versions (stores written before read the same): a caller
+  key named like one of ctxret's fields or result keys is stored under the :data:`METADATA_PREFIX` (``meta_kind``),
+  as is one that already starts with it and would otherwise read as such a name (``meta_kind`` → ``meta_meta_kind``),
+  so that the stored name depends on the key alone and a filter on the caller's name finds it
+  (:func:`stored_name`, :func:`public_name`). Never dropped, never an error (framework loaders routinely send
+  ``source``, ``title`` or ``timestamp``). ``caller_keys`` lists a piece's caller keys by stored name.
 * **Flat values.** Caller metadata is flattened to Chroma's scalar values
   (:func:`flatten_metadata`): nested dicts become dotted keys, lists and other values JSON strings.
 * **Parents** are keyed by ``(thread_id, parent_id)``: a parent id alone (``"<doc or thread>#<n>"``)
@@ -35,9 +44,12 @@ __all__ = [
     "Scope",
     "RETRIEVAL_KEYS",
     "METADATA_PREFIX",
+    "FIELD_PREFIX",
+    "SHARED_KEYS",
     "ParentKey",
     "caller_keys",
     "caller_metadata",
+    "join_caller_keys",
     "candidate_metadata",
     "as_list",
     "caller_view",
@@ -46,6 +58,13 @@ __all__ = [
     "flatten_metadata",
     "hit_metadata",
     "parent_key",
+    "public_metadata",
+    "public_name",
+    "stored_key",
+    "stored_name",
+    "stored_where",
+    "ctxret_field_names",
+    "unmatched_field_names",
 ]
 
 #: Metadata keys ctxret writes on every piece.
@@ -74,45 +93,157 @@ RETRIEVAL_KEYS = frozenset(
         "search_skipped",
     }
 )
-#: Prefix given to a caller metadata key that ctxret or the adapters use themselves.
+#: Prefix of the stored name of a caller metadata key that ctxret or the adapters use themselves (``meta_kind``).
 METADATA_PREFIX = "meta_"
+#: The namespace of ctxret's own fields in filters and in the grouped retrievers' results (``ctxret:source_kind``);
+#: a caller metadata key may not start with it.
+FIELD_PREFIX = "ctxret:"
+#: Keys that are one for the caller and for ctxret: the thread a piece belongs to (the scope of a search) and the
+#: document it is part of. A caller's value is the piece's own (never stored twice, never under another name).
+SHARED_KEYS = frozenset({"thread_id", "doc_id"})
 _SCORE_PREFIX = "score_"
 
 ParentKey = tuple[str, str]  # (thread_id, parent_id)
 
 
-def _taken(name: str) -> bool:
-    return name in RESERVED_KEYS or name in RETRIEVAL_KEYS or name.startswith(_SCORE_PREFIX)
+def _escaped(name: str) -> bool:
+    """Whether a caller key of this name is stored under :data:`METADATA_PREFIX`: it is named like one of ctxret's
+    fields (but the shared ones) or result keys, or it starts with the prefix and the rest is such a name."""
+    while True:
+        if (name in RESERVED_KEYS and name not in SHARED_KEYS) or name in RETRIEVAL_KEYS:
+            return True
+        if name.startswith(_SCORE_PREFIX):
+            return True
+        if not name.startswith(METADATA_PREFIX):
+            return False
+        name = name[len(METADATA_PREFIX) :]
+
+
+def stored_name(key: str) -> str:
+    """The name a caller metadata key is stored under: ``meta_<key>`` when :func:`_escaped`, else the key itself.
+    A function of the key alone (so a filter on it can be translated), and one to one (:func:`public_name`)."""
+    return METADATA_PREFIX + key if _escaped(key) else key
+
+
+def public_name(stored: str) -> str:
+    """The name the caller gave a stored caller key (the inverse of :func:`stored_name`)."""
+    if stored.startswith(METADATA_PREFIX) and _escaped(stored[len(METADATA_PREFIX) :]):
+        return stored[len(METADATA_PREFIX) :]
+    return stored
 
 
 def caller_metadata(meta: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Caller metadata, flattened, with keys ctxret uses itself moved under ``meta_`` (see the module docstring)."""
-    flat = flatten_metadata(meta or {})
-    out: dict[str, Any] = {}
-    for key, value in flat.items():
-        name = key
-        while _taken(name) or (name != key and name in flat):
-            name = METADATA_PREFIX + name
-        out[name] = value
-    return out
+    """Caller metadata, flattened, under the names it is stored by (:func:`stored_name`; see the module
+    docstring). The shared keys (``thread_id``, ``doc_id``) are not in it: they are the piece's own fields."""
+    return {stored_name(k): v for k, v in flatten_metadata(meta or {}).items() if k not in SHARED_KEYS}
 
 
 def caller_keys(meta: Mapping[str, Any]) -> list[str]:
-    """The stored names of a piece's caller metadata (its ``caller_keys`` entry)."""
-    return [k for k in str(meta.get("caller_keys", "")).split(",") if k]
+    """The stored names of a piece's caller metadata (its ``caller_keys`` entry: the names joined by commas, or a
+    JSON list when a name holds a comma)."""
+    text = str(meta.get("caller_keys", ""))
+    if text.startswith("["):
+        try:
+            names = json.loads(text)
+        except ValueError:
+            names = None
+        if isinstance(names, list) and all(isinstance(n, str) for n in names):
+            return names
+    return [k for k in text.split(",") if k]
+
+
+def join_caller_keys(names: Iterable[str]) -> str:
+    """A piece's ``caller_keys`` entry: the names joined by commas (as stores have always held them), or a JSON
+    list when one holds a comma or starts with ``[`` (:func:`caller_keys` reads both)."""
+    names = sorted(names)
+    if any("," in n for n in names) or (names and names[0].startswith("[")):
+        return json.dumps(names, ensure_ascii=False)
+    return ",".join(names)
 
 
 def caller_view(meta: Mapping[str, Any]) -> dict[str, Any]:
-    """A stored piece's caller metadata under the names the caller gave (the ``meta_`` that
-    :func:`caller_metadata` added to a name ctxret uses itself is taken off again)."""
+    """A stored piece's caller metadata under the names the caller gave (:func:`public_name`), the shared keys
+    (``thread_id``, ``doc_id``) included when the caller gave them."""
+    return {public_name(key): meta[key] for key in caller_keys(meta) if key in meta}
+
+
+def ctxret_field_names() -> list[str]:
+    """ctxret's own fields as a filter names them (``ctxret:<field>``), and the shared keys."""
+    return sorted(SHARED_KEYS) + sorted(FIELD_PREFIX + k for k in RESERVED_KEYS - SHARED_KEYS)
+
+
+def stored_key(name: str) -> str:
+    """The stored key a filter's name means: ``ctxret:<field>`` is ctxret's field, ``thread_id`` / ``doc_id`` the
+    shared ones, any other name the caller's key of that name (:func:`stored_name`)."""
+    if name.startswith(FIELD_PREFIX):
+        field = name[len(FIELD_PREFIX) :]
+        if field not in RESERVED_KEYS:
+            known = ", ".join(FIELD_PREFIX + k for k in sorted(RESERVED_KEYS - SHARED_KEYS))
+            raise InputError(f"filter key {name!r} names no field of ctxret's; its fields are {known}")
+        return field
+    if name in SHARED_KEYS or name.startswith("#"):  # '#document': Chroma's own
+        return name
+    return stored_name(name)
+
+
+def stored_where(where: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A caller's filter (keys as the caller names them: see :func:`stored_key`) on the stored keys, checked against
+    Chroma's grammar first (:func:`check_where`); ``None`` / empty stays ``None``."""
+    if not where:
+        return None
+    checked = check_where(where)
     out: dict[str, Any] = {}
-    for key in caller_keys(meta):
-        if key not in meta:
+    pending: list[tuple[Mapping[str, Any], dict[str, Any]]] = [(checked, out)]
+    while pending:  # iterative: how deep a filter may nest is the grammar's to say, never a RecursionError here
+        src, dst = pending.pop()
+        for key, value in src.items():
+            if key in ("$and", "$or"):
+                clauses: list[dict[str, Any]] = [{} for _ in value]
+                pending.extend(zip(value, clauses, strict=True))
+                dst[key] = clauses
+            else:
+                dst[stored_key(key)] = value
+    return out
+
+
+def unmatched_field_names(where: Mapping[str, Any]) -> list[str]:
+    """The plain names in a caller's filter that are also ctxret fields (``kind``, not ``ctxret:kind``): they mean the
+    caller's key, which may be why a filter found nothing (said in a warning, never guessed)."""
+    found: list[str] = []
+    stack: list[Any] = [where]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            for key, value in node.items():
+                if key in ("$and", "$or") and isinstance(value, list):
+                    stack.extend(value)
+                elif isinstance(key, str) and key in RESERVED_KEYS and key not in SHARED_KEYS:
+                    found.append(key)
+    return sorted(set(found))
+
+
+def public_metadata(meta: Mapping[str, Any], *, own: Iterable[str] = ()) -> dict[str, Any]:
+    """A stored piece's metadata as a caller reads it in the grouped retrievers' results: the caller's keys under
+    the names the caller gave, ``thread_id`` and ``doc_id``, ctxret's other fields as ``ctxret:<field>``, and
+    the result keys a search put on the hit (``view_kind``, ``view_text``) as they are. ``own``: names the result
+    sets itself (``group``, ``score``, ...); a caller key with one of them keeps its stored name (``meta_group``)."""
+    taken = set(own)
+    caller = set(caller_keys(meta))
+    out: dict[str, Any] = {}
+    for key, value in meta.items():
+        if key in caller or key == "caller_keys":  # bookkeeping: the caller's keys are given by name below
             continue
-        name = key
-        while name.startswith(METADATA_PREFIX) and _taken(name[len(METADATA_PREFIX) :]):
-            name = name[len(METADATA_PREFIX) :]
-        out[name] = meta[key]
+        if key in SHARED_KEYS or key in RETRIEVAL_KEYS:
+            out[key] = value
+        elif key in RESERVED_KEYS:
+            out[FIELD_PREFIX + key] = value
+        else:  # a key no caller_keys lists (written by something else): the caller's, by its name
+            name = public_name(key)
+            out[key if name in taken else name] = value
+    for key in caller:
+        if key in meta:
+            name = public_name(key)
+            out[key if name in taken else name] = meta[key]
     return out
 
 
@@ -122,8 +253,8 @@ def flatten_metadata(meta: Mapping[str, Any], prefix: str = "") -> dict[str, str
     Nested dicts become dotted keys (``{"a": {"b": 1}}`` → ``{"a.b": 1}``); lists, tuples and other
     values become JSON strings; ``None`` values are left out (Chroma cannot filter on them); numpy
     scalars become Python numbers. What Chroma cannot hold is an :class:`InputError` naming the key:
-    a key starting with ``$`` or ``#`` (Chroma's own), text with a lone surrogate, a non-finite
-    float, an integer outside 64 bits (Chroma would store it as a float).
+    a key starting with ``$`` or ``#`` (Chroma's own) or ``ctxret:`` (ctxret's), text with a lone surrogate, a
+    non-finite float, an integer outside 64 bits (Chroma would store it as a float).
     """
     if not isinstance(meta, Mapping):
         raise InputError(f"metadata must be a dict of str keys, got {type(meta).__name__}")
@@ -142,6 +273,11 @@ def flatten_metadata(meta: Mapping[str, Any], prefix: str = "") -> dict[str, str
                 raise InputError(
                     f"metadata key {name!r} starts with {name[0] if name[0] in '$#' else 'chroma:'!r}, which Chroma "
                     "keeps for its own filters and fields; rename it"
+                )
+            if name.startswith(FIELD_PREFIX):
+                raise InputError(
+                    f"metadata key {name!r} starts with {FIELD_PREFIX!r}, the names of ctxret's own fields in filters "
+                    "and results; rename it"
                 )
             if isinstance(value, np.generic):
                 value = value.item()
@@ -179,24 +315,31 @@ def parent_key(meta: Mapping[str, Any]) -> ParentKey | None:
     return None if pid is None or thread is None else (str(thread), str(pid))
 
 
+def _result_keys(hit: Hit) -> set[str]:
+    return set(RETRIEVAL_KEYS) | {f"{_SCORE_PREFIX}{name}" for name in hit.scores}
+
+
 def candidate_metadata(hit: Hit, part: str) -> dict[str, Any]:
-    """What a framework reranker sees of one candidate of a group: the stored metadata (no retrieval
-    keys from an earlier search), one ``score_<name>`` per named score and ``group_query`` (the part)."""
-    meta = {k: v for k, v in hit.metadata.items() if k not in RETRIEVAL_KEYS}
+    """What a framework reranker sees of one candidate of a group: the piece's metadata as the grouped retrievers
+    show it (:func:`public_metadata`; no retrieval keys from an earlier search), one ``score_<name>`` per named score
+    and ``group_query`` (the part)."""
+    meta = {k: v for k, v in public_metadata(hit.metadata, own=_result_keys(hit)).items() if k not in RETRIEVAL_KEYS}
     meta.update({f"{_SCORE_PREFIX}{name}": float(v) for name, v in hit.scores.items()})
     meta["group_query"] = part
     return meta
 
 
 def hit_metadata(hit: Hit, group: Group, rank: int, parts: Sequence[str]) -> dict[str, Any]:
-    """What an adapter puts in a result's metadata: the stored metadata plus group and score keys.
+    """What an adapter puts in a result's metadata: the piece's metadata as a caller reads it
+    (:func:`public_metadata`: the caller's keys by their names, ``thread_id``, ``doc_id``, ctxret's fields as
+    ``ctxret:<field>``) plus group and score keys.
 
     ``group`` (0-based part index), ``group_query`` (the part), ``group_rank`` (0 = best),
     ``group_count`` and ``group_parts`` (every part's text), ``score`` (the ranking score) and
     ``score_scale`` (its name), one ``score_<name>`` per named score, ``parent_text`` when the search asked for
     parents, and ``search_degraded`` / ``search_skipped`` (the stages a ``deadline_ms`` skipped) when it skipped any.
     """
-    meta: dict[str, Any] = dict(hit.metadata)
+    meta: dict[str, Any] = public_metadata(hit.metadata, own=_result_keys(hit))
     meta.update(
         group=int(group.part_index),
         group_query=group.part,
