@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 if TYPE_CHECKING:
     from .embeddings import CtxretEmbeddings
+    from .store import CtxretStore
 
 __all__ = [
     # retrieval
@@ -41,6 +42,8 @@ __all__ = [
     "CtxretChatMessageHistory",
     "messages_to_openai",
     "message_to_openai",
+    # agents: a LangGraph store (need ctxret[langgraph]; loaded on first use)
+    "CtxretStore",
     # prompts
     "DocumentGroup",
     "group_documents",
@@ -64,4 +67,8 @@ def __getattr__(name: str) -> Any:
         from .vectorstore import ContextualVectorStore
 
         return ContextualVectorStore
+    if name == "CtxretStore":  # langgraph: ctxret[langgraph]
+        from .store import CtxretStore
+
+        return CtxretStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
