@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 if TYPE_CHECKING:
     from .embeddings import CtxretEmbeddings
+    from .middleware import CtxretMemoryMiddleware
     from .store import CtxretStore
 
 __all__ = [
@@ -42,7 +43,8 @@ __all__ = [
     "CtxretChatMessageHistory",
     "messages_to_openai",
     "message_to_openai",
-    # agents: a LangGraph store (need ctxret[langgraph]; loaded on first use)
+    # agents: create_agent's middleware and a LangGraph store (need ctxret[langgraph]; loaded on first use)
+    "CtxretMemoryMiddleware",
     "CtxretStore",
     # prompts
     "DocumentGroup",
@@ -67,7 +69,11 @@ def __getattr__(name: str) -> Any:
         from .vectorstore import ContextualVectorStore
 
         return ContextualVectorStore
-    if name == "CtxretStore":  # langgraph: ctxret[langgraph]
+    if name == "CtxretMemoryMiddleware":  # langchain and langgraph: ctxret[langgraph]
+        from .middleware import CtxretMemoryMiddleware
+
+        return CtxretMemoryMiddleware
+    if name == "CtxretStore":
         from .store import CtxretStore
 
         return CtxretStore

@@ -104,6 +104,7 @@ def test_all_is_pinned():
             "ContextualRetriever",
             "ContextualVectorStore",
             "CtxretChatMessageHistory",
+            "CtxretMemoryMiddleware",
             "CtxretStore",
             "compressor_reranker",
             "groups_to_documents",
