@@ -24,6 +24,7 @@ conversations).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any
 
@@ -31,7 +32,7 @@ from ctxret.agent_memory import DEFAULT_MAX_CHARS, DEFAULT_TEMPLATE, AgentMemory
 from ctxret.errors import InputError, missing_extra
 from langchain_core.messages import BaseMessage, SystemMessage
 
-from .messages import messages_to_openai
+from .messages import message_to_openai, messages_to_openai
 
 try:
     from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
@@ -39,6 +40,8 @@ try:
     from langgraph.runtime import Runtime
 except ImportError as e:  # pragma: no cover - the base install has neither
     raise missing_extra(e.name or "langchain", "langgraph", "CtxretMemoryMiddleware") from e
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["CtxretMemoryMiddleware"]
 
@@ -141,14 +144,14 @@ class CtxretMemoryMiddleware(AgentMiddleware):
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
     ) -> Any:
         """Search memory with the latest user message and call the model with it in the system message."""
-        recall = self.memory.recall(messages_to_openai(request.messages), self.scope_of(request.runtime))
+        recall = self.memory.recall(_visible(request.messages), self.scope_of(request.runtime))
         return handler(_with_memory(request, recall))
 
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
     ) -> Any:
         """Async :meth:`wrap_model_call`."""
-        recall = await self.memory.arecall(messages_to_openai(request.messages), self.scope_of(request.runtime))
+        recall = await self.memory.arecall(_visible(request.messages), self.scope_of(request.runtime))
         return await handler(_with_memory(request, recall))
 
     # -- after the model and at the end: write ---------------------------------------------------------
@@ -169,6 +172,18 @@ class CtxretMemoryMiddleware(AgentMiddleware):
 
     async def aafter_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
         return await self.aafter_model(state, runtime)
+
+
+def _visible(messages: Any) -> list[dict[str, Any]]:
+    """The model's input as OpenAI dicts, for the recall (a message of a kind ctxret does not read is left out of
+    it: it is neither the query nor stored)."""
+    out = []
+    for m in messages:
+        try:
+            out.append(message_to_openai(m))
+        except InputError:
+            logger.debug("recall: a %s in the model's input is not read", type(m).__name__)
+    return out
 
 
 def _state_messages(state: Any) -> list[dict[str, Any]]:

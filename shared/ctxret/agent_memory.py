@@ -128,9 +128,14 @@ def _call_name(call: Any) -> str | None:
 
 
 def _keys(messages: Sequence[Mapping[str, Any]]) -> list[str | None]:
-    """Each message's key (``id:<id>``, else a hash of what it says; ``None`` when it cannot be read)."""
+    """Each message's key (``id:<id>``, else a hash of what it says; ``None`` when it cannot be read): the key
+    :func:`ctxret.ingest.messages.read_messages` gives it (a chat message with an id is known by it, unread)."""
     out: list[str | None] = []
     for m in messages:
+        given = m.get("id")
+        if "role" in m and isinstance(given, str) and given:
+            out.append(f"id:{given}")
+            continue
         try:
             out.append(read_messages([m], include_system=True)[0].key)
         except InputError:

@@ -122,6 +122,40 @@ def test_tool_calls_are_written_as_the_setting_says():
     assert stored[1]["tool_calls"][0]["function"]["name"] == "weather" and len(stored[1]["tool_calls"]) == 1
 
 
+def test_a_run_that_a_tool_ends_is_written_when_it_ends():
+    @tool(return_direct=True)
+    def booking(city: str) -> str:
+        """Book a flight."""
+        return f"Booked: flight TP 541 to {city}, 9:40."
+
+    index = ContextualIndex(Store.memory(), embedder=HashEmbedder())
+    call = {"name": "booking", "args": {"city": "Lisbon"}, "id": "c1"}
+    agent = create_agent(
+        scripted(AIMessage("", tool_calls=[call])),
+        tools=[booking],
+        middleware=[CtxretMemoryMiddleware(index)],
+        checkpointer=InMemorySaver(),
+    )
+    out = agent.invoke({"messages": [HumanMessage("Book me a flight to Lisbon.")]}, config("t"))
+    assert out["messages"][-1].type == "tool"  # no model call after the tool: after_agent wrote its result
+    stored = thread_messages(index.store.chroma, "t")
+    assert [m["role"] for m in stored] == ["user", "assistant", "tool"]
+    assert stored[2]["content"] == "Booked: flight TP 541 to Lisbon, 9:40."
+
+
+async def test_async_writes_each_message_once():
+    index = ContextualIndex(Store.memory(), embedder=HashEmbedder())
+    agent = create_agent(
+        scripted("one", "two"), middleware=[CtxretMemoryMiddleware(index)], checkpointer=InMemorySaver()
+    )
+    await agent.ainvoke({"messages": [HumanMessage("first")]}, config("t"))
+    await agent.ainvoke({"messages": [HumanMessage("second")]}, config("t"))
+    state = (await agent.aget_state(config("t"))).values["messages"]
+    assert [m["id"] for m in thread_messages(index.store.chroma, "t")] == [m.id for m in state]
+    again = await CtxretMemoryMiddleware(index).memory.awrite(messages_to_openai(state), "t")
+    assert again.added == 0 and again.duplicates == 4
+
+
 def test_select_tool_calls_keeps_results_with_their_calls():
     msgs = messages_to_openai(
         [
