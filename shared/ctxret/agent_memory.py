@@ -110,6 +110,8 @@ def select_tool_calls(
                 msg["tool_calls"] = keep
             else:
                 msg.pop("tool_calls", None)
+                if not _has_text(msg.get("content")):
+                    continue  # a message that only called tools left out: nothing of it is kept
         if msg.get("role") in ("tool", "function"):
             call_id = msg.get("tool_call_id")
             name = msg.get("name") or call_names.get(str(call_id), "")
@@ -117,6 +119,14 @@ def select_tool_calls(
                 continue
         out.append(msg)
     return out
+
+
+def _has_text(content: Any) -> bool:
+    if isinstance(content, str):
+        return bool(content.strip())
+    if isinstance(content, list):
+        return any(not isinstance(b, Mapping) or b.get("type") not in ("tool_use", "function_call") for b in content)
+    return content is not None
 
 
 def _call_name(call: Any) -> str | None:

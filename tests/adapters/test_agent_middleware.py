@@ -170,6 +170,8 @@ def test_select_tool_calls_keeps_results_with_their_calls():
         ]
     )
     assert [m["id"] for m in select_tool_calls(msgs, ["clock"])] == ["h", "a", "t2"]
+    assert [m["id"] for m in select_tool_calls(msgs, False)] == ["h"]  # the call-only message has nothing left
+    msgs[1]["content"] = "Let me look."
     assert [m["id"] for m in select_tool_calls(msgs, False)] == ["h", "a"]
     assert "tool_calls" not in select_tool_calls(msgs, False)[1]
     assert select_tool_calls(msgs, True) == msgs
@@ -244,6 +246,22 @@ def test_recall_leaves_out_what_the_model_already_sees(local_embedder):
     fresh = create_agent(other, middleware=[CtxretMemoryMiddleware(index, scope="t")], checkpointer=InMemorySaver())
     fresh.invoke({"messages": [HumanMessage("Which umbrella do I take to Oslo?")]}, config("new"))
     assert "My umbrella for Oslo trips is the blue one." in other.system_texts()[0]
+
+
+def test_a_system_message_of_content_blocks_gets_the_memory_as_one_more_block(local_embedder):
+    from langchain_core.messages import SystemMessage
+
+    index = ContextualIndex(Store.memory(), embedder=local_embedder)
+    index.add_messages([{"role": "user", "content": "My dog is called Biscuit.", "id": "old"}], "u")
+    model = scripted("Biscuit.")
+    system = SystemMessage(content=[{"type": "text", "text": "Be brief."}], name="rules")
+    agent = create_agent(model, middleware=[CtxretMemoryMiddleware(index, scope="u")], system_prompt=system)
+    agent.invoke({"messages": [HumanMessage("What is my dog called?")]})
+    given = model.inputs[0][0]
+    assert (
+        given.type == "system" and given.name == "rules" and given.content[0] == {"type": "text", "text": "Be brief."}
+    )
+    assert given.content[1]["type"] == "text" and "My dog is called Biscuit." in given.content[1]["text"]
 
 
 @pytest.mark.parametrize("mode", ["invoke", "stream", "ainvoke", "astream"])
