@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 if TYPE_CHECKING:
     from .embeddings import CtxretEmbeddings
+    from .middleware import CtxretMemoryMiddleware
+    from .store import CtxretStore
 
 __all__ = [
     # retrieval
@@ -48,6 +50,9 @@ __all__ = [
     "CtxretChatMessageHistory",
     "messages_to_openai",
     "message_to_openai",
+    # agents: create_agent's middleware and a LangGraph store (need ctxret[langgraph]; loaded on first use)
+    "CtxretMemoryMiddleware",
+    "CtxretStore",
     # prompts
     "DocumentGroup",
     "group_documents",
@@ -71,4 +76,12 @@ def __getattr__(name: str) -> Any:
         from .vectorstore import ContextualVectorStore
 
         return ContextualVectorStore
+    if name == "CtxretMemoryMiddleware":  # langchain and langgraph: ctxret[langgraph]
+        from .middleware import CtxretMemoryMiddleware
+
+        return CtxretMemoryMiddleware
+    if name == "CtxretStore":
+        from .store import CtxretStore
+
+        return CtxretStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -104,6 +104,8 @@ def test_all_is_pinned():
             "ContextualRetriever",
             "ContextualVectorStore",
             "CtxretChatMessageHistory",
+            "CtxretMemoryMiddleware",
+            "CtxretStore",
             "compressor_reranker",
             "groups_to_documents",
             "hit_to_document",

@@ -227,6 +227,14 @@ def _op(key: str, op: str, value: Any) -> _Pred:
         if any(_fractional(v) for v in value):
             raise Unsupported(op)
         inside = op == "$in"
+        if all(type(v) is str for v in value):  # a list of ids or keys: one set lookup, not a scan of the list
+            strings = frozenset(value)
+
+            def member_str(meta: Mapping[str, Any]) -> bool:
+                got = meta.get(key)
+                return (type(got) is str and got in strings) == inside
+
+            return member_str
 
         def member(meta: Mapping[str, Any]) -> bool:
             got = meta.get(key)
