@@ -31,14 +31,14 @@ from .ingest.views import resolve_view_writers
 from .ingest.writer import DEFAULT_MAX_TURN_BYTES, PlannedTurn, plan_turns, rebuild_store, write_turns
 from .query.deadline import arun_search, run_search
 from .query.relevance import calibration_for
-from .query.search import SearchPlan, plan_search, prepare_search
+from .query.search import SearchPlan, plan_search, prepare_search, said_empty
 from .query.settings import SearchSettings
 from .query.vectors import query_vectors
 from .results import Group, IndexResult
 from .storage.lexical_sync import SyncReport
 from .storage.pieces import ClosedStore, PieceStore
 from .storage.rebuild import recover
-from .storage.schema import Scope, as_list, check_metadata_arg, stored_where, unmatched_field_names
+from .storage.schema import Scope, as_list, check_metadata_arg, stored_where
 from .store import STORE_ARGUMENTS, Store, refuse_unknown
 
 logger = logging.getLogger(__name__)
@@ -280,7 +280,7 @@ class ContextualIndex:
         )  # fmt: skip
         plan = self.plan(request.settings, has_lexical=True)  # the backends say per search (SearchPlan.for_backends)
         # errors: EmbeddingError (guarded)
-        return _said_empty(run_search(plan, message, request.scope, guarded(self.embedder), self.store), where)
+        return said_empty(run_search(plan, message, request.scope, guarded(self.embedder), self.store), where)
 
     async def asearch(
         self, message: str, k: int | None = None, score_threshold: Any = ..., thread_id: Any = None,
@@ -292,7 +292,7 @@ class ContextualIndex:
             thread_id=thread_id, where=stored_where(where), options=options,
         )  # fmt: skip
         plan = self.plan(request.settings, has_lexical=True)  # the backends say per search (SearchPlan.for_backends)
-        return _said_empty(await arun_search(plan, message, request.scope, guarded(self.embedder), self.store), where)
+        return said_empty(await arun_search(plan, message, request.scope, guarded(self.embedder), self.store), where)
 
     # -- maintenance --------------------------------------------------------------------------------
     def sync_lexical(self) -> SyncReport:
@@ -331,18 +331,3 @@ class ContextualIndex:
         logger.info("rebuilt %s: %d turns, %d pieces", self.store.collection_name, result.turns, result.added)
         return result
 
-
-def _said_empty(groups: list[Group], where: Mapping[str, Any] | None) -> list[Group]:
-    """``groups``; when a filter found nothing and names a key that is also one of ctxret's fields (``kind``,
-    ``source_kind``, ...), a warning says which meaning it had: the caller's key (``ctxret:<field>`` is ctxret's)."""
-    if where and not any(g.hits for g in groups):
-        names = unmatched_field_names(where)
-        if names:
-            mine, theirs = ", ".join(map(repr, names)), ", ".join(repr("ctxret:" + n) for n in names)
-            logger.warning(
-                "the filter found nothing; it names %s, read as your own metadata key(s) of that name (ctxret's "
-                "field(s) of that name: %s)",
-                mine,
-                theirs,
-            )
-    return groups

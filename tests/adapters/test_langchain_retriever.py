@@ -9,6 +9,7 @@ from ctxret.errors import InputError
 from ctxret.index import ContextualIndex
 from ctxret.ingest.messages import turns_from_messages
 from ctxret.ingest.turns import label_pieces
+from ctxret.query.floor import HIT_SHARE
 from ctxret.query.relevance import shown_order, shown_scores
 from ctxret.query.split import split_prompt_chunks
 from ctxret.results import Group, Hit
@@ -239,7 +240,9 @@ def test_auto_threshold_is_the_index_floor(index):
     assert r.score_threshold == "auto"
     assert index.cosine_floor is not None
     docs = r.invoke("chocolate cake for the birthday")
-    assert docs and all(d.metadata["score_cosine"] >= index.cosine_floor for d in docs)
+    cosines = [d.metadata["score_cosine"] for d in docs]
+    # the floor per part (ctxret.query.floor): a hit clears it, the group keeps hits down to half of it
+    assert docs and max(cosines) >= index.cosine_floor and min(cosines) >= index.cosine_floor * HIT_SHARE
     assert len(docs) < 10  # the floor removed the unrelated pieces
 
 

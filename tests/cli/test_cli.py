@@ -569,7 +569,7 @@ def test_the_demo_control_notes_the_hits_it_shows(local_embedder, capsys):
     hits = [line for line in groups[0].splitlines() if re.match(r"\s+\d\.\d{3}\s", line)]
     single = [line for line in groups[1].splitlines() if re.match(r"\s+\d\.\d{3}\s", line)]
     assert hits == single and len(hits) == 2  # the same hits both ways
-    assert "[Turn 7 · " in hits[0] and "book_appointment" in hits[1]  # the move, then the Riverside Dental booking
+    assert "[Turn 7 · " in hits[0] and "Riverside Dent" in hits[1]  # the move, then the booking it moved
     assert "moved the dentist appointment, and the Riverside Dental booking" in query["note"]
 
 

@@ -218,7 +218,7 @@ def test_stats_delete_and_help_load_neither_the_model_nor_the_postings(run, tmp_
     code, out, err = run("stats", "--store", store, "--json")
     assert code == 0, err
     info = json.loads(out)
-    assert info["pieces"] == 4 and info["score_threshold"] == 0.3 and info["mismatch"] == {}
+    assert info["pieces"] == 4 and info["cosine_floor"] == 0.3 and info["mismatch"] == {}
     code, out, err = run("delete", "--thread", "dogs", "--store", store)
     assert code == 0 and "deleted 4 piece(s) of thread 'dogs'" in out, err
     assert json.loads(run("stats", "--store", store, "--json")[1])["pieces"] == 0

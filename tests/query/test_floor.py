@@ -66,7 +66,7 @@ def test_a_group_with_an_answer_keeps_hits_down_to_half_the_floor(index):
     cosines = [h.scores["cosine"] for h in group.hits]
     assert max(cosines) >= 0.3
     assert any(c < 0.3 for c in cosines) and all(c >= 0.15 for c in cosines)
-    strict = index.search("When does my flight to Lisbon leave?", k=4, thread_id="trip", score_threshold=0.3)[0]
+    strict = index.search("When does my flight to Lisbon leave?", k=4, thread_id="trip", cosine_floor=0.3)[0]
     assert len(strict.hits) == len(group.hits)  # the user's floor is the same rule
 
 

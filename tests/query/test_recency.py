@@ -112,11 +112,11 @@ def test_through_the_adapters(index):
     newest = max(ts for ts, _ in TURNS)
     kw = {"now": NOW, "recency_half_life": 7 * DAY}
     docs = LCRetriever(index=index, k=1, score_threshold=None, thread_id="t", search_kwargs=kw).invoke(QUESTION)
-    assert [datetime.fromisoformat(d.metadata["timestamp"]) for d in docs] == [newest]
+    assert [datetime.fromisoformat(d.metadata["ctxret:timestamp"]) for d in docs] == [newest]
     nodes = LIRetriever(index, similarity_top_k=1, score_threshold=None, thread_id="t", search_kwargs=kw).retrieve(
         QUESTION
     )
-    assert [datetime.fromisoformat(n.node.metadata["timestamp"]) for n in nodes] == [newest]
+    assert [datetime.fromisoformat(n.node.metadata["ctxret:timestamp"]) for n in nodes] == [newest]
 
 
 def test_cli_flag(index):

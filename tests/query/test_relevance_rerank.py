@@ -94,7 +94,7 @@ def test_relevance_is_the_calibrated_function_of_cosine_and_coverage(local_embed
 def test_min_relevance_drops_hits_under_it_and_a_custom_calibration_is_used(local_embedder):
     index = _index(local_embedder)
     index.add_documents([{"text": t, "id": f"n{i}"} for i, t in enumerate(NOTES)])
-    kept = index.search(QUERY, k=5, score_threshold=None, min_relevance=0.5)[0].hits
+    kept = index.search(QUERY, k=5, cosine_floor=None, min_relevance=0.5)[0].hits
     assert [h.body for h in kept] == [NOTES[0]]
     flat = RelevanceCalibration(RelevanceModel(0.0, 0.0, 0.0), RelevanceModel(0.0, 0.0), "flat")
     hits = index.search(QUERY, k=5, score_threshold=None, relevance=flat)[0].hits

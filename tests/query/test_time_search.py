@@ -229,7 +229,7 @@ def test_now_through_the_llamaindex_retriever(index):
     q = "What did we say about the garden shed yesterday?"
     r = ContextualRetriever(index, similarity_top_k=9, score_threshold=None, thread_id="t", search_kwargs={"now": NOW})
     nodes = r.retrieve(q)
-    days = {datetime.fromisoformat(n.node.metadata["timestamp"]).date() for n in nodes}
+    days = {datetime.fromisoformat(n.node.metadata["ctxret:timestamp"]).date() for n in nodes}
     assert nodes and days <= {datetime(2024, 2, 29).date(), datetime(2024, 3, 1).date()}
 
 

@@ -23,9 +23,9 @@ from .hash_embedder import HashEmbedder
 
 def nested(depth: int) -> dict:
     """A filter ``depth`` levels deep: ``$and`` inside ``$and``."""
-    where: dict = {"kind": "turn"}
+    where: dict = {"ctxret:kind": "turn"}
     for _ in range(depth - 1):
-        where = {"$and": [where, {"kind": "turn"}]}
+        where = {"$and": [where, {"ctxret:kind": "turn"}]}
     return where
 
 
@@ -64,11 +64,11 @@ def test_a_filter_over_a_limit_is_an_input_error_naming_it_in_search_and_delete(
 
 def test_the_largest_filter_and_thread_list_allowed_run_on_chroma(index):
     values = [f"k{i}" for i in range(MAX_WHERE_VALUES - 1)]
-    where = {"$and": [{"kind": {"$nin": values}}, {"kind": "turn"}]}
+    where = {"$and": [{"ctxret:kind": {"$nin": values}}, {"ctxret:kind": "turn"}]}
     threads = ["t0", "t1", *(f"none-{i}" for i in range(MAX_THREAD_IDS - 2))]
     assert len(index.search("alpha", where=where, score_threshold=None)[0].hits) == 3  # Chroma's query and reads
     assert index.search("alpha", where=nested(MAX_WHERE_DEPTH), score_threshold=None)[0].hits
-    assert index.delete(thread_id=threads, where={"kind": {"$in": values + ["turn"]}}) == 2
+    assert index.delete(thread_id=threads, where={"ctxret:kind": {"$in": values + ["turn"]}}) == 2
     with pytest.raises(InputError, match=f"over the limit of {MAX_THREAD_IDS:,}"):
         index.search("alpha", thread_id=[*threads, "one-more"])
     index.add_messages([{"role": "user", "content": "alpha bravo note 0"}], thread_id="t0")

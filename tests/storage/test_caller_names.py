@@ -215,11 +215,11 @@ def test_thread_id_and_doc_id_in_metadata_are_the_thread_and_document(tmp_path, 
 def test_an_empty_search_on_a_field_name_says_what_it_meant(local_embedder, caplog):
     index = ContextualIndex(in_memory=True, embedder=local_embedder)
     index.add_messages([{"role": "user", "content": "The flight leaves at 09:40."}], thread_id="t")
-    with caplog.at_level("WARNING", logger="ctxret.index"):
+    with caplog.at_level("WARNING", logger="ctxret"):
         assert index.search("flight", k=1, where={"source_kind": "user"})[0].hits == ()
     assert "'ctxret:source_kind'" in caplog.text
     caplog.clear()
-    with caplog.at_level("WARNING", logger="ctxret.index"):
+    with caplog.at_level("WARNING", logger="ctxret"):
         assert index.search("flight", k=1, where={"ctxret:source_kind": "user"})[0].hits
     assert not caplog.text
 

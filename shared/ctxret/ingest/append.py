@@ -319,29 +319,35 @@ def append_threads(
     )
 
 
-def _timed(msgs: Sequence[_Message], stored: Mapping[str, datetime], now: datetime | None) -> list[_Message]:
+def _timed(
+    msgs: Sequence[_Message], stored: Mapping[str, tuple[datetime, bool]], now: datetime | None
+) -> list[_Message]:
     """Each message without a time of its own gets one: its stored time when the thread holds it already (so
     writing it again changes nothing), else the time of the last message before it in the same call that has one
     (a tool result or a reply belongs to the moment of the message it answers), else the time it is added (``now``).
-    """
+    A time it was added is ``stamped``: kept for time windows and recency, not written into the embedded header."""
     at = now or datetime.now().astimezone().replace(microsecond=0)
     out: list[_Message] = []
-    last: datetime | None = None
+    last: tuple[datetime, bool] | None = None
     for m in msgs:
         if m.timestamp is None:
-            m = replace(m, timestamp=stored.get(m.key or "", last or at))
-        last = m.timestamp
+            ts, stamped = stored.get(m.key or "", last or (at, True))
+            m = replace(m, timestamp=ts, stamped=stamped)
+        else:
+            ts, stamped = m.timestamp, m.stamped
+        last = (ts, stamped)
         out.append(m)
     return out
 
 
-def stored_times(reader: Any, thread_id: str, first: int, last: int | None) -> dict[str, datetime]:
-    """The stored time of each message of the thread's chat turns ``first`` .. ``last``, by message key."""
-    out: dict[str, datetime] = {}
+def stored_times(reader: Any, thread_id: str, first: int, last: int | None) -> dict[str, tuple[datetime, bool]]:
+    """The stored time of each message of the thread's chat turns ``first`` .. ``last``, by message key, and whether
+    it is the time the message was added (``stamped``)."""
+    out: dict[str, tuple[datetime, bool]] = {}
     for turn in turns_from_records(chat_turns(reader, thread_id, first, last)):
         for src in turn.sources:
             if src.message_key and src.timestamp is not None:
-                out.setdefault(src.message_key, src.timestamp)
+                out.setdefault(src.message_key, (src.timestamp, src.stamped))
     return out
 
 

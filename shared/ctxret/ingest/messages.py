@@ -317,6 +317,9 @@ class _Message:
     #: Known by its id, or by its content and its own time: a copy of it anywhere in the thread is the same
     #: message (a retry). A message with neither is known by its content and position only.
     strong: bool = False
+    #: Its time is the time it was added (it had none): kept for time windows and recency, left out of the header
+    #: that is embedded (a date in the text of a short message costs it its meaning; :mod:`.append`).
+    stamped: bool = False
 
 
 #: OpenAI Responses API items read as messages (``{"type": ..., ...}`` without a ``role``).
@@ -505,13 +508,14 @@ def group_messages(msgs: Iterable[_Message]) -> list[list[_Message]]:
     for msg in msgs:
         if msg.role == "user" and msg.results:
             # Anthropic: tool results travel in a user message; they belong to the current turn.
-            results = _Message(msg.index, "tool", "", [], msg.results, msg.timestamp, None, msg.key, msg.strong)
+            results = _Message(msg.index, "tool", "", [], msg.results, msg.timestamp, None, msg.key, msg.strong,
+                               msg.stamped)
             if not groups:
                 groups.append([])
             groups[-1].append(results)
             if msg.text:
                 groups.append([_Message(msg.index, "user", msg.text, [], [], msg.timestamp, msg.name, msg.key,
-                                        msg.strong)])  # fmt: skip
+                                        msg.strong, msg.stamped)])  # fmt: skip
             continue
         if msg.role == "user" or not groups:
             groups.append([])
@@ -570,20 +574,22 @@ def group_sources(group: list[_Message], include_system: bool, prior: Iterable[S
             call_text[i] = (*open_call, None, None)
     reopened = set(call_text)
     for msg in group:
-        ts, name, key = msg.timestamp, msg.name, msg.key
+        ts, name, key, st = msg.timestamp, msg.name, msg.key, msg.stamped
         if msg.role in ("system", "developer"):
             if include_system and msg.text:
-                sources.append(Source("system", "System", msg.text, len(sources), ts, name, key))
+                sources.append(Source("system", "System", msg.text, len(sources), ts, name, key, stamped=st))
             continue
         if msg.role == "user":
             if msg.text:
-                sources.append(Source("user", name or "User", msg.text, len(sources), ts, name, key))
+                sources.append(Source("user", name or "User", msg.text, len(sources), ts, name, key, stamped=st))
             continue
         if msg.role == "assistant":
             if msg.text:
-                sources.append(Source("assistant", name or "Assistant", msg.text, len(sources), ts, name, key))
+                sources.append(Source("assistant", name or "Assistant", msg.text, len(sources), ts, name, key,
+                                      stamped=st))
             for call in msg.calls:
-                sources.append(Source("tool", f"Tool {call.name}", "", len(sources), ts, call.name, key, call.id))
+                sources.append(Source("tool", f"Tool {call.name}", "", len(sources), ts, call.name, key, call.id,
+                                      stamped=st))
                 call_text[len(sources) - 1] = (call.name, call.args, None, None)
                 if call.id is not None:
                     calls[call.id] = len(sources) - 1
@@ -595,7 +601,7 @@ def group_sources(group: list[_Message], include_system: bool, prior: Iterable[S
                 call_text[idx] = (tool, args, result, key)
                 src = sources[idx]
                 if ts is not None and src.timestamp is None:
-                    sources[idx] = replace(src, timestamp=ts)
+                    sources[idx] = replace(src, timestamp=ts, stamped=st)
             else:
                 tool = result.name or "result"
                 logger.warning(
@@ -603,7 +609,8 @@ def group_sources(group: list[_Message], include_system: bool, prior: Iterable[S
                     msg.index,
                     result.call_id,
                 )
-                sources.append(Source("tool", f"Tool {tool}", "", len(sources), ts, tool, key, result.call_id))
+                sources.append(Source("tool", f"Tool {tool}", "", len(sources), ts, tool, key, result.call_id,
+                                      stamped=st))
                 call_text[len(sources) - 1] = (tool, "", result, key)
     for idx, (tool, args, outcome, result_key) in call_text.items():
         if idx in reopened and outcome is None:

@@ -93,6 +93,8 @@ def piece_metadata(turn: Turn, p: Piece) -> dict[str, Any]:
     if p.timestamp is not None:
         meta["timestamp"] = p.timestamp.isoformat()
         meta["ts_epoch"] = _epoch(p.timestamp)
+        if p.time_added:
+            meta["time_added"] = True
     return meta
 
 

@@ -229,6 +229,7 @@ def turns_from_records(records: Iterable[Mapping[str, Any]]) -> list[Turn]:
                     message_key=m0.get("message_key"),
                     call_id=m0.get("tool_call_id"),
                     result_key=m0.get("result_key"),
+                    stamped=bool(m0.get("time_added")),
                 )
             )
         index = int(first["turn_index"])

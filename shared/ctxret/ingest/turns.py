@@ -41,6 +41,8 @@ class Source:
     message_key: str | None = None
     call_id: str | None = None  # a tool call's id: its result, sent later, joins this source
     result_key: str | None = None  # a tool call's result message's key
+    #: ``timestamp`` is the time the message was added (it had none): in the metadata, not in the header.
+    stamped: bool = False
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,7 @@ class Piece:
     message_key: str | None = None
     call_id: str | None = None
     result_key: str | None = None
+    time_added: bool = False  # ``timestamp`` is the time it was added, not a time the message gave
 
 
 def piece_id(
@@ -155,7 +158,7 @@ def label_pieces(turn: Turn, max_bytes: int = PIECE_MAX_BYTES) -> list[Piece]:
     pieces: list[Piece] = []
     for src in turn.sources:
         ts = src.timestamp or turn.timestamp
-        header = make_header(turn.label, src.label, ts)
+        header = make_header(turn.label, src.label, None if src.stamped else ts)
         header = clean_text(header)
         budget = max_bytes - len(header.encode("utf-8")) - 1
         if budget < MIN_BODY_BYTES:
@@ -186,6 +189,7 @@ def label_pieces(turn: Turn, max_bytes: int = PIECE_MAX_BYTES) -> list[Piece]:
                     message_key=src.message_key,
                     call_id=src.call_id,
                     result_key=src.result_key,
+                    time_added=src.stamped and ts is not None,
                 )
             )
     return pieces

@@ -28,6 +28,7 @@ Stages, per query part (parts never mix: each keeps its own group):
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import EllipsisType
@@ -38,7 +39,7 @@ import numpy as np
 from ..errors import InputError
 from ..results import Group, Hit
 from ..storage.base import Deferred, DenseBackend, LexicalBackend, Row
-from ..storage.schema import Scope
+from ..storage.schema import Scope, unmatched_field_names
 from .floor import hit_floor
 from .fusion import WHERE_OVERFETCH, FusionSettings, fuse, passes_floor
 from .mmr import MMRSettings
@@ -46,7 +47,10 @@ from .relevance import RelevanceCalibration
 from .rerank import GroupStages, finish_groups
 from .settings import SearchSettings
 
+logger = logging.getLogger(__name__)
+
 __all__ = [
+    "said_empty",
     "IdfCoverageFor",
     "PartCandidates",
     "SearchPlan",
@@ -425,3 +429,19 @@ def check_message(plan: SearchPlan, message: Any) -> None:
                 "shorter message (its parts are what is searched), or raise the limit with max_message_bytes=N "
                 "(None for no limit)"
             )
+
+
+def said_empty(groups: list[Group], where: Mapping[str, Any] | None) -> list[Group]:
+    """``groups``; when a filter found nothing and names a key that is also one of ctxret's fields (``kind``,
+    ``source_kind``, ...), a warning says which meaning it had: the caller's key (``ctxret:<field>`` is ctxret's)."""
+    if where and not any(g.hits for g in groups):
+        names = unmatched_field_names(where)
+        if names:
+            mine, theirs = ", ".join(map(repr, names)), ", ".join(repr("ctxret:" + n) for n in names)
+            logger.warning(
+                "the filter found nothing; it names %s, read as your own metadata key(s) of that name (ctxret's "
+                "field(s) of that name: %s)",
+                mine,
+                theirs,
+            )
+    return groups

@@ -73,6 +73,7 @@ RESERVED_KEYS = frozenset(
         "thread_id", "turn_id", "turn_index", "turn_label", "parent_id", "kind", "source_kind", "source_label",
         "source_name", "source_ordinal", "ordinal", "timestamp", "ts_epoch", "header", "body", "doc_id",
         "caller_keys", "context_text", "view_texts", "message_key", "tool_call_id", "result_key",
+        "time_added",
     }
 )  # fmt: skip
 #: Keys the adapters add to every retrieved Document / node (plus ``score_<name>`` per named score).
