@@ -115,7 +115,7 @@ def test_a_search_during_each_step_of_a_rewrite_sees_one_version(index, point):
     assert tags(SEARCHES["scoped"](index, q)) == {"0"}  # the thread is cached as it is
     other = ContextualIndex(index.store.chroma.path, embedder=HashEmbedder(), progress=False)  # a cache of its own
     pause = Pause(getattr(index.store, owner), name, after)
-    writer = threading.Thread(target=index.add_messages, args=(version(1),), kwargs={"thread_id": THREAD})
+    writer = threading.Thread(target=index.replace_messages, args=(version(1),), kwargs={"thread_id": THREAD})
     writer.start()
     try:
         assert pause.reached.wait(60)
@@ -156,7 +156,7 @@ def test_searches_beside_continuous_rewrites_never_fail_and_never_mix_versions(t
     def writer() -> None:
         try:
             for tag in range(1, rewrites + 1):
-                index.add_messages(version(tag, seed), thread_id=THREAD)
+                index.replace_messages(version(tag, seed), thread_id=THREAD)  # a rewrite
         finally:
             done.set()
 

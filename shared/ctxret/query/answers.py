@@ -3,7 +3,7 @@
 A part that asks ("When does my flight leave?", "What did Caroline research?") is worded like the stored question
 that asked the same thing ("When does the flight leave?", "What are you researching, Caroline?"), so that question
 outranks the stored answer, whose words differ ("Booked TAP flight TP 541, departing at 09:40"). When a part asks,
-each of its candidates that is a stored question or request (:func:`~.timed.asks` reads its text; a question mark
+each of its candidates that is a stored question or request (:func:`~.asking.asks` reads its text; a question mark
 ends it) lifts the first piece of the **next source of its turn** — the reply that follows it (an assistant or
 tool step after a user message; the next utterance in a conversation of speakers) — when that piece is among the
 part's candidates: the answer takes the question's place and score, the question follows it, both stay in the
@@ -28,14 +28,13 @@ from dataclasses import replace
 from typing import Any
 
 from ..storage.base import Deferred
+from .asking import asks
 
 __all__ = ["is_question", "lift_answers"]
 
 
 def is_question(text: str) -> bool:
     """Whether a stored piece's text asks: it ends with a question mark, or reads as a question or request."""
-    from .timed import asks
-
     body = text.rstrip()
     return body.endswith(("?", "？")) or asks(body)
 
@@ -51,8 +50,6 @@ def lift_answers(c: Any, depth: int | None = None) -> Any:
     """``c`` (a part's :class:`~.search.PartCandidates`, ranked) with each stored question's answer moved right above
     it at the question's score (see the module docstring); ``c.lifted`` maps each lifted answer to its question.
     ``depth``: only the questions among the first ``depth`` candidates lift (those a group can hold)."""
-    from .timed import asks
-
     if len(c.ranked) < 2 or not asks(c.part):
         return c
     where: dict[tuple[Any, Any, int, int], str] = {}

@@ -64,6 +64,7 @@ from ..results import Group
 from ..storage.base import Deferred, DenseBackend, LexicalBackend, Row
 from ..storage.schema import Scope
 from .answers import lift_answers
+from .asking import asks
 from .documents import collapse_groups, document_texts
 from .hyde import blend_hyde
 from .latest import asks_now, latest_first
@@ -336,8 +337,6 @@ class SearchRun:
     def _known(self, cands: list[PartCandidates]) -> list[PartCandidates]:
         """The candidates of parts that ask with their metadata read (an unscoped store defers it), so that a
         stored question's answer can be found among them (:mod:`.answers`); one read for all parts."""
-        from .timed import asks  # (timed runs this loop)
-
         complete = getattr(self.dense, "complete", None)
         if complete is None:
             return cands
