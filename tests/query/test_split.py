@@ -14,6 +14,7 @@ from ctxret.evaluation.splitting import (
     part_accuracy,
     part_boundaries,
 )
+from ctxret.query import split_words
 from ctxret.query.split import split_prompt_chunks
 from ctxret.text import clean_text
 from hypothesis import given, settings
@@ -322,8 +323,13 @@ def test_long_unpunctuated_text_still_uses_windows():
 # Words that are not abbreviations the splitter never cuts after ("ca.", "co.", "st." …).
 _ABBREVIATION_WORDS = {"mr", "mrs", "ms", "dr", "prof", "st", "sr", "jr", "mt", "vs", "cf", "approx", "ca", "nr",
                        "sra", "mme", "mlle", "inc", "ltd", "co", "corp", "dept", "fig", "no"}
+#: Words the splitter reads as grammar (auxiliaries, pronouns, wh-words, connectives, ...): "Send is." reads as a
+#: statement whose subject is "Send", not as a request, so content words are drawn from outside them.
+_GRAMMAR_WORDS = frozenset().union(
+    *(v for v in vars(split_words).values() if isinstance(v, (frozenset, set)) and all(isinstance(w, str) for w in v))
+)
 _word = st.text(alphabet=st.sampled_from(list("abcdefghijklmnopqrstuvwxyz")), min_size=2, max_size=8).filter(
-    lambda w: w not in _ABBREVIATION_WORDS
+    lambda w: w not in _ABBREVIATION_WORDS and w not in _GRAMMAR_WORDS
 )
 _qword = st.sampled_from(["Who", "What", "Where", "When", "Why", "How", "Is", "Can", "Did", "Wer", "Où", "¿Dónde"])
 _verb = st.sampled_from(
