@@ -93,7 +93,12 @@ def test_longmemeval_loads_orders_sessions_and_scores_against_the_peers(tmp_path
     first = run_longmemeval(questions, HashEmbedder(), cache=tmp_path / "cache", depth=10)
     assert first.config["counts"]["abstention (not scored)"] == 1 and first.config["counts"]["pieces_embedded"] > 0
     systems = {r["system"] for r in first.rows}
-    assert systems == {"ctxret_default", "paper_bm25", "peer_bm25s"}
+    assert systems == {"ctxret_default", "ctxret_parts", "paper_bm25", "peer_bm25s"}
+    # one part: the best group and the parts rank by rank are the same ranking
+    by = {(r["representation"], r["query_id"]): r for r in first.per_query}
+    assert {k: v for k, v in by[("ctxret_parts", q.id)].items() if k != "representation"} == {
+        k: v for k, v in by[("ctxret_default", q.id)].items() if k != "representation"
+    }
     paper = next(r for r in first.rows if r["system"] == "paper_bm25" and r["type"] == "all")
     assert paper["recall_all@5"] == 1.0 and paper["n"] == 1
     again = run_longmemeval(questions, HashEmbedder(), cache=tmp_path / "cache", depth=10)

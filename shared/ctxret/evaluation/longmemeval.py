@@ -53,7 +53,11 @@ from .stats import compare
 
 __all__ = ["LME_SYSTEMS", "LMEQuestion", "LMEResult", "BM25Okapi", "load_longmemeval", "run_longmemeval"]
 
-LME_SYSTEMS = ("ctxret_default", "paper_bm25", "peer_bm25s")
+LME_SYSTEMS = ("ctxret_default", "ctxret_parts", "paper_bm25", "peer_bm25s")
+#: The product's two readings: its best group alone (as the thread protocol scores), and every part's group rank by
+#: rank (each part's first hit, then each part's second, ...: the order the memory text gives the model, as
+#: ``render_groups`` and the agent middleware spend their budget).
+CTXRET_SYSTEMS = ("ctxret_default", "ctxret_parts")
 PEERS = ("paper_bm25", "peer_bm25s")
 KS = (5, 10)
 _DATE = re.compile(r"(\d{4})/(\d{1,2})/(\d{1,2})(?:\s*\(\w+\))?\s*(\d{1,2}):(\d{2})")
@@ -263,6 +267,8 @@ def _score_question(q: LMEQuestion, index: Any, texts: list[str], msg_of: list[s
         messages = [_message_id(h.metadata) for h in best.hits]
     out.append({**base, "representation": "ctxret_default", "empty": float(not groups),
                 **_metrics(q, messages)})  # fmt: skip
+    by_rank = [_message_id(g.hits[r].metadata) for r in range(depth) for g in groups if r < len(g.hits)]
+    out.append({**base, "representation": "ctxret_parts", "empty": float(not groups), **_metrics(q, by_rank)})
     # the paper's flat BM25: sessions (user turns joined) and user turns, whitespace tokens
     sess_ids = [sid for sid, _, _ in q.sessions]
     sess_docs = [
@@ -306,21 +312,22 @@ def _summarise(per_query: list[dict], counts: Counter, index: Any, depth: int, p
                 xs = [r[m] for r in vals if m in r]
                 if xs:
                     row[m] = mean(xs)
-            if system == "ctxret_default":
+            if system in CTXRET_SYSTEMS:
                 row["empty"] = mean([r["empty"] for r in vals])
             rows.append(row)
     comparison = []
     by: dict[str, dict[str, dict]] = defaultdict(dict)
     for r in per_query:
         by[r["representation"]][r["query_id"]] = r
-    for peer in PEERS:
-        for qtype in ("all", *types):
-            mine = {i: r for i, r in by["ctxret_default"].items() if qtype in ("all", r["type"])}
-            for metric in ("recall_all@5", "recall_all@10", "ndcg_any@5", "ndcg_any@10", "turn_recall_all@5"):
-                cmp = compare(mine, by[peer], metric)
-                if cmp is not None:
-                    comparison.append({"system": "ctxret_default", "peer": peer, "query_set": qtype,
-                                       "metric": metric, **cmp})  # fmt: skip
+    for system in CTXRET_SYSTEMS:
+        for peer in PEERS:
+            for qtype in ("all", *types):
+                mine = {i: r for i, r in by[system].items() if qtype in ("all", r["type"])}
+                for metric in ("recall_all@5", "recall_all@10", "ndcg_any@5", "ndcg_any@10", "turn_recall_all@5"):
+                    cmp = compare(mine, by[peer], metric)
+                    if cmp is not None:
+                        comparison.append({"system": system, "peer": peer, "query_set": qtype,
+                                           "metric": metric, **cmp})  # fmt: skip
     config = {
         "harness": "longmemeval",
         "embedder": index.embedder.model_id,
