@@ -406,6 +406,8 @@ def memory_report(mem: Any) -> str:
                      + ("identical" if s["identical"] else "DIFFERENT"))  # fmt: skip
     lines += ["", threads_table(mem.rows), "", paired_table(mem.config["comparison"])]
     return "\n".join(lines)
+
+
 def _extra_reports(res: Any) -> None:
     """The floor's costs (every run), the updates set and the ranking steps against the default (when run)."""
     from ..evaluation.floorset import floor_table
