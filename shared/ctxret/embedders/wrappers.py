@@ -26,6 +26,7 @@ import numpy as np
 
 from ..errors import EmbeddingError, InputError
 from ..text import clean_text
+from .base import EmbedderCapabilities
 from .batching import utf8_len
 
 logger = logging.getLogger(__name__)
@@ -42,6 +43,8 @@ class _WrappedEmbedder:
     _framework = ""
     _sync_method = ""
     _async_method = ""
+    #: The defaults: a remote model's call of a write is bounded by ``DEFAULT_EMBED_TIMEOUT`` (:mod:`.guard`).
+    capabilities: EmbedderCapabilities = EmbedderCapabilities()
 
     def __init__(
         self,
