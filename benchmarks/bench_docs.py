@@ -136,11 +136,16 @@ class HashEmbedder:
     so a store built with it is never searched with the real model's vectors."""
 
     def __init__(self, inner: Any) -> None:
+        from dataclasses import replace
+
+        from ctxret.embedders.base import capabilities_of
+
         self.inner = inner
         self.dims = int(inner.dims)
+        # late chunking would run the local model over every section: the mean context (the rest as the local model)
+        self.capabilities = replace(capabilities_of(inner), context="mean")
 
     model_id = "bench-hash-384"
-    default_context = "mean"  # late chunking would run the local model over every section
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

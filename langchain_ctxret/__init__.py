@@ -11,7 +11,7 @@ from __future__ import annotations
 try:  # the framework is an extra: say which one, before any import of it fails deeper down
     import langchain_core  # noqa: F401
 except ImportError as _e:
-    from ctxret.errors import missing_extra
+    from ctxret.adapters import missing_extra
 
     raise missing_extra("langchain-core", "langchain", "langchain_ctxret (the LangChain adapter)") from _e
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ctxret.ingest.views import numbered_chunks, parse_view_lines
+from ctxret.adapters import numbered_chunks, parse_view_lines
 from langchain_core.callbacks import Callbacks
 from langchain_core.runnables import RunnableConfig
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ctxret.embedders.base import Embedder
-from ctxret.embedders.truncation import truncate_to_fit
+from ctxret import Embedder
+from ctxret.adapters import truncate_to_fit
 from langchain_core.embeddings import Embeddings
 
 __all__ = ["CtxretEmbeddings"]
@@ -30,7 +30,7 @@ class CtxretEmbeddings(Embeddings):
 
     def __init__(self, embedder: Embedder | None = None, *, strict: bool = False) -> None:
         if embedder is None:
-            from ctxret.embedders.local import shared_local_embedder
+            from ctxret.adapters import shared_local_embedder
 
             embedder = shared_local_embedder()
         if not isinstance(strict, bool):

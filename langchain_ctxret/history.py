@@ -16,9 +16,8 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ctxret import ContextualIndex
-from ctxret.errors import InputError
-from ctxret.ingest.append import thread_messages
+from ctxret import ContextualIndex, InputError
+from ctxret.adapters import thread_messages
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage, convert_to_messages
 

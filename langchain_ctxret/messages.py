@@ -11,8 +11,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ctxret.errors import InputError
-from ctxret.storage.schema import as_list
+from ctxret import InputError
+from ctxret.adapters import as_list
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,

@@ -28,8 +28,8 @@ import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any
 
-from ctxret.agent_memory import DEFAULT_MAX_CHARS, DEFAULT_TEMPLATE, AgentMemory, Recall
-from ctxret.errors import InputError, missing_extra
+from ctxret import InputError
+from ctxret.adapters import DEFAULT_MAX_CHARS, DEFAULT_TEMPLATE, AgentMemory, Recall, missing_extra
 from langchain_core.messages import BaseMessage, SystemMessage
 
 from .messages import message_to_openai, messages_to_openai

@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from ctxret.results import Group
+from ctxret import Group
 from langchain_core.documents import Document
 from langchain_core.runnables import RunnableLambda
 

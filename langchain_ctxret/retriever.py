@@ -12,16 +12,18 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from ctxret.config import SearchSettings
-from ctxret.errors import InputError
-from ctxret.index import ContextualIndex
-from ctxret.ingest.documents import document_id
-from ctxret.ingest.progress import progress_option
-from ctxret.query.relevance import scored_metadata, shown_groups
-from ctxret.results import Group, Hit, IndexResult
-from ctxret.storage.schema import METADATA_PREFIX, RETRIEVAL_KEYS, as_list
-from ctxret.store import Store, open_store_arguments
-from ctxret.text import MAX_PARTS
+from ctxret import ContextualIndex, Group, Hit, IndexResult, InputError, SearchSettings, Store
+from ctxret.adapters import (
+    MAX_PARTS,
+    METADATA_PREFIX,
+    RETRIEVAL_KEYS,
+    as_list,
+    document_id,
+    open_store_arguments,
+    progress_option,
+    scored_metadata,
+    shown_groups,
+)
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
     CallbackManagerForRetrieverRun,

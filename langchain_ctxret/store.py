@@ -26,8 +26,8 @@ import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ctxret.errors import InputError, missing_extra
-from ctxret.items import ItemStore, ItemWrite, StoredItem
+from ctxret import InputError
+from ctxret.adapters import ItemStore, ItemWrite, StoredItem, missing_extra
 
 try:
     from langgraph.store.base import (

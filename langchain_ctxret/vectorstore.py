@@ -30,17 +30,23 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
-from ctxret.embedders.wrappers import _WrappedEmbedder
-from ctxret.errors import InputError
-from ctxret.index import ContextualIndex
-from ctxret.ingest.documents import documents_to_turns
-from ctxret.ingest.progress import progress_option
-from ctxret.query.documents import PIECES_PER_DOCUMENT, document_key
-from ctxret.query.nearest import nearest
-from ctxret.query.relevance import calibration_for, shown_groups, shown_scores
-from ctxret.results import Hit, cosine_to_distance
-from ctxret.storage.schema import Scope, as_list, caller_view, stored_where
-from ctxret.store import open_store_arguments
+from ctxret import ContextualIndex, Hit, InputError, cosine_to_distance
+from ctxret.adapters import (
+    PIECES_PER_DOCUMENT,
+    Scope,
+    as_list,
+    calibration_for,
+    caller_view,
+    documents_to_turns,
+    framework_model,
+    hit_document_key,
+    nearest,
+    open_store_arguments,
+    progress_option,
+    shown_groups,
+    shown_scores,
+    stored_where,
+)
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
@@ -89,8 +95,9 @@ class ContextualVectorStore(VectorStore):
         if self._embedding is not None:
             return self._embedding
         embedder = self.index.embedder
-        if isinstance(embedder, _WrappedEmbedder) and isinstance(embedder.model, Embeddings):
-            return embedder.model
+        model = framework_model(embedder)
+        if isinstance(model, Embeddings):
+            return model
         from .embeddings import CtxretEmbeddings
 
         return CtxretEmbeddings(embedder)
@@ -452,7 +459,7 @@ def _first_of_each_document(hits: Sequence[Hit], k: int) -> list[Hit]:
     seen: set[tuple[str, str]] = set()
     out = []
     for h in hits:
-        key = document_key(h)
+        key = hit_document_key(h)
         if key not in seen:
             seen.add(key)
             out.append(h)

@@ -20,7 +20,7 @@ from __future__ import annotations
 try:  # the framework is an extra: say which one, before any import of it fails deeper down
     import llama_index.core  # noqa: F401
 except ImportError as _e:
-    from ctxret.errors import missing_extra
+    from ctxret.adapters import missing_extra
 
     raise missing_extra("llama-index-core", "llamaindex", "llamaindex_ctxret (the LlamaIndex adapter)") from _e
 

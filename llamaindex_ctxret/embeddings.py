@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxret.embedders.base import Embedder
-from ctxret.embedders.truncation import truncate_to_fit
+from ctxret import Embedder
+from ctxret.adapters import truncate_to_fit
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from pydantic import Field, PrivateAttr
 
@@ -37,7 +37,7 @@ class CtxretEmbedding(BaseEmbedding):
         self, embedder: Embedder | None = None, *, embed_batch_size: int = 256, strict: bool = False, **kwargs: Any
     ):
         if embedder is None:
-            from ctxret.embedders.local import shared_local_embedder
+            from ctxret.adapters import shared_local_embedder
 
             embedder = shared_local_embedder()
         kwargs.setdefault("model_name", embedder.model_id)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxret.errors import InputError
+from ctxret import InputError
 from llama_index.core.vector_stores.types import FilterCondition, FilterOperator, MetadataFilter, MetadataFilters
 
 __all__ = ["SUPPORTED_OPERATORS", "metadata_filters_to_where"]

@@ -22,9 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxret import ContextualIndex
-from ctxret.errors import InputError
-from ctxret.query.render import render_groups
+from ctxret import ContextualIndex, InputError
+from ctxret.adapters import render_groups
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.memory import BaseMemoryBlock
 from pydantic import Field, field_validator

@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ctxret.errors import InputError
+from ctxret import InputError
 from llama_index.core.base.llms.types import (
     AudioBlock,
     ChatMessage,

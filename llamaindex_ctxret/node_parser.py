@@ -36,15 +36,21 @@ from dataclasses import replace
 from itertools import pairwise
 from typing import Any
 
-from ctxret.errors import InputError
-from ctxret.index import ContextualIndex
-from ctxret.ingest.documents import document_turns
-from ctxret.ingest.messages import turns_from_messages
-from ctxret.ingest.pieces import piece_metadata
-from ctxret.ingest.progress import progress_option
-from ctxret.ingest.turns import MIN_BODY_BYTES, Piece, Turn, label_pieces
-from ctxret.results import IndexResult
-from ctxret.storage.schema import FIELD_PREFIX, RETRIEVAL_KEYS, SHARED_KEYS, caller_keys
+from ctxret import ContextualIndex, IndexResult, InputError
+from ctxret.adapters import (
+    FIELD_PREFIX,
+    MIN_BODY_BYTES,
+    RETRIEVAL_KEYS,
+    SHARED_KEYS,
+    Piece,
+    Turn,
+    caller_keys,
+    document_turns,
+    label_pieces,
+    piece_metadata,
+    progress_option,
+    turns_from_messages,
+)
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.node_parser.interface import NodeParser
 from llama_index.core.schema import BaseNode, Document, MetadataMode, NodeRelationship, TextNode
@@ -195,7 +201,7 @@ def document_ref_id(node: BaseNode, thread_id: str | None = None) -> str:
     you chose (``Document(id_=...)``, ``filename_as_id=True``), else the content id (a hash of title and text, the
     core's and LangChain's default: the same text is one document whichever adapter wrote it); a chat document's is
     ``chat:<thread_id>`` (``@<first_turn>`` for a slice)."""
-    from ctxret.ingest.documents import document_id
+    from ctxret.adapters import document_id
 
     meta = node.metadata or {}
     if "messages" in meta:
@@ -413,7 +419,7 @@ def index_documents(
     show_progress: bool | None = None,
 ) -> tuple[IndexResult, list[bool]]:
     """:func:`add_documents_to_index`, and for each document whether anything of it was written or removed."""
-    from ctxret.ingest.documents import document_key
+    from ctxret.adapters import document_key
 
     if isinstance(documents, BaseNode):
         documents = [documents]

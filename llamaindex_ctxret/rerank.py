@@ -16,9 +16,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ctxret.errors import InputError
-from ctxret.results import Hit
-from ctxret.storage.schema import candidate_metadata
+from ctxret import Hit, InputError
+from ctxret.adapters import candidate_metadata
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 

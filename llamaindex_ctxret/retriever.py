@@ -11,12 +11,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from ctxret.errors import InputError
-from ctxret.index import ContextualIndex
-from ctxret.query.relevance import scored_metadata, shown_groups
-from ctxret.query.settings import SearchSettings
-from ctxret.results import Group
-from ctxret.store import Store, open_store_arguments
+from ctxret import ContextualIndex, Group, InputError, SearchSettings, Store
+from ctxret.adapters import open_store_arguments, scored_metadata, shown_groups
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo

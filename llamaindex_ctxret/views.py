@@ -7,7 +7,6 @@ search_kwargs={"hyde": llm, "deadline_ms": 500})``): it calls ``llm.complete`` w
 callables with your own prompts.
 """
 
-from ctxret.ingest.views import PROMPTS, llm_view_writer, llm_view_writers
-from ctxret.query.hyde import HYDE_PROMPT, llm_hyde
+from ctxret.adapters import HYDE_PROMPT, PROMPTS, llm_hyde, llm_view_writer, llm_view_writers
 
 __all__ = ["PROMPTS", "HYDE_PROMPT", "llm_view_writer", "llm_view_writers", "llm_hyde"]

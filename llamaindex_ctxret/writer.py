@@ -23,13 +23,8 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
-from ctxret.errors import InputError
-from ctxret.index import ContextualIndex
-from ctxret.ingest.progress import progress_option
-from ctxret.ingest.writer import turns_from_records
-from ctxret.results import IndexResult
-from ctxret.storage.schema import as_list, caller_view
-from ctxret.store import Store
+from ctxret import ContextualIndex, IndexResult, InputError, Store
+from ctxret.adapters import as_list, caller_view, progress_option, turns_from_records
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.schema import BaseNode, TransformComponent
 from llama_index.core.storage.docstore.types import RefDocInfo
@@ -128,7 +123,7 @@ class ContextualIndexWriter(TransformComponent):
 
 
 def _stored_keys(node: BaseNode) -> list[str]:
-    from ctxret.storage.schema import RESERVED_KEYS, caller_keys
+    from ctxret.adapters import RESERVED_KEYS, caller_keys
 
     meta = node.metadata
     return [k for k in meta if k in RESERVED_KEYS] + caller_keys(meta)

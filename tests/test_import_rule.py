@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("ingest",),
     ("query",),
     ("config",),
-    ("store", "index", "items", "agent_memory"),
+    ("store", "index", "items", "agent_memory", "adapters"),
     ("evaluation",),
     ("cli", "__main__"),
     ("ctxret",),  # the package's __init__: the public face

@@ -153,7 +153,7 @@ def test_embed_timeout_defaults_and_checks():
     assert embed_timeout_of(HashEmbedder()) == DEFAULT_EMBED_TIMEOUT  # an embedder that does not say
     assert embed_timeout_of(HashEmbedder(), 2) == 2.0
     assert embed_timeout_of(HashEmbedder(), math.inf) is None
-    assert LocalEmbedder.embed_timeout is None and OpenAIEmbedder.embed_timeout is None  # bounded otherwise
+    assert LocalEmbedder.capabilities.embed_timeout is None and OpenAIEmbedder.capabilities.embed_timeout is None
     for bad in (0, -1, "10", True, math.nan):
         with pytest.raises(InputError, match="embed_timeout must be a number of seconds"):
             embed_timeout_of(HashEmbedder(), bad)

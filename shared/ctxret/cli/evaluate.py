@@ -40,12 +40,7 @@ def make_embedder(args: argparse.Namespace) -> Any:
     command builds it."""
     from .settings import make_embedder as build
 
-    settings = resolve_settings(args)
-    if settings.embedder == "local":
-        from ..embedders.local import shared_local_embedder
-
-        return shared_local_embedder()  # one model per process: the harness embeds a lot
-    return build(settings)
+    return build(resolve_settings(args), shared=True)  # one local model per process: the harness embeds a lot
 
 
 def _weight(args: argparse.Namespace) -> float:

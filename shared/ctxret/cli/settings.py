@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..embedders.registry import EmbedderOptions, build_embedder, choices_text, embedder_kinds
+from ..embedders.registry import describe_embedder as describe_kind
 from ..errors import CtxretError, StoreError
 
 if TYPE_CHECKING:
@@ -99,7 +101,7 @@ def add_common_options(parser: argparse.ArgumentParser, *, suppress: bool) -> No
     emb = parser.add_argument_group("embedder")
     emb.add_argument(
         "--embedder",
-        choices=("local", "openai"),
+        choices=embedder_kinds(),
         default=default(None),
         help=f"local MiniLM (offline) or OpenAI [env {ENV['embedder']}; default local]; "
         "openai reads OPENAI_API_KEY and OPENAI_BASE_URL",
@@ -217,9 +219,9 @@ def resolve_settings(
     collection = pick("collection")[0] or DEFAULT_COLLECTION
 
     embedder, embedder_from = pick("embedder")
-    embedder = (embedder or "local").lower()
-    if embedder not in ("local", "openai"):
-        raise UsageError(f"{embedder_from}={embedder!r}: choose 'local' or 'openai'")
+    embedder = (embedder or embedder_kinds()[0]).lower()
+    if embedder not in embedder_kinds():
+        raise UsageError(f"{embedder_from}={embedder!r}: choose {choices_text()}")
     model, model_from = pick("model")
     dims_text, dims_from = pick("dims")
     dims = None
@@ -285,35 +287,29 @@ def _number(picked: tuple[str | None, str], kind: type, default: Any, what: str,
     return value
 
 
-def make_embedder(settings: Settings) -> Embedder:
-    """The embedder the settings name (OpenAI reads ``OPENAI_API_KEY``/``OPENAI_BASE_URL``)."""
-    if settings.embedder == "openai":
-        from ..embedders.openai import OpenAIEmbedder
+def embedder_options(settings: Settings) -> EmbedderOptions:
+    """What the settings say about the embedder (``OPENAI_BASE_URL`` read here); each kind reads what applies."""
+    return EmbedderOptions(
+        model=settings.model,
+        dimensions=settings.dims,
+        base_url=os.environ.get("OPENAI_BASE_URL") or None,
+        timeout=settings.openai_timeout,
+        max_retries=settings.openai_retries,
+    )
 
-        return OpenAIEmbedder(
-            model=settings.model,
-            dimensions=settings.dims,
-            base_url=os.environ.get("OPENAI_BASE_URL") or None,
-            timeout=settings.openai_timeout,
-            max_retries=settings.openai_retries,
-        )
-    from ..embedders.local import LocalEmbedder
 
-    return LocalEmbedder()
+def make_embedder(settings: Settings, *, shared: bool = False) -> Embedder:
+    """The embedder the settings name, from the registry (:mod:`ctxret.embedders.registry`; OpenAI reads
+    ``OPENAI_API_KEY``/``OPENAI_BASE_URL``). ``shared``: the process's one instance where the kind has one (the
+    local model)."""
+    return build_embedder(settings.embedder, embedder_options(settings), shared=shared)
 
 
 def describe_embedder(settings: Settings) -> Any:
     """What the settings' embedder would record and default to (``model_id``, ``dims``, ``max_tokens``, its
     defaults), for ``stats``: the local model is described from its class, never loaded; OpenAI's embedder is
     built (a client: no request is sent)."""
-    if settings.embedder == "openai":
-        return make_embedder(settings)
-    from types import SimpleNamespace
-
-    from ..embedders.local import DEFAULT_MAX_TOKENS, LocalEmbedder
-
-    names = ("model_id", "dims", "default_piece_bytes", "default_score_threshold", "default_context", "default_weight")
-    return SimpleNamespace(max_tokens=DEFAULT_MAX_TOKENS, **{n: getattr(LocalEmbedder, n) for n in names})
+    return describe_kind(settings.embedder, embedder_options(settings))
 
 
 def _location(settings: Settings, store: str | None, must_exist: bool) -> tuple[bool, dict[str, Any]]:

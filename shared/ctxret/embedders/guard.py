@@ -10,11 +10,12 @@ names the embedder).
 With a ``timeout``, each call (``embed``, ``aembed``, the token passes of late chunking) gets at most that many
 seconds: a call that has not answered by then is an :class:`EmbeddingError`, and the write that asked for it
 stores nothing of its batch (the call keeps running in a daemon thread, its answer thrown away; an async call
-is cancelled). An embedder may say what its calls need with an ``embed_timeout`` attribute (seconds, or
-``None``: no limit): the local model has none (it runs in this process), :class:`~.openai.OpenAIEmbedder` none
-(its own ``timeout``, ``max_retries`` and ``total_timeout`` bound every request). Any other embedder — a
-LangChain or LlamaIndex model, your own — gets :data:`DEFAULT_EMBED_TIMEOUT` per call. A call of a write embeds
-at most one write batch (2,048 pieces, 256 KB of text).
+is cancelled). An embedder may say what its calls need in its capabilities
+(``EmbedderCapabilities.embed_timeout``: seconds, or ``None``: no limit; :mod:`.base`): the local model has none
+(it runs in this process), :class:`~.openai.OpenAIEmbedder` none (its own ``timeout``, ``max_retries`` and
+``total_timeout`` bound every request). Any other embedder — a LangChain or LlamaIndex model, your own — gets
+:data:`DEFAULT_EMBED_TIMEOUT` per call. A call of a write embeds at most one write batch (2,048 pieces, 256 KB
+of text).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CtxretError, EmbeddingError, InputError
-from .base import embedder_name
+from .base import DEFAULT_EMBED_TIMEOUT, EmbedderCapabilities, can_bound, capabilities_of, embedder_name
 
 __all__ = [
     "DEFAULT_EMBED_TIMEOUT",
@@ -40,9 +41,6 @@ __all__ = [
     "guarded",
 ]
 
-#: Seconds one call of a write may take when the embedder does not say (``embed_timeout``): a remote model's
-#: answer for one write batch, with its own retries, comes well within it.
-DEFAULT_EMBED_TIMEOUT = 300.0
 #: The embedder's methods a guard calls through (the rest of its attributes are read as they are).
 _CALLS = ("embed_tokens", "embed_tokens_many")
 
@@ -62,11 +60,11 @@ def check_embed_timeout(value: Any) -> float | None:
 
 def embed_timeout_of(embedder: Any, setting: float | None = None) -> float | None:
     """The seconds one call of ``embedder`` may take in a write: ``setting`` when given (``math.inf``: none), else
-    the embedder's ``embed_timeout`` attribute, else :data:`DEFAULT_EMBED_TIMEOUT`; ``None``: no limit."""
+    the embedder's (``EmbedderCapabilities.embed_timeout``), else :data:`DEFAULT_EMBED_TIMEOUT`; ``None``: no limit."""
     seconds = check_embed_timeout(setting)
     if seconds is None:
         try:
-            own = getattr(embedder, "embed_timeout", DEFAULT_EMBED_TIMEOUT)
+            own = capabilities_of(embedder).embed_timeout
         except Exception:  # an embedder whose attributes fail: the default  # noqa: BLE001
             own = DEFAULT_EMBED_TIMEOUT
         seconds = None if own is None else check_embed_timeout(own)
@@ -120,6 +118,16 @@ class GuardedEmbedder:
     def default_score_threshold(self) -> float:
         return self._read("default_score_threshold")
 
+    @property
+    def capabilities(self) -> EmbedderCapabilities:
+        """The guarded embedder's (:func:`~.base.capabilities_of`)."""
+        try:
+            return capabilities_of(self.guarded_embedder)
+        except CtxretError:
+            raise
+        except Exception as e:
+            raise self._failed("capabilities", e) from e
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return self._call("embed", self.guarded_embedder.embed, texts)
 
@@ -148,8 +156,8 @@ class GuardedEmbedder:
 
     def bounded(self, seconds: float) -> GuardedEmbedder:
         """The embedder's own ``bounded(seconds)`` (a search with ``deadline_ms``), guarded the same way."""
-        inner = getattr(self.guarded_embedder, "bounded", None)
-        bounded = inner(seconds) if callable(inner) else self.guarded_embedder
+        inner = self.guarded_embedder
+        bounded = inner.bounded(seconds) if can_bound(inner) else inner
         return GuardedEmbedder(bounded, self.timeout)  # the search's clock bounds the call itself
 
     def __getattr__(self, name: str) -> Any:  # the embedder's other attributes (late chunking's token passes)

@@ -41,6 +41,7 @@ import numpy as np
 
 from ..errors import InputError, InputTooLongError, MissingExtraError
 from ..text import clean_text
+from .base import EmbedderCapabilities
 
 logger = logging.getLogger(__name__)
 
@@ -392,10 +393,8 @@ class LocalEmbedder:
     default_score_threshold: float = 0.3
     #: The stored side new collections get with this model: pure late chunking (each piece's span
     #: pooled from the token pass over its turn, weight 0), measured best on LoCoMo (BENCHMARKS.md).
-    default_context: str = "late"
-    default_weight: float = 0.0
     #: No time limit on a write's embedding calls: the model runs in this process (:mod:`.guard`).
-    embed_timeout: float | None = None
+    capabilities: EmbedderCapabilities = EmbedderCapabilities(context="late", weight=0.0, embed_timeout=None)
 
     def __init__(
         self,

@@ -36,6 +36,7 @@ import openai
 
 from ..errors import EmbeddingError, InputError
 from ..text import clean_text
+from .base import EmbedderCapabilities
 from .batching import MAX_BYTES_PER_REQUEST, MAX_INPUTS_PER_REQUEST, plan_batches, utf8_len
 from .openai_answers import BadAnswer, describe_failure, endpoint_name, failure_fix, read_body, retry_after_seconds
 from .openai_tokens import MODEL_ENCODINGS, check_input_sizes, offline_tiktoken
@@ -114,7 +115,7 @@ class OpenAIEmbedder:
     default_score_threshold: float = 0.35
     #: No time limit of the index's on a write's calls (:mod:`.guard`): ``timeout``, ``max_retries`` and
     #: ``total_timeout`` bound every request.
-    embed_timeout: float | None = None
+    capabilities: EmbedderCapabilities = EmbedderCapabilities(embed_timeout=None)
 
     def __init__(
         self, model: str = "text-embedding-3-small", *, dimensions: int | None = None, api_key: str | None = None,

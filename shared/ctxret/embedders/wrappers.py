@@ -26,11 +26,12 @@ import numpy as np
 
 from ..errors import EmbeddingError, InputError
 from ..text import clean_text
+from .base import EmbedderCapabilities
 from .batching import utf8_len
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LangChainEmbedder", "LlamaIndexEmbedder", "as_embedder"]
+__all__ = ["LangChainEmbedder", "LlamaIndexEmbedder", "as_embedder", "framework_model"]
 
 #: Text embedded once to learn the dimension when ``dims`` is not given.
 DIMENSION_PROBE = "dimension probe"
@@ -42,6 +43,8 @@ class _WrappedEmbedder:
     _framework = ""
     _sync_method = ""
     _async_method = ""
+    #: The defaults: a remote model's call of a write is bounded by ``DEFAULT_EMBED_TIMEOUT`` (:mod:`.guard`).
+    capabilities: EmbedderCapabilities = EmbedderCapabilities()
 
     def __init__(
         self,
@@ -277,6 +280,12 @@ class LlamaIndexEmbedder(_WrappedEmbedder):
             default_piece_bytes=default_piece_bytes,
             default_score_threshold=default_score_threshold,
         )
+
+
+def framework_model(embedder: Any) -> Any | None:
+    """The framework model a :class:`LangChainEmbedder` or :class:`LlamaIndexEmbedder` wraps (what was passed in:
+    a LangChain ``Embeddings``, a LlamaIndex ``BaseEmbedding``), else ``None`` (any other embedder)."""
+    return embedder.model if isinstance(embedder, _WrappedEmbedder) else None
 
 
 def as_embedder(model: Any) -> Any:

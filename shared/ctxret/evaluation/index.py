@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..blend import OWN_WEIGHT, blend_with_context
-from ..embedders.base import Embedder
+from ..embedders.base import Embedder, capabilities_of, gives_tokens
 from ..embedders.fitting import embed_fitting
 from ..ingest.context import context_vectors
 from ..ingest.pieces import fit_pieces, piece_metadata
@@ -153,9 +153,10 @@ class ConversationIndex:
     def default_stored(self) -> np.ndarray:
         """The stored side a new collection gets with this embedder (``IndexConfig.resolve``'s
         defaults: late chunking at weight 0 for the local model, the ``mean`` blend otherwise)."""
-        context = str(getattr(self.emb.inner, "default_context", "mean"))
-        weight = float(getattr(self.emb.inner, "default_weight", self.weight))
-        if context == "late" and not hasattr(self.emb, "embed_tokens"):
+        capabilities = capabilities_of(self.emb.inner)
+        context = str(capabilities.context)
+        weight = float(self.weight if capabilities.weight is None else capabilities.weight)
+        if context == "late" and not gives_tokens(self.emb):
             context, weight = "mean", self.weight
         return self.stored(context, weight)
 

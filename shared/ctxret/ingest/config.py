@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from .._version import __version__
 from ..blend import OWN_WEIGHT
+from ..embedders.base import capabilities_of
 from ..errors import InputError
 from ..text import PACKER_VERSION
 from .context import CONTEXT_STRATEGIES
@@ -77,7 +78,8 @@ class IndexConfig:
         stored = stored or {}
         # an embedder may name its best stored side (the local model: late chunking at weight 0);
         # the weight default goes with the context default, else it is 0.8
-        default_context = str(getattr(embedder, "default_context", "mean"))
+        capabilities = capabilities_of(embedder)
+        default_context = str(capabilities.context)
         chosen: dict[str, Any] = {
             "context": context if context is not None else stored.get("context", default_context),
             "piece_bytes": (
@@ -89,7 +91,7 @@ class IndexConfig:
         elif "weight" in stored:
             chosen["weight"] = stored["weight"]
         elif chosen["context"] == default_context:
-            chosen["weight"] = float(getattr(embedder, "default_weight", OWN_WEIGHT))
+            chosen["weight"] = float(OWN_WEIGHT if capabilities.weight is None else capabilities.weight)
         else:
             chosen["weight"] = OWN_WEIGHT
         return cls(

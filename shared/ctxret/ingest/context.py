@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..blend import mean_vector
-from ..embedders.base import embedder_name
+from ..embedders.base import can_embed_late, embedder_name, gives_token_batches, gives_tokens
 from ..errors import InputError
 from .turns import Piece
 
@@ -103,20 +103,21 @@ def late_passes(
     pass is not that embedding (its tokens have read their neighbours: it is the late-chunked vector itself),
     so the blend's ``weight`` would lose its meaning; such pieces are embedded on their own.
     """
-    if not hasattr(embedder, "embed_tokens") and not hasattr(embedder, "embed_late"):
+    if can_embed_late(embedder):  # one pass over each turn's tokens, as the pieces were tokenized when fitted
+        out = embedder.embed_late([[p.text for p in pieces] for pieces in turn_pieces], own=own, progress=progress)
+        return [np.asarray(c, dtype=np.float32) for c in out.context], list(out.own)
+    if not gives_tokens(embedder):
         raise InputError(
             f"context='late' needs token-level output, which {embedder_name(embedder)} does not give; "
             "use the local embedder (ctxret[local]) or context='mean'"
         )
-    late = getattr(embedder, "embed_late", None)
-    if late is not None:  # one pass over each turn's tokens, as the pieces were tokenized when fitted
-        out = late([[p.text for p in pieces] for pieces in turn_pieces], own=own, progress=progress)
-        return [np.asarray(c, dtype=np.float32) for c in out.context], list(out.own)
     from ..embedders.local import pool_spans
 
     joined = [_joined(pieces) for pieces in turn_pieces]
-    many = getattr(embedder, "embed_tokens_many", None)
-    tokens = many([t for t, _ in joined]) if many is not None else [embedder.embed_tokens(t) for t, _ in joined]
+    if gives_token_batches(embedder):
+        tokens = embedder.embed_tokens_many([t for t, _ in joined])
+    else:
+        tokens = [embedder.embed_tokens(t) for t, _ in joined]
     contexts = [
         np.asarray(pool_spans(tok, spans), dtype=np.float32) for tok, (_, spans) in zip(tokens, joined, strict=True)
     ]

@@ -58,7 +58,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 
-from ..embedders.base import Embedder
+from ..embedders.base import Embedder, can_bound
 from ..errors import InputError
 from ..results import Group
 from ..storage.base import Deferred, DenseBackend, LexicalBackend, Row
@@ -163,8 +163,7 @@ Steps = Generator[Work, Any, _T]
 
 def bounded_embedder(embedder: Embedder, timeout: float | None) -> Embedder:
     """``embedder`` with its requests bounded by ``timeout`` when it can bound them (``OpenAIEmbedder.bounded``)."""
-    bounded = getattr(embedder, "bounded", None)
-    return bounded(timeout) if timeout is not None and callable(bounded) else embedder
+    return embedder.bounded(timeout) if timeout is not None and can_bound(embedder) else embedder
 
 
 # -- what a search runs on ------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ between datasets whose share of right candidates differs (5% on LoCoMo, 10–16%
 calibrated on none of them exactly; BENCHMARKS ("Relevance calibration") gives the per-dataset AUC,
 reliability table and calibration error, held out by fold and by dataset. Recalibrate on your own data
 (the same command prints the coefficients; pass them as ``SearchSettings(relevance=RelevanceCalibration(...))``
-or set ``default_relevance`` on your embedder).
+or declare it in your embedder's ``capabilities = EmbedderCapabilities(relevance=...)``).
 
 Embedders without a fitted calibration get the local model's curve shifted along the cosine axis
 so that their default floor (``default_score_threshold``) maps to the relevance the local model's
@@ -55,6 +55,7 @@ from typing import Any
 
 import numpy as np
 
+from ..embedders.base import capabilities_of
 from ..errors import InputError
 
 __all__ = [
@@ -197,16 +198,16 @@ FITTED: dict[str, RelevanceCalibration] = {"local:all-MiniLM-L6-v2": LOCAL_MINIL
 
 
 def calibration_for(embedder: Any) -> RelevanceCalibration:
-    """The relevance calibration of ``embedder``: its own ``default_relevance`` if it has one, a
+    """The relevance calibration of ``embedder``: its own (``EmbedderCapabilities.relevance``) if it has one, a
     fitted one for its model family, else the placeholder (see the module docstring)."""
-    own = getattr(embedder, "default_relevance", None)
+    own = capabilities_of(embedder).relevance
     if isinstance(own, RelevanceCalibration):
         return own
-    model_id = str(getattr(embedder, "model_id", ""))
+    model_id = str(embedder.model_id)
     for prefix, cal in FITTED.items():
         if model_id.startswith(prefix):
             return cal
-    floor = float(getattr(embedder, "default_score_threshold", _LOCAL_FLOOR))
+    floor = float(embedder.default_score_threshold)
     return LOCAL_MINILM.shifted(
         floor - _LOCAL_FLOOR,
         f"uncalibrated: the local model's curve moved to floor {floor:g}; "
