@@ -129,6 +129,23 @@ def test_a_fact_never_restated_is_not_moved_for_its_age(index):
     assert [h.id for h in on] == [h.id for h in off]
 
 
+def test_statements_without_a_time_never_move(local_embedder):
+    """Documents carry no timestamps: two statements of one subject keep the order the search gives them, whatever
+    the question asks (the rule needs two hits said at different times)."""
+    ix = ContextualIndex(in_memory=True, embedder=local_embedder)
+    try:
+        ix.add_documents([{"text": text, "id": f"note-{n}"} for n, (_, text) in enumerate(CUTOVER)], thread_id="docs")
+        for question in ("When is the cutover?", "What is the cutover date?"):
+            assert asks_now(question)
+            on = ix.search(question, k=4, thread_id="docs")[0].hits
+            off = ix.search(question, k=4, thread_id="docs", latest_first=False)[0].hits
+            assert "cutover" in on[0].body and "cutover" in on[1].body  # the two statements lead the group
+            assert [h.id for h in on] == [h.id for h in off]
+            assert all(h.metadata.get("ts_epoch") is None for h in on)
+    finally:
+        ix.close()
+
+
 def test_same_subject_takes_the_shared_context_away():
     context = np.array([[1.0, 0.0, 0.0], [1.0, 0.1, 0.0], [1.0, 0.0, 0.1], [1.0, -0.1, -0.1]])
     sim = same_subject(context[:3], context)
