@@ -124,7 +124,7 @@ def _segmenters() -> dict[str, Callable[[str], list[int]]]:
 
 def _with_sentences(starts: Callable[[str], list[int]]) -> Callable[[str, int], list[tuple[str, str, bool]]]:
     """``_line_segments`` with the library's sentence starts in place of the splitter's own sentence ends."""
-    import ctxret.query.split as split
+    import ctxret.query.split.splitter as split
 
     def segments(line: str, marker_end: int) -> list[tuple[str, str, bool]]:
         code = [m.span() for m in split._INLINE_CODE.finditer(line)]
@@ -148,7 +148,7 @@ def _with_sentences(starts: Callable[[str], list[int]]) -> Callable[[str, int], 
 
 
 def compare_segmenters(rounds: int) -> list[dict[str, Any]]:
-    import ctxret.query.split as split
+    import ctxret.query.split.splitter as split
     from ctxret.evaluation.splitting import SWITCH_CASES, load_split_fixture, part_accuracy
     from ctxret.text import _LINE_BREAKS, clean_text
 

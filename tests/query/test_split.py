@@ -14,8 +14,8 @@ from ctxret.evaluation.splitting import (
     part_accuracy,
     part_boundaries,
 )
-from ctxret.query import split_words
 from ctxret.query.split import split_prompt_chunks
+from ctxret.query.split import words as split_words
 from ctxret.text import clean_text
 from hypothesis import given, settings
 from hypothesis import strategies as st

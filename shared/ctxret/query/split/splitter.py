@@ -22,9 +22,9 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-from ..errors import InputError
-from ..text import _LINE_BREAKS, MAX_PARTS, clean_text
-from .split_words import (
+from ...errors import InputError
+from ...text import _LINE_BREAKS, MAX_PARTS, clean_text
+from .words import (
     _CLOSERS,
     _INLINE_ENUM,
     _LIST_MARKER,

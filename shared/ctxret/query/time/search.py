@@ -34,15 +34,15 @@ from typing import Any
 
 import numpy as np
 
-from ..embedders.base import Embedder
-from ..errors import InputError
-from ..results import Group
-from ..storage.schema import Scope
-from .asking import asks
-from .executor import TIMEOUTS, Backends, Call, Embed, QueryVectors, SearchRun, SearchSource, Steps, search_steps
-from .search import SearchPlan, check_message
-from .timewords import TimeWindow, find_time, resolve_now
-from .vectors import blend_parts, embed_inputs, query_texts
+from ...embedders.base import Embedder
+from ...errors import InputError
+from ...results import Group
+from ...storage.schema import Scope
+from ..executor import TIMEOUTS, Backends, Call, Embed, QueryVectors, SearchRun, SearchSource, Steps, search_steps
+from ..search import SearchPlan, check_message
+from ..split.asking import asks
+from ..vectors import blend_parts, embed_inputs, query_texts
+from .expressions import TimeWindow, find_time, resolve_now
 
 __all__ = ["TOLERANCE", "decide_windows", "part_windows", "timed_search_steps", "window_steps"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from .split_words import _AUXILIARIES, _WH_WORDS, _classify, _norm_word
+from .words import _AUXILIARIES, _WH_WORDS, _classify, _norm_word
 
 __all__ = ["asks"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import calendar
 from datetime import date, datetime, timedelta
 
-from .time_vocabulary import _FUZZY, _NUMBER_WORDS
+from .vocabulary import _FUZZY, _NUMBER_WORDS
 
 _SECOND = timedelta(seconds=1)
 

@@ -8,8 +8,8 @@ import re
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
 
-from .time_calendar import _add_months, _Clock, _number, _qualified, _recent_date, _safe_date
-from .time_vocabulary import (
+from .clock import _add_months, _Clock, _number, _qualified, _recent_date, _safe_date
+from .vocabulary import (
     _B,
     _DOM,
     _MONTH,

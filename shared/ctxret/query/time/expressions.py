@@ -62,10 +62,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..errors import InputError
-from .time_calendar import _SECOND, _Clock
-from .time_rules import _PAST, _RULES, _bounded, _kind, _needs_past, _Resolver
-from .time_vocabulary import has_time_words, trigger_categories
+from ...errors import InputError
+from .clock import _SECOND, _Clock
+from .rules import _PAST, _RULES, _bounded, _kind, _needs_past, _Resolver
+from .vocabulary import has_time_words, trigger_categories
 
 __all__ = [
     "TimeExpression", "TimeWindow", "find_time", "has_time_words", "resolve_now", "strip_time", "time_expressions",
@@ -155,7 +155,7 @@ def resolve_now(now: datetime | str | None = None) -> datetime:
     if isinstance(now, datetime):
         return now
     if isinstance(now, str):
-        from ..ingest.turns import parse_time
+        from ...ingest.turns import parse_time
 
         parsed = parse_time(now, "now")
         assert parsed is not None  # a non-empty string parses or raises
