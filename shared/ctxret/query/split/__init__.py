@@ -1,10 +1,14 @@
-"""The message splitter: a message → at most 8 search parts, one per subject, erring toward splitting; and whether
-a part asks.
+"""The message splitter: a message → at most 8 search parts, one per subject, erring toward splitting
+(:func:`split_prompt_chunks`); and whether a part asks (:func:`asks`).
 
-* :mod:`.splitter` — :func:`split_prompt_chunks` (the principle and the rule);
-* :mod:`.words` — the words that tell questions, requests, fragments and topic switches apart, in six languages;
-* :mod:`.asking` — :func:`asks`: whether a part asks (a question or a request), as the time windows, the answers
-  lifted above stored questions and the latest fact first read it.
+* :mod:`.splitter` — :func:`split_prompt_chunks`: the principle and the rule;
+* :mod:`.units` — the cutting half: sentences, list items, blocks, clauses, windows;
+* :mod:`.groups` — the joining half: each unit's role, fragments and lead-ins joined, at most ``max_parts`` parts;
+* :mod:`.kinds` — what a unit is: a question, a request, an alternative, a fragment; a question leaning back;
+* :mod:`.switches` — topic switches and the cuts inside a sentence (a spoken run-on's next ask);
+* :mod:`.words` — the punctuation, list markers and words the others share;
+* :mod:`.asking` — :func:`asks`: whether a part asks, as the time windows, the answers lifted above stored
+  questions and the latest fact first read it.
 """
 
 from __future__ import annotations
@@ -14,12 +18,15 @@ from typing import TYPE_CHECKING
 from ..._lazy import lazy_getattr
 
 if TYPE_CHECKING:
+    from ...text import MAX_PARTS
     from .asking import asks
-    from .splitter import LONG_PART_WORDS, MAX_PARTS, MIN_PART_CHARS, WINDOW_WORDS, split_prompt_chunks
+    from .groups import MIN_PART_CHARS
+    from .splitter import split_prompt_chunks
+    from .units import LONG_PART_WORDS, WINDOW_WORDS
 
 _NAMES = {
-    "asks": ".asking", "LONG_PART_WORDS": ".splitter", "MAX_PARTS": ".splitter", "MIN_PART_CHARS": ".splitter",
-    "WINDOW_WORDS": ".splitter", "split_prompt_chunks": ".splitter",
+    "split_prompt_chunks": ".splitter", "asks": ".asking", "LONG_PART_WORDS": ".units", "WINDOW_WORDS": ".units",
+    "MIN_PART_CHARS": ".groups", "MAX_PARTS": "...text",
 }  # fmt: skip
 __getattr__ = lazy_getattr(__name__, _NAMES)
 __all__ = ["LONG_PART_WORDS", "MAX_PARTS", "MIN_PART_CHARS", "WINDOW_WORDS", "asks", "split_prompt_chunks"]
