@@ -6,7 +6,8 @@ floored groups → parents.
 * :mod:`.search` — the plan and the stages' building blocks; :mod:`.executor` — the one loop of stages (in order
   of value, on a clock when ``deadline_ms`` is set); :mod:`.deadline` — its two drivers, ``run_search`` and
   ``arun_search``;
-* :mod:`.parents` — small-to-big parent expansion.
+* :mod:`.parents` — small-to-big parent expansion;
+* :mod:`.time` — the time a part names → its window, and the search inside it.
 """
 
 from __future__ import annotations
