@@ -124,15 +124,15 @@ def _segmenters() -> dict[str, Callable[[str], list[int]]]:
 
 def _with_sentences(starts: Callable[[str], list[int]]) -> Callable[[str, int], list[tuple[str, str, bool]]]:
     """``_line_segments`` with the library's sentence starts in place of the splitter's own sentence ends."""
-    import ctxret.query.split as split
+    import ctxret.query.split.units as units
 
     def segments(line: str, marker_end: int) -> list[tuple[str, str, bool]]:
-        code = [m.span() for m in split._INLINE_CODE.finditer(line)]
+        code = [m.span() for m in units._INLINE_CODE.finditer(line)]
         cuts: dict[int, bool] = {}
         for pos in starts(line):
             if marker_end < pos < len(line) and not any(a < pos < b for a, b in code):
                 cuts[pos] = False
-        for pos in split._enumeration_starts(line, marker_end):
+        for pos in units._enumeration_starts(line, marker_end):
             cuts[pos] = True
         out: list[tuple[str, str, bool]] = []
         prev = 0
@@ -148,32 +148,33 @@ def _with_sentences(starts: Callable[[str], list[int]]) -> Callable[[str, int], 
 
 
 def compare_segmenters(rounds: int) -> list[dict[str, Any]]:
-    import ctxret.query.split as split
+    import ctxret.query.split.units as units
     from ctxret.evaluation.splitting import SWITCH_CASES, load_split_fixture, part_accuracy
-    from ctxret.text import _LINE_BREAKS, clean_text
+    from ctxret.query.split import split_prompt_chunks
+    from ctxret.text import LINE_BREAKS, clean_text
 
     fixture, cases = load_split_fixture(), load_split_fixture(packaged=SWITCH_CASES)
     msgs = messages()
-    own = split._line_segments
+    own = units._line_segments
     rows = []
     for name, starts in {"ctxret": None, **_segmenters()}.items():
-        split._line_segments = own if starts is None else _with_sentences(starts)  # type: ignore[assignment]
+        units._line_segments = own if starts is None else _with_sentences(starts)  # type: ignore[assignment]
         try:
             a, b = part_accuracy(fixture), part_accuracy(cases)
             cut_times, split_times = [], []
             for r in range(rounds):
                 fresh = [f"{m} r{r}" for m in msgs]  # new text each round: no library's memo answers
-                lines = [ln for m in fresh for ln in _LINE_BREAKS.split(clean_text(m)) if ln.strip()]
+                lines = [ln for m in fresh for ln in LINE_BREAKS.split(clean_text(m)) if ln.strip()]
                 t = time.process_time()
                 for ln in lines:
                     own(ln, 0) if starts is None else starts(ln)
                 cut_times.append((time.process_time() - t) / len(fresh))
                 t = time.process_time()
                 for m in fresh:
-                    split.split_prompt_chunks(m)
+                    split_prompt_chunks(m)
                 split_times.append((time.process_time() - t) / len(fresh))
         finally:
-            split._line_segments = own  # type: ignore[assignment]
+            units._line_segments = own  # type: ignore[assignment]
         rows.append(
             {
                 "segmenter": name,

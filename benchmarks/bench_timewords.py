@@ -1,4 +1,4 @@
-"""Time expressions in query parts: the rule set (``ctxret.query.timewords``) against ``dateparser``.
+"""Time expressions in query parts: the rule set (``ctxret.query.time``) against ``dateparser``.
 
 Three measurements, one run:
 
@@ -30,7 +30,7 @@ from typing import Any
 
 from ctxret.evaluation.datasets import load_threads
 from ctxret.query.split import split_prompt_chunks
-from ctxret.query.timewords import find_time, has_time_words
+from ctxret.query.time import find_time, has_time_words
 
 CASES = Path(__file__).resolve().parent.parent / "tests" / "data" / "time_expressions.json"
 

@@ -52,6 +52,13 @@ STAGE_NAMES = {
         "convex", "expand_parents", "fuse", "passes_floor", "plan_search", "query_vectors", "render_groups", "rrf",
         "run_search", "split_prompt_chunks",
     ],
+    "ctxret.query.split": [
+        "LONG_PART_WORDS", "MAX_PARTS", "MIN_PART_CHARS", "WINDOW_WORDS", "asks", "split_prompt_chunks",
+    ],
+    "ctxret.query.time": [
+        "TOLERANCE", "TimeExpression", "TimeWindow", "decide_windows", "find_time", "has_time_words", "part_windows",
+        "resolve_now", "strip_time", "time_expressions", "timed_search_steps", "trigger_categories", "window_steps",
+    ],
 }  # fmt: skip
 
 # Heavy or framework packages that ``import ctxret`` must not pull in.

@@ -25,7 +25,7 @@ MIN_PIECE_BYTES = 16
 #: Version of the packing rules; recorded in the index config.
 PACKER_VERSION = "1"
 
-_LINE_BREAKS = re.compile(r"[\r\n\u2028\u2029\x0b\x0c\x1c\x1d\x1e\x85]+")
+LINE_BREAKS = re.compile(r"[\r\n\u2028\u2029\x0b\x0c\x1c\x1d\x1e\x85]+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _WS = re.compile(r"\s+")
 # Control characters other than tab and line breaks, and lone surrogates.
@@ -118,7 +118,7 @@ def pack_text_pieces(text: str, max_bytes: int = PIECE_MAX_BYTES) -> list[str]:
     pieces: list[str] = []
     current: list[str] = []
     current_bytes = 0
-    for line in _LINE_BREAKS.split(text):
+    for line in LINE_BREAKS.split(text):
         sentences = [cut for s in _sentences(line) for cut in cut_within_bytes(s, max_bytes)]
         for index, sentence in enumerate(sentences):
             size = len(sentence.encode("utf-8"))

@@ -13,7 +13,7 @@ from ctxret.evaluation.index import ConversationIndex
 from ctxret.evaluation.threads import run_threads
 from ctxret.evaluation.timequeries import dated_questions, default_now, time_queries
 from ctxret.evaluation.timeset import TIME_REPRESENTATIONS
-from ctxret.query.timewords import find_time, has_time_words
+from ctxret.query.time import find_time, has_time_words
 from test_eval_threads import LOCOMO, write_synthetic
 
 needs_locomo = pytest.mark.skipif(not LOCOMO.is_dir(), reason="needs ../shared/data/locomo-dev")

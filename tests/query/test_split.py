@@ -14,8 +14,8 @@ from ctxret.evaluation.splitting import (
     part_accuracy,
     part_boundaries,
 )
-from ctxret.query import split_words
-from ctxret.query.split import split_prompt_chunks
+from ctxret.query.split import kinds, split_prompt_chunks, switches
+from ctxret.query.split import words as marks
 from ctxret.text import clean_text
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -326,7 +326,12 @@ _ABBREVIATION_WORDS = {"mr", "mrs", "ms", "dr", "prof", "st", "sr", "jr", "mt", 
 #: Words the splitter reads as grammar (auxiliaries, pronouns, wh-words, connectives, ...): "Send is." reads as a
 #: statement whose subject is "Send", not as a request, so content words are drawn from outside them.
 _GRAMMAR_WORDS = frozenset().union(
-    *(v for v in vars(split_words).values() if isinstance(v, (frozenset, set)) and all(isinstance(w, str) for w in v))
+    *(
+        v
+        for module in (marks, kinds, switches)
+        for v in vars(module).values()
+        if isinstance(v, (frozenset, set)) and all(isinstance(w, str) for w in v)
+    )
 )
 _word = st.text(alphabet=st.sampled_from(list("abcdefghijklmnopqrstuvwxyz")), min_size=2, max_size=8).filter(
     lambda w: w not in _ABBREVIATION_WORDS and w not in _GRAMMAR_WORDS

@@ -1,4 +1,4 @@
-"""Which parts ``time_windows="asking"`` reads as asks (:func:`ctxret.query.timed.asks`), on hand-written
+"""Which parts ``time_windows="asking"`` reads as asks (:func:`ctxret.query.split.asks`), on hand-written
 sentences: asks in several general English forms get their window, statements that name a time do not."""
 
 from __future__ import annotations
@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
-from ctxret.query.timed import asks, part_windows
+from ctxret.query.split import asks
+from ctxret.query.time import part_windows
 
 NOW = datetime(2024, 3, 1, 12, 0)
 

@@ -1,4 +1,4 @@
-"""Time expressions → windows (ctxret.query.timewords): every expression kind against hand-written windows, month and
+"""Time expressions → windows (ctxret.query.time): every expression kind against hand-written windows, month and
 year edges, time zones, other languages, and properties on arbitrary text."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from ctxret.errors import InputError
-from ctxret.query.timewords import (
+from ctxret.query.time import (
     TimeWindow,
     find_time,
     has_time_words,

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
-from .inputs import FileProblem, InputFile, _decode_lines, parse_json
+from .inputs import FileProblem, InputFile, decode_lines, parse_json
 
 if TYPE_CHECKING:
     from ..ingest.turns import Turn
@@ -43,12 +43,12 @@ THREAD_ID_KEYS = ("thread_id", "conversation_id", "session_id", "id")
 _CORE_WHERE = re.compile(r"^message (\d+)(\S*): ")
 
 
-def _read_jsonl(path: Path, thread: str | None) -> InputFile:
+def read_jsonl(path: Path, thread: str | None) -> InputFile:
     from ..ingest.messages import turns_from_messages
 
     records: list[tuple[int, dict[str, Any]]] = []
     kind: str | None = None
-    for number, text in _decode_lines(path):
+    for number, text in decode_lines(path):
         if not text.strip():
             continue
         obj = parse_json(path, number, text, _JSONL_FIX)
@@ -129,11 +129,11 @@ _LANGCHAIN_ROLES = {
 }  # fmt: skip
 
 
-def _read_json(path: Path, thread: str | None) -> InputFile:
+def read_json(path: Path, thread: str | None) -> InputFile:
     """A ``.json`` chat export: every thread it holds, checked completely (see the module docstring)."""
     from ..ingest.messages import turns_from_messages
 
-    lines = _decode_lines(path)  # checks the encoding line by line
+    lines = decode_lines(path)  # checks the encoding line by line
     text = "\n".join(line for _, line in lines)
     if not text.strip():
         return InputFile(path, [], [], "messages")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import InputError
-from .inputs import FileProblem, InputFile, _decode_lines
+from .inputs import FileProblem, InputFile, decode_lines
 
 
 def document_key(path: Path, root: Path) -> str:
@@ -20,10 +20,10 @@ def document_key(path: Path, root: Path) -> str:
         return resolved.as_posix()
 
 
-def _read_document(path: Path, thread: str | None, root: Path) -> InputFile:
+def read_document(path: Path, thread: str | None, root: Path) -> InputFile:
     from ..ingest.documents import document_turns
 
-    lines = _decode_lines(path)  # checks the encoding line by line
+    lines = decode_lines(path)  # checks the encoding line by line
     text = "\n".join(line for _, line in lines)
     doc_id = document_key(path, root)
     try:

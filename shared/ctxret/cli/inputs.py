@@ -40,7 +40,7 @@ class InputFile:
     chats: list[tuple[str, list[dict[str, Any]]]] = field(default_factory=list)
 
 
-def _decode_lines(path: Path) -> list[tuple[int, str]]:
+def decode_lines(path: Path) -> list[tuple[int, str]]:
     try:
         data = path.read_bytes()
     except OSError as e:

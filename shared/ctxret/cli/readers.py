@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .chats import THREAD_ID_KEYS, _read_json, _read_jsonl
-from .documents import _read_document, document_key
+from .chats import THREAD_ID_KEYS, read_json, read_jsonl
+from .documents import document_key, read_document
 from .inputs import FileProblem, InputFile
 from .settings import UsageError
 
@@ -173,10 +173,10 @@ def read_input_file(path: Path, thread: str | None = None, root: Path | None = N
     """
     try:
         if path.suffix.lower() in JSONL_SUFFIXES:
-            return _read_jsonl(path, thread)
+            return read_jsonl(path, thread)
         if path.suffix.lower() in JSON_SUFFIXES:
-            return _read_json(path, thread)
-        return _read_document(path, thread, root if root is not None else path.resolve().parent)
+            return read_json(path, thread)
+        return read_document(path, thread, root if root is not None else path.resolve().parent)
     except RecursionError:  # content or metadata nested deeper than the readers go
         raise FileProblem(
             path, None, "its content is nested too deeply to read; give each message its text, or a flat list of parts"

@@ -47,7 +47,7 @@ class Ranked:
     lexical_floor: float | None = None
     #: Positions lifted above another hit (a stored question's answer, a later statement): position -> that hit's.
     lifted: dict[int, int] | None = None
-    #: The part searched the time window it names: no floor (ctxret.query.timed).
+    #: The part searched the time window it names: no floor (ctxret.query.time.search).
     windowed: bool = False
 
     def kept(self, floor: float | None, k: int = 5) -> np.ndarray:

@@ -21,7 +21,7 @@ from three things chosen with a fixed seed (``random.Random(f"{seed}/time/{conve
 * a **form**: the phrase before the base ("Yesterday, what did ...") or at its end ("What did ... yesterday?").
 
 The ground-truth **window** is computed here from the section's date and the phrase's meaning (calendar arithmetic
-written independently of :mod:`ctxret.query.timewords`; a test holds the two to the same answer), and always holds
+written independently of :mod:`ctxret.query.time`; a test holds the two to the same answer), and always holds
 the evidence section. Several sections may share a window (two sessions in one week): any of them counts as inside.
 Time is naive wall-clock time, the store's own. A conversation without timestamps gets no time queries
 (``data_notes`` says so).
@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from ..query.timewords import find_time, has_time_words
+from ..query.time import find_time, has_time_words
 
 __all__ = ["TIME_QUERY_SETS", "TimeQuery", "dated_questions", "default_now", "time_queries"]
 

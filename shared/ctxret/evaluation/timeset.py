@@ -8,12 +8,12 @@ ranking (dense and BM25), never after the cut to k. Every one also stops at ``no
 stored after its time), which the plain ``hybrid_default`` does not:
 
 * ``hybrid_asof``: no time handling, only the store as of now (the product today, where nothing is stored after now);
-* ``hybrid_time``: each part's window (:func:`ctxret.query.timewords.find_time`), the time words kept in the text;
+* ``hybrid_time``: each part's window (:func:`ctxret.query.time.find_time`), the time words kept in the text;
 * ``hybrid_time_strip``: the same, the time words taken out of the embedded and matched text (part and whole);
 * ``hybrid_time_pm1d``: the window widened by a day on each side;
 * ``hybrid_time_fallback``: the window, but a part whose window holds no piece searches as of now;
   ``hybrid_time_pm1d_fallback``: both;
-* ``hybrid_time_product``: the product's rules (:mod:`ctxret.query.timed`: ±1 day, the fallback when the window
+* ``hybrid_time_product``: the product's rules (:mod:`ctxret.query.time.search`: ±1 day, the fallback when the window
   holds no piece of the thread, the product's ``Scope`` window, no floor for a part inside the window it names), no
   "as of now" cut for parts without a window;
   ``hybrid_time_product_asking``: the same with ``time_windows="asking"`` (only parts that ask get a window);
@@ -38,8 +38,7 @@ import numpy as np
 from ..blend import blend_with_context
 from ..embedders.fitting import embed_fitting
 from ..query.search import PartCandidates
-from ..query.timed import decide_windows, part_windows
-from ..query.timewords import TimeWindow, find_time, strip_time, time_expressions
+from ..query.time import TimeWindow, decide_windows, find_time, part_windows, strip_time, time_expressions
 from ..query.vectors import query_texts
 from ..storage.schema import Scope
 from ..text import clean_text
@@ -87,7 +86,7 @@ class TimeAware:
     tolerance: timedelta | None = None
     fallback: bool = False
     half_life: timedelta | None = None
-    product: bool = False  # the product's window rules (ctxret.query.timed), scoped as the product scopes
+    product: bool = False  # the product's window rules (ctxret.query.time.search), scoped as the product scopes
     asking: bool = False  # product: only parts that ask get their window (time_windows="asking")
 
     def __call__(self, ix: Any, message: str, now: datetime | None = None) -> Any:
@@ -126,7 +125,7 @@ class TimeAware:
         return groups
 
     def _product_groups(self, ix: Any, message: str, parts: list[str], now: datetime) -> list[Any]:
-        """Each part's window decided by the product's code (:func:`ctxret.query.timed.decide_windows`: its
+        """Each part's window decided by the product's code (:func:`ctxret.query.time.decide_windows`: its
         tolerance, fallback and no-timestamp rules) and searched in the product's scope (``Scope(thread,
         window=...)``, whose ``where`` the thread view masks dense and BM25 with)."""
         store = ix.exact_store(ix.default_stored)

@@ -40,7 +40,7 @@ from ..storage.claims import Claim
 from ..storage.schema import Scope
 from ..storage.threads import chat_head, chat_head_scan, chat_turns, stored_keys, taken_turns, turns_of_calls
 from .messages import (
-    _Message,
+    Message,
     check_first_turn,
     check_thread_id,
     group_messages,
@@ -116,7 +116,7 @@ def _overlap(keys: Sequence[str | None], tail: Sequence[str | None]) -> int:
 
 
 def plan_append(
-    reader: Any, thread_id: str, msgs: Sequence[_Message], include_system: bool, *, hint: int = 0,
+    reader: Any, thread_id: str, msgs: Sequence[Message], include_system: bool, *, hint: int = 0,
     now: datetime | None = None,
 ) -> AppendPlan:  # fmt: skip
     """Read the thread's end and plan the append of ``msgs`` (read, storable messages) after it."""
@@ -127,7 +127,7 @@ def plan_append(
 
 
 def _plan(
-    reader: Any, thread_id: str, msgs: Sequence[_Message], include_system: bool, head: int, now: datetime | None
+    reader: Any, thread_id: str, msgs: Sequence[Message], include_system: bool, head: int, now: datetime | None
 ) -> AppendPlan:
     tail_turns: dict[int, Turn] = {}
     if head:
@@ -176,8 +176,8 @@ def _plan(
 
 
 def _known_runs(
-    reader: Any, thread_id: str, msgs: list[_Message], tail_turns: Mapping[int, Turn], head: int
-) -> list[_Message]:
+    reader: Any, thread_id: str, msgs: list[Message], tail_turns: Mapping[int, Turn], head: int
+) -> list[Message]:
     """``msgs`` without those the thread holds: a message known by its id or its time wherever it is stored, and
     a message with neither when it follows a stored message (found so) the way it follows it in the thread (a
     re-sent run of messages, anchored by one the thread is known to hold)."""
@@ -198,7 +198,7 @@ def _known_runs(
             order.append(None)  # a gap: no message follows across it
         order += stored_message_keys(turns[i].sources)
     position = {k: p for p, k in enumerate(order) if k is not None}
-    out: list[_Message] = []
+    out: list[Message] = []
     anchor: int | None = None
     for m in msgs:
         if m.strong and m.key in found:
@@ -223,7 +223,7 @@ def _runs(values: Sequence[int]) -> list[tuple[int, int]]:
     return out
 
 
-def _refuse_changed_resend(reader: Any, thread_id: str, msgs: Sequence[_Message], head: int) -> None:
+def _refuse_changed_resend(reader: Any, thread_id: str, msgs: Sequence[Message], head: int) -> None:
     """A call that sends the whole thread again (its first two messages are the thread's first two, and it is at
     least as long as the thread) but differs from it somewhere is a rewrite of stored messages, which an append
     never does: refuse it, naming where it differs and the fix (an unchanged re-send was aligned already)."""
@@ -276,7 +276,7 @@ def append_threads(
     thread given twice are appended in order): every message is read and checked before anything is written, the
     threads' new turns share embedding batches (a backfill of many chat files). Same rules as
     :func:`append_messages`, thread by thread."""
-    by_thread: dict[str, list[_Message]] = {}
+    by_thread: dict[str, list[Message]] = {}
     for thread_id, messages in items:
         check_thread_id(thread_id)
         msgs = [m for m in read_messages(messages, include_system) if stores_anything(m, include_system)]
@@ -320,14 +320,14 @@ def append_threads(
 
 
 def _timed(
-    msgs: Sequence[_Message], stored: Mapping[str, tuple[datetime, bool]], now: datetime | None
-) -> list[_Message]:
+    msgs: Sequence[Message], stored: Mapping[str, tuple[datetime, bool]], now: datetime | None
+) -> list[Message]:
     """Each message without a time of its own gets one: its stored time when the thread holds it already (so
     writing it again changes nothing), else the time of the last message before it in the same call that has one
     (a tool result or a reply belongs to the moment of the message it answers), else the time it is added (``now``).
     A time it was added is ``stamped``: kept for time windows and recency, not written into the embedded header."""
     at = now or datetime.now().astimezone().replace(microsecond=0)
-    out: list[_Message] = []
+    out: list[Message] = []
     last: tuple[datetime, bool] | None = None
     for m in msgs:
         if m.timestamp is None:

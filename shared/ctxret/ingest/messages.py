@@ -30,6 +30,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "KNOWN_ROLES",
     "MAX_JSON_DEPTH",
+    "Message",
     "check_first_turn",
     "check_thread_id",
     "group_messages",
@@ -302,7 +303,7 @@ def _openai_calls(msg: Mapping[str, Any], where: str) -> list[_Call]:
 
 
 @dataclass
-class _Message:
+class Message:
     """One message, read: its role, text, tool calls and tool results, and the key it is known by
     (:func:`message_key`: ``id:<its id>``, else ``fp:<a hash of what it says>``)."""
 
@@ -359,14 +360,14 @@ def _message_id(msg: Mapping[str, Any], where: str) -> str | None:
     return str(raw)
 
 
-def _read_message(i: int, msg: Any, include_system: bool) -> _Message:
+def _read_message(i: int, msg: Any, include_system: bool) -> Message:
     where = f"message {i}"
     if not isinstance(msg, Mapping):
         raise InputError(f"{where}: expected a dict with 'role' and 'content', got {type(msg).__name__}")
     if "role" not in msg and msg.get("type") in _RESPONSES_ITEMS:
         msg = _responses_item(msg, where)
         if msg.get("__skip__"):
-            return _Message(i, "assistant", "", [], [], _message_time(msg, where), None)
+            return Message(i, "assistant", "", [], [], _message_time(msg, where), None)
     role = msg.get("role")
     if role not in KNOWN_ROLES:
         raise InputError(
@@ -397,7 +398,7 @@ def _read_message(i: int, msg: Any, include_system: bool) -> _Message:
     if not has_text and not calls and not results and (role not in ("system", "developer") or include_system):
         why = f" ({content.skipped} thinking block(s) are not indexed)" if content.skipped else ""
         logger.warning("%s (%s): no content and no tool calls; skipped%s", where, role, why)
-    out = _Message(i, role, text if has_text else "", calls, results, ts, name)
+    out = Message(i, role, text if has_text else "", calls, results, ts, name)
     given = _message_id(msg, where)
     out.key = f"id:{given}" if given is not None else message_fingerprint(out)
     out.strong = given is not None or ts is not None
@@ -409,7 +410,7 @@ def _norm(text: str) -> str:
     return " ".join(clean_text(text).split())
 
 
-def message_fingerprint(msg: _Message) -> str:
+def message_fingerprint(msg: Message) -> str:
     """``fp:<hash>`` of what a message says: its role, name, text (whitespace collapsed), tool calls and
     results, and its own time when it has one. A stored user or assistant source gives the same hash
     (:func:`source_fingerprint`), so stores written before messages carried keys are read the same way."""
@@ -423,7 +424,7 @@ def message_fingerprint(msg: _Message) -> str:
 
 def source_fingerprint(kind: str, name: str | None, text: str, timestamp: datetime | None) -> str:
     """The :func:`message_fingerprint` of the plain user or assistant message a stored source came from."""
-    return message_fingerprint(_Message(0, kind, text, [], [], timestamp, name))
+    return message_fingerprint(Message(0, kind, text, [], [], timestamp, name))
 
 
 def turns_from_messages(
@@ -482,7 +483,7 @@ def check_thread_id(thread_id: Any) -> None:
         raise InputError(f"thread_id must be a non-empty string, got {thread_id!r}")
 
 
-def read_messages(messages: Iterable[Mapping[str, Any]], include_system: bool = False) -> list[_Message]:
+def read_messages(messages: Iterable[Mapping[str, Any]], include_system: bool = False) -> list[Message]:
     """Read every message (see :func:`turns_from_messages` for the formats), in order, each with its key."""
     if not isinstance(include_system, bool):
         raise InputError(f"include_system must be True or False, got {include_system!r}")
@@ -493,28 +494,28 @@ def read_messages(messages: Iterable[Mapping[str, Any]], include_system: bool = 
     return [_read_message(i, raw, include_system) for i, raw in enumerate(messages)]
 
 
-def stores_anything(msg: _Message, include_system: bool) -> bool:
+def stores_anything(msg: Message, include_system: bool) -> bool:
     """Whether a read message becomes (part of) a source: text, tool calls or results."""
     if msg.role in ("system", "developer") and not include_system:
         return False
     return bool(msg.text or msg.calls or msg.results)
 
 
-def group_messages(msgs: Iterable[_Message]) -> list[list[_Message]]:
+def group_messages(msgs: Iterable[Message]) -> list[list[Message]]:
     """Messages → turn groups: a turn starts at each user message (messages before the first one form a group
     of their own, which an append adds to the thread's last turn); an Anthropic user message holding tool results
     gives them to the group before it."""
-    groups: list[list[_Message]] = []
+    groups: list[list[Message]] = []
     for msg in msgs:
         if msg.role == "user" and msg.results:
             # Anthropic: tool results travel in a user message; they belong to the current turn.
-            results = _Message(msg.index, "tool", "", [], msg.results, msg.timestamp, None, msg.key, msg.strong,
+            results = Message(msg.index, "tool", "", [], msg.results, msg.timestamp, None, msg.key, msg.strong,
                                msg.stamped)
             if not groups:
                 groups.append([])
             groups[-1].append(results)
             if msg.text:
-                groups.append([_Message(msg.index, "user", msg.text, [], [], msg.timestamp, msg.name, msg.key,
+                groups.append([Message(msg.index, "user", msg.text, [], [], msg.timestamp, msg.name, msg.key,
                                         msg.strong, msg.stamped)])  # fmt: skip
             continue
         if msg.role == "user" or not groups:
@@ -524,7 +525,7 @@ def group_messages(msgs: Iterable[_Message]) -> list[list[_Message]]:
 
 
 def group_turns(
-    msgs: Iterable[_Message], thread_id: str, first_turn: int, include_system: bool = False
+    msgs: Iterable[Message], thread_id: str, first_turn: int, include_system: bool = False
 ) -> list[Turn]:
     """Read messages → turns numbered from ``first_turn`` (consecutive over the turns returned)."""
     turns: list[Turn] = []
@@ -561,7 +562,7 @@ def _open_call(src: Source) -> tuple[str, str] | None:
     return src.name, text[len(prefix) : -len(_NO_RESULT)]
 
 
-def group_sources(group: list[_Message], include_system: bool, prior: Iterable[Source] = ()) -> list[Source]:
+def group_sources(group: list[Message], include_system: bool, prior: Iterable[Source] = ()) -> list[Source]:
     """The sources of one turn's messages; ``prior``: the turn's sources already stored (an append that continues
     the turn), whose open tool calls take the results among ``group``."""
     sources: list[Source] = list(prior)

@@ -6,7 +6,8 @@ floored groups → parents.
 * :mod:`.search` — the plan and the stages' building blocks; :mod:`.executor` — the one loop of stages (in order
   of value, on a clock when ``deadline_ms`` is set); :mod:`.deadline` — its two drivers, ``run_search`` and
   ``arun_search``;
-* :mod:`.parents` — small-to-big parent expansion.
+* :mod:`.parents` — small-to-big parent expansion;
+* :mod:`.time` — the time a part names → its window, and the search inside it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from .parents import expand_parents
     from .render import render_groups
     from .search import SearchPlan, plan_search
-    from .split import split_prompt_chunks
+    from .split.splitter import split_prompt_chunks
     from .vectors import aquery_vectors, query_vectors
 
 _NAMES = {
@@ -30,7 +31,7 @@ _NAMES = {
     "passes_floor": ".fusion", "rrf": ".fusion", "expand_parents": ".parents", "SearchPlan": ".search",
     "arun_search": ".deadline", "plan_search": ".search", "run_search": ".deadline", "Backends": ".executor",
     "QueryVectors": ".executor",
-    "aquery_vectors": ".vectors", "query_vectors": ".vectors", "split_prompt_chunks": ".split",
+    "aquery_vectors": ".vectors", "query_vectors": ".vectors", "split_prompt_chunks": ".split.splitter",
     "render_groups": ".render",
 }  # fmt: skip
 __getattr__ = lazy_getattr(__name__, _NAMES)

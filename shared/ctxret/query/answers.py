@@ -3,7 +3,7 @@
 A part that asks ("When does my flight leave?", "What did Caroline research?") is worded like the stored question
 that asked the same thing ("When does the flight leave?", "What are you researching, Caroline?"), so that question
 outranks the stored answer, whose words differ ("Booked TAP flight TP 541, departing at 09:40"). When a part asks,
-each of its candidates that is a stored question or request (:func:`~.asking.asks` reads its text; a question mark
+each of its candidates that is a stored question or request (:func:`~.split.asking.asks` reads its text; a question mark
 ends it) lifts the first piece of the **next source of its turn** — the reply that follows it (an assistant or
 tool step after a user message; the next utterance in a conversation of speakers) — when that piece is among the
 part's candidates: the answer takes the question's place and score, the question follows it, both stay in the
@@ -28,7 +28,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..storage.base import Deferred
-from .asking import asks
+from .split.asking import asks
 
 __all__ = ["is_question", "lift_answers"]
 

@@ -44,7 +44,7 @@ from .executor import (
 )
 from .hyde import ahyde_answer, hyde_answer
 from .search import IdfCoverageFor, PartCandidates, SearchPlan
-from .timed import timed_search_steps
+from .time.search import timed_search_steps
 
 __all__ = ["POOL_WORKERS", "arun_search", "run_candidates", "run_search", "stage_pool"]
 

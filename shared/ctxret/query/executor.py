@@ -64,7 +64,6 @@ from ..results import Group
 from ..storage.base import Deferred, DenseBackend, LexicalBackend, Row
 from ..storage.schema import Scope
 from .answers import lift_answers
-from .asking import asks
 from .documents import collapse_groups, document_texts
 from .hyde import blend_hyde
 from .latest import asks_now, latest_first
@@ -82,6 +81,7 @@ from .search import (
     lexical_side,
     vector_fetcher,
 )
+from .split.asking import asks
 from .vectors import blend_parts, embed_inputs, query_texts
 from .views import ViewMatch, annotate, merge_views
 
@@ -390,7 +390,7 @@ def candidate_steps(
 ) -> Steps[_Result | None]:  # fmt: skip
     """Stages 1–5 (``embed`` to ``hyde``): every part's candidates, or ``None`` when there are no parts
     (``run.parts`` empty) or ``embed`` / ``dense`` did not finish in time. ``split``: the message's parts and
-    whole text when the caller split it already (:mod:`.timed`), so a message is split once."""
+    whole text when the caller split it already (:mod:`.time.search`), so a message is split once."""
     plan = run.plan
     if isinstance(query, QueryVectors):
         parts, whole = list(query.parts), None

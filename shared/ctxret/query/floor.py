@@ -14,7 +14,7 @@ A floor has two jobs, and one cosine cannot do both. A part that nothing in memo
    (:data:`HIT_SHARE`; the same lexical rescue below that): the part is about something in memory, so its
    ranking, not one cosine, decides what comes next.
 
-A part that names a time window has no floor at all (:mod:`.timed`): the window is its relevance ("what did we
+A part that names a time window has no floor at all (:mod:`.time.search`): the window is its relevance ("what did we
 decide yesterday?" has no words to match, and every turn of yesterday is an answer).
 
 Measured on LoCoMo dev (``ctxret eval threads ../shared/data/locomo-dev --query-sets facts,qa,time,foreign

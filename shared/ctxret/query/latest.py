@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..storage.base import Deferred
-from .asking import asks
+from .split.asking import asks
 
 __all__ = ["CONTEXT", "SAME_SUBJECT", "asks_now", "latest_first", "same_subject"]
 
@@ -53,7 +53,7 @@ _PAST = re.compile(r"\b(?:did|didn't|was|wasn't|were|weren't|had|hadn't|used to|
 
 
 def asks_now(part: str) -> bool:
-    """Whether ``part`` asks about the present: a question or request (:func:`~.asking.asks`) with a present-tense
+    """Whether ``part`` asks about the present: a question or request (:func:`~.split.asking.asks`) with a present-tense
     marker and no past-tense one."""
     text = " ".join(part.lower().replace("\u2019", "'").split())
     return bool(_PRESENT.search(text)) and not _PAST.search(text) and asks(part)

@@ -139,7 +139,7 @@ def _age_seconds(stamp: Any, now: datetime) -> float | None:
 
 def recency_hits(hits: Sequence[Hit], half_life: float, now: Any = None) -> list[Hit]:
     """``hits`` with their ``score`` decayed by age (see the module docstring), re-ordered by it."""
-    from .timewords import resolve_now
+    from .time.window import resolve_now
 
     at = resolve_now(now)
     keyed: list[tuple[float, int, Hit]] = []

@@ -91,7 +91,7 @@ class SearchPlan:
     lexical_required: bool = False  # lexical=True: a store without a lexical index is an error
     per: str = "piece"  # "document" / "section": groups collapsed to k of them (query/documents.py)
     per_k: int | None = None  # with per: the documents (sections) per group; k is then the pieces asked
-    now: Any = None  # the search's time (None: the current time), for the parts' time words (query/timed.py)
+    now: Any = None  # the search's time (None: the current time), for the parts' time words (query/time/search.py)
     since: Any = None  # time bounds for every part (datetimes or None)
     until: Any = None
     time_windows: Any = True  # a part that names a time searches inside its window ("asking": only asking parts)

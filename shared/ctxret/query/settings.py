@@ -83,7 +83,7 @@ class SearchSettings:
     :class:`~ctxret.query.fusion.FusionSettings`); ``lexical_weight=`` given alone sets both.
 
     * ``now``: the search's time (a datetime or an ISO-8601 string; ``None``: the current time), what
-      "yesterday" or "last week" in a part are read against (:mod:`ctxret.query.timewords`).
+      "yesterday" or "last week" in a part are read against (:mod:`ctxret.query.time`).
     * ``since`` / ``until``: time bounds for every part, ``since <= timestamp < until`` (datetimes or
       ISO-8601 strings; naive ones are the store's own wall clock), applied inside the store's query.
     * ``time_windows``: a part that names a time ("what did Anna say yesterday?") searches only inside

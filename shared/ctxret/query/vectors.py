@@ -15,7 +15,7 @@ from ..embedders.base import Embedder
 from ..embedders.fitting import aembed_fitting, embed_fitting
 from ..errors import InputError
 from ..text import MAX_PARTS, WHOLE_MESSAGE_MAX_BYTES, clean_text, tail_utf8
-from .split import split_prompt_chunks
+from .split.splitter import split_prompt_chunks
 
 __all__ = ["aquery_vectors", "blend_parts", "embed_inputs", "query_texts", "query_vectors"]
 

@@ -1,11 +1,13 @@
 """Whether a query part asks (a question or a request), as the time windows (``time_windows="asking"``), the answers
-lifted above stored questions (:mod:`.answers`) and the latest fact first (:mod:`.latest`) read it."""
+lifted above stored questions (:mod:`ctxret.query.answers`) and the latest fact first (:mod:`ctxret.query.latest`)
+read it."""
 
 from __future__ import annotations
 
 import re
 
-from .split_words import _AUXILIARIES, _WH_WORDS, _classify, _norm_word
+from .kinds import classify
+from .words import AUXILIARIES, WH_WORDS, norm_word
 
 __all__ = ["asks"]
 
@@ -26,17 +28,17 @@ def asks(part: str) -> bool:
     wh-word with an auxiliary closed by a full stop ("What did Anna say yesterday."), a recall verb ("Recall what
     ..."), or an indirect ask ("I wonder what ...", "Any idea who ...", "I can't remember where ...") that goes on
     with a wh-word, "if" or "whether"."""
-    kind = _classify(part)
+    kind = classify(part)
     if kind == "ask":
         return True
     if kind != "plain":
         return False
-    words = [_norm_word(w) for w in part.split()]
+    words = [norm_word(w) for w in part.split()]
     if len(words) < 2:
         return False
-    if words[0] in _WH_WORDS and words[1] in _AUXILIARIES:
+    if words[0] in WH_WORDS and words[1] in AUXILIARIES:
         return True
     if words[0] in _RECALL_VERBS:
         return True
     lower = " ".join(part.lower().replace("\u2019", "'").split())
-    return bool(_INDIRECT_OPENERS.match(lower)) and any(w in _WH_WORDS or w in ("if", "whether") for w in words[1:])
+    return bool(_INDIRECT_OPENERS.match(lower)) and any(w in WH_WORDS or w in ("if", "whether") for w in words[1:])

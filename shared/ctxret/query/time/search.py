@@ -1,10 +1,10 @@
 """Time-aware search: each part searches the time it names, and ``since`` / ``until`` bound every part.
 
-:func:`timed_search_steps` wraps the one search loop (:func:`~.executor.search_steps`); the drivers of
-:mod:`.deadline` run it, so sync and async search alike.
+:func:`timed_search_steps` wraps the one search loop (:func:`~ctxret.query.executor.search_steps`); the drivers of
+:mod:`ctxret.query.deadline` run it, so sync and async search alike.
 
 * A part's time words ("what did Anna say yesterday?", "in June", "on 8 May 2023") are read with
-  :func:`~.timewords.find_time` against the search's ``now`` (default: the current time). A part that names a
+  :func:`~.expressions.find_time` against the search's ``now`` (default: the current time). A part that names a
   time searches only inside its window widened by :data:`TOLERANCE` on each side (the window becomes part of
   the part's :class:`~ctxret.storage.schema.Scope`: Chroma's ``where`` on ``ts_epoch``, the thread cache's
   mask, the lexical side's reads — never a filter after the cut to ``k``). The time words stay in the text
@@ -12,7 +12,7 @@
 * **No floor inside a named window.** A part that searches the window it names returns the best pieces inside
   it, whatever their cosine ("what did we decide yesterday?" has no words to match: every turn of yesterday is an
   answer, ranked); ``since`` / ``until`` alone keep the floor (they bound the search, they do not say what is
-  relevant). :mod:`.floor` has the floor's other rules.
+  relevant). :mod:`ctxret.query.floor` has the floor's other rules.
 * **Fallback.** A window that holds no piece of the scope is dropped (the part searches as if it named no
   time) and the group says so in ``window_note``; so does a scope whose pieces have no timestamps.
 * ``since`` / ``until`` (``since <= timestamp < until``) bound every part; on a scope with no timestamps they
@@ -34,15 +34,16 @@ from typing import Any
 
 import numpy as np
 
-from ..embedders.base import Embedder
-from ..errors import InputError
-from ..results import Group
-from ..storage.schema import Scope
-from .asking import asks
-from .executor import TIMEOUTS, Backends, Call, Embed, QueryVectors, SearchRun, SearchSource, Steps, search_steps
-from .search import SearchPlan, check_message
-from .timewords import TimeWindow, find_time, resolve_now
-from .vectors import blend_parts, embed_inputs, query_texts
+from ...embedders.base import Embedder
+from ...errors import InputError
+from ...results import Group
+from ...storage.schema import Scope
+from ..executor import TIMEOUTS, Backends, Call, Embed, QueryVectors, SearchRun, SearchSource, Steps, search_steps
+from ..search import SearchPlan, check_message
+from ..split.asking import asks
+from ..vectors import blend_parts, embed_inputs, query_texts
+from .expressions import find_time
+from .window import TimeWindow, resolve_now
 
 __all__ = ["TOLERANCE", "decide_windows", "part_windows", "timed_search_steps", "window_steps"]
 

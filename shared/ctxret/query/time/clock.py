@@ -1,4 +1,4 @@
-"""Calendar arithmetic for :mod:`.timewords` on ``now``'s wall clock: days and months as windows, month
+"""Calendar arithmetic for the time expressions on ``now``'s wall clock: days and months as windows, month
 steps that clamp the day, and the early/mid/late thirds of a span."""
 
 from __future__ import annotations
@@ -6,19 +6,21 @@ from __future__ import annotations
 import calendar
 from datetime import date, datetime, timedelta
 
-from .time_vocabulary import _FUZZY, _NUMBER_WORDS
+__all__ = ["SECOND", "Clock", "add_months", "qualified", "recent_date", "safe_date"]
 
-_SECOND = timedelta(seconds=1)
+SECOND = timedelta(seconds=1)
 
 
-class _Clock:
+class Clock:
+    """``now`` and what the rules read of it: today, the zone, the cap a window never passes (``now`` + 1 s)."""
+
     __slots__ = ("now", "today", "tz", "cap")
 
     def __init__(self, now: datetime) -> None:
         self.now = now
         self.today = now.date()
         self.tz = now.tzinfo
-        self.cap = now + _SECOND
+        self.cap = now + SECOND
 
     def at(self, d: date, hour: int = 0) -> datetime:
         return datetime(d.year, d.month, d.day, tzinfo=self.tz) + timedelta(hours=hour)
@@ -28,7 +30,7 @@ class _Clock:
 
     def month(self, year: int, month: int) -> tuple[datetime, datetime]:
         first = date(year, month, 1)
-        return self.at(first), self.at(_add_months(first, 1))
+        return self.at(first), self.at(add_months(first, 1))
 
     def year(self, year: int) -> tuple[datetime, datetime]:
         return self.at(date(year, 1, 1)), self.at(date(year + 1, 1, 1))
@@ -37,39 +39,30 @@ class _Clock:
         return self.today - timedelta(days=self.today.weekday())
 
 
-def _add_months(d: date, n: int) -> date:
+def add_months(d: date, n: int) -> date:
     y, m = divmod(d.month - 1 + n, 12)
     year, month = d.year + y, m + 1
     return date(year, month, min(d.day, calendar.monthrange(year, month)[1]))
 
 
-def _number(word: str) -> int | tuple[int, int] | None:
-    w = " ".join(word.lower().split())
-    if w.isdigit():
-        return int(w)
-    for key, span in _FUZZY.items():
-        if key in w:
-            return span
-    return _NUMBER_WORDS.get(w)
 
-
-def _safe_date(year: int, month: int, day: int) -> date | None:
+def safe_date(year: int, month: int, day: int) -> date | None:
     try:
         return date(year, month, day)
     except ValueError:
         return None
 
 
-def _recent_date(c: _Clock, month: int, day: int) -> date | None:
+def recent_date(c: Clock, month: int, day: int) -> date | None:
     """The most recent ``day month`` not after today (Feb 29: the last leap year's)."""
     for back in range(9):
-        d = _safe_date(c.today.year - back, month, day)
+        d = safe_date(c.today.year - back, month, day)
         if d is not None and d <= c.today:
             return d
     return None
 
 
-def _qualified(c: _Clock, start: datetime, end: datetime, qual: str | None, unit: str) -> tuple[datetime, datetime]:
+def qualified(c: Clock, start: datetime, end: datetime, qual: str | None, unit: str) -> tuple[datetime, datetime]:
     """``early`` / ``mid`` / ``late`` (and ``the beginning|middle|end of``) of a month (days 1–10, 11–20, 21–end)
     or a year (January–April, May–August, September–December)."""
     if not qual:
@@ -80,5 +73,5 @@ def _qualified(c: _Clock, start: datetime, end: datetime, qual: str | None, unit
         cuts = [start, start + timedelta(days=10), start + timedelta(days=20), end]
     else:
         d0 = start.date()
-        cuts = [start, c.at(_add_months(d0, 4)), c.at(_add_months(d0, 8)), end]
+        cuts = [start, c.at(add_months(d0, 4)), c.at(add_months(d0, 8)), end]
     return cuts[third], cuts[third + 1]

@@ -1,5 +1,5 @@
-"""The rules of :mod:`.timewords`: one pattern and one resolver per kind of time expression, and how a match
-becomes a window (past-only kinds, ``since``/``before`` bounds)."""
+"""The rules of the time expressions: one pattern and one resolver per kind of time expression, built from the
+regex pieces here (:data:`RULES`)."""
 
 from __future__ import annotations
 
@@ -8,28 +8,36 @@ import re
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
 
-from .time_calendar import _add_months, _Clock, _number, _qualified, _recent_date, _safe_date
-from .time_vocabulary import (
-    _B,
-    _DOM,
-    _MONTH,
-    _NUM,
-    _PARTS_OF_DAY,
-    _PREP,
-    _QUAL,
-    _SEASONS,
-    _UNIT,
-    _WEEKDAY,
-    _YEAR,
-    _YEAR_PREP,
-    MONTHS,
-    WEEKDAYS,
+from .clock import Clock, add_months, qualified, recent_date, safe_date
+from .vocabulary import MONTHS, SEASONS, WEEKDAYS, parse_count
+
+__all__ = ["RULES", "Resolver"]
+
+#: Parts of a day: (first hour, hours long).
+_PARTS_OF_DAY = {"morning": (5, 7), "afternoon": (12, 5), "evening": (17, 7), "night": (18, 12)}
+
+#: The regex pieces the rules are built from.
+_B = r"(?<![\w'])"  # no word character (or apostrophe) before
+_MONTH = (
+    r"(?:january|february|march|april|may|june|july|august|september|october|november|december"
+    r"|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?"
 )
+_WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|mon|tues|tue|wed|thurs|thur|thu|fri|sat|sun)"
+_DOM = r"(?:[12]\d|3[01]|0?[1-9])(?:st|nd|rd|th)?"
+_YEAR = r"(?:19|20)\d\d"
+_NUM = (
+    r"(?:\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
+    r"|(?:a\s+)?couple(?:\s+of)?|(?:a\s+)?few)"
+)
+_UNIT = r"(?:hour|day|week|fortnight|month|year)s?"
+_PREP = r"(?P<prep>since|from|after|before|until|till|by|in|on|during|throughout|around|back\s+in|as\s+of)"
+_YEAR_PREP = r"(?P<prep>since|from|after|before|until|till|by|in|during|throughout|back\s+in)"
+_QUAL = r"(?P<qual>early|mid|late|(?:the\s+)?(?:beginning|start|middle|end)\s+of)"
 
-_Resolver = Callable[[re.Match[str], _Clock], "tuple[datetime | None, datetime | None] | None"]
+Resolver = Callable[[re.Match[str], Clock], "tuple[datetime | None, datetime | None] | None"]
 
 
-def _dmy(m: re.Match[str], c: _Clock, p: str = "") -> tuple[datetime, datetime] | None:
+def _dmy(m: re.Match[str], c: Clock, p: str = "") -> tuple[datetime, datetime] | None:
     """A day: ``<p>d``, ``<p>m`` (a month name or number), optional ``<p>y``."""
     month_s = m.group(p + "m").lower().rstrip(".")
     month = MONTHS.get(month_s) or (int(month_s) if month_s.isdigit() else 0)
@@ -37,7 +45,7 @@ def _dmy(m: re.Match[str], c: _Clock, p: str = "") -> tuple[datetime, datetime] 
     if not 1 <= month <= 12:
         return None
     year_s = m.group(p + "y")
-    d = _safe_date(int(year_s), month, day) if year_s else _recent_date(c, month, day)
+    d = safe_date(int(year_s), month, day) if year_s else recent_date(c, month, day)
     return None if d is None else c.days(d, d)
 
 
@@ -46,23 +54,23 @@ def _lower_may(m: re.Match[str], group: str = "m") -> bool:
     return m.group(group) == "may"
 
 
-def _r_date(m: re.Match[str], c: _Clock) -> tuple[datetime | None, datetime | None] | None:
+def _r_date(m: re.Match[str], c: Clock) -> tuple[datetime | None, datetime | None] | None:
     if _lower_may(m) and not m.group("y") and not m.group("prep"):
         return None
     return _dmy(m, c)
 
 
-def _r_on_the(m: re.Match[str], c: _Clock) -> tuple[datetime | None, datetime | None] | None:
+def _r_on_the(m: re.Match[str], c: Clock) -> tuple[datetime | None, datetime | None] | None:
     day = int(re.sub(r"\D", "", m.group("d")))
     for back in range(3):
-        first = _add_months(c.today.replace(day=1), -back)
-        d = _safe_date(first.year, first.month, day)
+        first = add_months(c.today.replace(day=1), -back)
+        d = safe_date(first.year, first.month, day)
         if d is not None and d <= c.today:
             return c.days(d, d)
     return None
 
 
-def _r_month(m: re.Match[str], c: _Clock) -> tuple[datetime | None, datetime | None] | None:
+def _r_month(m: re.Match[str], c: Clock) -> tuple[datetime | None, datetime | None] | None:
     word = m.group("m").lower().rstrip(".")
     month, year_s, prep, qual, rel = MONTHS[word], m.group("y"), m.group("prep"), m.group("qual"), m.group("rel")
     if not (year_s or prep or qual or rel):
@@ -82,23 +90,23 @@ def _r_month(m: re.Match[str], c: _Clock) -> tuple[datetime | None, datetime | N
         if rel and rel.lower() == "this":
             year = c.today.year
     start, end = c.month(year, month)
-    return _qualified(c, start, end, qual, "month")
+    return qualified(c, start, end, qual, "month")
 
 
-def _r_year(m: re.Match[str], c: _Clock) -> tuple[datetime | None, datetime | None] | None:
+def _r_year(m: re.Match[str], c: Clock) -> tuple[datetime | None, datetime | None] | None:
     start, end = c.year(int(m.group("y")))
-    return _qualified(c, start, end, m.group("qual"), "year")
+    return qualified(c, start, end, m.group("qual"), "year")
 
 
-def _season(c: _Clock, first_month: int, year: int) -> tuple[datetime, datetime]:
+def _season(c: Clock, first_month: int, year: int) -> tuple[datetime, datetime]:
     start = date(year, first_month, 1)
-    return c.at(start), c.at(_add_months(start, 3))
+    return c.at(start), c.at(add_months(start, 3))
 
 
-def _r_season(m: re.Match[str], c: _Clock) -> tuple[datetime | None, datetime | None] | None:
+def _r_season(m: re.Match[str], c: Clock) -> tuple[datetime | None, datetime | None] | None:
     name, year_s, prep = m.group("s").lower(), m.group("y"), m.group("prep")
     rel = (m.group("rel") or "").lower()
-    first = _SEASONS[name]
+    first = SEASONS[name]
     if not (year_s or rel):
         return None  # bare "summer", "in winter": a habit ("prices fall in winter") more often than a time
     if name == "fall" and not (year_s or rel in ("last", "this", "past") or (prep and rel == "the")):
@@ -116,7 +124,7 @@ def _r_season(m: re.Match[str], c: _Clock) -> tuple[datetime | None, datetime | 
     return start, end
 
 
-def _r_rel_day(m: re.Match[str], c: _Clock) -> tuple[datetime | None, datetime | None] | None:
+def _r_rel_day(m: re.Match[str], c: Clock) -> tuple[datetime | None, datetime | None] | None:
     w = " ".join(m.group("w").lower().split())
     pod = (m.group("pod") or "").lower()
     if w in ("today", "earlier today"):
@@ -134,7 +142,7 @@ def _r_rel_day(m: re.Match[str], c: _Clock) -> tuple[datetime | None, datetime |
     return _part_of_day(c, d, part)
 
 
-def _part_of_day(c: _Clock, d: date, part: str) -> tuple[datetime, datetime]:
+def _part_of_day(c: Clock, d: date, part: str) -> tuple[datetime, datetime]:
     if not part:
         return c.days(d, d)
     first, hours = _PARTS_OF_DAY[part]
@@ -142,8 +150,8 @@ def _part_of_day(c: _Clock, d: date, part: str) -> tuple[datetime, datetime]:
     return start, start + timedelta(hours=hours)
 
 
-def _r_ago(m: re.Match[str], c: _Clock) -> tuple[datetime | None, datetime | None] | None:
-    n = _number(m.group("n"))
+def _r_ago(m: re.Match[str], c: Clock) -> tuple[datetime | None, datetime | None] | None:
+    n = parse_count(m.group("n"))
     unit = m.group("u").lower().rstrip("s")
     if n is None or n == 0:
         return None
@@ -156,16 +164,16 @@ def _r_ago(m: re.Match[str], c: _Clock) -> tuple[datetime | None, datetime | Non
         k = 2 if unit == "fortnight" else 1
         return c.days(c.today - timedelta(days=7 * k * hi + 3), c.today - timedelta(days=7 * k * lo - 3))
     if unit == "month":
-        return c.days(_add_months(c.today, -hi) - timedelta(days=15), _add_months(c.today, -lo) + timedelta(days=15))
+        return c.days(add_months(c.today, -hi) - timedelta(days=15), add_months(c.today, -lo) + timedelta(days=15))
     first = c.year(c.today.year - hi)[0]
     return first, c.year(c.today.year - lo)[1]
 
 
-def _r_rel_unit(m: re.Match[str], c: _Clock) -> tuple[datetime | None, datetime | None] | None:
+def _r_rel_unit(m: re.Match[str], c: Clock) -> tuple[datetime | None, datetime | None] | None:
     rel = m.group("rel").lower()
     unit = m.group("u").lower().rstrip("s")
     n_s = m.group("n")
-    n = _number(n_s) if n_s else None
+    n = parse_count(n_s) if n_s else None
     if n_s and n is None:
         return None
     if rel == "next":
@@ -180,9 +188,9 @@ def _r_rel_unit(m: re.Match[str], c: _Clock) -> tuple[datetime | None, datetime 
         if back is not None:
             return c.at(c.today - back), c.cap
         if unit == "month":
-            return c.at(_add_months(c.today, -count)), c.cap
+            return c.at(add_months(c.today, -count)), c.cap
         if unit == "year":
-            return c.at(_add_months(c.today, -12 * count)), c.cap
+            return c.at(add_months(c.today, -12 * count)), c.cap
         return c.at(c.today - timedelta(days=14)), c.cap  # weekend with a count: not meaningful, two weeks
     monday = c.monday()
     if rel in ("this", "current"):
@@ -210,12 +218,12 @@ def _r_rel_unit(m: re.Match[str], c: _Clock) -> tuple[datetime | None, datetime 
         sat = monday - timedelta(days=2)
         return c.days(sat, sat + timedelta(days=1))
     if unit == "month":
-        prev = _add_months(c.today.replace(day=1), -1)
+        prev = add_months(c.today.replace(day=1), -1)
         return c.month(prev.year, prev.month)
     return c.year(c.today.year - 1) if unit == "year" else None
 
 
-def _weekday_date(c: _Clock, wd: int, rel: str) -> date | None:
+def _weekday_date(c: Clock, wd: int, rel: str) -> date | None:
     if rel == "next":
         return None
     if rel == "this":
@@ -225,7 +233,7 @@ def _weekday_date(c: _Clock, wd: int, rel: str) -> date | None:
     return c.today - timedelta(days=back)
 
 
-def _r_weekday(m: re.Match[str], c: _Clock) -> tuple[datetime | None, datetime | None] | None:
+def _r_weekday(m: re.Match[str], c: Clock) -> tuple[datetime | None, datetime | None] | None:
     word = m.group("wd")
     prep, rel, pod = m.group("prep"), " ".join((m.group("rel") or "").lower().split()), (m.group("pod") or "").lower()
     abbreviated = word.lower() not in [d.lower() for d in calendar.day_name]
@@ -244,11 +252,11 @@ def _r_weekday(m: re.Match[str], c: _Clock) -> tuple[datetime | None, datetime |
 _EVERY = re.compile(r"(?:every|each|most|all)\s+$", re.IGNORECASE)
 
 
-def _r_future(m: re.Match[str], c: _Clock) -> tuple[datetime | None, datetime | None] | None:
+def _r_future(m: re.Match[str], c: Clock) -> tuple[datetime | None, datetime | None] | None:
     return None, None
 
 
-def _anchored(m: re.Match[str], c: _Clock) -> tuple[datetime | None, datetime | None] | None:
+def _anchored(m: re.Match[str], c: Clock) -> tuple[datetime | None, datetime | None] | None:
     """``the week before <date>``, ``the Sunday before <date>``, ``two weeks before <date>``, ``the day after
     <date>``."""
     anchor = None
@@ -267,7 +275,7 @@ def _anchored(m: re.Match[str], c: _Clock) -> tuple[datetime | None, datetime | 
         d = x + timedelta(days=step)
         return c.days(d, d)
     if m.group("n"):
-        n = _number(m.group("n"))
+        n = parse_count(m.group("n"))
         if not isinstance(n, int) or n == 0:
             return None
         if m.group("u").lower().startswith("day"):
@@ -293,12 +301,12 @@ def _anchored(m: re.Match[str], c: _Clock) -> tuple[datetime | None, datetime | 
     return c.days(sat, sat + timedelta(days=1))
 
 
-def _iso(m: re.Match[str], c: _Clock, p: str = "") -> tuple[datetime, datetime] | None:
-    d = _safe_date(int(m.group(p + "y")), int(m.group(p + "m")), int(m.group(p + "d")))
+def _iso(m: re.Match[str], c: Clock, p: str = "") -> tuple[datetime, datetime] | None:
+    d = safe_date(int(m.group(p + "y")), int(m.group(p + "m")), int(m.group(p + "d")))
     return None if d is None else c.days(d, d)
 
 
-def _r_iso(m: re.Match[str], c: _Clock) -> tuple[datetime | None, datetime | None] | None:
+def _r_iso(m: re.Match[str], c: Clock) -> tuple[datetime | None, datetime | None] | None:
     if _CLOCK.match(m.string, m.end()):
         return None  # "2024-05-02 03:14:07 ERROR ...": a pasted log line's timestamp, not a time asked about
     return _iso(m, c)
@@ -329,7 +337,7 @@ def _one_line(pattern: str) -> str:
 
 #: (kind, absolute, the trigger categories it needs, pattern, resolver), in order of precedence for matches of the
 #: same length. A rule runs only when the part holds a trigger word of one of its categories.
-_RULES: list[tuple[str, bool, frozenset[str], re.Pattern[str], _Resolver]] = [
+RULES: list[tuple[str, bool, frozenset[str], re.Pattern[str], Resolver]] = [
     (kind, absolute, frozenset(needs.split()), re.compile(_B + _one_line(pattern), re.IGNORECASE), fn)
     for kind, absolute, needs, pattern, fn in [
         ("date", True, "month year",
@@ -367,63 +375,3 @@ _RULES: list[tuple[str, bool, frozenset[str], re.Pattern[str], _Resolver]] = [
          _r_weekday),
     ]
 ]  # fmt: skip
-
-
-#: Words that put a sentence in the past ("did", "was", "sent", "-ed" not after "is"/"are"/"be").
-_PAST = re.compile(
-    r"\b(?:arose|awoke|became|began|bent|bit|bled|blew|broke|brought|built|burnt|bought|caught|chose|came|crept|"
-    r"dealt|dug|did|didn't|drew|drank|drove|ate|fell|fed|felt|fought|found|fled|flew|forgot|forgave|froze|got|"
-    r"gave|went|grew|hung|had|hadn't|heard|hid|held|kept|knelt|knew|laid|led|learnt|left|lent|lit|lost|made|"
-    r"meant|met|paid|rode|rang|rose|ran|said|saw|sought|sold|sent|shook|shone|shot|showed|sang|sank|sat|slept|"
-    r"slid|spoke|spent|spun|stood|stole|stuck|struck|swore|swept|swam|swung|took|taught|tore|told|thought|threw|"
-    r"understood|woke|wore|won|wept|wrote|was|wasn't|were|weren't|been|ago|yesterday|earlier|previously|recently)\b"
-    r"|(?<!\bis )(?<!\bare )(?<!\bam )(?<!\bbe )(?<!\bget )\b(?!(?:ne|spe|fe|se|proce|inde|bre|succe|exce)ed\b)"
-    r"(?!(?:hundr|sacr|nak|wick|embed|shed|bed|red|wed)\b)\w{2,}ed\b",
-    re.IGNORECASE,
-)
-
-
-def _needs_past(kind: str, m: re.Match[str]) -> bool:
-    """Whether a match names the past only in a past-tense sentence: "on Friday", "today", "this week", "in May",
-    "March 3" are the coming Friday and the present in "Is the party still on Friday?", "Can you do it today?",
-    "Who is on call this week?", "Can we move the launch to March 3?"; "last Friday", "yesterday", "N days ago",
-    "since X" and anything with a year are past whatever the verb."""
-    g = m.groupdict()
-    prep = " ".join((g.get("prep") or "").lower().split())
-    if prep == "since" or g.get("earlier"):
-        return False
-    if kind == "day":
-        w = " ".join(m.group("w").lower().split())
-        return w in ("today", "tonight") or w.startswith("this ")
-    if kind == "rolling":
-        return (g.get("rel") or "").lower() in ("this", "current") and not g.get("n")
-    if kind == "weekday":
-        rel = " ".join((g.get("rel") or "").lower().split())
-        return rel in ("", "this")
-    if kind in ("date", "month", "season"):
-        return not (g.get("y") or g.get("ay") or g.get("by") or g.get("cy")) and (g.get("rel") or "").lower() != "last"
-    return False
-
-
-def _bounded(prep: str | None, start: datetime, end: datetime, c: _Clock) -> tuple[datetime | None, datetime]:
-    """A preposition's effect on a window: since (its start to now), after (its end to now), before
-    (everything before it), until/till/by (everything to its end); any other (in, on, during, from: "the email from
-    yesterday") leaves it."""
-    p = " ".join((prep or "").lower().split())
-    if p == "since":
-        return start, c.cap
-    if p == "after":
-        return end, c.cap
-    if p == "before":
-        return None, start
-    if p in ("until", "till", "by", "as of"):
-        return None, end
-    return start, end
-
-
-def _kind(rule_kind: str, m: re.Match[str]) -> str:
-    if rule_kind == "rolling":
-        rel = (m.group("rel") or "").lower()
-        unit = m.group("u").lower().rstrip("s")
-        return "rolling" if (rel in ("past", "recent") or m.group("n") or (rel == "last" and m.group("the"))) else unit
-    return rule_kind

@@ -45,7 +45,7 @@ Rules
 * Several expressions in one part: the explicit (absolute) ones win over relative ones ("last week, as mentioned
   on 6 November 2023" → 6 November), and the window is the hull of those that remain.
 * **Time zones.** Windows are computed on ``now``'s wall clock: an aware ``now`` gives aware bounds in its zone,
-  a naive ``now`` naive bounds (:func:`resolve_now` makes the default ``now`` aware, in the machine's zone). A
+  a naive ``now`` naive bounds (:func:`~.window.resolve_now` makes the default ``now`` aware, in the machine's zone). A
   stored timestamp without a zone is the store's own local time: it is compared by its wall clock with the
   window's wall clock (:meth:`TimeWindow.contains`); an aware one by its instant (a naive window read in the
   machine's zone). ``ts_epoch`` stores a naive timestamp as its wall clock read as UTC (``storage.schema``), so
@@ -58,109 +58,14 @@ Rules
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import datetime
 
-from ..errors import InputError
-from .time_calendar import _SECOND, _Clock
-from .time_rules import _PAST, _RULES, _bounded, _kind, _needs_past, _Resolver
-from .time_vocabulary import has_time_words, trigger_categories
+from .clock import Clock
+from .rules import RULES, Resolver
+from .vocabulary import trigger_categories
+from .window import TimeExpression, TimeWindow
 
-__all__ = [
-    "TimeExpression", "TimeWindow", "find_time", "has_time_words", "resolve_now", "strip_time", "time_expressions",
-    "trigger_categories",
-]  # fmt: skip
-
-_EPOCH = datetime(1970, 1, 1)
-
-
-@dataclass(frozen=True)
-class TimeExpression:
-    """One time expression found in a text: its words, where they are, and the window it names
-    (``start``/``end`` both ``None`` when it names only the future)."""
-
-    text: str
-    span: tuple[int, int]
-    kind: str  # "day", "weekday", "week", "weekend", "month", "season", "year", "date", "rolling", "range", ...
-    start: datetime | None
-    end: datetime | None
-    absolute: bool  # names a date, month, season or year (not only a time relative to now)
-
-    @property
-    def future(self) -> bool:
-        return self.end is None
-
-
-@dataclass(frozen=True)
-class TimeWindow:
-    """The window a part names: ``[start, end)`` on ``now``'s wall clock (``start`` ``None``: from the
-    beginning), and the expressions it came from."""
-
-    start: datetime | None
-    end: datetime
-    expressions: tuple[TimeExpression, ...]
-    now: datetime
-
-    @property
-    def spans(self) -> tuple[tuple[int, int], ...]:
-        return tuple(e.span for e in self.expressions)
-
-    @property
-    def kind(self) -> str:
-        return "+".join(dict.fromkeys(e.kind for e in self.expressions))
-
-    def widened(self, tolerance: timedelta) -> TimeWindow:
-        """The window with ``tolerance`` added on both sides (its end still never past ``now``)."""
-        start = None if self.start is None else self.start - tolerance
-        end = max(self.end, min(self.end + tolerance, self.now + _SECOND))
-        return TimeWindow(start, end, self.expressions, self.now)
-
-    def contains(self, ts: datetime) -> bool:
-        """Whether a stored timestamp is inside: a naive one by its wall clock, an aware one by its instant."""
-        start, end = self.start, self.end
-        if (ts.tzinfo is None) == (end.tzinfo is None):
-            return (start is None or start <= ts) and ts < end
-        if ts.tzinfo is None:  # the store's own local time, read on the window's wall clock
-            return (start is None or start.replace(tzinfo=None) <= ts) and ts < end.replace(tzinfo=None)
-        lo = None if start is None else start.astimezone()  # a naive window: the machine's zone
-        return (lo is None or lo <= ts) and ts < end.astimezone()
-
-    def epoch_bounds(self, *, naive: bool = True) -> tuple[int | None, int]:
-        """``(lo, hi)`` on the ``ts_epoch`` scale for ``lo <= ts_epoch < hi`` (whole seconds; ``lo`` ``None``: no
-        lower bound). ``naive=True``: for pieces stored with naive timestamps (``ts_epoch`` = their wall clock read
-        as UTC), so the window's wall clock is used; ``False``: for aware ones (real epoch seconds)."""
-
-        def scale(dt: datetime) -> float:
-            if naive:
-                return (dt.replace(tzinfo=None) - _EPOCH).total_seconds()
-            return dt.timestamp()  # a naive window is read in the machine's zone
-
-        lo = None if self.start is None else int(scale(self.start) // 1)
-        hi = scale(self.end)
-        return lo, int(hi) if hi == int(hi) else int(hi) + 1
-
-    def where(self, *, naive: bool = True) -> dict[str, Any]:
-        """The window as a Chroma ``where`` on ``ts_epoch`` (see :meth:`epoch_bounds`)."""
-        lo, hi = self.epoch_bounds(naive=naive)
-        upper = {"ts_epoch": {"$lt": hi}}
-        return upper if lo is None else {"$and": [{"ts_epoch": {"$gte": lo}}, upper]}
-
-
-def resolve_now(now: datetime | str | None = None) -> datetime:
-    """The search's ``now``: a datetime as given, an ISO-8601 string read like stored timestamps, ``None`` → the
-    current time, aware in the machine's zone."""
-    if now is None:
-        return datetime.now().astimezone()
-    if isinstance(now, datetime):
-        return now
-    if isinstance(now, str):
-        from ..ingest.turns import parse_time
-
-        parsed = parse_time(now, "now")
-        assert parsed is not None  # a non-empty string parses or raises
-        return parsed
-    raise InputError(f"now must be a datetime or an ISO-8601 string (e.g. '2026-10-16T14:02:00'), got {now!r}")
+__all__ = ["find_time", "strip_time", "time_expressions"]
 
 
 def time_expressions(text: str, now: datetime) -> list[TimeExpression]:
@@ -171,9 +76,9 @@ def time_expressions(text: str, now: datetime) -> list[TimeExpression]:
     categories = trigger_categories(text)
     if not categories:
         return []
-    c = _Clock(now)
-    found: list[tuple[int, int, int, str, bool, re.Match[str], _Resolver]] = []
-    for order, (kind, absolute, needs, pattern, fn) in enumerate(_RULES):
+    c = Clock(now)
+    found: list[tuple[int, int, int, str, bool, re.Match[str], Resolver]] = []
+    for order, (kind, absolute, needs, pattern, fn) in enumerate(RULES):
         if needs.isdisjoint(categories):
             continue
         for m in pattern.finditer(text):
@@ -268,3 +173,65 @@ def strip_time(text: str, spans: tuple[tuple[int, int], ...] | list[tuple[int, i
     s = _DOUBLE.sub("", _PUNCT.sub(r"\1", s))
     s = re.sub(r"^[\s,;:]+", "", s).strip()
     return s if any(ch.isalnum() for ch in s) else text
+
+
+# -- a match becomes a window: past-only kinds, since/before bounds ------------------------------------
+
+#: Words that put a sentence in the past ("did", "was", "sent", "-ed" not after "is"/"are"/"be").
+_PAST = re.compile(
+    r"\b(?:arose|awoke|became|began|bent|bit|bled|blew|broke|brought|built|burnt|bought|caught|chose|came|crept|"
+    r"dealt|dug|did|didn't|drew|drank|drove|ate|fell|fed|felt|fought|found|fled|flew|forgot|forgave|froze|got|"
+    r"gave|went|grew|hung|had|hadn't|heard|hid|held|kept|knelt|knew|laid|led|learnt|left|lent|lit|lost|made|"
+    r"meant|met|paid|rode|rang|rose|ran|said|saw|sought|sold|sent|shook|shone|shot|showed|sang|sank|sat|slept|"
+    r"slid|spoke|spent|spun|stood|stole|stuck|struck|swore|swept|swam|swung|took|taught|tore|told|thought|threw|"
+    r"understood|woke|wore|won|wept|wrote|was|wasn't|were|weren't|been|ago|yesterday|earlier|previously|recently)\b"
+    r"|(?<!\bis )(?<!\bare )(?<!\bam )(?<!\bbe )(?<!\bget )\b(?!(?:ne|spe|fe|se|proce|inde|bre|succe|exce)ed\b)"
+    r"(?!(?:hundr|sacr|nak|wick|embed|shed|bed|red|wed)\b)\w{2,}ed\b",
+    re.IGNORECASE,
+)
+
+
+def _needs_past(kind: str, m: re.Match[str]) -> bool:
+    """Whether a match names the past only in a past-tense sentence: "on Friday", "today", "this week", "in May",
+    "March 3" are the coming Friday and the present in "Is the party still on Friday?", "Can you do it today?",
+    "Who is on call this week?", "Can we move the launch to March 3?"; "last Friday", "yesterday", "N days ago",
+    "since X" and anything with a year are past whatever the verb."""
+    g = m.groupdict()
+    prep = " ".join((g.get("prep") or "").lower().split())
+    if prep == "since" or g.get("earlier"):
+        return False
+    if kind == "day":
+        w = " ".join(m.group("w").lower().split())
+        return w in ("today", "tonight") or w.startswith("this ")
+    if kind == "rolling":
+        return (g.get("rel") or "").lower() in ("this", "current") and not g.get("n")
+    if kind == "weekday":
+        rel = " ".join((g.get("rel") or "").lower().split())
+        return rel in ("", "this")
+    if kind in ("date", "month", "season"):
+        return not (g.get("y") or g.get("ay") or g.get("by") or g.get("cy")) and (g.get("rel") or "").lower() != "last"
+    return False
+
+
+def _bounded(prep: str | None, start: datetime, end: datetime, c: Clock) -> tuple[datetime | None, datetime]:
+    """A preposition's effect on a window: since (its start to now), after (its end to now), before
+    (everything before it), until/till/by (everything to its end); any other (in, on, during, from: "the email from
+    yesterday") leaves it."""
+    p = " ".join((prep or "").lower().split())
+    if p == "since":
+        return start, c.cap
+    if p == "after":
+        return end, c.cap
+    if p == "before":
+        return None, start
+    if p in ("until", "till", "by", "as of"):
+        return None, end
+    return start, end
+
+
+def _kind(rule_kind: str, m: re.Match[str]) -> str:
+    if rule_kind == "rolling":
+        rel = (m.group("rel") or "").lower()
+        unit = m.group("u").lower().rstrip("s")
+        return "rolling" if (rel in ("past", "recent") or m.group("n") or (rel == "last" and m.group("the"))) else unit
+    return rule_kind

@@ -1,10 +1,13 @@
-"""The vocabulary of :mod:`.timewords`: month, weekday, number and season words, the regex pieces the rules are
-built from, and the cheap trigger check (:func:`trigger_categories`) that decides which rules a part needs."""
+"""The vocabulary of the time expressions: month, weekday, number and season words, the counts they name
+(:func:`parse_count`), and the cheap trigger check (:func:`trigger_categories`) that decides which rules a part
+needs."""
 
 from __future__ import annotations
 
 import calendar
 import re
+
+__all__ = ["MONTHS", "SEASONS", "TRIGGER_WORDS", "WEEKDAYS", "has_time_words", "parse_count", "trigger_categories"]
 
 MONTHS = {
     **{m.lower(): i for i, m in enumerate(calendar.month_name) if m},
@@ -21,30 +24,12 @@ _NUMBER_WORDS = {
 }  # fmt: skip
 #: Fuzzy counts: (fewest, most) units back.
 _FUZZY = {"couple": (1, 3), "few": (2, 5)}
-#: Parts of a day: (first hour, hours long).
-_PARTS_OF_DAY = {"morning": (5, 7), "afternoon": (12, 5), "evening": (17, 7), "night": (18, 12)}
-_SEASONS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
+SEASONS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
 
-_B = r"(?<![\w'])"  # no word character (or apostrophe) before
-_MONTH = (
-    r"(?:january|february|march|april|may|june|july|august|september|october|november|december"
-    r"|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?"
-)
-_WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|mon|tues|tue|wed|thurs|thur|thu|fri|sat|sun)"
-_DOM = r"(?:[12]\d|3[01]|0?[1-9])(?:st|nd|rd|th)?"
-_YEAR = r"(?:19|20)\d\d"
-_NUM = (
-    r"(?:\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
-    r"|(?:a\s+)?couple(?:\s+of)?|(?:a\s+)?few)"
-)
-_UNIT = r"(?:hour|day|week|fortnight|month|year)s?"
-_PREP = r"(?P<prep>since|from|after|before|until|till|by|in|on|during|throughout|around|back\s+in|as\s+of)"
-_YEAR_PREP = r"(?P<prep>since|from|after|before|until|till|by|in|during|throughout|back\s+in)"
-_QUAL = r"(?P<qual>early|mid|late|(?:the\s+)?(?:beginning|start|middle|end)\s+of)"
 
 #: Words without which a part names no time (a part holding none is done after one tokenising pass).
 TRIGGER_WORDS = frozenset(
-    {*MONTHS, *WEEKDAYS, *_SEASONS, "today", "tonight", "yesterday", "tomorrow", "ago", "night", "morning",
+    {*MONTHS, *WEEKDAYS, *SEASONS, "today", "tonight", "yesterday", "tomorrow", "ago", "night", "morning",
      "afternoon", "evening", "weekend", "weekends", "week", "weeks", "fortnight", "days", "month", "months", "year",
      "years", "hour", "hours"}
 )  # fmt: skip
@@ -82,7 +67,7 @@ def _category(word: str) -> str:
         return "month"
     if w in WEEKDAYS:
         return "weekday"
-    if w in _SEASONS:
+    if w in SEASONS:
         return "season"
     if w in _DAY_WORDS:
         return "day"
@@ -93,3 +78,15 @@ def _category(word: str) -> str:
     if w == "tomorrow":
         return "future"
     return "year" if w.isdigit() else "ordinal"
+
+
+def parse_count(word: str) -> int | tuple[int, int] | None:
+    """The count a number word names: digits or ``one``..``twelve`` / ``a`` / ``an`` → an int, ``a couple of`` /
+    ``a few`` → (fewest, most); ``None`` for any other word."""
+    w = " ".join(word.lower().split())
+    if w.isdigit():
+        return int(w)
+    for key, span in _FUZZY.items():
+        if key in w:
+            return span
+    return _NUMBER_WORDS.get(w)
