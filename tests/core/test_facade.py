@@ -64,6 +64,7 @@ def test_a_client_store(local_embedder) -> None:
         assert client.get_collection("facade-client").count() == index.store.count() > 0
 
 
+@pytest.mark.slow  # a Chroma server
 def test_a_server_store(chroma_server, local_embedder) -> None:
     store = Store.server(chroma_server.host, chroma_server.port, collection="facade-server")
     with ContextualIndex(store, embedder=local_embedder) as index:

@@ -47,7 +47,7 @@ class CountingEmbedder:
 
 
 
-@pytest.fixture(params=["embedded", "server"])
+@pytest.fixture(params=["embedded", pytest.param("server", marks=pytest.mark.slow)])  # a server: slow
 def make_index(request, tmp_path, local_embedder):
     """Build ContextualIndex objects on one backend: an embedded folder, or the shared Chroma server."""
     collection = f"t-{uuid.uuid4().hex[:12]}"
