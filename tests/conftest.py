@@ -50,3 +50,78 @@ def chroma_server(tmp_path_factory):
 
 
 # --- end store block ----------------------------------------------------------------------------
+
+
+# --- the index (one fixture that always closes; see tests/README.md) ---------------------------
+@pytest.fixture(scope="session")
+def hash_embedder():
+    """The hashing embedder (no model): for tests about storage, writes, ids, filters and errors."""
+    from ctxret.embedders.hashing import HashEmbedder
+
+    return HashEmbedder()
+
+
+@pytest.fixture(scope="module")
+def index_embedder(hash_embedder):
+    """The embedder the shared ``index`` is built with: the hashing one. A module whose tests assert on ranking
+    or semantic quality overrides it (``def index_embedder(local_embedder): return local_embedder``)."""
+    return hash_embedder
+
+
+@pytest.fixture(scope="module")
+def index_options():
+    """``ContextualIndex`` keywords of the shared ``index`` (a module overrides it: a store folder or
+    ``in_memory=True``, ``lexical=False``, a collection); without a store, a temporary folder."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def index_data():
+    """What the shared ``index`` is filled with before its module's tests: a callable taking the index, or None."""
+    return None
+
+
+def _open_index(factory, embedder, options):
+    from ctxret import ContextualIndex
+
+    options = {"progress": False, **options}
+    named = any(options.get(k) is not None for k in ("store", "path", "host", "client"))
+    if not named and not options.get("in_memory"):
+        options["store"] = factory()
+    return ContextualIndex(embedder=embedder, **options)
+
+
+@pytest.fixture(scope="module")
+def index(index_embedder, index_options, index_data, tmp_path_factory):
+    """One ``ContextualIndex`` per module (``index_embedder``, ``index_options``, filled by ``index_data``),
+    closed after the module's last test whatever happened. For a fresh index per test, use ``open_index``."""
+    ix = _open_index(lambda: tmp_path_factory.mktemp("index") / "store", index_embedder, index_options)
+    try:
+        if index_data is not None:
+            index_data(ix)
+        yield ix
+    finally:
+        ix.close()
+
+
+@pytest.fixture
+def open_index(index_embedder, tmp_path_factory):
+    """A factory of fresh indexes for one test: ``open_index(**ContextualIndex keywords)`` (``embedder=``
+    defaults to ``index_embedder``, the store to a new temporary folder); every index it opened is closed
+    after the test, whatever happened."""
+    opened = []
+
+    def make(**options):
+        embedder = options.pop("embedder", index_embedder)
+        ix = _open_index(lambda: tmp_path_factory.mktemp("index") / "store", embedder, options)
+        opened.append(ix)
+        return ix
+
+    try:
+        yield make
+    finally:
+        for ix in reversed(opened):
+            ix.close()
+
+
+# --- end index block -----------------------------------------------------------------------------

@@ -97,8 +97,8 @@ def _view(result):
 
 
 @pytest.fixture
-def store(local_embedder):
-    return ContextualVectorStore.from_documents(DOCS, CtxretEmbeddingsFor(local_embedder))
+def store(hash_embedder):
+    return ContextualVectorStore.from_documents(DOCS, CtxretEmbeddingsFor(hash_embedder))
 
 
 def CtxretEmbeddingsFor(embedder):  # noqa: N802  (reads as the class it builds)
@@ -155,8 +155,8 @@ def test_vector_store_writes(store):
     assert store.get_by_ids(["gate", "parking"]) == []
 
 
-def test_vector_store_constructors(local_embedder):
-    emb = CtxretEmbeddingsFor(local_embedder)
+def test_vector_store_constructors(hash_embedder):
+    emb = CtxretEmbeddingsFor(hash_embedder)
     texts, metas = [d.page_content for d in DOCS], [d.metadata for d in DOCS]
     a = ContextualVectorStore.from_texts(texts, emb, metas, ids=[d.id for d in DOCS])
     b = asyncio.run(ContextualVectorStore.afrom_texts(texts, emb, metas, ids=[d.id for d in DOCS]))
@@ -167,8 +167,8 @@ def test_vector_store_constructors(local_embedder):
     assert a.index.store is not b.index.store  # no path: each in its own memory store
 
 
-def test_langchain_retriever_pairs(local_embedder):
-    r = LCRetriever.from_path(embedder=local_embedder, k=2, score_threshold=None)
+def test_langchain_retriever_pairs(hash_embedder):
+    r = LCRetriever.from_path(embedder=hash_embedder, k=2, score_threshold=None)
     msgs = [HumanMessage("My dog Biscuit needs his shots."), AIMessage("Booked Green Paws for Thursday.")]
     one = r.add_messages(msgs, thread_id="t1")
     two = asyncio.run(r.aadd_messages(msgs, thread_id="t2"))
@@ -183,9 +183,9 @@ def test_langchain_retriever_pairs(local_embedder):
     CALLED.add((LCRetriever, "delete"))
 
 
-def test_llamaindex_pairs(local_embedder):
+def test_llamaindex_pairs(hash_embedder):
     docs = [LIDocument(text=d.page_content, id_=d.id, metadata=d.metadata) for d in DOCS]
-    index = ContextualStoreIndex(embed_model=CtxretEmbeddingFor(local_embedder))
+    index = ContextualStoreIndex(embed_model=CtxretEmbeddingFor(hash_embedder))
     res = _pair(ContextualStoreIndex, "insert_documents", index, docs)
     assert res[0].added == 3 and res[1].added == 0  # the second finds them stored
     assert _pair(ContextualStoreIndex, "insert", index, docs[0]) == ("flight", "flight")
@@ -196,7 +196,7 @@ def test_llamaindex_pairs(local_embedder):
     n = index.delete_ref_doc("vet")
     assert n and asyncio.run(index.adelete_ref_doc("hotel")) and index.delete_ref_doc("vet") == 0
     CALLED.add((ContextualStoreIndex, "delete_ref_doc"))
-    writer = ContextualIndexWriter(ContextualIndex(in_memory=True, embedder=local_embedder))
+    writer = ContextualIndexWriter(ContextualIndex(in_memory=True, embedder=hash_embedder))
     sync_nodes, async_nodes = _pair(ContextualIndexWriter, "__call__", writer, docs)
     assert [x.node_id for x in sync_nodes] == [x.node_id for x in async_nodes] and sync_nodes
 
@@ -207,8 +207,8 @@ def CtxretEmbeddingFor(embedder):  # noqa: N802
     return CtxretEmbedding(embedder)
 
 
-def test_chat_history_pairs(local_embedder):
-    index = ContextualIndex(in_memory=True, embedder=local_embedder)
+def test_chat_history_pairs(hash_embedder):
+    index = ContextualIndex(in_memory=True, embedder=hash_embedder)
     a = CtxretChatMessageHistory(index=index, thread_id="a")
     b = CtxretChatMessageHistory(index=index, thread_id="b")
     msgs = [HumanMessage("My dog Biscuit needs his shots."), AIMessage("Booked Green Paws for Thursday.")]

@@ -170,20 +170,20 @@ def _assert_same(a: list[tuple], b: list[tuple]) -> None:
 
 
 @pytest.fixture(scope="module")
-def stores(tmp_path_factory, local_embedder):
+def stores(tmp_path_factory, hash_embedder):
     """Two folders: one written through LangChain, one through LlamaIndex."""
     root = tmp_path_factory.mktemp("cross")
     lc, li = root / "langchain", root / "llamaindex"
-    _write_langchain(_index(lc, local_embedder))
-    _write_llamaindex(_index(li, local_embedder))
+    _write_langchain(_index(lc, hash_embedder))
+    _write_llamaindex(_index(li, hash_embedder))
     return lc, li
 
 
-def test_both_writers_store_the_same_records(stores, local_embedder):
-    lc, li = (_records(_index(p, local_embedder)) for p in stores)
+def test_both_writers_store_the_same_records(stores, hash_embedder):
+    lc, li = (_records(_index(p, hash_embedder)) for p in stores)
     assert len(lc) > 6
     assert lc == li  # same ids, texts and metadata
-    lc_index, li_index = (_index(p, local_embedder) for p in stores)
+    lc_index, li_index = (_index(p, hash_embedder) for p in stores)
     ids = sorted(lc)
     lc_vecs = lc_index.store.chroma.get(ids, include=("embeddings",))
     li_vecs = li_index.store.chroma.get(ids, include=("embeddings",))
@@ -193,8 +193,8 @@ def test_both_writers_store_the_same_records(stores, local_embedder):
         assert abs(vec - by_id[rid]).max() < 1e-6  # same blended vectors
 
 
-def test_parser_nodes_are_what_langchain_stored(stores, local_embedder):
-    stored = _records(_index(stores[0], local_embedder))
+def test_parser_nodes_are_what_langchain_stored(stores, hash_embedder):
+    stored = _records(_index(stores[0], hash_embedder))
     docs = [
         LIDocument(text=RUNBOOK, id_="runbook", metadata={"title": "Runbook", "team": "ops"}),
         *documents_from_messages(OPENAI_MESSAGES, "u1", metadata={"user": "ann"}),
@@ -204,29 +204,29 @@ def test_parser_nodes_are_what_langchain_stored(stores, local_embedder):
 
 
 @pytest.mark.parametrize("query", QUERIES)
-def test_written_by_langchain_read_by_llamaindex(stores, local_embedder, query):
-    index = _index(stores[0], local_embedder)
+def test_written_by_langchain_read_by_llamaindex(stores, hash_embedder, query):
+    index = _index(stores[0], hash_embedder)
     _assert_same(_via_langchain(index, query), _via_llamaindex(index, query))
 
 
 @pytest.mark.parametrize("query", QUERIES)
-def test_written_by_llamaindex_read_by_langchain(stores, local_embedder, query):
+def test_written_by_llamaindex_read_by_langchain(stores, hash_embedder, query):
     # LangChain opens the folder the way a user would (its own ContextualIndex, from_path).
-    lc = LCRetriever.from_path(stores[1], embedder=local_embedder, k=K, score_threshold=None)
+    lc = LCRetriever.from_path(stores[1], embedder=hash_embedder, k=K, score_threshold=None)
     _assert_same(
-        _lc_rows(lc.invoke(query)), _via_llamaindex(_index(stores[1], local_embedder), query)
+        _lc_rows(lc.invoke(query)), _via_llamaindex(_index(stores[1], hash_embedder), query)
     )
 
 
-def test_one_framework_each_side(stores, local_embedder):
+def test_one_framework_each_side(stores, hash_embedder):
     """LangChain on its own folder and LlamaIndex on its own folder answer alike."""
-    lc_index, li_index = (_index(p, local_embedder) for p in stores)
+    lc_index, li_index = (_index(p, hash_embedder) for p in stores)
     for query in QUERIES:
         _assert_same(_via_langchain(lc_index, query), _via_llamaindex(li_index, query))
 
 
-async def test_async_paths_agree(stores, local_embedder):
-    index = _index(stores[1], local_embedder)
+async def test_async_paths_agree(stores, hash_embedder):
+    index = _index(stores[1], hash_embedder)
     query = QUERIES[0]
     lc_docs = await LCRetriever(index=index, k=K, score_threshold=None).ainvoke(query)
     li_nodes = await LIRetriever(index, similarity_top_k=K, score_threshold=None).aretrieve(query)
@@ -238,26 +238,26 @@ def _stored(index: ContextualIndex) -> dict[str, dict]:
     return {r["id"]: r["metadata"] for r in index.store.chroma.iter_records(None)}
 
 
-def test_documents_without_ids_get_one_id_policy(tmp_path, local_embedder):
+def test_documents_without_ids_get_one_id_policy(tmp_path, hash_embedder):
     """The same text and title with no id: the same document id and pieces through either framework
     (LangChain used to hash the text alone, LlamaIndex the title and text)."""
     text = "The office closes at noon on Friday. Badge readers reset over the weekend."
-    lc = ContextualIndex(tmp_path / "lc", embedder=local_embedder, lexical=False)
-    li = ContextualIndex(tmp_path / "li", embedder=local_embedder, lexical=False)
+    lc = ContextualIndex(tmp_path / "lc", embedder=hash_embedder, lexical=False)
+    li = ContextualIndex(tmp_path / "li", embedder=hash_embedder, lexical=False)
     LCRetriever(index=lc).add_documents([LCDocument(page_content=text, metadata={"title": "Facilities"})])
     add_documents_to_index(li, [LIDocument(text=text, metadata={"title": "Facilities"})])
-    core = ContextualIndex(tmp_path / "core", embedder=local_embedder, lexical=False)
+    core = ContextualIndex(tmp_path / "core", embedder=hash_embedder, lexical=False)
     core.add_documents([{"text": text, "title": "Facilities"}])
     assert _stored(lc) == _stored(li) == _stored(core) and _stored(lc)
     assert {m["doc_id"] for m in _stored(lc).values()} == {m["thread_id"] for m in _stored(lc).values()}
 
 
-def test_reserved_caller_keys_have_one_policy(tmp_path, local_embedder):
+def test_reserved_caller_keys_have_one_policy(tmp_path, hash_embedder):
     """Caller metadata named like ctxret's own keys is stored as ``meta_<key>`` by both adapters
     (LlamaIndex used to refuse what LangChain renamed)."""
     meta = {"title": "Notes", "kind": "memo", "timestamp": "yesterday", "score": 5, "owner": "dana"}
-    lc = ContextualIndex(tmp_path / "lc", embedder=local_embedder, lexical=False)
-    li = ContextualIndex(tmp_path / "li", embedder=local_embedder, lexical=False)
+    lc = ContextualIndex(tmp_path / "lc", embedder=hash_embedder, lexical=False)
+    li = ContextualIndex(tmp_path / "li", embedder=hash_embedder, lexical=False)
     LCRetriever(index=lc).add_documents([LCDocument(page_content=VET, metadata=dict(meta), id="vet")])
     add_documents_to_index(li, [LIDocument(text=VET, metadata={**meta, "doc_id": "vet"})])
     stored = _stored(lc)

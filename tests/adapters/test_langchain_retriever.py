@@ -73,17 +73,24 @@ def thread_b() -> list:
 
 
 @pytest.fixture(scope="module")
-def index(tmp_path_factory, local_embedder) -> ContextualIndex:
-    idx = ContextualIndex(
-        tmp_path_factory.mktemp("lc-retriever"),
-        collection="lc-retriever",
-        embedder=local_embedder,
-        lexical=False,  # dense semantics (scores are cosines); hybrid is covered below and in test_hybrid.py
-    )
-    retriever = ContextualRetriever(index=idx)
-    assert retriever.add_messages(thread_a(), thread_id="a").added == 11
-    assert retriever.add_messages(thread_b(), thread_id="b").added == 4
-    return idx
+def index_embedder(local_embedder):
+    return local_embedder  # the tests assert on what the real model retrieves
+
+
+@pytest.fixture(scope="module")
+def index_options():
+    # dense semantics (scores are cosines); hybrid is covered below and in test_hybrid.py
+    return {"collection": "lc-retriever", "lexical": False}
+
+
+@pytest.fixture(scope="module")
+def index_data():
+    def fill(ix):
+        retriever = ContextualRetriever(index=ix)
+        assert retriever.add_messages(thread_a(), thread_id="a").added == 11
+        assert retriever.add_messages(thread_b(), thread_id="b").added == 4
+
+    return fill
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ items are readable by the retrievers and the CLI.
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import sys
 from typing import Any
 
@@ -294,6 +293,8 @@ def test_items_are_readable_by_the_retrievers_and_the_cli(local_embedder, tmp_pa
         "1",
         "--json",
     ]
-    proc = subprocess.run(cli, capture_output=True, text=True, timeout=300)
+    from cli_inprocess import run_cli
+
+    proc = run_cli(*cli[3:], cwd=tmp_path)  # ``ctxret search ...`` in this process
     assert proc.returncode == 0, proc.stderr
     assert "Biscuit" in proc.stdout and "Miso" not in proc.stdout and "memories.ana" in proc.stdout

@@ -96,9 +96,15 @@ def _records(index: ContextualIndex) -> dict[str, dict]:
     return {r["id"]: r for r in index.store.chroma.iter_records(None, include=("documents", "metadatas"))}
 
 
+@pytest.fixture(scope="module")
+def index_embedder(local_embedder):
+    return local_embedder  # the tests assert on what the real model retrieves
+
+
 @pytest.fixture
-def index(tmp_path, local_embedder):
-    return ContextualIndex(tmp_path / "db", embedder=local_embedder, lexical=False)
+def index(open_index):
+    """A fresh index per test, closed by ``open_index``."""
+    return open_index(lexical=False)
 
 
 @pytest.fixture(scope="module")

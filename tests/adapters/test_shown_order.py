@@ -15,7 +15,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from ctxret import ContextualIndex
 from ctxret.query.relevance import scored_metadata, shown_order, shown_score, shown_scores
 from ctxret.results import Group, Hit
 
@@ -78,12 +77,22 @@ DOCS = {
 
 
 @pytest.fixture(scope="module")
-def index(local_embedder):
-    ix = ContextualIndex(in_memory=True, collection=f"order-{uuid.uuid4().hex}", embedder=local_embedder)
-    from langchain_ctxret.messages import messages_to_openai
+def index_embedder(local_embedder):
+    return local_embedder  # the tests assert on the orders the real model gives
 
-    ix.add_messages(messages_to_openai(_quickstart().THREAD), thread_id="user-42")  # where the orders disagreed
-    return ix
+
+@pytest.fixture(scope="module")
+def index_options():
+    return {"in_memory": True, "collection": f"order-{uuid.uuid4().hex}"}
+
+
+@pytest.fixture(scope="module")
+def index_data():
+    def fill(ix):
+        from langchain_ctxret.messages import messages_to_openai
+
+        ix.add_messages(messages_to_openai(_quickstart().THREAD), thread_id="user-42")  # where the orders disagreed
+    return fill
 
 
 def _non_increasing(scores: list[float]) -> bool:

@@ -11,7 +11,6 @@ import sys
 from datetime import datetime
 
 import pytest
-from ctxret import ContextualIndex
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -28,11 +27,20 @@ NOW = datetime(2026, 10, 15, 11)
 
 
 @pytest.fixture(scope="module")
-def index(tmp_path_factory, local_embedder):
-    ix = ContextualIndex(tmp_path_factory.mktemp("decide"), collection="decide", embedder=local_embedder)
-    ix.add_messages(DECISIONS, thread_id="team")
-    yield ix
-    ix.close()
+def index_embedder(local_embedder):
+    return local_embedder  # the floor is the real model's
+
+
+@pytest.fixture(scope="module")
+def index_options():
+    return {"collection": "decide"}
+
+
+@pytest.fixture(scope="module")
+def index_data():
+    def fill(ix):
+        ix.add_messages(DECISIONS, thread_id="team")
+    return fill
 
 
 def test_the_core_answers_from_yesterday(index):

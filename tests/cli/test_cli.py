@@ -1,10 +1,10 @@
-"""The ``ctxret`` command end to end, through a subprocess (``python -m ctxret``) on temp stores."""
+"""The ``ctxret`` command end to end on temp stores: in this process through ``cli.main`` (``cli_inprocess``), and
+a few subprocess smoke tests (``python -m ctxret``, the console script; marked ``slow``)."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import subprocess
 import sys
@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_inprocess import clean_env, run_cli
 from ctxret import cli
 from ctxret.cli import demo as cli_demo
 from ctxret.cli import settings as cli_settings
@@ -76,10 +77,7 @@ QUESTION = HOTEL_PART + " Also, what were my cats called again?"
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CTXRET_", "OPENAI_"))}
-    env.update(HF_HUB_OFFLINE="1", PYTHONIOENCODING="utf-8", COLUMNS="120")
-    env.update(extra)
-    return env
+    return clean_env(**extra)
 
 
 def run(
@@ -87,18 +85,23 @@ def run(
     cwd: Path,
     env: dict[str, str] | None = None,
     stdin: str | None = None,
-    timeout: float = 300,
 ):
-    """``python -m ctxret ARGS`` in ``cwd``: the CompletedProcess (text, both streams captured)."""
+    """``ctxret ARGS`` in ``cwd``, in this process (:mod:`cli_inprocess`): the CompletedProcess (both streams)."""
+    proc = run_cli(*args, cwd=cwd, env=env, stdin=stdin)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def run_subprocess(*args: str, cwd: Path, env: dict[str, str] | None = None, executable: list[str] | None = None):
+    """``python -m ctxret ARGS`` (or ``executable ARGS``) as a real subprocess: the CompletedProcess."""
     proc = subprocess.run(
-        [sys.executable, "-m", "ctxret", *args],
+        [*(executable or [sys.executable, "-m", "ctxret"]), *args],
         cwd=cwd,
         env=env or _env(),
-        input=stdin,
         capture_output=True,
         text=True,
         encoding="utf-8",
-        timeout=timeout,
+        timeout=300,
     )
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc
@@ -389,15 +392,28 @@ def test_errors_exit_1(tmp_path):
 def test_help_and_version(tmp_path):
     assert "index" in ok(run("--help", cwd=tmp_path)).stdout
     assert ok(run("--version", cwd=tmp_path)).stdout.startswith("ctxret ")
+
+
+@pytest.mark.slow
+def test_python_m_ctxret_and_the_console_script_as_processes(tmp_path, files):
+    """The smoke test of the real processes: ``python -m ctxret`` and the ``ctxret`` script, their exit codes."""
+    assert ok(run_subprocess("--version", cwd=tmp_path)).stdout.startswith("ctxret ")
+    store = ("--store", str(tmp_path / "s"))
+    ok(run_subprocess("index", str(files["threads"]), *store, cwd=tmp_path))
+    found = json.loads(ok(run_subprocess("search", QUESTION, "--json", *store, cwd=tmp_path)).stdout)
+    assert any("HTL-58213-LX" in h["text"] for h in found["groups"][0]["hits"])
+    usage = run_subprocess("search", "x", "-k", "0", *store, cwd=tmp_path)
+    assert usage.returncode == 2 and "error" in usage.stderr
+    missing = run_subprocess("search", "x", "--store", str(tmp_path / "nowhere"), cwd=tmp_path)
+    assert missing.returncode == 1 and "no index at" in missing.stderr
     script = Path(sys.executable).with_name("ctxret")
     if script.exists():  # the console script installed with the package
-        proc = subprocess.run(
-            [str(script), "--version"], capture_output=True, text=True, env=_env(), timeout=120
-        )
-        assert proc.returncode == 0 and proc.stdout.startswith("ctxret ")
+        assert ok(run_subprocess("--version", cwd=tmp_path, executable=[str(script)])).stdout.startswith("ctxret ")
+        assert run_subprocess("bogus", cwd=tmp_path, executable=[str(script)]).returncode == 2
 
 
 # -- other stores and embedders -----------------------------------------------------------------
+@pytest.mark.slow  # a Chroma server
 def test_chroma_server_by_flags_and_env(tmp_path, files, chroma_server):
     server = (
         "--chroma-host",
@@ -449,6 +465,7 @@ def test_openai_embedder_through_env(tmp_path, files, fake_openai):
 
 
 # -- the demo -------------------------------------------------------------------------------------
+@pytest.mark.slow  # the whole demo with the real model; its parts are checked below on one shared index
 def test_demo_prints_groups_next_to_the_single_vector(tmp_path):
     started = time.monotonic()
     proc = ok(run("demo", cwd=tmp_path, env=_env(CTXRET_STORE=str(tmp_path / "must-not-be-used"))))
@@ -527,15 +544,23 @@ def test_main_returns_exit_codes_in_process(capsys):
     assert "invalid choice" in capsys.readouterr().err
 
 
-def test_demo_names_where_the_expected_facts_are(local_embedder, capsys):
-    """With ``expect`` in a demo message, snippets show the fact and one line says where it is."""
+@pytest.fixture(scope="module")
+def demo_index(local_embedder):
+    """The demo's bundled threads indexed once with the real model (in memory), for the demo's unit tests."""
     from ctxret import ContextualIndex
 
-    index = ContextualIndex(
-        in_memory=True, collection="demo-unit", embedder=local_embedder, progress=False
-    )
-    threads, queries = cli_demo.demo_files()
-    index.add_turns(cli.read_input_file(threads).turns)
+    index = ContextualIndex(in_memory=True, collection="demo-unit", embedder=local_embedder, progress=False)
+    try:
+        index.add_turns(cli.read_input_file(cli_demo.demo_files()[0]).turns)
+        yield index
+    finally:
+        index.close()
+
+
+def test_demo_names_where_the_expected_facts_are(demo_index, capsys):
+    """With ``expect`` in a demo message, snippets show the fact and one line says where it is."""
+    index = demo_index
+    queries = cli_demo.demo_files()[1]
     query = next(
         q for q in json.loads(queries.read_text(encoding="utf-8")) if "dogs' names" in q["message"]
     )
@@ -556,12 +581,9 @@ def test_demo_names_where_the_expected_facts_are(local_embedder, capsys):
     assert "Seed" not in queries.read_text(encoding="utf-8")
 
 
-def test_the_demo_control_notes_the_hits_it_shows(local_embedder, capsys):
-    from ctxret import ContextualIndex
-
-    index = ContextualIndex(in_memory=True, collection="demo-control", embedder=local_embedder, progress=False)
-    threads, queries = cli_demo.demo_files()
-    index.add_turns(cli.read_input_file(threads).turns)
+def test_the_demo_control_notes_the_hits_it_shows(demo_index, capsys):
+    index = demo_index
+    queries = cli_demo.demo_files()[1]
     query = next(q for q in json.loads(queries.read_text(encoding="utf-8")) if "dentist" in q["message"])
     cli_demo._demo_query(index, query, 1, 1, 2, index.cosine_floor)
     out = capsys.readouterr().out
@@ -638,14 +660,11 @@ def test_two_files_naming_one_thread_are_appended_in_order(tmp_path, files, monk
     assert pets and min(pets) > n1  # the second file's turns come after the first's
 
 
-def test_the_demo_says_where_an_expected_fact_is_when_its_groups_miss_it(local_embedder, capsys):
+def test_the_demo_says_where_an_expected_fact_is_when_its_groups_miss_it(demo_index, capsys):
     """The ops-agent message's EORI row is one line of an 80-row tool result: at k=2 the verdict says how deep
     it is (it used to print a bare NO, against the note's promise)."""
-    from ctxret import ContextualIndex
-
-    index = ContextualIndex(in_memory=True, collection="demo-eori", embedder=local_embedder, progress=False)
-    threads, queries = cli_demo.demo_files()
-    index.add_turns(cli.read_input_file(threads).turns)
+    index = demo_index
+    queries = cli_demo.demo_files()[1]
     query = next(q for q in json.loads(queries.read_text(encoding="utf-8")) if "EORI" in q.get("expect", []))
     cli_demo._demo_query(index, query, 1, 1, 2, index.cosine_floor)
     out = capsys.readouterr().out

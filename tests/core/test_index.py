@@ -1,8 +1,10 @@
-"""ContextualIndex end to end on real Chroma (embedded folder and a `chroma run` server) with the real local model."""
+"""ContextualIndex end to end on real Chroma (embedded folder and a `chroma run` server): with the real local model
+where a test asserts on what is found, the hashing embedder where it asserts on storage, ids and errors."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 import uuid
@@ -47,10 +49,12 @@ class CountingEmbedder:
 
 
 
-@pytest.fixture(params=["embedded", "server"])
+@pytest.fixture(params=["embedded", pytest.param("server", marks=pytest.mark.slow)])  # a server: slow
 def make_index(request, tmp_path, local_embedder):
-    """Build ContextualIndex objects on one backend: an embedded folder, or the shared Chroma server."""
+    """Build ContextualIndex objects on one backend: an embedded folder, or the shared Chroma server (the real
+    model unless ``embedder=`` says otherwise: the plumbing tests pass the hashing one). All closed after the test."""
     collection = f"t-{uuid.uuid4().hex[:12]}"
+    opened: list[ContextualIndex] = []
 
     def make(rebuild=False, **kwargs):
         kwargs.setdefault("embedder", local_embedder)
@@ -58,12 +62,19 @@ def make_index(request, tmp_path, local_embedder):
         kwargs.setdefault("lexical", False)  # the dense core; hybrid search is tested in test_hybrid.py
         opener = ContextualIndex.rebuild if rebuild else ContextualIndex
         if request.param == "embedded":
-            return opener(tmp_path / "store", **kwargs)
-        server = request.getfixturevalue("chroma_server")
-        return opener(host=server.host, port=server.port, **kwargs)
+            index = opener(tmp_path / "store", **kwargs)
+        else:
+            server = request.getfixturevalue("chroma_server")
+            index = opener(host=server.host, port=server.port, **kwargs)
+        opened.append(index)
+        return index
 
     make.backend = request.param
-    return make
+    try:
+        yield make
+    finally:
+        for index in reversed(opened):
+            index.close()
 
 
 def all_ids(index: ContextualIndex, thread_id: str | None = None) -> set[str]:
@@ -121,8 +132,8 @@ def test_duplicates_across_groups_are_kept(make_index):
     assert groups[0].hits[0].id == groups[1].hits[0].id
 
 
-def test_reindexing_same_content_is_idempotent_and_embeds_nothing(make_index, local_embedder):
-    counting = CountingEmbedder(local_embedder)
+def test_reindexing_same_content_is_idempotent_and_embeds_nothing(make_index, hash_embedder):
+    counting = CountingEmbedder(hash_embedder)
     index = make_index(embedder=counting)
     first = index.add_messages(GARDEN, thread_id="home")
     ids = all_ids(index)
@@ -134,8 +145,8 @@ def test_reindexing_same_content_is_idempotent_and_embeds_nothing(make_index, lo
     assert counting.calls == calls  # nothing re-embedded
 
 
-def test_changed_turn_replaces_its_pieces_without_orphans(make_index):
-    index = make_index()
+def test_changed_turn_replaces_its_pieces_without_orphans(make_index, hash_embedder):
+    index = make_index(embedder=hash_embedder)
     index.add_messages(GARDEN, thread_id="home")
     before = {r["id"]: r["metadata"] for r in index.store.chroma.iter_records({"turn_id": "home#2"})}
     edited = [dict(m) for m in GARDEN]
@@ -156,8 +167,8 @@ def test_changed_turn_replaces_its_pieces_without_orphans(make_index):
     assert (again.turns_changed, again.added, again.replaced) == (0, 0, 0)
 
 
-def test_thread_scoping_never_leaks(make_index):
-    index = make_index()
+def test_thread_scoping_never_leaks(make_index, hash_embedder):
+    index = make_index(embedder=hash_embedder)
     names = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]
     pets = [
         "a parrot named Kiwi", "a cat named Miso", "a tortoise named Atlas", "two goldfish", "a rabbit named Clover",
@@ -183,7 +194,8 @@ def test_thread_scoping_never_leaks(make_index):
     assert where[0].hits and all(h.metadata["source_kind"] == "assistant" for h in where[0].hits)
 
 
-def test_config_mismatch_is_refused_then_rebuilt_without_loss(make_index):
+def test_config_mismatch_is_refused_then_rebuilt_without_loss(make_index, hash_embedder):
+    make_index = functools.partial(make_index, embedder=hash_embedder)
     index = make_index()
     index.add_messages(GARDEN, thread_id="home")
     texts = sorted(r["metadata"]["body"] for r in index.store.chroma.iter_records(None))
@@ -214,8 +226,8 @@ def test_reindex_rebuilds_from_stored_pieces(make_index):
     assert "dentist" in groups[0].hits[0].text.lower()
 
 
-def test_delete_thread_only(make_index):
-    index = make_index()
+def test_delete_thread_only(make_index, hash_embedder):
+    index = make_index(embedder=hash_embedder)
     index.add_messages(GARDEN, thread_id="home")
     index.add_messages(thread([("The quarterly report is due on Friday.", "I will draft it.")]), thread_id="work")
     n_work = len(all_ids(index, "work"))
@@ -227,25 +239,25 @@ def test_delete_thread_only(make_index):
         index.delete()
 
 
-def test_writes_are_chunked_to_the_store_batch_size(make_index):
-    index = make_index()
+def test_writes_are_chunked_to_the_store_batch_size(make_index, hash_embedder):
+    index = make_index(embedder=hash_embedder)
     index.store.chroma.max_batch = 3
     result = index.add_messages(GARDEN, thread_id="home")
     assert index.store.count() == result.added > 3
 
 
-def test_failed_embedding_writes_nothing(make_index, local_embedder):
-    index = make_index(embedder=CountingEmbedder(local_embedder, fail_after=0))
+def test_failed_embedding_writes_nothing(make_index, hash_embedder):
+    index = make_index(embedder=CountingEmbedder(hash_embedder, fail_after=0))
     with pytest.raises(EmbeddingError, match="CountingEmbedder") as e:  # naming the embedder, its error the cause
         index.add_messages(GARDEN, thread_id="home")
     assert isinstance(e.value.__cause__, RuntimeError)
     assert index.store.count() == 0
 
 
-def test_reserved_metadata_keys_are_stored_under_a_prefix(make_index):
+def test_reserved_metadata_keys_are_stored_under_a_prefix(make_index, hash_embedder):
     """One policy for every entry point: a caller key ctxret uses itself is kept as ``meta_<key>``, and found by the
     caller's name; ``thread_id`` is one key (the thread), so another thread in the metadata is an error."""
-    index = make_index()
+    index = make_index(embedder=hash_embedder)
     with pytest.raises(InputError, match="thread_id"):
         index.add_messages(GARDEN, thread_id="home", metadata={"thread_id": "other", "kind": "note"})
     assert index.store.count() == 0  # refused before anything was written
@@ -259,8 +271,8 @@ def test_reserved_metadata_keys_are_stored_under_a_prefix(make_index):
     assert index.search("dentist", k=1, where={"kind": "turn"})[0].hits == ()  # 'kind' is the caller's: 'note'
 
 
-def test_empty_message_and_bad_k(make_index):
-    index = make_index()
+def test_empty_message_and_bad_k(make_index, hash_embedder):
+    index = make_index(embedder=hash_embedder)
     index.add_messages(GARDEN, thread_id="home")
     assert index.search("   \n ") == []
     with pytest.raises(InputError, match="k"):
@@ -301,8 +313,8 @@ def test_documents_sections_are_context(make_index):
     assert any("hourly" in b for b in bodies) and not any("nightly" in b for b in bodies)
 
 
-def test_stats(make_index):
-    index = make_index()
+def test_stats(make_index, hash_embedder):
+    index = make_index(embedder=hash_embedder)
     index.add_messages(GARDEN, thread_id="home")
     index.add_messages(thread([("Book a table for two.", "Done.")]), thread_id="other")
     stats = index.stats()
@@ -373,9 +385,9 @@ def test_score_scales_convert_by_name():
     assert unit_interval_to_cosine(0.75) == pytest.approx(0.5)
 
 
-def test_invalid_collection_name_is_refused(tmp_path, local_embedder):
+def test_invalid_collection_name_is_refused(tmp_path, hash_embedder):
     with pytest.raises(InputError, match="collection name"):
-        ContextualIndex(tmp_path, embedder=local_embedder, collection="x")
+        ContextualIndex(tmp_path, embedder=hash_embedder, collection="x")
 
 
 def test_flatten_metadata():

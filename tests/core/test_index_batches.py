@@ -1,5 +1,6 @@
 """Indexing many threads in one call: the same store as thread by thread, bounded write batches, one batched
-write from every bulk path, and a failure part-way that leaves whole turns (real model, real Chroma)."""
+write from every bulk path, and a failure part-way that leaves whole turns (the hashing embedder: what is asserted
+is storage, not ranking; real Chroma)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ THREADS = {
 
 
 class CountingEmbedder:
-    """The real local model, counting the model calls it is asked for (what a bulk path costs in calls)."""
+    """An embedder (the hashing one), counting the model calls it is asked for (what a bulk path costs in calls)."""
 
     def __init__(self, inner):
         self._inner = inner
@@ -88,10 +89,10 @@ def assert_same_store(a: dict, b: dict) -> None:
 
 
 @pytest.fixture
-def make(tmp_path, local_embedder):
+def make(tmp_path, hash_embedder):
     def make(embedder=None, **kwargs):
         return ContextualIndex(
-            tmp_path / uuid.uuid4().hex[:8], embedder=embedder or local_embedder, progress=False, **kwargs
+            tmp_path / uuid.uuid4().hex[:8], embedder=embedder or hash_embedder, progress=False, **kwargs
         )
 
     return make
@@ -124,7 +125,7 @@ def test_one_call_in_batches_and_thread_by_thread_store_the_same(make, monkeypat
         assert_same_store(reference, snapshot(per_thread))
 
 
-def test_write_batches_are_bounded_and_keep_every_turn_whole(make, local_embedder):
+def test_write_batches_are_bounded_and_keep_every_turn_whole(make, hash_embedder):
     index = make()
     planned = index.check_turns(all_turns())
     for max_pieces, max_bytes in ((1, 10**9), (4, 10**9), (10**9, 300), (10**9, 10**9)):
@@ -148,7 +149,7 @@ def test_planned_turns_are_written_as_planned_and_replanned_when_they_do_not_fit
     assert result.added == other.store.count() > sum(len(p.pieces) for p in planned)
 
 
-def test_bulk_paths_make_one_batched_write(make, local_embedder):
+def test_bulk_paths_make_one_batched_write(make, hash_embedder):
     """Each framework's bulk path hands all its documents or threads to the core in one call: the model sees
     one token pass over every turn (not one per document or thread)."""
     from langchain_core.documents import Document
@@ -176,7 +177,7 @@ def test_bulk_paths_make_one_batched_write(make, local_embedder):
         ).run(documents=li_docs),
     }
     for name, add in paths.items():
-        counting = CountingEmbedder(local_embedder)
+        counting = CountingEmbedder(hash_embedder)
         index = make(counting)
         add(index)
         turns = {(m["thread_id"], m["turn_id"]) for m in (r["metadata"] for r in index.store.records())}
@@ -184,12 +185,12 @@ def test_bulk_paths_make_one_batched_write(make, local_embedder):
         assert counting.calls == [("embed_late", len(turns))], f"{name}: {counting.calls}"
 
 
-async def test_async_bulk_path_makes_one_batched_write(make, local_embedder):
+async def test_async_bulk_path_makes_one_batched_write(make, hash_embedder):
     from langchain_core.documents import Document
 
     from langchain_ctxret import ContextualRetriever
 
-    counting = CountingEmbedder(local_embedder)
+    counting = CountingEmbedder(hash_embedder)
     index = make(counting)
     docs = [Document(page_content="\n".join(m["content"] for m in msgs), id=tid) for tid, msgs in THREADS.items()]
     await ContextualRetriever(index=index).aadd_documents(docs)
@@ -197,7 +198,7 @@ async def test_async_bulk_path_makes_one_batched_write(make, local_embedder):
 
 
 class FailingEmbedder(CountingEmbedder):
-    """The real model, refusing any request that holds ``marker`` (an embedding service failing mid-way)."""
+    """The embedder, refusing any request that holds ``marker`` (an embedding service failing mid-way)."""
 
     def __init__(self, inner, marker: str):
         super().__init__(inner)
@@ -216,7 +217,7 @@ class FailingEmbedder(CountingEmbedder):
         return super().embed_late(turns, **options)
 
 
-def test_a_failure_part_way_leaves_whole_turns_and_says_what_is_stored(make, local_embedder, monkeypatch):
+def test_a_failure_part_way_leaves_whole_turns_and_says_what_is_stored(make, hash_embedder, monkeypatch):
     """With many write batches, an embedding failure in a later batch: the batches before it are stored
     whole (every stored turn has all its pieces, Chroma and the lexical file agree), ``error.written``
     counts them, and the same call again ends where an uninterrupted one ends."""
@@ -226,7 +227,7 @@ def test_a_failure_part_way_leaves_whole_turns_and_says_what_is_stored(make, loc
     reference.add_turns(all_turns())
     batches = writer.write_batches(reference.check_turns(all_turns()))
     marker = batches[2][0].pieces[0].text  # the third batch fails
-    failing = FailingEmbedder(local_embedder, marker)
+    failing = FailingEmbedder(hash_embedder, marker)
     index = make(failing, **options)
     with pytest.raises(EmbeddingError) as caught:
         index.add_turns(all_turns())
@@ -246,8 +247,8 @@ def test_a_failure_part_way_leaves_whole_turns_and_says_what_is_stored(make, loc
     assert_same_store(snapshot(reference), snapshot(index))
 
 
-def test_one_batch_is_all_or_nothing(make, local_embedder):
-    failing = FailingEmbedder(local_embedder, "sourdough")
+def test_one_batch_is_all_or_nothing(make, hash_embedder):
+    failing = FailingEmbedder(hash_embedder, "sourdough")
     index = make(failing, context="mean", weight=0.8)
     with pytest.raises(EmbeddingError) as caught:
         index.add_turns(all_turns())
@@ -255,9 +256,9 @@ def test_one_batch_is_all_or_nothing(make, local_embedder):
     assert f"stopped after 0 of {len(all_turns())} turns were stored" in str(caught.value)
 
 
-def test_a_rebuild_that_fails_keeps_the_old_collection_and_its_message(make, local_embedder):
+def test_a_rebuild_that_fails_keeps_the_old_collection_and_its_message(make, hash_embedder):
     """A rebuild's refill is not a call to finish by adding again: its error keeps its own message."""
-    failing = FailingEmbedder(local_embedder, "\x00never")
+    failing = FailingEmbedder(hash_embedder, "\x00never")
     index = make(failing, context="mean", weight=0.8)
     index.add_turns(all_turns())
     before = snapshot(index)
@@ -271,7 +272,7 @@ def test_a_rebuild_that_fails_keeps_the_old_collection_and_its_message(make, loc
 
 @pytest.mark.parametrize("path", ["langchain", "llamaindex"])
 def test_an_adapter_bulk_call_that_fails_part_way_raises_the_ctxret_error_that_says_so(
-    make, local_embedder, monkeypatch, path
+    make, hash_embedder, monkeypatch, path
 ):
     """The adapters stay thin: their bulk add raises the core's error, which says what is stored and how to
     finish, and the same call again completes the store."""
@@ -295,7 +296,7 @@ def test_an_adapter_bulk_call_that_fails_part_way_raises_the_ctxret_error_that_s
 
     reference = make()
     add(reference)
-    failing = FailingEmbedder(local_embedder, "buy euros")  # the longest turn: the last write batch
+    failing = FailingEmbedder(hash_embedder, "buy euros")  # the longest turn: the last write batch
     index = make(failing)
     with pytest.raises(EmbeddingError, match=r"stopped after \d+ of \d+ turns were stored, each whole") as caught:
         add(index)

@@ -7,7 +7,6 @@ from datetime import datetime
 
 import numpy as np
 import pytest
-from ctxret import ContextualIndex
 from ctxret.query.answers import is_question, lift_answers
 from ctxret.query.latest import SAME_SUBJECT, asks_now, same_subject
 from ctxret.query.search import PartCandidates
@@ -30,12 +29,21 @@ CUTOVER = [
 
 
 @pytest.fixture(scope="module")
-def index(local_embedder):
-    ix = ContextualIndex(in_memory=True, embedder=local_embedder)
-    ix.add_messages(FLIGHT, thread_id="trip")
-    ix.add_messages([{"role": "user", "content": text, "timestamp": ts} for ts, text in CUTOVER], thread_id="work")
-    yield ix
-    ix.close()
+def index_embedder(local_embedder):
+    return local_embedder  # the tests assert on ranking
+
+
+@pytest.fixture(scope="module")
+def index_options():
+    return {"in_memory": True}
+
+
+@pytest.fixture(scope="module")
+def index_data():
+    def fill(ix):
+        ix.add_messages(FLIGHT, thread_id="trip")
+        ix.add_messages([{"role": "user", "content": t, "timestamp": ts} for ts, t in CUTOVER], thread_id="work")
+    return fill
 
 
 # -- answers above questions ---------------------------------------------------------------------------------------

@@ -31,9 +31,15 @@ def ids(groups):
     return [[h.id for h in g] for g in groups]
 
 
+@pytest.fixture(scope="module")
+def index_embedder(local_embedder):
+    return local_embedder  # the deadline's stages are timed against the real model's embedding
+
+
 @pytest.fixture
-def index(local_embedder):
-    ix = ContextualIndex(in_memory=True, embedder=local_embedder, collection=f"d-{uuid.uuid4().hex[:10]}")
+def index(open_index):
+    """A fresh index per test, closed by ``open_index``."""
+    ix = open_index(in_memory=True, collection=f"d-{uuid.uuid4().hex[:10]}")
     ix.add_messages(MESSAGES, "u1")
     ix.search(MESSAGE, thread_id="u1")  # warm: the model, the thread cache
     return ix

@@ -8,7 +8,6 @@ import logging
 import uuid
 
 import pytest
-from ctxret import ContextualIndex
 from ctxret.query import vectors as query_vectors_module
 from ctxret.query.deadline import run_search
 from ctxret.query.executor import QueryVectors, store_backends
@@ -24,13 +23,18 @@ WORK = thread(
 MESSAGE = "When is the dentist? And what colour for the kitchen cabinets? Who owns billing?"
 
 
+# the shared ``index`` with the hashing embedder: these tests compare two drivers of one loop, not rankings
 @pytest.fixture(scope="module")
-def index(local_embedder):
-    ix = ContextualIndex(in_memory=True, embedder=local_embedder, collection=f"x-{uuid.uuid4().hex[:10]}")
-    ix.add_messages(GARDEN, thread_id="garden")
-    ix.add_messages(WORK, thread_id="work")
-    yield ix
-    ix.close()
+def index_options():
+    return {"in_memory": True, "collection": f"x-{uuid.uuid4().hex[:10]}"}
+
+
+@pytest.fixture(scope="module")
+def index_data():
+    def fill(ix):
+        ix.add_messages(GARDEN, thread_id="garden")
+        ix.add_messages(WORK, thread_id="work")
+    return fill
 
 
 def record(groups):

@@ -7,7 +7,6 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
-from ctxret import ContextualIndex
 from ctxret.query.floor import HIT_SHARE, hit_floor, part_answered
 
 FLIGHT = [
@@ -29,12 +28,21 @@ PAINTING = [
 
 
 @pytest.fixture(scope="module")
-def index(local_embedder):
-    ix = ContextualIndex(in_memory=True, embedder=local_embedder)
-    ix.add_messages(FLIGHT, thread_id="trip")
-    ix.add_messages(PAINTING, thread_id="art")
-    yield ix
-    ix.close()
+def index_embedder(local_embedder):
+    return local_embedder  # the floor is calibrated on the real model's cosines
+
+
+@pytest.fixture(scope="module")
+def index_options():
+    return {"in_memory": True}
+
+
+@pytest.fixture(scope="module")
+def index_data():
+    def fill(ix):
+        ix.add_messages(FLIGHT, thread_id="trip")
+        ix.add_messages(PAINTING, thread_id="art")
+    return fill
 
 
 # -- the rule ----------------------------------------------------------------------------------------------------

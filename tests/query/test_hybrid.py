@@ -143,6 +143,7 @@ def test_without_fts5_the_default_falls_back_to_dense(tmp_path, make, monkeypatc
     assert set(index.search("tomatoes", score_threshold=None)[0].hits[0].scores) == {"cosine", "coverage", "relevance"}
 
 
+@pytest.mark.slow  # a Chroma server
 def test_chroma_server_gets_its_lexical_half_from_a_local_file(chroma_server, tmp_path, local_embedder):
     name = f"s-{uuid.uuid4().hex[:8]}"
     plain = ContextualIndex(host=chroma_server.host, port=chroma_server.port, collection=name, embedder=local_embedder)

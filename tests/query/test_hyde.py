@@ -7,7 +7,7 @@ import uuid
 
 import numpy as np
 import pytest
-from ctxret import ContextualIndex, InputError, SearchSettings
+from ctxret import InputError, SearchSettings
 from ctxret.blend import blend_with_context
 from ctxret.query.hyde import llm_hyde
 from ctxret.query.vectors import query_vectors
@@ -26,9 +26,15 @@ ANSWERS = {
 }
 
 
+@pytest.fixture(scope="module")
+def index_embedder(local_embedder):
+    return local_embedder  # HyDE's blend is checked against the real model's vectors
+
+
 @pytest.fixture
-def index(local_embedder):
-    ix = ContextualIndex(in_memory=True, embedder=local_embedder, collection=f"h-{uuid.uuid4().hex[:10]}")
+def index(open_index):
+    """A fresh index per test, closed by ``open_index``."""
+    ix = open_index(in_memory=True, collection=f"h-{uuid.uuid4().hex[:10]}")
     ix.add_messages(MESSAGES, "u1")
     return ix
 

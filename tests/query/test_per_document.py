@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -30,19 +28,23 @@ QUERY = "how do we deploy and roll back"
 
 
 @pytest.fixture(scope="module")
-def index(tmp_path_factory, local_embedder):
-    idx = ContextualIndex(tmp_path_factory.mktemp("perdoc") / "store", embedder=local_embedder)
-    idx.add_documents(DOCS, thread_id="kb")
-    idx.add_messages(
-        [
-            {"role": "user", "content": "Please deploy the billing service tonight."},
-            {"role": "assistant", "content": "Deployed billing at 22:00; the rollback tag is v3.1."},
-            {"role": "user", "content": "Book a table for two at eight."},
-        ],
-        thread_id="chat",
-    )
-    yield idx
-    idx.close()
+def index_embedder(local_embedder):
+    return local_embedder  # the tests assert on document ranking
+
+
+@pytest.fixture(scope="module")
+def index_data():
+    def fill(ix):
+        ix.add_documents(DOCS, thread_id="kb")
+        ix.add_messages(
+            [
+                {"role": "user", "content": "Please deploy the billing service tonight."},
+                {"role": "assistant", "content": "Deployed billing at 22:00; the rollback tag is v3.1."},
+                {"role": "user", "content": "Book a table for two at eight."},
+            ],
+            thread_id="chat",
+        )
+    return fill
 
 
 def _runbook_sections(idx: ContextualIndex) -> list[str]:
@@ -199,10 +201,10 @@ def test_llamaindex_as_retriever_passes_per(index):
 
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CTXRET_", "OPENAI_"))}
-    env.update(HF_HUB_OFFLINE="1", PYTHONIOENCODING="utf-8", COLUMNS="120")
-    proc = subprocess.run([sys.executable, "-m", "ctxret", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, encoding="utf-8", timeout=300)  # fmt: skip
+    """``ctxret ARGS`` in this process (``tests/cli_inprocess.py``)."""
+    from cli_inprocess import run_cli
+
+    proc = run_cli(*args, cwd=cwd)
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc
 

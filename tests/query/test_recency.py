@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pytest
-from ctxret import ContextualIndex
 from ctxret.errors import InputError
 from ctxret.ingest.messages import turns_from_messages
 from ctxret.query.settings import SearchSettings
@@ -25,16 +24,20 @@ QUESTION = "What did we say about the garden shed?"
 
 
 @pytest.fixture(scope="module")
-def index(local_embedder, tmp_path_factory):
-    idx = ContextualIndex(tmp_path_factory.mktemp("recency") / "s", embedder=local_embedder, progress=False)
-    idx.add_messages(
-        [{"role": "user", "content": text, "timestamp": ts.isoformat()} for ts, text in TURNS], thread_id="t"
-    )
-    # written as given, without a time (add_messages would give it the time it is added)
-    untimed = [{"role": "user", "content": "We talked about the garden shed and its paint."}]
-    idx.add_turns(turns_from_messages(untimed, "u"))
-    yield idx
-    idx.close()
+def index_embedder(local_embedder):
+    return local_embedder  # the tests assert on ranking
+
+
+@pytest.fixture(scope="module")
+def index_data():
+    def fill(ix):
+        ix.add_messages(
+            [{"role": "user", "content": text, "timestamp": ts.isoformat()} for ts, text in TURNS], thread_id="t"
+        )
+        # written as given, without a time (add_messages would give it the time it is added)
+        untimed = [{"role": "user", "content": "We talked about the garden shed and its paint."}]
+        ix.add_turns(turns_from_messages(untimed, "u"))
+    return fill
 
 
 def _stamp(hit):

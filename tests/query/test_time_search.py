@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from ctxret import ContextualIndex
 from ctxret.errors import InputError
 from ctxret.ingest.messages import turns_from_messages
 from ctxret.query.settings import SearchSettings
@@ -28,15 +27,19 @@ DAYS = [
 
 
 @pytest.fixture(scope="module")
-def index(local_embedder, tmp_path_factory):
-    idx = ContextualIndex(tmp_path_factory.mktemp("time") / "s", embedder=local_embedder, progress=False)
-    msgs = [{"role": "user", "content": text, "timestamp": ts.isoformat()} for ts, text in DAYS]
-    idx.add_messages(msgs, thread_id="t")
-    # written as given, without a time (add_messages would give it the time it is added)
-    untimed = [{"role": "user", "content": "We talked about the garden shed and nothing else."}]
-    idx.add_turns(turns_from_messages(untimed, "u"))
-    yield idx
-    idx.close()
+def index_embedder(local_embedder):
+    return local_embedder  # the tests assert on ranking inside time windows
+
+
+@pytest.fixture(scope="module")
+def index_data():
+    def fill(ix):
+        msgs = [{"role": "user", "content": text, "timestamp": ts.isoformat()} for ts, text in DAYS]
+        ix.add_messages(msgs, thread_id="t")
+        # written as given, without a time (add_messages would give it the time it is added)
+        untimed = [{"role": "user", "content": "We talked about the garden shed and nothing else."}]
+        ix.add_turns(turns_from_messages(untimed, "u"))
+    return fill
 
 
 def _days(group):

@@ -29,15 +29,19 @@ QUERIES = [
 
 
 @pytest.fixture(scope="module")
-def index(tmp_path_factory, local_embedder):
-    ix = ContextualIndex(tmp_path_factory.mktemp("unscoped"), embedder=local_embedder)
-    ix.add_messages(GARDEN, thread_id="garden")
-    ix.add_messages(WORK, thread_id="work")
-    ix.add_messages(
-        thread([("My sister's birthday is on the 3rd of May.", "I'll remember May 3rd.")]), thread_id="family"
-    )
-    yield ix
-    ix.close()
+def index_embedder(local_embedder):
+    return local_embedder  # the tests assert on ranking across threads
+
+
+@pytest.fixture(scope="module")
+def index_data():
+    def fill(ix):
+        ix.add_messages(GARDEN, thread_id="garden")
+        ix.add_messages(WORK, thread_id="work")
+        ix.add_messages(
+            thread([("My sister's birthday is on the 3rd of May.", "I'll remember May 3rd.")]), thread_id="family"
+        )
+    return fill
 
 
 def _view(groups):

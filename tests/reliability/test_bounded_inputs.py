@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from ctxret import ContextualIndex
 from ctxret.errors import InputError
 from ctxret.storage.schema import MAX_THREAD_IDS
 from ctxret.storage.where import MAX_WHERE_DEPTH, MAX_WHERE_VALUES, check_where_size
@@ -30,12 +29,16 @@ def nested(depth: int) -> dict:
 
 
 @pytest.fixture(scope="module")
-def index(tmp_path_factory):
-    index = ContextualIndex(tmp_path_factory.mktemp("bounded") / "store", embedder=HashEmbedder(), progress=False)
-    for t in range(3):
-        index.add_messages([{"role": "user", "content": f"alpha bravo note {t}"}], thread_id=f"t{t}")
-    yield index
-    index.close()
+def index_embedder():
+    return HashEmbedder()
+
+
+@pytest.fixture(scope="module")
+def index_data():
+    def fill(ix):
+        for t in range(3):
+            ix.add_messages([{"role": "user", "content": f"alpha bravo note {t}"}], thread_id=f"t{t}")
+    return fill
 
 
 TOO_MUCH = {

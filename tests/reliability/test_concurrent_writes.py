@@ -32,10 +32,8 @@ ROUND = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCh
 
 
 @pytest.fixture(scope="module")
-def index(tmp_path_factory):
-    index = ContextualIndex(tmp_path_factory.mktemp("concurrent") / "store", embedder=HashEmbedder())
-    yield index
-    index.close()
+def index_embedder():
+    return HashEmbedder()
 
 
 def race(jobs) -> None:

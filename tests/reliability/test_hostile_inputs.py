@@ -51,10 +51,15 @@ FAST = settings(
 
 
 @pytest.fixture(scope="module")
-def index(tmp_path_factory, local_embedder):
-    idx = ContextualIndex(tmp_path_factory.mktemp("hostile") / "store", embedder=local_embedder, progress=False)
-    idx.add_messages([{"role": "user", "content": "A safe first memory about the garden."}], thread_id="safe")
-    return idx
+def index_embedder(local_embedder):
+    return local_embedder  # the hostile texts go through the real tokenizer
+
+
+@pytest.fixture(scope="module")
+def index_data():
+    def fill(ix):
+        ix.add_messages([{"role": "user", "content": "A safe first memory about the garden."}], thread_id="safe")
+    return fill
 
 
 def _ids(index):

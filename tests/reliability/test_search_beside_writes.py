@@ -68,11 +68,11 @@ def fill(index: ContextualIndex) -> None:
 
 
 @pytest.fixture
-def index(tmp_path):
-    index = ContextualIndex(tmp_path / "store", embedder=HashEmbedder(), progress=False)
+def index(open_index):
+    """A fresh index per test (each races writes against it), closed by ``open_index``."""
+    index = open_index(embedder=HashEmbedder())
     fill(index)
-    yield index
-    index.close()
+    return index
 
 
 class Pause:

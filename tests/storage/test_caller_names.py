@@ -154,11 +154,11 @@ def _write(path, embedder, *, legacy: bool, monkeypatch) -> None:
         index.add_turns([t for d in DOCS for t in document_turns(d["text"], doc_id=d["id"], metadata=d["metadata"])])
 
 
-def test_a_store_written_by_the_earlier_schema_reads_the_same(tmp_path, local_embedder, monkeypatch):
-    _write(tmp_path / "old", local_embedder, legacy=True, monkeypatch=monkeypatch)
-    _write(tmp_path / "new", local_embedder, legacy=False, monkeypatch=monkeypatch)
-    old = ContextualIndex(tmp_path / "old", embedder=local_embedder)
-    new = ContextualIndex(tmp_path / "new", embedder=local_embedder)
+def test_a_store_written_by_the_earlier_schema_reads_the_same(tmp_path, hash_embedder, monkeypatch):
+    _write(tmp_path / "old", hash_embedder, legacy=True, monkeypatch=monkeypatch)
+    _write(tmp_path / "new", hash_embedder, legacy=False, monkeypatch=monkeypatch)
+    old = ContextualIndex(tmp_path / "old", embedder=hash_embedder)
+    new = ContextualIndex(tmp_path / "new", embedder=hash_embedder)
     stored = {r["id"]: r["metadata"] for r in old.store.chroma.iter_records(None)}
     assert {m.get("meta_kind") for m in stored.values()} == {"travel", "pets"}  # the earlier schema, as stored
     assert any(m.get("meta_thread_id") == "u1" for m in stored.values())
@@ -198,8 +198,8 @@ def test_a_store_written_by_the_earlier_schema_reads_the_same(tmp_path, local_em
     assert old.search("flight", k=1, where={"thread_id": "flight"})[0].hits
 
 
-def test_thread_id_and_doc_id_in_metadata_are_the_thread_and_document(tmp_path, local_embedder):
-    index = ContextualIndex(in_memory=True, embedder=local_embedder)
+def test_thread_id_and_doc_id_in_metadata_are_the_thread_and_document(tmp_path, hash_embedder):
+    index = ContextualIndex(in_memory=True, embedder=hash_embedder)
     index.add_documents([{"text": "The flight leaves at 09:40.", "metadata": {"thread_id": "u1", "doc_id": "f"}}])
     (hit,) = index.search("flight", k=1, thread_id="u1")[0].hits
     assert (hit.metadata["thread_id"], hit.metadata["doc_id"]) == ("u1", "f")
@@ -212,8 +212,8 @@ def test_thread_id_and_doc_id_in_metadata_are_the_thread_and_document(tmp_path, 
     assert index.store.count() == 1
 
 
-def test_an_empty_search_on_a_field_name_says_what_it_meant(local_embedder, caplog):
-    index = ContextualIndex(in_memory=True, embedder=local_embedder)
+def test_an_empty_search_on_a_field_name_says_what_it_meant(hash_embedder, caplog):
+    index = ContextualIndex(in_memory=True, embedder=hash_embedder)
     index.add_messages([{"role": "user", "content": "The flight leaves at 09:40."}], thread_id="t")
     with caplog.at_level("WARNING", logger="ctxret"):
         assert index.search("flight", k=1, where={"source_kind": "user"})[0].hits == ()

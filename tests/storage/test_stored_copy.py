@@ -69,10 +69,9 @@ def chroma_reads(ix: ContextualIndex) -> Iterator[list[tuple[list[str], tuple[st
 
 
 @pytest.fixture
-def index(tmp_path, local_embedder):
-    ix = ContextualIndex(tmp_path / "store", embedder=local_embedder)
-    yield ix
-    ix.close()
+def index(open_index):
+    """A fresh index per test with the hashing embedder (the copy is storage: no ranking is asserted)."""
+    return open_index()
 
 
 def test_the_copy_is_what_chroma_holds_and_searches_do_not_change_with_it(index) -> None:
@@ -142,19 +141,20 @@ def test_deleted_pieces_leave_the_copy(index) -> None:
     assert all(h.metadata["thread_id"] == "work" for g in index.search("dentist tomatoes release") for h in g.hits)
 
 
-def test_a_crash_after_chroma_took_new_metadata_is_repaired_on_open(tmp_path, local_embedder) -> None:
+def test_a_crash_after_chroma_took_new_metadata_is_repaired_on_open(tmp_path, hash_embedder) -> None:
     """A writer dies after Chroma took new metadata for pieces the file already held: the next
     open reads those pieces again (the announcement lists them), so no search shows the old ones."""
     path = tmp_path / "store"
-    ix = ContextualIndex(path, embedder=local_embedder)
+    ix = ContextualIndex(path, embedder=hash_embedder)
     ix.add_messages(WORK, thread_id="work", metadata={"team": "core"})
     ix.close()
     crash = textwrap.dedent(
         """
         import os, sys
         from ctxret import ContextualIndex
+        from ctxret.embedders.hashing import HashEmbedder
         from ctxret.storage.lexical import LexicalIndex
-        ix = ContextualIndex(sys.argv[1])
+        ix = ContextualIndex(sys.argv[1], embedder=HashEmbedder())
         store = ix.store
         ids = sorted(store.lexical.ids())
         recs = store.chroma.get(ids, include=("embeddings", "documents", "metadatas"))
@@ -170,7 +170,7 @@ def test_a_crash_after_chroma_took_new_metadata_is_repaired_on_open(tmp_path, lo
     assert stale.journal.pending and stale.copies.stored(stale.ids()) is None  # not trusted until the repair
     assert {m["team"] for _, m in _raw_copy(stale).values()} == {"core"}
     stale.close()
-    ix = ContextualIndex(path, embedder=local_embedder)
+    ix = ContextualIndex(path, embedder=hash_embedder)
     assert not ix.store.lexical.journal.pending
     assert copy_view(ix) == chroma_view(ix)
     assert {m["team"] for _, m in copy_view(ix).values()} == {"infra"}
@@ -187,9 +187,9 @@ def _raw_copy(lexical: LexicalIndex) -> dict[str, tuple[str, dict]]:
     return {i: (d, json.loads(m)) for i, d, m in rows}
 
 
-def test_a_file_from_the_previous_version_is_refilled_with_the_copy(tmp_path, local_embedder) -> None:
+def test_a_file_from_the_previous_version_is_refilled_with_the_copy(tmp_path, hash_embedder) -> None:
     path = tmp_path / "store"
-    ix = ContextualIndex(path, embedder=local_embedder)
+    ix = ContextualIndex(path, embedder=hash_embedder)
     ix.add_messages(GARDEN, thread_id="garden", metadata={"team": "core"})
     before = results(ix)
     ix.close()
@@ -206,7 +206,7 @@ def test_a_file_from_the_previous_version_is_refilled_with_the_copy(tmp_path, lo
         """
     )
     db.close()
-    ix = ContextualIndex(path, embedder=local_embedder)
+    ix = ContextualIndex(path, embedder=hash_embedder)
     assert copy_view(ix) == chroma_view(ix) and len(chroma_view(ix)) > 3
     assert results(ix) == before
     ix.close()
