@@ -135,11 +135,30 @@ def test_config_only_re_exports() -> None:
     assert IndexConfig is ingest_config and SearchSettings is query_settings
 
 
-def test_only_storage_touches_chroma() -> None:
+#: Names only a Chroma client has: a module that reaches for them is talking to Chroma.
+CHROMA_CLIENT_CALLS = {"get_or_create_collection", "get_collection", "list_collections", "delete_collection",
+                       "create_collection", "get_max_batch_size"}  # fmt: skip
+
+
+def test_only_the_chroma_backend_touches_chroma() -> None:
+    """``storage/chroma.py`` is the one module that imports chromadb or calls a Chroma client: the rest of storage
+    talks to the vector backend protocol (``storage/base.VectorBackend``)."""
     for module, path in _modules(PACKAGE).items():
+        if module == "ctxret.storage.chroma":
+            continue
         names = set(_imported(module, path, {}))
-        if unit(module) != "storage":
-            assert not {n for n in names if n.split(".")[0] == "chromadb"}, module
+        assert not {n for n in names if n.split(".")[0] == "chromadb"}, module
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        calls = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)} & CHROMA_CLIENT_CALLS
+        assert not calls, (module, calls)
+
+
+def test_storage_imports_no_private_name_of_another_module() -> None:
+    for module, path in _modules(PACKAGE / "storage").items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                assert not private, (module, node.module, private)
 
 
 @pytest.mark.parametrize("adapter", ["langchain_ctxret", "llamaindex_ctxret"])
