@@ -326,3 +326,17 @@ def test_in_process_backend_is_chosen_only_for_memory():
     with pytest.raises(InputError, match="backend must be one of"):
         Store.memory(backend="qdrant")
     assert Store.memory().backend == "chroma"  # the default is unchanged
+    assert Store.of(in_memory=True, backend="inprocess") == Store.memory(backend="inprocess")
+
+
+def test_the_shorthand_opens_the_in_process_backend(local_embedder):
+    from ctxret import ContextualIndex
+
+    index = ContextualIndex(in_memory=True, backend="inprocess", embedder=local_embedder)
+    try:
+        index.add_messages([{"role": "user", "content": "The heron came back to the pond."}], thread_id="t")
+        assert type(index.store.backend).__name__ == "InProcessBackend"
+        assert [h.metadata.get("thread_id") for g in index.search("heron at the pond", k=1) for h in g.hits] == ["t"]
+        assert index.stats()["pieces"] == 1
+    finally:
+        index.close()

@@ -25,10 +25,10 @@ import numpy as np
 from .._faults import fault_point
 from ..errors import ClosedError, CtxretError, InputError, StoreError
 from . import config_copy
-from .base import DEFERRED, Fetched, Row, StoredPieces, VectorBackend, group_parents
+from .base import DEFAULT_COLLECTION, DEFERRED, Fetched, Row, StoredPieces, VectorBackend, group_parents
 from .cache import DEFAULT_CACHE_PIECES, Block, ScopeView, ThreadCache, read_thread
 from .changes import ChangeLog
-from .chroma import DEFAULT_COLLECTION, ChromaStore
+from .chroma import ChromaStore
 from .claims import TurnClaims
 from .compact import DELETED_KEY, CompactReport, compact, due
 from .copies import as_stored
