@@ -18,15 +18,15 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from .errors import InputError
-from .storage.chroma import DEFAULT_COLLECTION
+from .storage.base import DEFAULT_COLLECTION
 from .storage.lock import check_lock_timeout
-from .storage.pieces import PieceStore, open_piece_store
+from .storage.pieces import BACKENDS, PieceStore, open_piece_store
 
 __all__ = ["Store", "refuse_unknown", "open_store_arguments", "STORE_ARGUMENTS"]
 
 #: The keywords the shorthand ``ContextualIndex(path, **store_arguments)`` takes (:meth:`Store.of`).
 STORE_ARGUMENTS = ("path", "collection", "host", "port", "ssl", "headers", "client", "in_memory", "lock_timeout",
-                   "lexical", "lexical_path", "read_only")  # fmt: skip
+                   "lexical", "lexical_path", "read_only", "backend")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,7 @@ class Store:
     lexical: bool | None = None
     lexical_path: str | None = None
     read_only: bool = False
+    backend: str = "chroma"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lock_timeout", check_lock_timeout(self.lock_timeout))
@@ -63,6 +64,13 @@ class Store:
             raise InputError(f"read_only must be True or False, got {self.read_only!r}")
         if self.read_only and self.kind == "memory":
             raise InputError("an in-memory store starts empty: read_only=True does not apply to it")
+        if self.backend not in BACKENDS:
+            raise InputError(f"backend must be one of {', '.join(map(repr, BACKENDS))}, got {self.backend!r}")
+        if self.backend != "chroma" and self.kind != "memory":
+            raise InputError(
+                f"backend={self.backend!r} keeps the pieces in this process's memory: use Store.memory(backend="
+                f"{self.backend!r}) (or in_memory=True); a folder, a server or a client is Chroma's"
+            )
 
     @classmethod
     def embedded(
@@ -105,10 +113,15 @@ class Store:
                    lexical_path=_path(lexical_path, "lexical_path"), read_only=read_only)  # fmt: skip
 
     @classmethod
-    def memory(cls, *, collection: str = DEFAULT_COLLECTION, lexical: bool | None = None, **unknown: Any) -> Store:
-        """In memory: every index opened on it is a separate, empty store (tests, notebooks)."""
-        refuse_unknown(unknown, "store", ("collection", "lexical"))
-        return cls("memory", None, collection, lexical=lexical)
+    def memory(
+        cls, *, collection: str = DEFAULT_COLLECTION, lexical: bool | None = None, backend: str = "chroma",
+        **unknown: Any,
+    ) -> Store:  # fmt: skip
+        """In memory: every index opened on it is a separate, empty store (tests, notebooks). ``backend="inprocess"``:
+        the vectors in dicts searched exactly with numpy (:mod:`ctxret.storage.inprocess`) instead of an in-memory
+        Chroma."""
+        refuse_unknown(unknown, "store", ("collection", "lexical", "backend"))
+        return cls("memory", None, collection, lexical=lexical, backend=backend)
 
     @classmethod
     def of(cls, path: Any = None, **arguments: Any) -> Store:
@@ -122,6 +135,12 @@ class Store:
             return path
         a = dict(arguments)
         in_memory, host, client = a.pop("in_memory", False), a.pop("host", None), a.pop("client", None)
+        backend = a.pop("backend", "chroma")
+        if backend != "chroma" and not in_memory:
+            raise InputError(
+                f"backend={backend!r} keeps the pieces in this process's memory: give in_memory=True with it "
+                "(a folder, a server or a client is Chroma's)"
+            )
         if not isinstance(in_memory, bool):
             raise InputError(f"in_memory must be True or False, got {in_memory!r}")
         chosen = [name for name, on in (("path", path is not None), ("host", host is not None),
@@ -142,7 +161,7 @@ class Store:
                     "an in-memory store has no folder: lock_timeout=, lexical_path= and read_only= do not apply"
                 )
             a.pop("read_only", None)
-            return cls.memory(**a)
+            return cls.memory(backend=backend, **a)
         return cls.embedded(path, **a)
 
     def open(self) -> PieceStore:
@@ -151,7 +170,7 @@ class Store:
             self.path, collection=self.collection, host=self.host, port=self.port, ssl=self.ssl,
             headers=None if self.headers is None else dict(self.headers), client=self.client,
             in_memory=self.kind == "memory", lock_timeout=self.lock_timeout, lexical=self.lexical,
-            lexical_path=self.lexical_path, read_only=self.read_only,
+            lexical_path=self.lexical_path, read_only=self.read_only, backend=self.backend,
         )  # fmt: skip
 
 

@@ -30,7 +30,7 @@ from .visibility import InFlight
 from .where import compile_where
 
 if TYPE_CHECKING:
-    from .chroma import ChromaStore
+    from .base import VectorBackend
     from .lexical import LexicalIndex
 
 __all__ = ["Block", "ScopeView", "ThreadCache", "DEFAULT_CACHE_PIECES", "read_thread", "top_n"]
@@ -113,7 +113,7 @@ class Block:
         return corpus
 
 
-def read_thread(chroma: ChromaStore, lexical: LexicalIndex | None, thread_id: str) -> Block:
+def read_thread(backend: VectorBackend, lexical: LexicalIndex | None, thread_id: str) -> Block:
     """One thread's pieces as the cache holds them, read from the store."""
     include = ("embeddings", "documents", "metadatas")
     if lexical is not None and not lexical.journal.pending:
@@ -122,13 +122,13 @@ def read_thread(chroma: ChromaStore, lexical: LexicalIndex | None, thread_id: st
         # metadata from the file's copy when it has them (Chroma's read of those costs 3x the vectors')
         ids = sorted(lexical.ids(thread_id))
         kept = lexical.copies.stored(ids) or {}
-        recs = chroma.get(ids, include=("embeddings",) if kept.keys() >= set(ids) else include)
+        recs = backend.get(ids, include=("embeddings",) if kept.keys() >= set(ids) else include)
         for r in recs:
             if r["id"] in kept:
                 r["document"], r["metadata"] = kept[r["id"]]
         recs = [r for r in recs if (r.get("metadata") or {}).get("thread_id") == thread_id]
     else:
-        recs = list(chroma.iter_records({"thread_id": thread_id}, include=include))
+        recs = list(backend.iter_records({"thread_id": thread_id}, include=include))
     vectors = np.asarray([r["embedding"] for r in recs], dtype=np.float32) if recs else np.zeros((0, 0), np.float32)
     return Block(
         [r["id"] for r in recs],

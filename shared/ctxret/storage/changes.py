@@ -1,4 +1,4 @@
-"""A change log in Chroma, so every process sharing a Chroma server sees every committed write.
+"""A change log beside the pieces, so every process sharing a Chroma server sees every committed write.
 
 Each process keeps things derived from the collection: a per-thread cache of pieces (thread-scoped
 searches) and, with ``lexical_path``, a local SQLite BM25 file. On an embedded folder there is one
@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CtxretError, StoreError
-from .chroma import _store_error
+from .base import VectorBackend
 
 logger = logging.getLogger(__name__)
 
@@ -47,20 +47,20 @@ class ChangeLog:
 
     def __init__(
         self,
-        chroma: Any,
+        backend: VectorBackend,
         *,
         window: float = 120.0,
         retention: float = 3600.0,
         check_every: float = 60.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.chroma = chroma
-        self.name = chroma.collection_name + CHANGES_SUFFIX
+        self.backend = backend
+        self.name = backend.collection_name + CHANGES_SUFFIX
         self.window = float(window)
         self.retention = float(retention)
         self.check_every = float(check_every)
         self._clock = clock
-        self._col: Any = None
+        self._open = False  # whether the log's collection was opened (again after a failure)
         self.writer = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._seen: dict[str, float] = {}  # record id -> ts, for the window
         self._last_look: float | None = None
@@ -68,12 +68,11 @@ class ChangeLog:
         self._writes = 0
         self._unsent: list[tuple[str, str]] = []  # (record id, body) Chroma has not taken yet
 
-    def _collection(self) -> Any:
-        if self._col is None:
-            self._col = self.chroma.client.get_or_create_collection(
-                self.name, metadata={"ctxret:changes": True}, embedding_function=None
-            )
-        return self._col
+    def _collection(self) -> str:
+        if not self._open:
+            self.backend.open_side(self.name, "changes")
+            self._open = True
+        return self.name
 
     def record(self, upserted: Sequence[str], deleted: Sequence[str], threads: Iterable[str]) -> None:
         """Append the record of one committed write (call after the data is in).
@@ -96,13 +95,11 @@ class ChangeLog:
             rid, body = self._unsent[0]
             now = self._clock()
             try:
-                self._collection().add(ids=[rid], embeddings=np.ones((1, 1), np.float32), documents=[body],
-                                       metadatas=[{"ts": now, "writer": self.writer}])  # fmt: skip
-            except CtxretError:
-                raise
-            except Exception as e:
-                self._col = None  # open it again next time (the server may have restarted, the log been dropped)
-                err = _store_error(self.chroma, what, e)
+                self.backend.add([rid], np.ones((1, 1), np.float32), [body], [{"ts": now, "writer": self.writer}],
+                                 name=self._collection())  # fmt: skip
+            except CtxretError as e:
+                self._open = False  # open it again next time (the server may have restarted, the log been dropped)
+                err = f"could not {what}: {e}"
                 raise StoreError(
                     f"{err} -- the pieces themselves are stored; {len(self._unsent)} change record(s) for other "
                     "processes sharing the server are kept and sent with this process's next write or search "
@@ -115,7 +112,7 @@ class ChangeLog:
     def compact(self) -> None:
         """Delete records older than the retention (any writer may; readers that old resynchronise)."""
         try:
-            self._collection().delete(where={"ts": {"$lt": self._clock() - self.retention}})
+            self.backend.delete_where({"ts": {"$lt": self._clock() - self.retention}}, name=self._collection())
         except Exception:  # noqa: BLE001  # best effort: an old record only costs a little reading
             logger.debug("change log compaction failed", exc_info=True)
 
@@ -135,13 +132,15 @@ class ChangeLog:
             self._last_check = now
             return [], False, True
         try:
-            got = self._collection().get(where={"ts": {"$gte": last - self.window}}, include=["metadatas", "documents"])
-        except Exception as e:
-            self._col = None
+            where = {"ts": {"$gte": last - self.window}}
+            got = list(self.backend.iter_records(where, ("metadatas", "documents"), name=self._collection()))
+        except CtxretError as e:
+            self._open = False
             self._last_look = last  # look again from the same point next time
-            raise _store_error(self.chroma, "read its change log", e) from e
+            raise StoreError(f"could not read its change log: {e}") from e
         fresh = []
-        for rid, meta, doc in zip(got["ids"], got["metadatas"], got["documents"], strict=False):
+        for rec in got:
+            rid, meta, doc = rec["id"], rec["metadata"], rec["document"]
             if rid in self._seen:
                 continue
             ts = float((meta or {}).get("ts", now))

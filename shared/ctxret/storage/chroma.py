@@ -14,7 +14,7 @@ import os
 import re
 import shutil
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,18 +22,14 @@ import numpy as np
 
 from .._faults import fault_point
 from ..errors import CtxretError, InputError, StoreError
-from .base import DEFERRED, Row
+from .base import CONFIG_PREFIX, DEFAULT_COLLECTION, DEFERRED, RecordQueries, Row
 from .lock import FolderLock, check_lock_timeout
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["ChromaStore", "DEFAULT_COLLECTION", "CONFIG_PREFIX", "Row"]
 
-DEFAULT_COLLECTION = "ctxret"
-#: Prefix of the index-config keys in a collection's metadata.
-CONFIG_PREFIX = "ctxret:"
 _GET_PAGE = 1000
-_IN_CHUNK = 256  # values per $in filter
 
 #: The HNSW graph of a new collection: cosine space, and a denser graph than Chroma's defaults
 #: (max_neighbors 16, ef_construction 100), which at 1M pieces left 2.7% of pieces unreachable
@@ -54,7 +50,7 @@ _DAMAGED = ("malformed", "not a database", "(code: 11)", "(code: 26)", "failed t
 
 def _store_error(store: ChromaStore, what: str, e: BaseException) -> CtxretError:
     """A Chroma or transport failure as a ctxret error that names the problem and the fix."""
-    from chromadb.errors import InvalidArgumentError
+    from chromadb.errors import DuplicateIDError, InvalidArgumentError
 
     if any(word in str(e).lower() for word in _DAMAGED):
         where = f"{store.path / 'chroma.sqlite3'}" if store.path is not None else f"the store at {store.location}"
@@ -63,7 +59,7 @@ def _store_error(store: ChromaStore, what: str, e: BaseException) -> CtxretError
             "vectors live only there): restore the store folder from a backup, or move it aside and index your data "
             "again"
         )
-    if isinstance(e, InvalidArgumentError):
+    if isinstance(e, (InvalidArgumentError, DuplicateIDError)):
         if what.startswith("write"):
             check = (
                 "the pieces' metadata (keys not starting with '$' or '#', values strings, finite numbers or "
@@ -100,8 +96,8 @@ def _calls_chroma(what: str) -> Callable[[_F], _F]:
     return deco
 
 
-class ChromaStore:
-    """One Chroma collection holding ctxret pieces.
+class ChromaStore(RecordQueries):
+    """One Chroma collection holding ctxret pieces (the :class:`~.base.VectorBackend` on Chroma).
 
     Pick one backend: ``path`` (embedded, persistent; the default), ``host``/``port`` (a Chroma
     server; ``headers`` for auth), ``client`` (any Chroma client you made), or ``in_memory=True``.
@@ -183,6 +179,14 @@ class ChromaStore:
         except Exception:  # older servers: Chroma's documented local limit
             self.max_batch = 5461
 
+    @property
+    def writers_key(self) -> str:
+        if self.path is not None:
+            return str(Path(self.path).resolve())
+        if self.location == "memory" or self.server and self.location.startswith("client"):
+            return f"{self.location}:{id(self.client)}"  # a client object is its own store
+        return self.location
+
     def check_present(self) -> None:
         """A :class:`StoreError` when the embedded folder this store opened is gone (deleted, or replaced by another
         one) while it was open: this process must neither write to what is left of it nor serve what it held."""
@@ -242,6 +246,13 @@ class ChromaStore:
         meta = {f"{CONFIG_PREFIX}{k}": v for k, v in config.items()}
         self._collections[name] = self.client.get_or_create_collection(
             name, configuration={"hnsw": dict(HNSW)}, metadata=meta, embedding_function=None
+        )
+
+    @_calls_chroma("open a side collection")
+    def open_side(self, name: str, role: str) -> None:
+        """Open or create a side collection (the change log, the turn claims): Chroma's default index."""
+        self._collections[name] = self.client.get_or_create_collection(
+            name, metadata={f"{CONFIG_PREFIX}{role}": True}, embedding_function=None
         )
 
     @_calls_chroma("drop a collection")
@@ -310,6 +321,35 @@ class ChromaStore:
             if end < n:
                 fault_point("write:between-upserts")
 
+    @_calls_chroma("add records")
+    def add(
+        self,
+        ids: Sequence[str],
+        vectors: Any,
+        documents: Sequence[str] | None,
+        metadatas: Sequence[Mapping[str, Any]],
+        name: str | None = None,
+    ) -> None:
+        """Insert records; a stored id keeps its first record (Chroma's ``add`` ignores it: checked on chromadb 1.5)."""
+        if not ids:
+            return
+        self._col(name).add(
+            ids=list(ids),
+            embeddings=np.asarray(vectors, dtype=np.float32),
+            documents=None if documents is None else list(documents),
+            metadatas=[dict(m) for m in metadatas],
+        )
+
+    @_calls_chroma("delete records")
+    def delete_where(self, where: Mapping[str, Any] | None, name: str | None = None) -> None:
+        col = self._col(name)
+        if where:
+            col.delete(where=dict(where))
+        else:
+            ids = col.get(include=[])["ids"]
+            if ids:
+                col.delete(ids=ids)
+
     @_calls_chroma("delete pieces")
     def delete_ids(self, ids: Sequence[str], name: str | None = None) -> None:
         ids = list(ids)
@@ -322,30 +362,6 @@ class ChromaStore:
             col.delete(ids=ids[start : start + self.max_batch])
 
     # -- reads -------------------------------------------------------------------------------
-    def document_pieces(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
-        """The metadata of every piece of each ``(thread_id, doc_id)`` document (all its sections)."""
-        out: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        for _, key, meta in self.document_records(keys):
-            out.setdefault(key, []).append(meta)
-        return out
-
-    def document_records(self, keys: Iterable[tuple[str, str]]) -> list[tuple[str, tuple[str, str], dict[str, Any]]]:
-        """``(piece id, (thread_id, doc_id), metadata)`` of every piece of each document (all its sections)."""
-        by_thread: dict[str, set[str]] = {}
-        for thread_id, doc_id in keys:
-            by_thread.setdefault(str(thread_id), set()).add(str(doc_id))
-        out: list[tuple[str, tuple[str, str], dict[str, Any]]] = []
-        for thread_id, docs in sorted(by_thread.items()):
-            wanted = sorted(docs)
-            for start in range(0, len(wanted), 256):
-                chunk = wanted[start : start + 256]
-                clause = {"doc_id": chunk[0]} if len(chunk) == 1 else {"doc_id": {"$in": chunk}}
-                for rec in self.iter_records({"$and": [{"thread_id": thread_id}, clause]}):
-                    meta = rec["metadata"] or {}
-                    if str(meta.get("thread_id")) == thread_id and meta.get("doc_id") is not None:
-                        out.append((rec["id"], (thread_id, str(meta["doc_id"])), dict(meta)))
-        return out
-
     def iter_records(
         self,
         where: Mapping[str, Any] | None = None,
@@ -381,26 +397,17 @@ class ChromaStore:
         ids: Sequence[str],
         include: Sequence[str] = ("documents", "metadatas"),
         where: Mapping[str, Any] | None = None,
+        name: str | None = None,
     ) -> list[dict[str, Any]]:
         """The records of ``ids`` that exist (and match ``where``), in batches, as :meth:`iter_records` gives them."""
         ids = list(dict.fromkeys(ids))
         out: list[dict[str, Any]] = []
         step = min(self.max_batch, _GET_PAGE)
-        col = self._col()
+        col = self._col(name)
         for start in range(0, len(ids), step):
             page = col.get(ids=ids[start : start + step], where=dict(where) if where else None, include=list(include))
             out.extend(_records(page, include))
         return out
-
-    def records_of(
-        self, key: str, values: Iterable[str], include: Sequence[str] = ("metadatas",), name: str | None = None
-    ) -> Iterator[dict[str, Any]]:
-        """Records whose metadata ``key`` is one of ``values`` (filtered reads of 256 values at a time)."""
-        wanted = sorted(set(values))
-        for start in range(0, len(wanted), _IN_CHUNK):
-            chunk = wanted[start : start + _IN_CHUNK]
-            where = {key: chunk[0]} if len(chunk) == 1 else {key: {"$in": chunk}}
-            yield from self.iter_records(where, include, name=name)
 
     @_calls_chroma("search the collection")
     def query(

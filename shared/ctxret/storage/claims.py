@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CtxretError
-from .chroma import ChromaStore, _store_error
+from .base import VectorBackend
 from .threads import chat_head, turn_key
 
 logger = logging.getLogger(__name__)
@@ -65,38 +65,29 @@ class _Reader:
         self, where: Mapping[str, Any] | None = None, include: Sequence[str] = ("metadatas",),
         name: str | None = None, limit: int | None = None,
     ) -> Iterator[dict[str, Any]]:  # fmt: skip
-        page = self.claims._call("read turn claims", lambda col: col.get(where=where, include=list(include),
-                                                                          limit=limit))  # fmt: skip
-        for i, rid in enumerate(page["ids"]):
-            metas = page.get("metadatas")
-            yield {"id": rid, "metadata": metas[i] if metas else None}
+        return self.claims.backend.iter_records(where, include, name=self.claims.collection(), limit=limit)
 
 
 class TurnClaims:
     """The turn claims of one collection on a Chroma server (see the module docstring)."""
 
-    def __init__(self, chroma: ChromaStore, *, lease: float = 60.0, clock: Callable[[], float] = time.time) -> None:
-        self.chroma = chroma
-        self.name = chroma.collection_name + CLAIMS_SUFFIX
+    def __init__(self, backend: VectorBackend, *, lease: float = 60.0, clock: Callable[[], float] = time.time) -> None:
+        self.backend = backend
+        self.name = backend.collection_name + CLAIMS_SUFFIX
         self.lease = float(lease)
         self._clock = clock
-        self._col: Any = None
+        self._open = False
         self.token = uuid.uuid4().hex
 
-    def _collection(self) -> Any:
-        if self._col is None:
-            self._col = self.chroma.client.get_or_create_collection(
-                self.name, metadata={"ctxret:claims": True}, embedding_function=None
-            )
-        return self._col
+    def collection(self) -> str:
+        """The claims collection's name, opened (created) on first use."""
+        if not self._open:
+            self.backend.open_side(self.name, "claims")
+            self._open = True
+        return self.name
 
-    def _call(self, what: str, fn: Callable[[Any], Any]) -> Any:
-        try:
-            return fn(self._collection())
-        except CtxretError:
-            raise
-        except Exception as e:
-            raise _store_error(self.chroma, what, e) from e
+    def _read(self, ids: Sequence[str]) -> list[dict[str, Any]]:
+        return self.backend.get(ids, include=("metadatas",), name=self.collection())
 
     @staticmethod
     def slot_id(thread_id: str, index: int, version: int, attempt: int = 0) -> str:
@@ -115,10 +106,8 @@ class TurnClaims:
         ids = [self.slot_id(thread_id, n, 0) for n in numbers]
         metas = [{"thread_id": thread_id, "kind": "turn", "turn_index": int(n), "turn_id": turn_key(thread_id, n),
                   "version": 0, "token": self.token, "ts": now} for n in numbers]  # fmt: skip
-        self._call("claim turns", lambda col: col.add(ids=ids, embeddings=[[1.0]] * len(ids), metadatas=metas))
-        page = self._call("read turn claims", lambda col: col.get(ids=ids, include=["metadatas"]))
-        mine = {rid for rid, meta in zip(page["ids"], page["metadatas"] or [], strict=False)
-                if (meta or {}).get("token") == self.token}  # fmt: skip
+        self.backend.add(ids, [[1.0]] * len(ids), None, metas, name=self.collection())
+        mine = {r["id"] for r in self._read(ids) if (r["metadata"] or {}).get("token") == self.token}
         return {n for n, rid in zip(numbers, ids, strict=True) if rid in mine}
 
     def claim_continuation(self, thread_id: str, turn: int, version: int) -> str | None:
@@ -131,9 +120,9 @@ class TurnClaims:
         rid = self.slot_id(thread_id, turn, version, attempt)
         meta = {"thread_id": thread_id, "kind": "continued", "turn_index": int(turn), "version": int(version),
                 "token": self.token, "ts": now}  # fmt: skip
-        self._call("claim turns", lambda col: col.add(ids=[rid], embeddings=[[1.0]], metadatas=[meta]))
-        page = self._call("read turn claims", lambda col: col.get(ids=[rid], include=["metadatas"]))
-        held = ((page["metadatas"] or [{}])[0] or {}) if page["ids"] else {}
+        self.backend.add([rid], [[1.0]], None, [meta], name=self.collection())
+        page = self._read([rid])
+        held = (page[0]["metadata"] or {}) if page else {}
         return rid if held.get("token") == self.token else None
 
     def _attempt(self, thread_id: str, turn: int, version: int, now: float) -> int | None:
@@ -141,15 +130,10 @@ class TurnClaims:
         slots held past their lease (a killed appender); ``None`` while a live claim holds it."""
         attempt = 0
         while True:
-            rid = self.slot_id(thread_id, turn, version, attempt)
-
-            def read(col: Any, rid: str = rid) -> Any:
-                return col.get(ids=[rid], include=["metadatas"])
-
-            page = self._call("read turn claims", read)
-            if not page["ids"]:
+            page = self._read([self.slot_id(thread_id, turn, version, attempt)])
+            if not page:
                 return attempt
-            meta = (page["metadatas"] or [{}])[0] or {}
+            meta = page[0]["metadata"] or {}
             if meta.get("token") == self.token:
                 return attempt
             if now - float(meta.get("ts", 0.0)) < self.lease:
@@ -161,12 +145,10 @@ class TurnClaims:
         if claim is None or not claim.ids:
             return
         try:
-            self._call("release turn claims", lambda col: col.delete(ids=list(claim.ids)))
+            self.backend.delete_ids(list(claim.ids), name=self.collection())
         except CtxretError as e:  # a claim left behind only keeps its number unused
             logger.warning("could not release turn claims of thread %r: %s", claim.thread_id, e)
 
     def clear(self, thread_id: str | None = None) -> None:
         """Forget the claims of a thread (deleted), or of every thread (the store cleared)."""
-        where = None if thread_id is None else {"thread_id": thread_id}
-        self._call("clear turn claims", lambda col: col.delete(where=where) if where else
-                   col.delete(ids=col.get(include=[])["ids"] or ["-"]))  # fmt: skip
+        self.backend.delete_where(None if thread_id is None else {"thread_id": thread_id}, name=self.collection())

@@ -81,7 +81,7 @@ def compact(store: CompactedStore) -> CompactReport:
         def refill(target: str) -> int:
             counts["pieces"] = _copy(store, store.collection_name, target)
             source_views, target_views = store.views.name(), store.views.name(target)
-            if config.get("views") and store.chroma.exists(source_views) and store.chroma.exists(target_views):
+            if config.get("views") and store.backend.exists(source_views) and store.backend.exists(target_views):
                 counts["views"] = _copy(store, source_views, target_views)
             return counts["pieces"]
 
@@ -105,7 +105,7 @@ def _copy(store: CompactedStore, source: str, target: str) -> int:
     """Every record of collection ``source`` into ``target``, as stored (vector, document, metadata), page by page."""
     n = 0
     batch: list[dict[str, Any]] = []
-    for rec in store.chroma.iter_records(None, include=("embeddings", "documents", "metadatas"), name=source):
+    for rec in store.backend.iter_records(None, include=("embeddings", "documents", "metadatas"), name=source):
         batch.append(rec)
         if len(batch) >= _PAGE:
             n += _write(store, target, batch)
@@ -119,5 +119,5 @@ def _write(store: CompactedStore, target: str, records: list[dict[str, Any]]) ->
     vectors = np.asarray([r["embedding"] for r in records], dtype=np.float32)
     documents = [r.get("document") or "" for r in records]
     metadatas = [dict(r.get("metadata") or {}) for r in records]
-    store.chroma.upsert([r["id"] for r in records], vectors, documents, metadatas, name=target)
+    store.backend.upsert([r["id"] for r in records], vectors, documents, metadatas, name=target)
     return len(records)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from .sql import in_chunks, reports_damage
 
 if TYPE_CHECKING:
-    from .chroma import ChromaStore
+    from .base import VectorBackend
     from .journal import Journal
 
 __all__ = ["Copies", "SCHEMA", "as_stored", "encode_copy"]
@@ -104,7 +104,7 @@ def encode_copy(document: Any, metadata: Any) -> Copy:
 
 
 def as_stored(
-    chroma: ChromaStore,
+    backend: VectorBackend,
     ids: Sequence[str],
     documents: Sequence[str],
     metadatas: Sequence[Mapping[str, Any]],
@@ -117,7 +117,7 @@ def as_stored(
     if again:
         back = {
             r["id"]: (r.get("document") or "", dict(r.get("metadata") or {}))
-            for r in chroma.get(sorted(again), include=("documents", "metadatas"))
+            for r in backend.get(sorted(again), include=("documents", "metadatas"))
         }
     return [
         back.get(i, (None, None)) if i in again else (d, {k: v for k, v in m.items() if v is not None})

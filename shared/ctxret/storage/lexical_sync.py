@@ -9,6 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .base import VectorBackend
 from .lexical import LexicalIndex
 
 logger = logging.getLogger(__name__)
@@ -39,7 +40,7 @@ def lexical_text(document: str, metadata: Mapping[str, Any] | None) -> str:
 Record = tuple[str, str, str, str, str, dict[str, Any]]
 
 
-def _records(store: Any, ids: Sequence[str]) -> Iterator[Record]:
+def _records(store: VectorBackend, ids: Sequence[str]) -> Iterator[Record]:
     """``(id, lexical text, thread_id, turn_id, document, metadata)`` of ``ids`` from the store, in batches."""
     for start in range(0, len(ids), 1000):
         for rec in store.get(list(ids[start : start + 1000]), include=("documents", "metadatas")):
@@ -58,9 +59,9 @@ def write_records(lexical: LexicalIndex, records: Sequence[Record], delete: Sequ
 
 
 def sync_from_store(
-    lexical: LexicalIndex, store: Any, *, full: bool | None = None, rebuild: bool = False
+    lexical: LexicalIndex, store: VectorBackend, *, full: bool | None = None, rebuild: bool = False
 ) -> SyncReport:
-    """Make ``lexical`` hold exactly the pieces of ``store`` (a :class:`~ctxret.storage.chroma.ChromaStore`).
+    """Make ``lexical`` hold exactly the pieces of ``store`` (a :class:`~.base.VectorBackend`).
 
     Compares id sets and copies the missing pieces' stored documents from Chroma (no embedding),
     deleting ids Chroma does not have. ``full=None`` (on open) does the id comparison only when

@@ -1,6 +1,7 @@
-"""``PieceStore``: the Chroma collection and its lexical index, written and read as one.
+"""``PieceStore``: the vector backend's collection (Chroma by default) and its lexical index, written and read as one.
 
-Every write is announced in the write journal (:mod:`.journal`), then goes to Chroma, then to the
+Every write is announced in the write journal (:mod:`.journal`), then goes to the vector backend
+(:class:`~.base.VectorBackend`: :mod:`.chroma`, or :mod:`.inprocess`), then to the
 lexical index in one SQLite transaction that settles the announcement (a crash between the two is
 repaired on the next open, without re-embedding: :func:`~.replay.repair_writes` and the lexical
 repair from Chroma's stored texts). Deletes and clears follow the same order. One writer at a time
@@ -24,18 +25,19 @@ import numpy as np
 from .._faults import fault_point
 from ..errors import ClosedError, CtxretError, InputError, StoreError
 from . import config_copy
-from .base import DEFERRED, Fetched, Row, StoredPieces, group_parents
+from .base import DEFAULT_COLLECTION, DEFERRED, Fetched, Row, StoredPieces, VectorBackend, group_parents
 from .cache import DEFAULT_CACHE_PIECES, Block, ScopeView, ThreadCache, read_thread
 from .changes import ChangeLog
-from .chroma import DEFAULT_COLLECTION, ChromaStore
+from .chroma import ChromaStore
 from .claims import TurnClaims
 from .compact import DELETED_KEY, CompactReport, compact, due
 from .copies import as_stored
 from .heal import mark_checked, open_derived
+from .inprocess import InProcessBackend
 from .journal import Journal
 from .lexical import LexicalIndex, default_lexical_path, fts5_available
 from .lexical_sync import SyncReport, lexical_text, sync_from_store
-from .lock import Writers, writers_of
+from .lock import writers_of
 from .rebuild import recover
 from .replay import repair_writes, replay_changes
 from .schema import ParentKey, Scope
@@ -48,7 +50,10 @@ from .where import Unsupported
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ClosedStore", "PieceStore", "open_piece_store"]
+__all__ = ["BACKENDS", "ClosedStore", "PieceStore", "open_piece_store"]
+
+#: The vector backends :func:`open_piece_store` opens by name (``chroma``: the default).
+BACKENDS = ("chroma", "inprocess")
 
 _T = TypeVar("_T")
 #: Tries of a search's read that fails while a write overlaps it (each after that write is over).
@@ -60,18 +65,8 @@ def _store_fault(e: BaseException) -> bool:
     return isinstance(e, CtxretError) and not isinstance(e, InputError)
 
 
-def _writers_of(chroma: ChromaStore) -> Writers:
-    if chroma.path is not None:
-        where = str(Path(chroma.path).resolve())
-    elif chroma.location == "memory" or chroma.server and chroma.location.startswith("client"):
-        where = f"{chroma.location}:{id(chroma.client)}"  # a client object is its own store
-    else:
-        where = chroma.location
-    return writers_of(where, chroma.collection_name)
-
-
 class PieceStore:
-    """Chroma + the optional lexical index of one collection (see the module docstring)."""
+    """A vector backend + the optional lexical index of one collection (see the module docstring)."""
 
     #: Whether a write or delete compacts the store when the pieces deleted since its last compaction reach the
     #: pieces left (:mod:`.compact`; ``False``: only :meth:`compact` does).
@@ -79,7 +74,7 @@ class PieceStore:
 
     def __init__(
         self,
-        chroma: ChromaStore,
+        backend: VectorBackend,
         lexical: LexicalIndex | None = None,
         *,
         analysis: Analysis | None = None,
@@ -90,7 +85,8 @@ class PieceStore:
         read_only: bool = False,
         snapshot: Snapshot | None = None,
     ) -> None:
-        self.chroma = chroma
+        #: Where the pieces' vectors live (:class:`~.base.VectorBackend`; the only part that knows which store it is).
+        self.backend = backend
         #: Whether writes are refused (``read_only=True``, or a folder this process cannot write: :mod:`.snapshot`).
         self.read_only = read_only
         self._snapshot = snapshot  # the private copy a read-only folder is searched in
@@ -107,16 +103,21 @@ class PieceStore:
         #: Other processes' writes (a Chroma server): replayed before each search (see :mod:`.changes`).
         self.changes = changes
         #: The LLM-written views' vectors (``<collection>-views``), kept in step with the pieces (:mod:`.views`).
-        self.views = ViewIndex(chroma)
-        self._writers = _writers_of(chroma)
+        self.views = ViewIndex(backend)
+        self._writers = writers_of(backend.writers_key, backend.collection_name)
         #: This process's changes in flight, which searches see whole (:mod:`.visibility`).
         self.inflight = self._writers.inflight
         #: Recently searched threads, read once and searched from memory (see :mod:`.cache`).
         self.cache = ThreadCache(self._load_thread, cache_pieces, self.inflight)
         self._writers.caches.add(self.cache)
         #: Turn claims for appends from several processes (a Chroma server; :mod:`.claims`), else ``None``.
-        self.claims: TurnClaims | None = TurnClaims(chroma) if changes is not None else None
+        self.claims: TurnClaims | None = TurnClaims(backend) if changes is not None else None
         self._deleted = 0  # pieces deleted since the last compaction, where no file keeps the count
+
+    @property
+    def chroma(self) -> VectorBackend:
+        """The vector backend (:attr:`backend`; the name from when Chroma was the only one)."""
+        return self.backend
 
     # -- one writer at a time ---------------------------------------------------------------------
     def writing(self) -> contextlib.AbstractContextManager[Any]:
@@ -147,7 +148,7 @@ class PieceStore:
         write counter moves on. A thread cached before stays cached while it changes: searches see it as before."""
         threads = None if threads is None else set(threads)
         with self._writers.lock:
-            self.chroma.check_present()  # a folder deleted under this process: nothing is written to what is left
+            self.backend.check_present()  # a folder deleted under this process: nothing is written to what is left
             try:
                 with self.inflight.change(threads) as change:
                     yield change
@@ -160,7 +161,7 @@ class PieceStore:
             cache.invalidate(threads)
 
     def _load_thread(self, thread_id: str) -> Block:
-        block = read_thread(self.chroma, self.lexical, thread_id)
+        block = read_thread(self.backend, self.lexical, thread_id)
         return self.views.load_thread(block, thread_id)  # views hook: the thread's views join its block
 
     def resolve(self, scope: Scope) -> tuple[Any, Any]:
@@ -170,7 +171,7 @@ class PieceStore:
         threads' stored vectors, BM25 with the scope's own statistics, the caller's ``where``
         evaluated on the metadata); anything else goes to Chroma's index and the lexical file.
         """
-        self.chroma.check_present()  # a folder deleted under this process: its data is not served
+        self.backend.check_present()  # a folder deleted under this process: its data is not served
         replay_changes(self)
         if scope.thread_ids is not None:
             try:
@@ -187,16 +188,16 @@ class PieceStore:
         dense, _ = self.resolve(scope)
         if isinstance(dense, ScopeView):
             return bool(dense.allowed.any()) if dense.allowed is not None else bool(dense.ids)
-        return any(True for _ in self.chroma.iter_records(scope.chroma_where(), limit=1))
+        return any(True for _ in self.backend.iter_records(scope.chroma_where(), limit=1))
 
     # -- identity ---------------------------------------------------------------------------------
     @property
     def location(self) -> str:
-        return self.chroma.location
+        return self.backend.location
 
     @property
     def collection_name(self) -> str:
-        return self.chroma.collection_name
+        return self.backend.collection_name
 
     @property
     def has_lexical(self) -> bool:
@@ -211,7 +212,7 @@ class PieceStore:
             f = self._journal_file
             if self._snapshot is None and not any(getattr(x, "damaged", False) for x in (f, f.journal, f.copies)):
                 mark_checked(f.path)  # unless it failed while open: then the next open checks it
-        self.chroma.close(private=self._snapshot is not None)
+        self.backend.close(private=self._snapshot is not None)
         if self._snapshot is not None:
             self._snapshot.remove()
 
@@ -226,20 +227,20 @@ class PieceStore:
 
     # -- config -----------------------------------------------------------------------------------
     def stored_config(self) -> dict[str, Any] | None:
-        return self.chroma.stored_config()
+        return self.backend.stored_config()
 
     def open(self, config: Mapping[str, Any]) -> None:
         """Open (or create) the collection recording ``config``, after finishing any interrupted rebuild
         (:func:`~.rebuild.recover`) and then any write a crash cut off (:func:`~.replay.repair_writes`)."""
         recover(self)
-        if self.read_only and not self.chroma.exists():
+        if self.read_only and not self.backend.exists():
             raise StoreError(
                 f"the store {self.location} has no collection {self.collection_name!r} to open read-only (it holds "
-                f"{', '.join(map(repr, self.chroma.names())) or 'none'}); name one it holds, or open it without "
+                f"{', '.join(map(repr, self.backend.names())) or 'none'}); name one it holds, or open it without "
                 "read_only=True to create it"
             )
-        self.chroma.open(config)
-        config_copy.record(self.lexical, self.collection_name, self.chroma.stored_config())  # for `ctxret stats`
+        self.backend.open(config)
+        config_copy.record(self.lexical, self.collection_name, self.backend.stored_config())  # for `ctxret stats`
         self.views.open(config)  # views hook
         repair_writes(self)
 
@@ -258,12 +259,12 @@ class PieceStore:
         if name is not None and name != self.collection_name:
             return out  # a rebuild target starts empty
         turns, documents = set(turns), set(documents)
-        for rec in self.chroma.records_of("turn_id", {t for _, t in turns}):
+        for rec in self.backend.records_of("turn_id", {t for _, t in turns}):
             meta = rec["metadata"] or {}
             key = (str(meta.get("thread_id")), str(meta.get("turn_id")))
             if key in turns:
                 out.turns[key].add(rec["id"])
-        for rec in self.chroma.records_of("doc_id", {d for _, d in documents}):
+        for rec in self.backend.records_of("doc_id", {d for _, d in documents}):
             meta = rec["metadata"] or {}
             key = (str(meta.get("thread_id")), str(meta.get("doc_id")))
             if key in documents:
@@ -316,7 +317,7 @@ class PieceStore:
             try:
                 self.views.write(views, name=name)  # views hook: before the pieces
                 if len(ids):
-                    self.chroma.upsert(ids, vectors, documents, metadatas, name=name)
+                    self.backend.upsert(ids, vectors, documents, metadatas, name=name)
             except InputError as e:
                 if journal is not None and getattr(e, "nothing_stored", False):
                     journal.settle()  # refused whole: nothing to repair
@@ -325,11 +326,11 @@ class PieceStore:
             if main:  # from here, after it
                 self.inflight.removing(change, stale)
             if stale:
-                self.chroma.delete_ids(stale, name=name)
+                self.backend.delete_ids(stale, name=name)
                 self.views.delete_pieces(stale, name=name)  # views hook
             fault_point("write:after-stale-delete")
             if lexical is not None:  # after Chroma, in one transaction; clears the pending marker
-                stored = as_stored(self.chroma, ids, documents, metadatas, again)
+                stored = as_stored(self.backend, ids, documents, metadatas, again)
                 lexical.write(
                     list(ids),
                     [lexical_text(d, m) for d, m in zip(documents, metadatas, strict=False)],
@@ -351,7 +352,7 @@ class PieceStore:
         """Delete every piece inside ``scope``; returns how many."""
         self.refuse_writes()
         with self.writing():
-            recs = list(self.chroma.iter_records(scope.chroma_where()))
+            recs = list(self.backend.iter_records(scope.chroma_where()))
             ids = [r["id"] for r in recs]
             threads = {str((r["metadata"] or {}).get("thread_id")) for r in recs}
             for t in threads:
@@ -400,10 +401,10 @@ class PieceStore:
             self.heads.clear()
             if self.claims is not None:
                 self.claims.clear()
-            ids = [r["id"] for r in self.chroma.iter_records(None, include=())]
+            ids = [r["id"] for r in self.backend.iter_records(None, include=())]
             if self.journal is not None:
                 self.journal.mark_pending(clear=True)
-            self.chroma.delete_ids(ids)
+            self.backend.delete_ids(ids)
             self.views.clear()  # views hook
             if self.lexical is not None:
                 self.lexical.clear(settle=True)
@@ -417,7 +418,7 @@ class PieceStore:
     def _delete_ids(self, ids: Sequence[str]) -> None:
         if self.journal is not None:
             self.journal.mark_pending(stale=ids)  # a crash part-way is finished on the next open
-        self.chroma.delete_ids(ids)
+        self.backend.delete_ids(ids)
         fault_point("delete:after-chroma")
         if self.lexical is not None:
             self.lexical.delete(ids, settle=True)
@@ -452,7 +453,7 @@ class PieceStore:
         :data:`~.base.DEFERRED` (ids and cosines): the search reads the texts and metadata of the
         hits it keeps (:meth:`complete`), not of every candidate."""
         rows, hidden = self._visible(
-            lambda: self.chroma.query(vectors, n, scope.chroma_where(), texts=scope.thread_ids is not None)
+            lambda: self.backend.query(vectors, n, scope.chroma_where(), texts=scope.thread_ids is not None)
         )
         return [[r for r in row if r[0] not in hidden] for row in rows] if hidden else rows
 
@@ -466,7 +467,7 @@ class PieceStore:
         texts = scope.thread_ids is not None
         include = ("documents", "metadatas", "embeddings") if texts else ("embeddings",)
         out: dict[str, Fetched] = {}
-        recs, hidden = self._visible(lambda: self.chroma.get(ids, include=include, where=scope.where))
+        recs, hidden = self._visible(lambda: self.backend.get(ids, include=include, where=scope.where))
         for rec in recs:
             if rec["id"] in hidden:
                 continue  # a piece a write in flight adds or removes (the search sees it before or after)
@@ -487,7 +488,7 @@ class PieceStore:
         def read() -> dict[str, tuple[str, dict[str, Any]]]:
             out = (self.lexical.copies.stored(ids) if self.lexical is not None and ids else None) or {}
             rest = [i for i in ids if i not in out]
-            recs = self.chroma.get(rest, include=("documents", "metadatas")) if rest else []
+            recs = self.backend.get(rest, include=("documents", "metadatas")) if rest else []
             out.update({r["id"]: (r.get("document") or "", dict(r.get("metadata") or {})) for r in recs})
             return out
 
@@ -506,7 +507,7 @@ class PieceStore:
                 for start in range(0, len(wanted), 256):
                     chunk = wanted[start : start + 256]
                     clause = {"parent_id": chunk[0]} if len(chunk) == 1 else {"parent_id": {"$in": chunk}}
-                    for rec in self.chroma.iter_records({"$and": [{"thread_id": thread_id}, clause]}):
+                    for rec in self.backend.iter_records({"$and": [{"thread_id": thread_id}, clause]}):
                         meta = rec["metadata"] or {}
                         if str(meta.get("thread_id")) == thread_id:
                             recs.append((rec["id"], meta))
@@ -518,7 +519,7 @@ class PieceStore:
     def document_pieces(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
         """The metadata of every piece of each ``(thread_id, doc_id)`` document (all its sections)."""
         keys = list(keys)
-        recs, hidden = self._visible(lambda: self.chroma.document_records(keys))
+        recs, hidden = self._visible(lambda: self.backend.document_records(keys))
         out: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for rid, key, meta in recs:
             if rid not in hidden:
@@ -527,14 +528,14 @@ class PieceStore:
 
     def records(self, include: Sequence[str] = ("metadatas",), scope: Scope | None = None) -> Iterator[dict[str, Any]]:
         """Every stored record (inside ``scope``), page by page."""
-        return self.chroma.iter_records(scope.chroma_where() if scope is not None else None, include)
+        return self.backend.iter_records(scope.chroma_where() if scope is not None else None, include)
 
     def count(self) -> int:
-        return self.chroma.count()
+        return self.backend.count()
 
     def has_thread(self, thread_id: str) -> bool:
         """Whether any piece belongs to ``thread_id``."""
-        return any(True for _ in self.chroma.iter_records({"thread_id": thread_id}, include=(), limit=1))
+        return any(True for _ in self.backend.iter_records({"thread_id": thread_id}, include=(), limit=1))
 
     def thread_ids(self, limit: int | None = None) -> list[str]:
         """Thread ids in the store (the first ``limit`` found, sorted)."""
@@ -551,7 +552,7 @@ class PieceStore:
         From the lexical file's index when it is in step (filled, no write announced: the rule under which
         searches take texts from its copy; a millisecond, and Chroma's segments are not even loaded), else from
         every record's metadata in Chroma (~0.25 ms a piece)."""
-        self.chroma.check_present()
+        self.backend.check_present()
         per_thread: dict[str, int] = {}
         n = n_turns = 0
         usable = self.lexical is not None and not self.lexical.fresh
@@ -583,9 +584,9 @@ class PieceStore:
         """Repair the lexical index from Chroma's stored texts (``full=None``: only if cheap signals disagree)."""
         if self.lexical is None:
             return SyncReport()
-        self.chroma.check_present()
+        self.backend.check_present()
         with self.writing():  # no write of this process in flight: its announcement is not a crashed one
-            return sync_from_store(self.lexical, self.chroma, full=full)
+            return sync_from_store(self.lexical, self.backend, full=full)
 
 
 class ClosedStore:
@@ -616,9 +617,13 @@ def open_piece_store(
     lexical: bool | None = None,
     lexical_path: str | os.PathLike[str] | None = None,
     read_only: bool = False,
+    backend: str = "chroma",
 ) -> PieceStore:
     """The store an index opens: a Chroma collection, plus a lexical (BM25) file by default for an
     embedded or in-memory store.
+
+    ``backend="inprocess"`` (with ``in_memory=True``): the vectors in this process's memory, searched exactly with
+    numpy (:mod:`.inprocess`; no chromadb at all), instead of an in-memory Chroma.
 
     ``read_only`` (or an embedded folder this process cannot write): writes are refused, and an embedded folder is
     searched in a private copy, without its lock (:mod:`.snapshot`).
@@ -636,6 +641,13 @@ def open_piece_store(
         raise InputError(f"lexical_path must be a file path (or ':memory:'), got {lexical_path!r}")
     if not isinstance(read_only, bool):
         raise InputError(f"read_only must be True or False, got {read_only!r}")
+    if backend not in BACKENDS:
+        raise InputError(f"backend must be one of {', '.join(map(repr, BACKENDS))}, got {backend!r}")
+    if backend == "inprocess" and not in_memory:
+        raise InputError(
+            "backend='inprocess' keeps the pieces in this process's memory only: use it with in_memory=True "
+            "(Store.memory(backend='inprocess')); a folder, a server or a client is Chroma's"
+        )
     analysis = default_analysis()
     snapshot = None
     if host is None and client is None and not in_memory:
@@ -648,12 +660,16 @@ def open_piece_store(
             path, lock_timeout = snapshot.path, 0.0
             if lexical_path is not None and str(lexical_path) != ":memory:":
                 lexical_path = copy_into(snapshot, lexical_path)
-    chroma = ChromaStore(
-        path, collection=collection, host=host, port=port, ssl=ssl, headers=headers, client=client, in_memory=in_memory,
-        lock_timeout=lock_timeout,
-    )  # fmt: skip
+    vec: VectorBackend
+    if backend == "inprocess":
+        vec = InProcessBackend(collection=collection)
+    else:
+        vec = ChromaStore(
+            path, collection=collection, host=host, port=port, ssl=ssl, headers=headers, client=client,
+            in_memory=in_memory, lock_timeout=lock_timeout,
+        )  # fmt: skip
     if snapshot is not None:
-        chroma.location = str(snapshot.source)
+        vec.location = str(snapshot.source)
     index: LexicalIndex | None = None
     if lexical is False:
         pass
@@ -664,17 +680,17 @@ def open_piece_store(
         index = index or open_derived(lexical_path, analysis=analysis)  # a damaged one is moved aside (heal.py)
     elif in_memory:
         index = LexicalIndex(":memory:", analysis=analysis)
-    elif not chroma.server and chroma.path is not None:
-        index = open_derived(default_lexical_path(chroma.path, collection), analysis=analysis)
+    elif not vec.server and vec.path is not None:
+        index = open_derived(default_lexical_path(vec.path, collection), analysis=analysis)
     journal = None
-    if index is None and not chroma.server and chroma.path is not None and fts5_available():
+    if index is None and not vec.server and vec.path is not None and fts5_available():
         # no lexical file: a small one of the same format, holding no pieces, keeps the write announcements
-        where = Path(chroma.path) / f"ctxret-journal-{collection}.sqlite3"
+        where = Path(vec.path) / f"ctxret-journal-{collection}.sqlite3"
         journal = open_derived(where, analysis=analysis, role="write journal")
     # A server is shared: other processes' writes come through its change log, replayed before each search.
-    changes = ChangeLog(chroma) if chroma.server else None
+    changes = ChangeLog(vec) if vec.server else None
     return PieceStore(
-        chroma,
+        vec,
         index,
         analysis=analysis,
         scoped_lexical=lexical is not False,

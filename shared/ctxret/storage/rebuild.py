@@ -17,8 +17,8 @@ from typing import Any, Protocol, TypeVar
 
 from .._faults import fault_point
 from . import config_copy
+from .base import VectorBackend
 from .changes import ChangeLog
-from .chroma import ChromaStore
 from .lexical import LexicalIndex
 from .lexical_sync import sync_from_store
 from .views import ViewIndex
@@ -37,7 +37,7 @@ _T = TypeVar("_T")
 class RebuiltStore(Protocol):
     """What a rebuild needs of a store (:class:`~.pieces.PieceStore` has it)."""
 
-    chroma: ChromaStore
+    backend: VectorBackend
     lexical: LexicalIndex | None
     views: ViewIndex
     changes: ChangeLog | None
@@ -56,12 +56,12 @@ def rebuild(store: RebuiltStore, config: Mapping[str, Any], refill: Callable[[st
     """
     temp = store.collection_name + REBUILD_SUFFIX
     store.views.begin_rebuild(temp, config)  # views hook
-    store.chroma.drop(temp)
-    store.chroma.open(config, name=temp)
+    store.backend.drop(temp)
+    store.backend.open(config, name=temp)
     try:
         result = refill(temp)
     except BaseException:
-        store.chroma.drop(temp)
+        store.backend.drop(temp)
         store.views.abandon_rebuild(temp)  # views hook
         raise
     fault_point("rebuild:before-swap")
@@ -78,21 +78,21 @@ def swap_in(store: RebuiltStore, temp: str) -> None:
             store.lexical.journal.mark_pending()  # a crash from here on is repaired on open
         store.views.swap(temp)  # views hook: the rebuilt views take the name first
         fault_point("swap:after-views")
-        store.chroma.drop(previous)
-        if store.chroma.exists(name):
-            store.chroma.rename(name, previous)
+        store.backend.drop(previous)
+        if store.backend.exists(name):
+            store.backend.rename(name, previous)
         fault_point("swap:after-rename-old")
-        store.chroma.rename(temp, name)
+        store.backend.rename(temp, name)
         fault_point("swap:after-rename-new")
-        store.chroma.drop(previous)
+        store.backend.drop(previous)
         store.views.swapped()  # views hook
-        store.chroma.drop_orphan_segments()  # the old collections' graphs, which chromadb leaves on disk
+        store.backend.drop_orphan_segments()  # the old collections' graphs, which chromadb leaves on disk
         fault_point("swap:before-lexical")
         if store.changes is not None:
             store.changes.record_everything()
         if store.lexical is not None:  # the new pieces' stored texts, in one transaction
-            sync_from_store(store.lexical, store.chroma, full=True, rebuild=True)
-        config_copy.record(store.lexical, name, store.chroma.stored_config())  # the rebuilt config, for stats
+            sync_from_store(store.lexical, store.backend, full=True, rebuild=True)
+        config_copy.record(store.lexical, name, store.backend.stored_config())  # the rebuilt config, for stats
 
 
 def recover(store: RebuiltStore) -> bool:
@@ -106,7 +106,7 @@ def recover(store: RebuiltStore) -> bool:
     """
     name = store.collection_name
     temp, previous = name + REBUILD_SUFFIX, name + PREVIOUS_SUFFIX
-    names = set(store.chroma.names())
+    names = set(store.backend.names())
     store.views.recover(names)  # views hook: before the pieces decide
     if not ({temp, previous} & names):
         return False
@@ -114,15 +114,15 @@ def recover(store: RebuiltStore) -> bool:
         for leftover in (temp, previous):
             if leftover in names:
                 logger.warning("dropping %r left by an interrupted rebuild of %r", leftover, name)
-                store.chroma.drop(leftover)
+                store.backend.drop(leftover)
     elif previous in names:
         source = temp if temp in names else previous
         logger.warning("finishing an interrupted rebuild of %r: %r takes its name", name, source)
-        store.chroma.rename(source, name)
-        store.chroma.drop(previous)
+        store.backend.rename(source, name)
+        store.backend.drop(previous)
     else:
         logger.warning("dropping %r left by an interrupted rebuild (no collection %r)", temp, name)
-        store.chroma.drop(temp)
+        store.backend.drop(temp)
     if store.lexical is not None:
         store.lexical.journal.mark_pending()
     return True

@@ -14,9 +14,9 @@ from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
+from .base import VectorBackend
 from .cache import ThreadCache
 from .changes import ChangeLog
-from .chroma import ChromaStore
 from .journal import Journal
 from .lexical import LexicalIndex
 from .lexical_sync import SyncReport, lexical_text
@@ -30,7 +30,7 @@ __all__ = ["repair_writes", "replay_changes"]
 class ReplayedStore(Protocol):
     """What a replay needs of a store (:class:`~.pieces.PieceStore` has it)."""
 
-    chroma: ChromaStore
+    backend: VectorBackend
     lexical: LexicalIndex | None
     journal: Journal | None
     views: ViewIndex
@@ -66,7 +66,8 @@ def replay_changes(store: ReplayedStore) -> None:
         deleted += rec.get("del", [])
     if store.lexical is not None and (upserted or deleted):
         gone = set(deleted) - set(upserted)
-        found = {r["id"]: r for r in store.chroma.get(upserted, include=("documents", "metadatas"))} if upserted else {}
+        stored = store.backend.get(upserted, include=("documents", "metadatas")) if upserted else []
+        found = {r["id"]: r for r in stored}
         rows = [(rid, found[rid]) for rid in dict.fromkeys(upserted) if rid in found]
         store.lexical.write(
             [rid for rid, _ in rows],
@@ -103,19 +104,19 @@ def repair_writes(store: ReplayedStore) -> int:
     with store.changing(None):
         for found in journal.abandoned_writes():
             if found.get("clear"):
-                gone = [r["id"] for r in store.chroma.iter_records(None, include=())]
-                store.chroma.delete_ids(gone)
+                gone = [r["id"] for r in store.backend.iter_records(None, include=())]
+                store.backend.delete_ids(gone)
                 store.views.clear()  # views hook
             elif "new" in found:
                 new = list(found["new"])
-                present = [r["id"] for r in store.chroma.get(new, include=())] if new else []
+                present = [r["id"] for r in store.backend.get(new, include=())] if new else []
                 finish = len(present) == len(new)
                 gone = list(found["stale"]) if finish else present
                 logger.warning(
                     "%s an interrupted write to %r: %d piece(s) removed",
                     "finishing" if finish else "undoing", store.collection_name, len(gone),
                 )  # fmt: skip
-                store.chroma.delete_ids(gone)
+                store.backend.delete_ids(gone)
                 store.views.delete_pieces(gone)  # views hook
             else:
                 continue  # an older announcement that does not say which pieces are new: the lexical repair

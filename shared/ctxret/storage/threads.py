@@ -28,7 +28,7 @@ _IN_CHUNK = 256
 
 
 class RecordReader(Protocol):
-    """What these reads need of a store (``ChromaStore`` has it)."""
+    """What these reads need of a store (every :class:`~.base.VectorBackend` has it)."""
 
     def iter_records(
         self,

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from .base import VectorBackend
 from .cache import Block
 from .schema import Scope
 
@@ -161,14 +162,14 @@ class ChromaViews:
     #: Views asked per wanted piece (a piece has several views; several may match).
     OVERFETCH = 4
 
-    def __init__(self, chroma: Any, name: str) -> None:
-        self.chroma = chroma
+    def __init__(self, backend: VectorBackend, name: str) -> None:
+        self.vector_store = backend
         self.name = name
 
     def search(self, vectors: np.ndarray, n: int, scope: Scope) -> list[list[ViewRow]]:
         where = Scope(scope.thread_ids).chroma_where() if scope.thread_ids is not None else None
         factor = self.OVERFETCH * (4 if scope.where else 1)
-        rows = self.chroma.query(vectors, n * factor, where, name=self.name)
+        rows = self.vector_store.query(vectors, n * factor, where, name=self.name)
         out: list[list[ViewRow]] = []
         for row in rows:
             best: dict[str, ViewRow] = {}
@@ -183,24 +184,24 @@ class ChromaViews:
 class ViewIndex:
     """The views collection of a piece store (see the module docstring for its hooks)."""
 
-    def __init__(self, chroma: Any) -> None:
-        self.chroma = chroma
+    def __init__(self, backend: VectorBackend) -> None:
+        self.vector_store = backend
         #: Whether the open index has views (``IndexConfig.views``); off: writes and searches skip them.
         self.enabled = False
 
     def name(self, pieces: str | None = None) -> str:
-        return (pieces or self.chroma.collection_name) + VIEWS_SUFFIX
+        return (pieces or self.vector_store.collection_name) + VIEWS_SUFFIX
 
     # -- lifecycle ------------------------------------------------------------------------------
     def open(self, config: Mapping[str, Any]) -> None:
         self.enabled = bool(config.get("views"))
         if self.enabled:
-            self._ensure(self.chroma.collection_name)
+            self._ensure(self.vector_store.collection_name)
 
     def _ensure(self, pieces: str) -> str:
         name = self.name(pieces)
-        if not self.chroma.exists(name):
-            self.chroma.open({"views_of": pieces}, name=name)
+        if not self.vector_store.exists(name):
+            self.vector_store.open({"views_of": pieces}, name=name)
         return name
 
     # -- writes ---------------------------------------------------------------------------------
@@ -208,31 +209,32 @@ class ViewIndex:
         """Replace the views of ``records.pieces`` with ``records`` (before the pieces are written)."""
         if records is None or not (self.enabled or len(records)):
             return
-        target = self._ensure(name or self.chroma.collection_name)
-        main = name is None or name == self.chroma.collection_name
+        target = self._ensure(name or self.vector_store.collection_name)
+        main = name is None or name == self.vector_store.collection_name
         if main:  # a rebuild target starts empty: nothing to replace
             self._delete_of(records.pieces, target)
         if len(records):
-            self.chroma.upsert(records.ids, records.vectors, records.documents, records.metadatas, name=target)
+            self.vector_store.upsert(records.ids, records.vectors, records.documents, records.metadatas, name=target)
 
     def delete_pieces(self, piece_ids: Sequence[str], name: str | None = None) -> None:
         """Remove the views of these pieces (after the pieces themselves)."""
         target = self.name(name)
-        if self.enabled and piece_ids and self.chroma.exists(target):
+        if self.enabled and piece_ids and self.vector_store.exists(target):
             self._delete_of(piece_ids, target)
 
     def _delete_of(self, piece_ids: Iterable[str], target: str) -> None:
-        ids = [r["id"] for r in self.chroma.records_of("piece_id", piece_ids, include=(), name=target)]
-        self.chroma.delete_ids(ids, name=target)
+        ids = [r["id"] for r in self.vector_store.records_of("piece_id", piece_ids, include=(), name=target)]
+        self.vector_store.delete_ids(ids, name=target)
 
     def clear(self) -> None:
         name = self.name()
-        if self.enabled and self.chroma.exists(name):
-            self.chroma.delete_ids([r["id"] for r in self.chroma.iter_records(None, include=(), name=name)], name=name)
+        if self.enabled and self.vector_store.exists(name):
+            ids = [r["id"] for r in self.vector_store.iter_records(None, include=(), name=name)]
+            self.vector_store.delete_ids(ids, name=name)
 
     def count(self) -> int:
         name = self.name()
-        return self.chroma.count(name) if self.chroma.exists(name) else 0
+        return self.vector_store.count(name) if self.vector_store.exists(name) else 0
 
     # -- reads ----------------------------------------------------------------------------------
     def load_thread(self, block: Block, thread_id: str) -> Block:
@@ -240,7 +242,7 @@ class ViewIndex:
         if not self.enabled or not len(block):
             return block
         recs = list(
-            self.chroma.iter_records(
+            self.vector_store.iter_records(
                 {"thread_id": thread_id}, include=("embeddings", "documents", "metadatas"), name=self.name()
             )
         )
@@ -267,41 +269,41 @@ class ViewIndex:
         blocks = getattr(dense, "blocks", None)
         if blocks is not None:
             return MemoryViews(blocks, getattr(dense, "allowed", None))
-        return ChromaViews(self.chroma, self.name())
+        return ChromaViews(self.vector_store, self.name())
 
     # -- rebuild --------------------------------------------------------------------------------
     def begin_rebuild(self, temp: str, config: Mapping[str, Any]) -> None:
         """Before a rebuild refills ``temp``: no leftovers, and ``temp``'s views collection when the new config
         has views."""
-        self.chroma.drop(self.name(temp))
-        self.chroma.drop(self.name(self.chroma.collection_name + _PREVIOUS))
+        self.vector_store.drop(self.name(temp))
+        self.vector_store.drop(self.name(self.vector_store.collection_name + _PREVIOUS))
         self._rebuilt_enabled = bool(config.get("views"))
         if self._rebuilt_enabled:
             self._ensure(temp)
 
     def abandon_rebuild(self, temp: str) -> None:
-        self.chroma.drop(self.name(temp))
+        self.vector_store.drop(self.name(temp))
 
     def swap(self, temp: str) -> None:
         """Before the pieces are swapped: current views → ``-previous-views``, ``temp``'s → current."""
-        name = self.chroma.collection_name
+        name = self.vector_store.collection_name
         current, previous, rebuilt = self.name(name), self.name(name + _PREVIOUS), self.name(temp)
-        self.chroma.drop(previous)
-        if self.chroma.exists(current):
-            self.chroma.rename(current, previous)
-        if self.chroma.exists(rebuilt):
-            self.chroma.rename(rebuilt, current)
+        self.vector_store.drop(previous)
+        if self.vector_store.exists(current):
+            self.vector_store.rename(current, previous)
+        if self.vector_store.exists(rebuilt):
+            self.vector_store.rename(rebuilt, current)
 
     def swapped(self) -> None:
         """After the pieces are swapped: the old views go."""
-        self.chroma.drop(self.name(self.chroma.collection_name + _PREVIOUS))
+        self.vector_store.drop(self.name(self.vector_store.collection_name + _PREVIOUS))
         self.enabled = getattr(self, "_rebuilt_enabled", self.enabled)
 
     def recover(self, names: set[str]) -> None:
         """Bring the views in line with an interrupted rebuild, given the store's collection names
         *before* the pieces are recovered (:meth:`PieceStore.recover` decides for the pieces; the views
         follow: the rebuilt pieces keep the rebuilt views, the old pieces the old ones)."""
-        name = self.chroma.collection_name
+        name = self.vector_store.collection_name
         temp, previous = name + _REBUILD, name + _PREVIOUS
         current_v, previous_v, temp_v = self.name(name), self.name(previous), self.name(temp)
         if name in names:
@@ -313,12 +315,12 @@ class ViewIndex:
         if rebuilt:
             for leftover in (previous_v, temp_v):
                 if leftover in names:
-                    self.chroma.drop(leftover)
+                    self.vector_store.drop(leftover)
             return
         # the old pieces stay: their views are -previous-views when the swap had started, else current
         if previous_v in names:
             logger.warning("restoring %r after an interrupted rebuild of %r", current_v, name)
-            self.chroma.drop(current_v)
-            self.chroma.rename(previous_v, current_v)
+            self.vector_store.drop(current_v)
+            self.vector_store.rename(previous_v, current_v)
         if temp_v in names:
-            self.chroma.drop(temp_v)
+            self.vector_store.drop(temp_v)

@@ -199,9 +199,9 @@ def _fractional(v: Any) -> bool:
     return isinstance(v, float) and not v.is_integer()
 
 
-def _op(key: str, op: str, value: Any) -> _Pred:
+def _op(key: str, op: str, value: Any, exact: bool = False) -> _Pred:
     if op in ("$eq", "$ne"):
-        if not isinstance(value, (str, int, float, bool)) or _fractional(value):
+        if not isinstance(value, (str, int, float, bool)) or _fractional(value) and not exact:
             raise Unsupported(op)
         want = op == "$eq"
 
@@ -212,7 +212,7 @@ def _op(key: str, op: str, value: Any) -> _Pred:
 
         return eq
     if op in ("$gt", "$gte", "$lt", "$lte"):
-        if not _number(value) or _fractional(value):
+        if not _number(value) or _fractional(value) and not exact:
             raise Unsupported(op)
         cmp = {"$gt": float.__gt__, "$gte": float.__ge__, "$lt": float.__lt__, "$lte": float.__le__}[op]
 
@@ -224,7 +224,7 @@ def _op(key: str, op: str, value: Any) -> _Pred:
     if op in ("$in", "$nin"):
         if not isinstance(value, list) or not value or not all(isinstance(v, (str, int, float, bool)) for v in value):
             raise Unsupported(op)
-        if any(_fractional(v) for v in value):
+        if any(_fractional(v) for v in value) and not exact:
             raise Unsupported(op)
         inside = op == "$in"
         if all(type(v) is str for v in value):  # a list of ids or keys: one set lookup, not a scan of the list
@@ -245,15 +245,18 @@ def _op(key: str, op: str, value: Any) -> _Pred:
     raise Unsupported(op)
 
 
-def compile_where(where: Mapping[str, Any]) -> _Pred:
-    """A predicate on metadata equal to Chroma's reading of ``where``; :class:`Unsupported` otherwise."""
+def compile_where(where: Mapping[str, Any], *, exact: bool = False) -> _Pred:
+    """A predicate on metadata equal to Chroma's reading of ``where``; :class:`Unsupported` otherwise.
+
+    ``exact``: a fractional number is compared as a number with every field (Chroma 1.5 truncates it against a
+    whole-number field): the reading of :mod:`.inprocess`, which has no Chroma to hand such filters to."""
     if not isinstance(where, Mapping) or len(where) != 1:
         raise Unsupported("a where filter has exactly one top-level key")
     ((key, value),) = where.items()
     if key in ("$and", "$or"):
         if not isinstance(value, list) or len(value) < 2:
             raise Unsupported(key)
-        parts = [compile_where(v) for v in value]
+        parts = [compile_where(v, exact=exact) for v in value]
         if key == "$and":
             return lambda meta: all(p(meta) for p in parts)
         return lambda meta: any(p(meta) for p in parts)
@@ -263,5 +266,5 @@ def compile_where(where: Mapping[str, Any]) -> _Pred:
         if len(value) != 1:
             raise Unsupported("one operator per key")
         ((op, operand),) = value.items()
-        return _op(key, op, operand)
-    return _op(key, "$eq", value)
+        return _op(key, op, operand, exact)
+    return _op(key, "$eq", value, exact)
