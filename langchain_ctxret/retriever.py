@@ -12,12 +12,12 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from ctxret.config import SearchSettings
 from ctxret.errors import InputError
 from ctxret.index import ContextualIndex
 from ctxret.ingest.documents import document_id
 from ctxret.ingest.progress import progress_option
 from ctxret.query.relevance import scored_metadata, shown_groups
+from ctxret.query.settings import check_search_keys, check_search_options
 from ctxret.results import Group, Hit, IndexResult
 from ctxret.storage.schema import METADATA_PREFIX, RETRIEVAL_KEYS, as_list
 from ctxret.store import Store, open_store_arguments
@@ -52,6 +52,8 @@ SEARCH_TYPES = ("similarity", "similarity_score_threshold", "mmr")
 #: ``search_kwargs`` keys with LangChain's meaning (translated to the core's options); any other key
 #: is a :class:`ctxret.SearchSettings` option, passed as is.
 LANGCHAIN_KEYS = ("k", "filter", "score_threshold", "fetch_k", "lambda_mult")
+#: ``search_kwargs`` keys that scope the search (beside the search options of :class:`ctxret.SearchSettings`).
+SCOPE_KEYS = ("filter", "where", "thread_id")
 
 
 class _Unset:
@@ -165,9 +167,13 @@ class ContextualRetriever(BaseRetriever):
                     "search_type='similarity_score_threshold' needs search_kwargs={'score_threshold': R}, "
                     "R a relevance between 0 and 1 (the scale of metadata['score'])"
                 )
-        try:  # unknown options and bad values fail here, not at the first invoke
-            checked = {k: sk[k] for k in ("k", "max_parts") if k in sk}
-            SearchSettings().with_options(**self._core_options(self.search_type, sk), **checked)
+        try:  # unknown keys and bad values fail here, not at the first invoke (the keys and checks: SearchSettings')
+            check_search_keys(sk, extra=SCOPE_KEYS)
+        except InputError as e:
+            raise ValueError(str(e)) from None
+        try:
+            checked: dict[str, Any] = {k: sk[k] for k in ("k", "max_parts") if k in sk}
+            check_search_options({**self._core_options(self.search_type, sk), **checked})
         except InputError as e:
             raise ValueError(f"search_kwargs: {e}") from None
         return self

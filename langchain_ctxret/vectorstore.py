@@ -38,6 +38,7 @@ from ctxret.ingest.progress import progress_option
 from ctxret.query.documents import PIECES_PER_DOCUMENT, document_key
 from ctxret.query.nearest import nearest
 from ctxret.query.relevance import calibration_for, shown_groups, shown_scores
+from ctxret.query.settings import check_search_keys
 from ctxret.results import Hit, cosine_to_distance
 from ctxret.storage.schema import Scope, as_list, caller_view, stored_where
 from ctxret.store import open_store_arguments
@@ -202,6 +203,7 @@ class ContextualVectorStore(VectorStore):
     # keyword of any search) gives the k best pieces instead, several of one document possibly.
     @staticmethod
     def _options(k: int, filter: dict[str, Any] | None, kwargs: dict[str, Any], **defaults: Any) -> dict[str, Any]:
+        check_search_keys(kwargs, extra=SEARCH_SCOPE_KEYS, what="search keyword")  # values: checked by the search
         options = {"score_threshold": None, "split": False, "per": "document", **defaults, **kwargs}  # ranks, no drop
         return {"k": k, "where": filter, **options}
 
@@ -388,6 +390,8 @@ class ContextualVectorStore(VectorStore):
         return ContextualRetriever(index=self.index, tags=tags, **kwargs)
 
 
+#: A search's keywords beside ``k``, ``filter`` and the search options of :class:`ctxret.SearchSettings`.
+SEARCH_SCOPE_KEYS = ("thread_id", "where")
 #: langchain-chroma's constructor names for what ctxret names otherwise.
 CHROMA_NAMES = {"collection_name": "collection", "persist_directory": "path", "embedding_function": "embedding"}
 #: langchain-chroma's constructor arguments ctxret does not take, and what to do instead.
