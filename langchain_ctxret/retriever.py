@@ -18,6 +18,8 @@ from ctxret.adapters import (
     METADATA_PREFIX,
     RETRIEVAL_KEYS,
     as_list,
+    check_search_keys,
+    check_search_options,
     document_id,
     open_store_arguments,
     progress_option,
@@ -54,6 +56,8 @@ SEARCH_TYPES = ("similarity", "similarity_score_threshold", "mmr")
 #: ``search_kwargs`` keys with LangChain's meaning (translated to the core's options); any other key
 #: is a :class:`ctxret.SearchSettings` option, passed as is.
 LANGCHAIN_KEYS = ("k", "filter", "score_threshold", "fetch_k", "lambda_mult")
+#: ``search_kwargs`` keys that scope the search (beside the search options of :class:`ctxret.SearchSettings`).
+SCOPE_KEYS = ("filter", "where", "thread_id")
 
 
 class _Unset:
@@ -167,9 +171,13 @@ class ContextualRetriever(BaseRetriever):
                     "search_type='similarity_score_threshold' needs search_kwargs={'score_threshold': R}, "
                     "R a relevance between 0 and 1 (the scale of metadata['score'])"
                 )
-        try:  # unknown options and bad values fail here, not at the first invoke
-            checked = {k: sk[k] for k in ("k", "max_parts") if k in sk}
-            SearchSettings().with_options(**self._core_options(self.search_type, sk), **checked)
+        try:  # unknown keys and bad values fail here, not at the first invoke (the keys and checks: SearchSettings')
+            check_search_keys(sk, extra=SCOPE_KEYS)
+        except InputError as e:
+            raise ValueError(str(e)) from None
+        try:
+            checked: dict[str, Any] = {k: sk[k] for k in ("k", "max_parts") if k in sk}
+            check_search_options({**self._core_options(self.search_type, sk), **checked})
         except InputError as e:
             raise ValueError(f"search_kwargs: {e}") from None
         return self

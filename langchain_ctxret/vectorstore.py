@@ -36,6 +36,7 @@ from ctxret.adapters import (
     Scope,
     as_list,
     calibration_for,
+    check_search_keys,
     caller_view,
     documents_to_turns,
     framework_model,
@@ -209,6 +210,7 @@ class ContextualVectorStore(VectorStore):
     # keyword of any search) gives the k best pieces instead, several of one document possibly.
     @staticmethod
     def _options(k: int, filter: dict[str, Any] | None, kwargs: dict[str, Any], **defaults: Any) -> dict[str, Any]:
+        check_search_keys(kwargs, extra=SEARCH_SCOPE_KEYS, what="search keyword")  # values: checked by the search
         options = {"score_threshold": None, "split": False, "per": "document", **defaults, **kwargs}  # ranks, no drop
         return {"k": k, "where": filter, **options}
 
@@ -395,6 +397,8 @@ class ContextualVectorStore(VectorStore):
         return ContextualRetriever(index=self.index, tags=tags, **kwargs)
 
 
+#: A search's keywords beside ``k``, ``filter`` and the search options of :class:`ctxret.SearchSettings`.
+SEARCH_SCOPE_KEYS = ("thread_id", "where")
 #: langchain-chroma's constructor names for what ctxret names otherwise.
 CHROMA_NAMES = {"collection_name": "collection", "persist_directory": "path", "embedding_function": "embedding"}
 #: langchain-chroma's constructor arguments ctxret does not take, and what to do instead.

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from ctxret import ContextualIndex, Group, InputError, SearchSettings, Store
-from ctxret.adapters import open_store_arguments, scored_metadata, shown_groups
+from ctxret.adapters import check_search_options, open_store_arguments, scored_metadata, shown_groups
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo
@@ -25,6 +25,8 @@ from .rerank import as_reranker
 __all__ = ["ContextualRetriever", "groups_to_nodes", "settings_embed_model"]
 
 _OWN_ARGS = ("message", "k", "score_threshold", "cosine_floor", "thread_id", "where", "rerank", "rerank_candidates")
+#: ``ContextualIndex.search`` keywords ``search_kwargs`` may hold beside the search options.
+_INDEX_KEYS = ("settings",)
 
 
 def settings_embed_model() -> Any:
@@ -110,9 +112,9 @@ class ContextualRetriever(BaseRetriever):
         per: ``"document"``: one node per document (node id and ``ref_doc_id`` = the document's id, text = its
             best piece, ``similarity_top_k`` documents per part, ranked by the core's document rule);
             ``"section"``: one per section; ``"piece"`` (default): the pieces (``SearchSettings.per``).
-        search_kwargs: more keyword arguments for ``ContextualIndex.search`` / ``asearch``
-            (e.g. ``max_parts``, ``split``, or search options a newer core adds), passed as given.
-            The arguments above cannot be repeated in it.
+        search_kwargs: more search options for ``ContextualIndex.search`` / ``asearch`` (e.g. ``max_parts``,
+            ``split``: any :class:`ctxret.SearchSettings` option), checked now: an unknown key is an error naming the
+            accepted ones, a bad value the option's own error. The arguments above cannot be repeated in it.
 
     ``QueryBundle.embedding`` is ignored: the core embeds each part and the whole query itself
     with the index's embedder (the collection's vectors are blends from that model), so a
@@ -157,6 +159,8 @@ class ContextualRetriever(BaseRetriever):
                 f"search_kwargs repeats {clash}; pass them as the retriever's own arguments "
                 "(similarity_top_k, score_threshold, cosine_floor, thread_id, where)"
             )
+        # unknown keys and bad values fail now, not at the first retrieve (the keys and checks: SearchSettings')
+        check_search_options(extra, extra=_INDEX_KEYS)
         self.index = index
         self.similarity_top_k = similarity_top_k
         self.score_threshold = score_threshold

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from .query.nearest import nearest
     from .query.relevance import calibration_for, scored_metadata, shown_groups, shown_scores
     from .query.render import render_groups
+    from .query.settings import check_search_keys, check_search_options
     from .storage.schema import (
         FIELD_PREFIX,
         METADATA_PREFIX,
@@ -99,6 +100,8 @@ _SOURCES: dict[str, str] = {
     "shown_groups": ".query.relevance",
     "shown_scores": ".query.relevance",
     "render_groups": ".query.render",
+    "check_search_keys": ".query.settings",
+    "check_search_options": ".query.settings",
     # LLM prompts: views and HyDE
     "PROMPTS": ".ingest.views",
     "llm_view_writer": ".ingest.views",
@@ -161,6 +164,8 @@ __all__ = [
     "shown_groups",
     "shown_scores",
     "render_groups",
+    "check_search_keys",
+    "check_search_options",
     # LLM prompts: views and HyDE
     "PROMPTS",
     "llm_view_writer",

@@ -14,6 +14,7 @@ from ..errors import CtxretError, InputError
 from ..ingest.append import append_threads
 from .readers import DEFAULT_INCLUDE, FileProblem, collect_paths, document_root, read_input_file, skipped_summary
 from .render import clip, error, floor_text, hit_line, one_line, search_json, terminal_width, warn
+from .search_flags import flag_options
 from .settings import (
     EXIT_ERROR,
     EXIT_OK,
@@ -162,31 +163,9 @@ def _threads(threads: list[str]) -> str:
 
 
 def search_options(args: argparse.Namespace) -> dict[str, Any]:
-    """``ContextualIndex.search`` keywords from the ``search`` flags (new search flags map here)."""
-    hybrid = {
-        key: value
-        for key, value in (
-            ("lexical", getattr(args, "lexical", None)),
-            ("fusion", getattr(args, "fusion", None)),
-            ("lexical_weight", getattr(args, "lexical_weight", None)),
-            ("deadline_ms", getattr(args, "deadline_ms", None)),
-            ("per", getattr(args, "per", None)),
-            ("now", getattr(args, "now", None)),
-            ("since", getattr(args, "since", None)),
-            ("until", getattr(args, "until", None)),
-            ("recency_half_life", getattr(args, "recency_half_life", None)),
-        )
-        if value is not None
-    }
-    return {
-        "k": args.k,
-        "cosine_floor": args.threshold,
-        "thread_id": args.thread,
-        "where": getattr(args, "where", None),
-        "split": args.split,
-        "parents": bool(getattr(args, "parents", False)),
-        **hybrid,
-    }
+    """``ContextualIndex.search`` keywords from the ``search`` flags: the scope (``--thread``, ``--where``) and every
+    search option given (flags generated from ``SearchSettings``: :mod:`.search_flags`)."""
+    return {"thread_id": args.thread, "where": getattr(args, "where", None), **flag_options(args)}
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -204,11 +183,13 @@ def cmd_search(args: argparse.Namespace) -> int:
             )
         for t in missing:
             warn(f"thread {t!r} is not in the collection; searching the others")
-    groups = index.search(message, **search_options(args))
-    floor = index.cosine_floor if args.threshold == "auto" else args.threshold
+    options = search_options(args)
+    groups = index.search(message, **options)
+    resolved = index.settings.with_options(**flag_options(args))
+    floor = index.cosine_floor if resolved.cosine_floor == "auto" else resolved.cosine_floor
     if args.json:
         print(
-            json.dumps(search_json(message, groups, args.k, floor), ensure_ascii=False, indent=2)
+            json.dumps(search_json(message, groups, resolved.k, floor), ensure_ascii=False, indent=2)
         )
         return EXIT_OK
     if not groups:

@@ -11,6 +11,7 @@ from .._version import __version__
 from .commands import cmd_delete, cmd_index, cmd_reindex, cmd_search, cmd_stats
 from .demo import cmd_demo
 from .readers import DEFAULT_INCLUDE, SUPPORTED_SUFFIXES
+from .search_flags import add_search_flags
 from .settings import DEMO_COLLECTION, add_common_options
 
 __all__ = ["build_parser"]
@@ -130,19 +131,6 @@ def _add_search_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "message", metavar="MESSAGE", help='the incoming message ("-" reads it from stdin)'
     )
     p.add_argument(
-        "-k", type=_positive_int, default=5, metavar="K", help="hits per part (default 5)"
-    )
-    p.add_argument(
-        "--cosine-floor",
-        "--threshold",
-        dest="threshold",
-        type=_threshold,
-        default="auto",
-        metavar="COS",
-        help="cosine floor: a part is empty unless one of its first hits clears it, hits are kept down to half of "
-        "it; a number, 'none', or 'auto' (the embedder's default; default)",
-    )
-    p.add_argument(
         "--where",
         type=_where,
         default=None,
@@ -153,76 +141,8 @@ def _add_search_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--thread", action="append", metavar="ID", help="search only this thread (repeatable)"
     )
-    p.add_argument(
-        "--no-split",
-        dest="split",
-        action="store_false",
-        help="one whole-message vector instead of per-part groups (the baseline)",
-    )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    p.add_argument(
-        "--lexical",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="hybrid search: BM25 per part fused with the dense search (default: on for an "
-        "embedded or in-memory store, off for a Chroma server)",
-    )
-    p.add_argument(
-        "--fusion",
-        choices=["convex", "rrf", "weighted_rrf"],
-        default=None,
-        help="how each part's dense and BM25 hits are fused (default convex)",
-    )
-    p.add_argument(
-        "--lexical-weight",
-        type=float,
-        default=None,
-        metavar="W",
-        help="weight of the BM25 side for convex / weighted_rrf, 0-1 (default 0.7)",
-    )
-    p.add_argument(
-        "--parents",
-        action="store_true",
-        help="attach each hit's whole turn or section (one hit per parent in a part; --json: parent_text)",
-    )
-    p.add_argument(
-        "--deadline-ms",
-        type=_positive_float,
-        default=None,
-        metavar="MS",
-        help="return within MS milliseconds: a stage that would overrun (lexical, views, parents) is skipped "
-        "and the output says so (default: no deadline)",
-    )
-    p.add_argument(
-        "--per",
-        choices=("piece", "section", "document"),
-        default=None,
-        help="what one hit is: a stored piece (default), a section, or a document (one hit per document, scored "
-        "by its best piece + 0.25 x its second best; -k documents per part)",
-    )
-    p.add_argument(
-        "--now",
-        type=_time,
-        default=None,
-        metavar="TIME",
-        help="the search's time, ISO 8601 (e.g. 2024-03-01T12:00): what 'yesterday' or 'last week' in the "
-        "message are read against (default: the current time)",
-    )
-    p.add_argument(
-        "--since", type=_time, default=None, metavar="TIME", help="only pieces stamped at or after TIME (ISO 8601)"
-    )
-    p.add_argument(
-        "--until", type=_time, default=None, metavar="TIME", help="only pieces stamped before TIME (ISO 8601)"
-    )
-    p.add_argument(
-        "--recency-half-life",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="blend recency into each part's order: a hit's score times 0.5 ** (age / SECONDS), e.g. 604800 "
-        "for a week (default: off; see docs/time.md)",
-    )
-    # more search flags go here and into search_options()
+    add_search_flags(p)  # every search option, generated from SearchSettings
     p.set_defaults(func=cmd_search)
 
 
@@ -294,30 +214,6 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
-def _time(text: str) -> str:
-    """An ISO-8601 time (checked here: a bad one is a usage error, exit 2)."""
-    from ..errors import InputError
-    from ..ingest.turns import parse_time
-
-    try:
-        parsed = parse_time(text.strip(), "time") if text.strip() else None
-    except InputError:
-        parsed = None
-    if parsed is None:
-        raise argparse.ArgumentTypeError(f"expected an ISO-8601 time (e.g. 2026-10-16T14:02), got {text!r}")
-    return text.strip()
-
-
 def _where(text: str) -> dict[str, Any]:
     """A ``--where`` filter: a JSON object that holds to Chroma's ``where`` grammar (else exit 2)."""
     from ..errors import InputError
@@ -331,22 +227,3 @@ def _where(text: str) -> dict[str, Any]:
     except (ValueError, InputError) as e:
         raise argparse.ArgumentTypeError(f"""expected a JSON filter such as '{{"team": "ops"}}': {e}""") from None
     return where
-
-
-def _threshold(text: str) -> float | str | None:
-    low = text.strip().lower()
-    if low == "auto":
-        return "auto"
-    if low in ("none", "off"):
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a cosine (e.g. 0.35), 'none' or 'auto', got {text!r}"
-        ) from None
-    if not -1.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"a cosine floor is between -1 and 1, got {text!r}")
-    return value
-
-

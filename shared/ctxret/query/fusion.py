@@ -14,6 +14,9 @@ Every fusion takes the two candidate lists of ONE part (best first) and returns 
   LangChain's EnsembleRetriever uses ``k = 60``).
 * ``weighted_rrf``: ``(1 - w) / (k + rank_dense) + w / (k + rank_lexical)``.
 
+The rules are a registry, :data:`FUSION_RULES` (name -> :class:`FusionRule`): :func:`fuse`, :class:`FusionSettings`
+and the CLI's ``--fusion`` choices read it.
+
 Measured on the LoCoMo dev split (see BENCHMARKS.md), equal-weight RRF loses most of BM25's lead
 over dense search there; convex fusion at ``w = 0.7`` is at least as good as the better of the
 two on both top-hit and QA recall@5. Documents want a more even fusion: on SciFact dev (5,183
@@ -36,14 +39,16 @@ is a little under the floor. ``lexical_floor=None`` applies the cosine floor alo
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from ..errors import InputError
+from .options import option, parse_float, parse_int
 
 
 class FusionMethod(str, Enum):
@@ -75,12 +80,15 @@ WHERE_OVERFETCH = 4
 
 
 def fusion_method(method: FusionMethod | str) -> FusionMethod:
-    """``method`` as a :class:`FusionMethod`, or an error naming the valid ones."""
+    """``method`` as a :class:`FusionMethod` with a rule in :data:`FUSION_RULES`, or an error naming the valid ones."""
     try:
-        return FusionMethod(method)
+        found = FusionMethod(method)
     except ValueError:
-        names = ", ".join(repr(m.value) for m in FusionMethod)
+        found = None
+    if found is None or found.value not in FUSION_RULES:
+        names = ", ".join(repr(name) for name in FUSION_RULES)
         raise InputError(f"unknown fusion {method!r}; use one of {names}") from None
+    return found
 
 
 def check_weight(lexical_weight: Any) -> float:
@@ -176,6 +184,66 @@ def convex(
     return sorted(fused.items(), key=lambda kv: (-kv[1], order[kv[0]]))
 
 
+@dataclass(frozen=True)
+class FusionRule:
+    """One fusion rule of :data:`FUSION_RULES`: ``fuse(dense, lexical, lexical_weight, rrf_k, cosine, bm25)`` (one
+    part's ``(id, score)`` lists best first -> fused ``(id, score)`` best first); ``label(settings)`` the rule in
+    words; ``weighted`` / ``rank_offset``: whether it reads ``lexical_weight`` / ``rrf_k``; ``help``: one line for
+    ``--fusion``'s help."""
+
+    fuse: Callable[..., list[tuple[str, float]]]
+    label: Callable[[FusionSettings], str]
+    weighted: bool
+    rank_offset: bool
+    help: str
+
+
+def _ids(ranked: Sequence[tuple[str, float]]) -> list[str]:
+    return [i for i, _ in ranked]
+
+
+def _fuse_rrf(dense: Any, lexical: Any, lexical_weight: float, rrf_k: float, cosine: Any, bm25: Any) -> Any:
+    return rrf([_ids(dense), _ids(lexical)], k=rrf_k)
+
+
+def _fuse_weighted_rrf(dense: Any, lexical: Any, lexical_weight: float, rrf_k: float, cosine: Any, bm25: Any) -> Any:
+    return rrf([_ids(dense), _ids(lexical)], k=rrf_k, weights=[1.0 - lexical_weight, lexical_weight])
+
+
+def _fuse_convex(dense: Any, lexical: Any, lexical_weight: float, rrf_k: float, cosine: Any, bm25: Any) -> Any:
+    return convex(dict(dense), dict(lexical), lexical_weight, cosine=cosine, bm25=bm25)
+
+
+def _convex_label(s: FusionSettings) -> str:
+    doc = s.document_lexical_weight
+    if doc is None or doc == s.lexical_weight:
+        return f"convex w={s.lexical_weight:g}"
+    return f"convex w={s.lexical_weight:g} (per document or section {doc:g})"
+
+
+#: The fusion rules by name (the values of :class:`FusionMethod`): what :func:`fuse`, :class:`FusionSettings` and the
+#: CLI's ``--fusion`` choices read.
+FUSION_RULES: dict[str, FusionRule] = {
+    FusionMethod.CONVEX.value: FusionRule(
+        _fuse_convex, _convex_label, weighted=True, rank_offset=False,
+        help="convex: lexical_weight x min-max(BM25) + (1 - lexical_weight) x min-max(cosine)",
+    ),
+    FusionMethod.RRF.value: FusionRule(
+        _fuse_rrf, lambda s: f"rrf k={s.rrf_k:g}", weighted=False, rank_offset=True,
+        help="rrf: reciprocal rank fusion, 1 / (rrf_k + rank) summed over both sides",
+    ),
+    FusionMethod.WEIGHTED_RRF.value: FusionRule(
+        _fuse_weighted_rrf, lambda s: f"weighted_rrf w={s.lexical_weight:g} k={s.rrf_k:g}", weighted=True,
+        rank_offset=True, help="weighted_rrf: rrf with the BM25 side weighted by lexical_weight",
+    ),
+}  # fmt: skip
+
+
+def fusion_rule(method: FusionMethod | str) -> FusionRule:
+    """The registered rule named ``method``."""
+    return FUSION_RULES[fusion_method(method).value]
+
+
 def fuse(
     dense: Sequence[tuple[str, float]],
     lexical: Sequence[tuple[str, float]],
@@ -186,18 +254,15 @@ def fuse(
     cosine: Mapping[str, float] | None = None,
     bm25: Mapping[str, float] | None = None,
 ) -> list[tuple[str, float]]:
-    """Fuse one part's dense ``(id, cosine)`` and lexical ``(id, bm25)`` lists, each best first.
+    """Fuse one part's dense ``(id, cosine)`` and lexical ``(id, bm25)`` lists, each best first, by the rule of
+    :data:`FUSION_RULES` named ``method``.
 
     ``cosine`` and ``bm25`` (exact scores of candidates missing from a list) are used by
     ``convex``; the rank fusions use the two lists as given.
     """
-    method = fusion_method(method)
-    if method is FusionMethod.RRF:
-        return rrf([[i for i, _ in dense], [i for i, _ in lexical]], k=rrf_k)
-    w = check_weight(lexical_weight)
-    if method is FusionMethod.WEIGHTED_RRF:
-        return rrf([[i for i, _ in dense], [i for i, _ in lexical]], k=rrf_k, weights=[1.0 - w, w])
-    return convex(dict(dense), dict(lexical), w, cosine=cosine, bm25=bm25)
+    rule = fusion_rule(method)
+    w = check_weight(lexical_weight) if rule.weighted else lexical_weight
+    return rule.fuse(dense, lexical, w, check_rrf_k(rrf_k) if rule.rank_offset else rrf_k, cosine, bm25)
 
 
 # -- the hybrid stage of a search ---------------------------------------------------------------
@@ -210,12 +275,30 @@ class FusionSettings:
     :meth:`for_per`). The flat option ``lexical_weight=`` given alone (``search(..., lexical_weight=0.9)``) sets
     both, so one number means one weight."""
 
-    method: FusionMethod = DEFAULT_FUSION
-    lexical_weight: float = DEFAULT_LEXICAL_WEIGHT
-    rrf_k: float = DEFAULT_RRF_K
-    candidates: int = DEFAULT_CANDIDATES
-    lexical_floor: float | None = DEFAULT_LEXICAL_FLOOR
-    document_lexical_weight: float | None = DEFAULT_DOCUMENT_LEXICAL_WEIGHT
+    method: FusionMethod = option(
+        DEFAULT_FUSION, parse=str, choices=lambda: tuple(FUSION_RULES), flags=("--fusion",),
+        shown_default=DEFAULT_FUSION.value,
+        help="how each part's dense and BM25 hits are fused: " + "; ".join(r.help for r in FUSION_RULES.values()),
+    )
+    lexical_weight: float = option(
+        DEFAULT_LEXICAL_WEIGHT, parse=parse_float, metavar="W",
+        help="weight of the BM25 side for convex / weighted_rrf, 0-1 (given alone, also for a search by document or "
+        "section)",
+    )
+    rrf_k: float = option(DEFAULT_RRF_K, parse=parse_float, metavar="K", help="rrf's rank offset, >= 0")
+    candidates: int = option(
+        DEFAULT_CANDIDATES, parse=parse_int, metavar="N",
+        help="candidates per part fetched from each side before fusion",
+    )
+    lexical_floor: float | None = option(
+        DEFAULT_LEXICAL_FLOOR, parse=partial(parse_float, none=True), metavar="SHARE",
+        help="a hit under the cosine floor is kept when it holds this share (0-1) of its part's IDF-weighted words "
+        "and half the floor's cosine; 'none': the cosine floor alone",
+    )
+    document_lexical_weight: float | None = option(
+        DEFAULT_DOCUMENT_LEXICAL_WEIGHT, parse=partial(parse_float, none=True), metavar="W",
+        help="weight of the BM25 side for a search by document or section (--per); 'none': --lexical-weight",
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "method", fusion_method(self.method))
@@ -236,23 +319,17 @@ class FusionSettings:
     @property
     def label(self) -> str:
         """``"convex w=0.7"``, ``"rrf k=60"``, ``"weighted_rrf w=0.7 k=60"``: the fusion rule in words."""
-        if self.method is FusionMethod.RRF:
-            return f"rrf k={self.rrf_k:g}"
-        if self.method is FusionMethod.WEIGHTED_RRF:
-            return f"weighted_rrf w={self.lexical_weight:g} k={self.rrf_k:g}"
-        doc = self.document_lexical_weight
-        if doc is None or doc == self.lexical_weight:
-            return f"convex w={self.lexical_weight:g}"
-        return f"convex w={self.lexical_weight:g} (per document or section {doc:g})"
+        return fusion_rule(self.method).label(self)
 
     def fusion_dict(self) -> dict[str, Any]:
         """The fusion rule's settings (method, and the weight and RRF k where they apply)."""
+        rule = fusion_rule(self.method)
         out: dict[str, Any] = {"method": self.method.value}
-        if self.method is not FusionMethod.RRF:
+        if rule.weighted:
             out["lexical_weight"] = self.lexical_weight
             if self.document_lexical_weight is not None:
                 out["document_lexical_weight"] = self.document_lexical_weight
-        if self.method is not FusionMethod.CONVEX:
+        if rule.rank_offset:
             out["rrf_k"] = self.rrf_k
         return out
 

@@ -71,9 +71,9 @@ __all__ = [
 IdfCoverageFor = Literal["below_floor", "all"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SearchPlan:
-    """A search's settings resolved against an index: the numbers every stage reads."""
+    """A search's settings resolved against an index: the numbers every stage reads (built by keyword only)."""
 
     k: int
     floor: float | None  # a raw cosine, or None (no floor)
@@ -125,16 +125,17 @@ def plan_search(
     floor = default_floor if settings.cosine_floor == "auto" else settings.cosine_floor
     weight = stored_weight if settings.query_weight is None else settings.query_weight
     stages = GroupStages(
-        settings.relevance or relevance, settings.min_relevance, settings.rerank, settings.rerank_candidates,
-        MMRSettings(settings.fetch_k, settings.lambda_mult) if settings.mmr else None,
-        settings.recency_half_life, settings.now,
+        relevance=settings.relevance or relevance, min_relevance=settings.min_relevance, rerank=settings.rerank,
+        rerank_candidates=settings.rerank_candidates,
+        mmr=MMRSettings(fetch_k=settings.fetch_k, lambda_mult=settings.lambda_mult) if settings.mmr else None,
+        recency_half_life=settings.recency_half_life, now=settings.now,
     )  # fmt: skip
     per = per_document(settings.k, settings.per)
     return SearchPlan(
-        per.pop("k", settings.k), floor, float(weight), settings.max_parts, settings.split, hybrid, settings.parents,
-        settings.max_message_bytes, stages,
-        hyde=settings.hyde, hyde_weight=settings.hyde_weight, views=settings.views, deadline_ms=settings.deadline_ms,
-        lexical_required=settings.lexical is True,
+        k=per.pop("k", settings.k), floor=floor, weight=float(weight), max_parts=settings.max_parts,
+        split=settings.split, hybrid=hybrid, parents=settings.parents, max_message_bytes=settings.max_message_bytes,
+        stages=stages, hyde=settings.hyde, hyde_weight=settings.hyde_weight, views=settings.views,
+        deadline_ms=settings.deadline_ms, lexical_required=settings.lexical is True,
         now=settings.now, since=settings.since, until=settings.until, time_windows=settings.time_windows,
         answers_first=settings.answers_first, latest_first=settings.latest_first, **per,
     ).for_backends(has_lexical)  # fmt: skip

@@ -4,8 +4,10 @@ may override them)."""
 from __future__ import annotations
 
 import math
-from dataclasses import InitVar, dataclass, field, fields, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import InitVar, dataclass, fields, replace
 from datetime import date, datetime, timedelta
+from functools import partial
 from typing import Any, Literal
 
 import numpy as np
@@ -17,15 +19,42 @@ from ..text import MAX_PARTS
 from .fusion import FusionSettings
 from .hyde import DEFAULT_HYDE_WEIGHT, as_hyde
 from .mmr import DEFAULT_FETCH_K, DEFAULT_LAMBDA_MULT, check_fetch_k, check_lambda_mult
-from .relevance import RelevanceCalibration
+from .options import Option, option, option_of, parse_bool, parse_float, parse_int, parse_python, parse_time
+from .relevance import FITTED, RelevanceCalibration
 from .rerank import DEFAULT_RERANK_CANDIDATES, check_reranker
 
-__all__ = ["SearchSettings"]
+__all__ = ["SearchSettings", "check_search_keys", "check_search_options", "search_options"]
 
 _MAX_DEADLINE_MS = 86_400_000  # a day
 
 #: ``per=``: what one hit of a group is (see :mod:`ctxret.query.documents`).
 PER_CHOICES = ("piece", "section", "document")
+#: Flat option names that set a field of ``SearchSettings.hybrid`` (a :class:`FusionSettings`): name -> its field.
+HYBRID_OPTIONS = {"fusion": "method", "lexical_weight": "lexical_weight", "rrf_k": "rrf_k",
+                  "candidates": "candidates", "lexical_floor": "lexical_floor",
+                  "document_lexical_weight": "document_lexical_weight"}  # fmt: skip
+#: The option that is no field: ``score_threshold``, the adapters' relevance floor (resolved when the settings are
+#: made; see :class:`SearchSettings`).
+SCORE_THRESHOLD = Option(
+    parse=partial(parse_float, none=True, auto=True), metavar="R", shown_default="auto: none",
+    help="a floor on the relevance (0-1, the score the adapters show): a number sets --min-relevance, 'none' turns "
+    "every floor off (the cosine floor too, unless --cosine-floor is a number)",
+)
+
+
+def _calibration(text: str) -> RelevanceCalibration | None:
+    """``--relevance``: a fitted calibration by its model id, ``auto``/``none`` (the embedder's) or module:attribute."""
+    low = text.strip()
+    if low.lower() in ("auto", "none"):
+        return None
+    if low in FITTED:
+        return FITTED[low]
+    return parse_python(low)
+
+
+def _time_windows(text: str) -> bool | str:
+    low = text.strip().lower()
+    return "asking" if low == "asking" else parse_bool(low)
 
 
 @dataclass(frozen=True)
@@ -101,37 +130,105 @@ class SearchSettings:
     * ``latest_first``: when a part asks how things are now, of two hits in its group about the same subject said at
       different times the later ranks directly above the earlier; nothing else moves (:mod:`ctxret.query.latest`).
       ``False``: off.
+
+    Each field carries its :class:`~ctxret.query.options.Option` (help, flag, how a flag's text becomes a value):
+    the one definition the CLI's search flags (``ctxret.cli.search_flags``) and the adapters' ``search_kwargs``
+    checks (:func:`check_search_options`) are made from. A new option is a new field with ``option(...)``.
     """
 
-    k: int = 5
-    cosine_floor: float | None | Literal["auto"] = "auto"
-    max_parts: int = MAX_PARTS
-    split: bool = True
-    query_weight: float | None = OWN_WEIGHT
-    lexical: bool | None = None
-    hybrid: FusionSettings = field(default_factory=FusionSettings)
-    parents: bool = False
-    max_message_bytes: int | None = 65_536
-    relevance: RelevanceCalibration | None = None
-    min_relevance: float | None = None
-    rerank: Any = None
-    rerank_candidates: int = DEFAULT_RERANK_CANDIDATES
-    mmr: bool = False
-    fetch_k: int = DEFAULT_FETCH_K
-    lambda_mult: float = DEFAULT_LAMBDA_MULT
-    hyde: Any = None
-    hyde_weight: float = DEFAULT_HYDE_WEIGHT
-    views: bool = True
-    deadline_ms: float | None = None
-    now: Any = None
-    since: Any = None
-    until: Any = None
-    time_windows: bool | Literal["asking"] = True
-    recency_half_life: Any = None
-    answers_first: bool = True
-    latest_first: bool = True
+    k: int = option(5, parse=parse_int, flags=("-k",), metavar="K", help="hits per part (per group), not in total")
+    cosine_floor: float | None | Literal["auto"] = option(
+        "auto", parse=partial(parse_float, none=True, auto=True), flags=("--cosine-floor", "--threshold"),
+        metavar="COS", shown_default="auto: the embedder's",
+        help="cosine floor: a part is empty unless one of its first hits clears it, hits are kept down to half of "
+        "it; a number, 'none', or 'auto'",
+    )
+    max_parts: int = option(MAX_PARTS, parse=parse_int, metavar="N", help="at most N parts per message")
+    split: bool = option(
+        True, switch=True, help="split the message into parts (--no-split: one whole-message vector, the baseline)"
+    )
+    query_weight: float | None = option(
+        OWN_WEIGHT, parse=partial(parse_float, none=True), metavar="W",
+        help="blend weight of a part against its whole message, 0-1 ('none': the collection's weight)",
+    )
+    lexical: bool | None = option(
+        None, switch=True, shown_default="on for an embedded or in-memory store, off for a Chroma server",
+        help="hybrid search: BM25 per part fused with the dense search",
+    )
+    hybrid: FusionSettings = option(
+        default_factory=FusionSettings,
+        help="the fusion settings, set by their flat options: " + ", ".join(HYBRID_OPTIONS),
+    )
+    parents: bool = option(
+        False, switch=True,
+        help="attach each hit's whole turn or section (one hit per parent in a part; --json: parent_text)",
+    )
+    max_message_bytes: int | None = option(
+        65_536, parse=partial(parse_int, none=True), metavar="BYTES",
+        help="refuse a longer message (0 or 'none': no limit)",
+    )
+    relevance: RelevanceCalibration | None = option(
+        None, parse=_calibration, metavar="NAME", shown_default="the embedder's",
+        help="the relevance calibration: a fitted one by model id (" + ", ".join(FITTED) + ") or module:attribute",
+    )
+    min_relevance: float | None = option(
+        None, parse=partial(parse_float, none=True), metavar="R",
+        help="drop hits whose relevance (0-1, the score the adapters show) is under R",
+    )
+    rerank: Any = option(
+        None, parse=parse_python, metavar="MODULE:FN",
+        help="a callable (part, hits) -> scores run inside each group on its top --rerank-candidates hits",
+    )
+    rerank_candidates: int = option(
+        DEFAULT_RERANK_CANDIDATES, parse=parse_int, metavar="N", help="hits per group handed to --rerank"
+    )
+    mmr: bool = option(False, switch=True, help="maximal marginal relevance inside each group")
+    fetch_k: int = option(DEFAULT_FETCH_K, parse=parse_int, metavar="N", help="hits per group MMR chooses among")
+    lambda_mult: float = option(
+        DEFAULT_LAMBDA_MULT, parse=parse_float, metavar="L", help="MMR's trade-off, 0 (diverse) to 1 (relevant)"
+    )
+    hyde: Any = option(
+        None, parse=parse_python, metavar="MODULE:FN",
+        help="HyDE: a callable part -> hypothetical answer (or an LLM object); each part's vector is blended with "
+        "its answer's",
+    )
+    hyde_weight: float = option(
+        DEFAULT_HYDE_WEIGHT, parse=parse_float, metavar="W", help="the part's share against its HyDE answer, 0-1"
+    )
+    views: bool = option(True, switch=True, help="search the index's LLM-written views too (when it has any)")
+    deadline_ms: float | None = option(
+        None, parse=partial(parse_float, none=True), metavar="MS", shown_default="none",
+        help="return within MS milliseconds: a stage that would overrun (lexical, views, parents) is skipped and "
+        "the output says so",
+    )
+    now: Any = option(
+        None, parse=parse_time, metavar="TIME", shown_default="the current time",
+        help="the search's time, ISO 8601 (e.g. 2024-03-01T12:00): what 'yesterday' or 'last week' in the message "
+        "are read against",
+    )
+    since: Any = option(None, parse=parse_time, metavar="TIME", help="only pieces stamped at or after TIME (ISO 8601)")
+    until: Any = option(None, parse=parse_time, metavar="TIME", help="only pieces stamped before TIME (ISO 8601)")
+    time_windows: bool | Literal["asking"] = option(
+        True, parse=_time_windows, choices=("on", "off", "asking"), shown_default="on",
+        help="a part that names a time searches inside its window ('asking': only parts that ask)",
+    )
+    recency_half_life: Any = option(
+        None, parse=partial(parse_float, none=True), metavar="SECONDS", shown_default="off",
+        help="blend recency into each part's order: a hit's score times 0.5 ** (age / SECONDS), e.g. 604800 for a "
+        "week (see docs/time.md)",
+    )
+    answers_first: bool = option(
+        True, switch=True, help="when a part asks, a stored question's answer ranks right above it"
+    )
+    latest_first: bool = option(
+        True, switch=True, help="when a part asks about now, the later of two hits about one subject ranks first"
+    )
     # per-document results (query/documents.py)
-    per: str = "piece"
+    per: str = option(
+        "piece", parse=str, choices=PER_CHOICES,
+        help="what one hit is: a stored piece, a section, or a document (one hit per document, scored by its best "
+        "piece + 0.25 x its second best; -k documents per part)",
+    )
     #: the adapters' relevance floor, resolved into ``min_relevance`` / ``cosine_floor`` (see above); never stored
     score_threshold: InitVar[Any] = ...
 
@@ -230,9 +327,7 @@ class SearchSettings:
                 )
 
     #: Flat option names that set a field of :attr:`hybrid`.
-    HYBRID_OPTIONS = {"fusion": "method", "lexical_weight": "lexical_weight", "rrf_k": "rrf_k",
-                      "candidates": "candidates", "lexical_floor": "lexical_floor",
-                      "document_lexical_weight": "document_lexical_weight"}  # fmt: skip
+    HYBRID_OPTIONS = HYBRID_OPTIONS
 
     @classmethod
     def option_names(cls) -> list[str]:
@@ -260,6 +355,52 @@ class SearchSettings:
                 raise InputError(f"hybrid must be a FusionSettings, got {type(hybrid).__name__}")
             hybrid = replace(hybrid, **hybrid_changes)
         return replace(self, hybrid=hybrid, **direct)
+
+
+def search_options() -> list[tuple[str, Option]]:
+    """Every search option (each keyword :meth:`SearchSettings.with_options` takes but ``hybrid``, which its flat
+    options set) with its :class:`~ctxret.query.options.Option`, in the settings' order: what the CLI's search flags
+    are generated from."""
+    from .fusion import FusionSettings
+
+    fusion = {f.name: option_of(f) for f in fields(FusionSettings)}
+    out: list[tuple[str, Option]] = []
+    for f in fields(SearchSettings):
+        spec = option_of(f)
+        if spec is None:
+            raise TypeError(f"SearchSettings.{f.name} has no option metadata: give it option(...)")
+        if f.name == "hybrid":
+            out += [(flat, fusion[name]) for flat, name in HYBRID_OPTIONS.items()]  # type: ignore[misc]
+            continue
+        out.append((f.name, spec))
+        if f.name == "min_relevance":
+            out.append(("score_threshold", SCORE_THRESHOLD))
+    return out
+
+
+def check_search_keys(keys: Iterable[str], *, extra: Iterable[str] = (), what: str = "search_kwargs") -> None:
+    """Refuse a key that is neither a search option (:meth:`SearchSettings.option_names`) nor one of ``extra`` (the
+    caller's own keys, e.g. ``thread_id``, ``where``): the error names it and every accepted key."""
+    names = SearchSettings.option_names()
+    accepted = [*names, *(e for e in extra if e not in names)]
+    unknown = sorted({k for k in keys if k not in accepted})
+    if unknown:
+        raise InputError(
+            f"{what}: unknown search option(s) {', '.join(map(repr, unknown))}; accepted keys: {', '.join(accepted)}"
+        )
+
+
+def check_search_options(
+    options: Mapping[str, Any], *, extra: Iterable[str] = (), what: str = "search_kwargs",
+    settings: SearchSettings | None = None,
+) -> SearchSettings:  # fmt: skip
+    """``options`` checked as search options (an adapter's ``search_kwargs``): the keys by
+    :func:`check_search_keys`, each value by the settings' own check (an :class:`InputError` naming the option and
+    what it takes). Returns ``settings`` (default: the defaults) with the options (not those of ``extra``)
+    applied."""
+    check_search_keys(options, extra=extra, what=what)
+    names = SearchSettings.option_names()
+    return (settings or SearchSettings()).with_options(**{k: v for k, v in options.items() if k in names})
 
 
 def _positive_int(value: Any, name: str) -> int:
