@@ -3,9 +3,9 @@
 A turn or section longer than the model (254 content tokens) is read in overlapping windows, each token taking its
 vector from the window where it is most central. The layout before: windows of the full width sharing 64 tokens,
 the last one aligned to the text's end (a text just over one window is read almost twice). The layout now
-(``ctxret.embedders.local.token_windows``): the fewest windows sharing at least ``WINDOW_OVERLAP`` (40) tokens, all of one width. The
-stored vectors of such turns change; this script measures what that does to retrieval with the product's default
-(late chunking at weight 0, hybrid search), both layouts on the same queries in one process:
+(``ctxret.embedders.local.token_windows``): the fewest windows sharing at least ``WINDOW_OVERLAP`` (40) tokens, all
+of one width. The stored vectors of such turns change; this script measures what that does to retrieval with the
+product's default (late chunking at weight 0, hybrid search), both layouts on the same queries in one process:
 
 * documents: ``ctxret eval docs`` (``ctxret.evaluation.docs.run_docs``) on a BEIR folder, each layout with its own
   index cache; nDCG@10, R@10, R@100, MRR@10 paired per query (normal and bootstrap 95% intervals);

@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from ctxret import ContextualIndex, Group, Hit, IndexResult, InputError, SearchSettings, Store
+from ctxret import ContextualIndex, Group, Hit, IndexResult, InputError, Store
 from ctxret.adapters import (
     MAX_PARTS,
     METADATA_PREFIX,

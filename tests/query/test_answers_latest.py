@@ -7,6 +7,7 @@ from datetime import datetime
 
 import numpy as np
 import pytest
+from ctxret import ContextualIndex
 from ctxret.query.answers import is_question, lift_answers
 from ctxret.query.latest import SAME_SUBJECT, asks_now, same_subject
 from ctxret.query.search import PartCandidates
