@@ -1,7 +1,7 @@
 """LangChain chat messages → OpenAI chat-completions dicts, the format the ctxret core indexes.
 
 The conversion is the only thing done here; turns, sources and pieces are built by the core
-(:func:`ctxret.turns.turns_from_messages`), so a LangChain thread and the equivalent OpenAI thread
+(:func:`ctxret.ingest.messages.turns_from_messages`), so a LangChain thread and the equivalent OpenAI thread
 index into the same pieces (same ids, same texts).
 """
 
@@ -44,7 +44,7 @@ def messages_to_openai(messages: Iterable[BaseMessage | Mapping[str, Any]]) -> l
       ``json.dumps(args, ensure_ascii=False)`` in the arguments' own key order.
       ``invalid_tool_calls`` are kept too (their argument string as received).
     - Content blocks are passed on as they are: the core reads text, media, Anthropic ``tool_use``
-      and ``tool_result`` blocks (see :func:`ctxret.turns.turns_from_messages`). ``tool_use`` blocks
+      and ``tool_result`` blocks (see :func:`ctxret.ingest.messages.turns_from_messages`). ``tool_use`` blocks
       are dropped when the message has ``tool_calls`` (the same call, twice; the ``tool_calls``
       are the parsed form). A ``ToolMessage`` with ``status="error"`` gets ``"is_error": True``,
       like an Anthropic ``tool_result`` with ``is_error``.

@@ -109,9 +109,34 @@ class ContextualRetriever(BaseRetriever):
     reranker) or a callable ``(part, hits) -> scores``, run inside each group on its top
     ``rerank_candidates`` candidates before the cut to ``k`` (:mod:`ctxret.query.rerank`).
 
-    >>> retriever = ContextualRetriever.from_path("./memory", thread_id="u42")   # doctest: +SKIP
-    >>> retriever.add_messages(history, thread_id="u42")                         # doctest: +SKIP
-    >>> docs = retriever.invoke("When is my flight? And what did the vet say?")     # doctest: +SKIP
+    Args:
+        index: the :class:`ctxret.ContextualIndex` that stores the pieces and runs every search
+            (:meth:`from_path` builds it).
+        k: results per part (each group holds at most ``k`` Documents).
+        score_threshold: a floor on ``metadata["score"]``, the relevance in [0, 1] (``"auto"``: none;
+            ``None``: no floor at all).
+        cosine_floor: the core's cosine floor (``"auto"``: the index's; ``None``: none).
+        thread_id: search only these threads (one id or several).
+        where: a Chroma ``where`` filter on piece metadata.
+        max_parts: at most this many parts per message.
+        search_type: ``"similarity"``, ``"similarity_score_threshold"`` or ``"mmr"`` (inside each group).
+        search_kwargs: LangChain's keys (``k``, ``filter``, ``score_threshold``, ``fetch_k``, ``lambda_mult``)
+            and any core search option.
+        rerank: a ``BaseDocumentCompressor`` or a callable ``(part, hits) -> scores``, run inside each group.
+        rerank_candidates: candidates per group handed to ``rerank``.
+
+    Example:
+        ```python
+        from ctxret import ContextualIndex, Store
+        from langchain_ctxret import ContextualRetriever
+
+        index = ContextualIndex(Store.memory())
+        index.add_documents(["The cat sleeps on the red sofa.", "The train to Porto leaves at 8:15 from platform 4."])
+        retriever = ContextualRetriever(index=index, k=1)
+        docs = retriever.invoke("Which platform does the Porto train use? Where does the cat sleep?")
+        print([(d.metadata["group"], d.page_content.splitlines()[-1]) for d in docs])
+        # prints: [(0, 'The train to Porto leaves at 8:15 from platform 4.'), (1, 'The cat sleeps on the red sofa.')]
+        ```
     """
 
     index: ContextualIndex

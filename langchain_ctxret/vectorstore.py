@@ -67,9 +67,22 @@ class ContextualVectorStore(VectorStore):
         **index_kwargs: ``ContextualIndex`` arguments (``path``, ``collection``, ``in_memory``,
             ``host``, ``weight``, …).
 
-    >>> store = ContextualVectorStore.from_documents(docs, embedding, in_memory=True)   # doctest: +SKIP
-    >>> store.similarity_search("rollback", k=2)                                        # doctest: +SKIP
-    >>> retriever = store.as_grouped_retriever(search_kwargs={"k": 3})   # one group per part  # doctest: +SKIP
+    Example:
+        ```python
+        from ctxret import ContextualIndex, Store
+        from langchain_core.documents import Document
+        from langchain_ctxret import ContextualVectorStore
+
+        store = ContextualVectorStore(ContextualIndex(Store.memory()))
+        docs = [Document("The cat sleeps on the red sofa.", id="cat"), Document("Trains leave at 8.", id="train")]
+        print(store.add_documents(docs))  # prints: ['cat', 'train']
+        print([d.id for d in store.similarity_search("Where does the cat sleep?", k=1)])  # prints: ['cat']
+        retriever = store.as_retriever(search_kwargs={"k": 1})
+        print([d.page_content for d in retriever.invoke("Where does the cat sleep?")])
+        # prints: ['The cat sleeps on the red sofa.']
+        ```
+
+    ``as_grouped_retriever(search_kwargs={"k": 3})`` gives the grouped retriever (one group per part).
     """
 
     def __init__(

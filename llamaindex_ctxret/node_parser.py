@@ -1,8 +1,8 @@
 """LlamaIndex documents ⇄ ctxret turns and pieces, and the node parser built on them.
 
-Nothing here chunks, labels or embeds: documents become core turns (:func:`ctxret.document_turns`
-for text, :func:`ctxret.turns_from_messages` for chats), turns become the core's labelled pieces
-(:func:`ctxret.label_pieces`, or ``ContextualIndex.fit_pieces`` when an index is given), and each
+Nothing here chunks, labels or embeds: documents become core turns (:func:`ctxret.ingest.documents.document_turns`
+for text, :func:`ctxret.ingest.messages.turns_from_messages` for chats), turns become the core's labelled pieces
+(:func:`ctxret.ingest.turns.label_pieces`, or ``ContextualIndex.fit_pieces`` when an index is given), and each
 piece becomes one ``TextNode`` whose id, text and metadata are the piece's as the core stores it.
 
 A LlamaIndex ``Document`` is read as:
@@ -267,8 +267,17 @@ def piece_node(piece_id: str, text: str, metadata: Mapping[str, Any]) -> TextNod
 class ContextualNodeParser(NodeParser):
     """Documents → the core's labelled pieces, one ``TextNode`` per piece (node id = piece id).
 
-    >>> parser = ContextualNodeParser()                                   # doctest: +SKIP
-    >>> nodes = IngestionPipeline(transformations=[parser]).run(documents=docs)  # doctest: +SKIP
+    Example:
+        ```python
+        from llama_index.core import Document
+        from llamaindex_ctxret import ContextualNodeParser
+
+        docs = [Document(text="Staff get 30 days of leave.", id_="leave"), Document(text="Book trains.", id_="travel")]
+        nodes = ContextualNodeParser().get_nodes_from_documents(docs)
+        print(len(nodes), nodes[1].text.splitlines()[-1])  # prints: 2 Book trains.
+        ```
+
+    In an ``IngestionPipeline``: ``IngestionPipeline(transformations=[ContextualNodeParser()]).run(documents=docs)``.
 
     Each node's text is the piece's (header + body), its metadata the core's piece metadata
     (``thread_id``, ``turn_id``, ``turn_label``, ``source_label``, ``header``, ``timestamp``, …,

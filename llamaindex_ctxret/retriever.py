@@ -120,6 +120,19 @@ class ContextualRetriever(BaseRetriever):
     with the index's embedder (the collection's vectors are blends from that model), so a
     precomputed embedding could neither be split nor be trusted to come from the same model.
     ``QueryBundle.query_str`` is what is searched.
+
+    Example:
+        ```python
+        from ctxret import ContextualIndex, Store
+        from llamaindex_ctxret import ContextualRetriever
+
+        index = ContextualIndex(Store.memory())
+        index.add_documents(["The cat sleeps on the red sofa.", "The train to Porto leaves at 8:15 from platform 4."])
+        retriever = ContextualRetriever(index, similarity_top_k=1)
+        nodes = retriever.retrieve("Which platform does the Porto train use? Where does the cat sleep?")
+        print([(n.node.metadata["group"], n.node.get_content().splitlines()[-1]) for n in nodes])
+        # prints: [(0, 'The train to Porto leaves at 8:15 from platform 4.'), (1, 'The cat sleeps on the red sofa.')]
+        ```
     """
 
     def __init__(

@@ -53,10 +53,43 @@ INDEX_ARGUMENTS = ("store", "embedder", "weight", "context", "piece_bytes", "vie
 class ContextualIndex:
     """Contextual chunk retrieval over a Chroma collection.
 
-    >>> index = ContextualIndex(Store.embedded("./memory"))      # doctest: +SKIP
-    >>> index.add_messages(messages, thread_id="user-42")         # doctest: +SKIP
-    >>> for group in index.search("...", thread_id="user-42"):    # doctest: +SKIP
-    ...     print(group.part, [h.score for h in group.hits])
+    Args:
+        store: where the pieces live: a :class:`~ctxret.store.Store`, a folder path, or ``None`` (the store's
+            arguments as keywords; default ``./.ctxret``).
+        embedder: the local MiniLM model when ``None``; any ctxret embedder, LangChain ``Embeddings`` or
+            LlamaIndex ``BaseEmbedding``.
+        weight: the share of the turn's context in each piece's vector (recorded; ``None``: the collection's).
+        context: the context strategy (``"mean"``, ``"turn"``, ``"late"``, ``"llm"``; recorded).
+        piece_bytes: the size a piece is packed to (recorded).
+        views: LLM-written views to store with each piece (``"questions"``, ``"summary"``; recorded).
+        view_writer: what writes the views (an LLM, a callable, or a dict of them by kind).
+        contextualizer: what writes the context for ``context="llm"``.
+        settings: the search defaults (a :class:`~ctxret.query.settings.SearchSettings`), overridable per search.
+        **options: the store's arguments (``collection``, ``in_memory``, ``lock_timeout``, ...) and the write
+            options ``progress``, ``max_turn_bytes`` and ``embed_timeout``.
+
+    Raises:
+        ConfigMismatchError: a recorded value given differently (:meth:`rebuild` re-embeds).
+        InputError: a misspelt or misplaced argument, named with its family (store, index or search).
+
+    Example:
+        ```python
+        from ctxret import ContextualIndex, Store
+
+        index = ContextualIndex(Store.memory())
+        index.add_messages(
+            [
+                {"role": "user", "content": "Book me a flight from Berlin to Lisbon for October 20."},
+                {"role": "assistant", "content": "Booked TAP flight TP 541, departing at 09:40 on October 20."},
+                {"role": "user", "content": "My dog Biscuit needs his vaccinations next week."},
+                {"role": "assistant", "content": "Biscuit's vet appointment is on Thursday at 4 PM at Green Paws."},
+            ],
+            thread_id="user-42",
+        )
+        for group in index.search("When does my flight leave? When is the vet?", k=1, thread_id="user-42"):
+            print(group.part, "->", group.hits[0].body)
+        # prints: When does my flight leave? -> Booked TAP flight TP 541, departing at 09:40 on October 20.
+        ```
 
     ``store``: a :class:`~ctxret.store.Store` (``Store.embedded(path)``, ``.server(host, port)``, ``.from_client(c)``,
     ``.memory()``), or the shorthand: a folder path, or no store and the store's arguments as keywords
@@ -168,7 +201,33 @@ class ContextualIndex:
         a message without a time gets the time of the last timed message before it in the call, else the time it is
         first added (:mod:`.ingest.append`). ``first_turn=n`` writes
         them as turns ``n, n + 1, …`` instead, replacing those; :meth:`replace_messages` rewrites a whole thread.
-        (:meth:`add_turns` with :func:`~.ingest.messages.turns_from_messages` writes messages exactly as given.)"""
+        (:meth:`add_turns` with :func:`~.ingest.messages.turns_from_messages` writes messages exactly as given.)
+
+        Args:
+            messages: chat messages as dicts (OpenAI chat or Responses, Anthropic, LangChain's ``message_to_dict``).
+            thread_id: the thread they continue.
+            first_turn: write them as turns ``first_turn, first_turn + 1, …`` instead of appending, replacing those.
+            metadata: your keys, stored on every piece written (filter on them with ``where``).
+            include_system: store system messages too (left out by default).
+            progress: show a progress bar (``None``: on a terminal or in a notebook).
+
+        Returns:
+            An :class:`~ctxret.results.IndexResult`: pieces added, unchanged and replaced, turns, ``duplicates``.
+
+        Example:
+            ```python
+            from ctxret import ContextualIndex, Store
+
+            index = ContextualIndex(Store.memory())
+            chat = [
+                {"role": "user", "content": "Where should we hold the offsite?"},
+                {"role": "assistant", "content": "Lisbon: the venue holds 40 people and costs 9,000 euros."},
+            ]
+            print(index.add_messages(chat, thread_id="team"))
+            # prints: IndexResult(added=2, unchanged=0, replaced=0, turns=1, turns_changed=1, duplicates=0)
+            print(index.add_messages(chat, thread_id="team").duplicates)  # prints: 2
+            ```
+        """
         check_metadata_arg(metadata)
         write = functools.partial(self.add_turns, metadata=metadata, progress=progress)
         if first_turn is not None:
@@ -201,7 +260,31 @@ class ContextualIndex:
         """Index plain-text or markdown documents (strings or ``{"text", "title"?, "id"?, "metadata"?}``), split into
         sections. The id defaults to a hash of title and text (give an ``id`` so that an edited document replaces its
         old version); ``thread_id`` (the scope) defaults to the id. A document re-added under its id replaces the
-        stored one whole, in one write (unchanged sections cost nothing); ``replace=False`` keeps its other sections."""
+        stored one whole, in one write (unchanged sections cost nothing); ``replace=False`` keeps its other sections.
+
+        Args:
+            documents: one document or several: strings, or dicts ``{"text", "title"?, "id"?, "metadata"?}``.
+            thread_id: the scope to store them under (default: each document's id).
+            metadata: your keys, stored on every piece written (a document's own ``metadata`` adds to them).
+            replace: a document re-added under its id replaces the stored one whole (``False``: its other sections
+                stay).
+            progress: show a progress bar (``None``: on a terminal or in a notebook).
+
+        Returns:
+            An :class:`~ctxret.results.IndexResult` (pieces added, unchanged, replaced).
+
+        Example:
+            ```python
+            from ctxret import ContextualIndex, Store
+
+            index = ContextualIndex(Store.memory())
+            text = "Staff get 30 days of paid leave a year. Unused days expire in March."
+            print(index.add_documents([{"id": "leave", "title": "Leave policy", "text": text}]))
+            # prints: IndexResult(added=1, unchanged=0, replaced=0, turns=1, turns_changed=1, duplicates=0)
+            hit = index.search("How many days of leave do I get?", k=1)[0].hits[0]
+            print(hit.metadata["doc_id"])  # prints: leave
+            ```
+        """
         turns, keys = read_documents(documents, thread_id=thread_id, metadata=metadata)
         return self._write(turns, None, replace, keys, progress)
 
@@ -273,7 +356,35 @@ class ContextualIndex:
         other search option is a keyword here or a field of ``settings=SearchSettings(...)``
         (:class:`~ctxret.query.settings.SearchSettings`: ``lexical``, ``fusion``, ``parents``, ``rerank``, ``mmr``,
         ``hyde``, ``deadline_ms``, ...). ``Hit.scores`` names every score; ``Group.stages`` / ``Group.degraded`` say
-        which stages ran (:mod:`ctxret.query.executor`)."""
+        which stages ran (:mod:`ctxret.query.executor`).
+
+        Args:
+            message: the incoming message (several questions or requests are searched part by part).
+            k: hits per part, not in total (``None``: the settings' ``k``).
+            score_threshold: a floor on the hits' relevance in [0, 1] (``None``: no floor at all).
+            thread_id: one thread id or several: the scope.
+            where: a Chroma filter on metadata.
+            settings: the search settings for this call (default: the index's).
+            **options: any :class:`~ctxret.query.settings.SearchSettings` field (``lexical``, ``parents``, ...).
+
+        Returns:
+            One :class:`~ctxret.results.Group` per part, in the message's order, each with its hits best first.
+
+        Raises:
+            InputError: an unknown option or a bad value, named.
+            EmbeddingError: the embedder failed.
+
+        Example:
+            ```python
+            from ctxret import ContextualIndex, Store
+
+            index = ContextualIndex(Store.memory())
+            index.add_documents(["The cat sleeps on the red sofa.", "The train to Porto leaves from platform 4."])
+            for group in index.search("Which platform does the Porto train use? Where does the cat sleep?", k=1):
+                print(group.part_index, group.hits[0].body)
+            # prints: 0 The train to Porto leaves from platform 4.
+            ```
+        """
         request = prepare_search(
             self.settings if settings is None else settings, k=k, score_threshold=score_threshold,
             thread_id=thread_id, where=stored_where(where), options=options,

@@ -40,6 +40,35 @@ class Store:
     with the collection; ``lexical_path`` names that file (and switches it on for a server or a client).
     ``read_only=True`` refuses every write; an embedded folder opened read-only (or one this process cannot write:
     read-only media) is searched in a private copy, without its lock (:mod:`ctxret.storage.snapshot`).
+
+    Args:
+        kind: ``"embedded"``, ``"server"``, ``"client"`` or ``"memory"`` (set by the constructors).
+        path: the embedded folder.
+        collection: the Chroma collection's name.
+        host: the Chroma server's host (with ``port``, ``ssl`` and ``headers``).
+        port: the Chroma server's port.
+        ssl: connect to the server over TLS.
+        headers: HTTP headers sent to the server.
+        client: your own Chroma client (:meth:`from_client`).
+        lock_timeout: seconds to wait for another process that holds an embedded folder's lock.
+        lexical: keep a BM25 file in step with the collection (``None``: on for embedded and memory stores).
+        lexical_path: the BM25 file (switches it on for a server or a client).
+        read_only: refuse every write.
+
+    Raises:
+        InputError: a bad value, or an argument that does not apply to this kind of store.
+
+    Example:
+        ```python
+        from ctxret import ContextualIndex, Store
+
+        store = Store.memory(collection="notes")
+        print(store.kind, store.collection)  # prints: memory notes
+        print(Store.of("./memory").kind)  # prints: embedded
+        index = ContextualIndex(store)
+        index.add_documents(["Backups run every night at 02:00."])
+        print(index.search("When do backups run?", k=1)[0].hits[0].body)  # prints: Backups run every night at 02:00.
+        ```
     """
 
     kind: Literal["embedded", "server", "client", "memory"] = "embedded"

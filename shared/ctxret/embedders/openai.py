@@ -1,6 +1,6 @@
 """OpenAI embeddings (``text-embedding-3-small`` by default) on the official ``openai`` client.
 
-Requests are sized before sending (:func:`ctxret.batching.plan_batches`: at most ``max_inputs``
+Requests are sized before sending (:func:`ctxret.embedders.batching.plan_batches`: at most ``max_inputs``
 inputs and ``max_bytes`` UTF-8 bytes each); an input over the model's token limit is refused
 before anything is sent. Retries are ours, not the client's (the clients are built with
 ``max_retries=0``): 429, 408, 5xx, timeouts, connection errors (refused, reset mid-body) and

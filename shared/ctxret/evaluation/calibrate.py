@@ -22,7 +22,7 @@ the embedder's piece budget and floor), on the thread protocol of :mod:`.threads
   the questions — a floor drops memories, so it is set conservatively; it is an upper bound: the
   other columns show what that floor buys and costs.
 * ``fusion``: every method × ``lexical_weight`` × ``rrf_k`` of the hybrid search (per part,
-  ``DEFAULT_CANDIDATES`` of each side, :func:`ctxret.fusion.fuse`), against dense-only
+  ``DEFAULT_CANDIDATES`` of each side, :func:`ctxret.query.fusion.fuse`), against dense-only
   over the same stored side (``dense_default``: the embedder's default, e.g. late chunking for the
   local model) and BM25-only. Criterion (the hybrid issue's): at least as good as the
   better single side on facts ``top1_section`` and on QA ``recall_at_k``. ``margin`` = the smaller

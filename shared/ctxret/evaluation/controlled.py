@@ -28,7 +28,7 @@ Conditions (distractors drawn from the fixture's list with a fixed seed, per con
   message the whole.
 * ``both_noise``: both of the above.
 * ``message``: the fixture's ``query_message`` through the real splitter
-  (:func:`ctxret.text.split_prompt_chunks`, each part blended with the whole message as
+  (:func:`ctxret.query.split.split_prompt_chunks`, each part blended with the whole message as
   :func:`ctxret.index.query_vectors` does); the group of the part holding the query's intent (the
   part containing the query's first words, else sharing most of its words) is scored;
   ``message_any`` rows score the best of the groups.
@@ -36,7 +36,7 @@ Conditions (distractors drawn from the fixture's list with a fixed seed, per con
   places (strictly above every other record of the block); ``top1`` is the share of families.
 
 Representations (``weight`` is the blend weight, 0.8 by default, used on both sides). The passage
-is the sentence's context, so the context strategies of :mod:`ctxret.context` map as: ``turn``
+is the sentence's context, so the context strategies of :mod:`ctxret.ingest.context` map as: ``turn``
 (embed the context whole) = ``blend``; ``late`` = ``late`` / ``late_only`` below; ``mean`` has no
 counterpart (a record is one sentence, not several pieces).
 
@@ -52,11 +52,11 @@ counterpart (a record is one sentence, not several pieces).
   too, i.e. ``E(whole message)`` — what :class:`ctxret.ContextualIndex` with ``context="late",
   weight=0`` does (it blends queries at the collection's weight). Both ``late`` rows need an
   embedder with token output (the local model).
-* ``bm25``: BM25 (:class:`ctxret.lexical.LexicalIndex`) over the stored piece text — the shared
+* ``bm25``: BM25 (:class:`ctxret.storage.lexical.LexicalIndex`) over the stored piece text — the shared
   sentence — queried with the part's text. Identical stored texts tie, so it cannot tell the four
   contexts apart: it measures what word search adds when the piece is the sentence.
 * ``hybrid_rrf`` / ``hybrid_weighted`` / ``hybrid_convex``: the ``blend`` dense ranking and the
-  ``bm25`` ranking fused per part with :func:`ctxret.fusion.fuse` over the top candidates of each
+  ``bm25`` ranking fused per part with :func:`ctxret.query.fusion.fuse` over the top candidates of each
   side, as the runtime does. BM25 breaks score ties by id; record ids are seeded hashes, so ties
   among identical sentences are not broken systematically in favour of one context.
 """

@@ -30,7 +30,7 @@ JSONL thread format (one thread per line)::
      "questions": [{"question": "What are the dogs called?", "turns": [2]}]}
 
 ``messages`` are OpenAI chat-completions dicts; turns are numbered from 1 exactly as
-:func:`ctxret.turns.turns_from_messages` numbers them (a turn = a user message and everything up to
+:func:`ctxret.ingest.messages.turns_from_messages` numbers them (a turn = a user message and everything up to
 the next user message). ``facts`` and ``questions`` are optional; a fact's ``turn`` (or
 ``turns``) is its gold section, a question's ``turns`` both its gold sections and its evidence.
 """

@@ -117,9 +117,9 @@ class ConversationIndex:
         self._qcache: dict[tuple[str, bool, float], tuple[list[str], np.ndarray]] = {}
 
     def stored(self, context: str = "mean", weight: float | None = None) -> np.ndarray:
-        """Stored vectors (one row per piece) under a context strategy of :mod:`ctxret.context` and a
+        """Stored vectors (one row per piece) under a context strategy of :mod:`ctxret.ingest.context` and a
         blend weight (default: the run's), built as :class:`ctxret.ContextualIndex` builds them:
-        :func:`ctxret.context.context_vectors` per section, then
+        :func:`ctxret.ingest.context.context_vectors` per section, then
         :func:`ctxret.blend.blend_with_context`. Memoised."""
         w = self.weight if weight is None else float(weight)
         key = (context, w)

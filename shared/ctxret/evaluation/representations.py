@@ -3,7 +3,7 @@
 Representations (register more with :func:`register_representation`)
 
 * ``whole_turn``: one vector per section — the section's text (``Turn.text``) embedded with
-  :func:`ctxret.index.embed_fitting` (text over the model's limit → unit mean of windows that
+  :func:`ctxret.embedders.fitting.embed_fitting` (text over the model's limit → unit mean of windows that
   fit): the old indexer. The query is one unblended whole-message vector.
 * ``pieces``: labelled pieces, unblended, against the unblended whole-message vector.
 * ``pieces_blend`` (the default stored side): ``blend(piece, unit mean of the section's piece
@@ -11,7 +11,7 @@ Representations (register more with :func:`register_representation`)
 * ``pieces_blend_split``: the same pieces against the split, blended query parts
   (:func:`ctxret.index.query_vectors`), one group per part: the runtime's dense search.
 * ``pieces_turnctx`` / ``pieces_late`` / ``late_only``: the other context strategies of
-  :mod:`ctxret.context` (stored vectors built by :func:`ctxret.context.context_vectors` and
+  :mod:`ctxret.ingest.context` (stored vectors built by :func:`ctxret.ingest.context.context_vectors` and
   :func:`ctxret.blend.blend_with_context`, as :class:`ctxret.ContextualIndex` builds them), against
   the split query parts like ``pieces_blend_split``: ``turn`` (the section's text embedded whole,
   windows averaged when over the model's limit) at the run's weight; ``late`` (late chunking: each
@@ -20,14 +20,14 @@ Representations (register more with :func:`register_representation`)
   weight (runtime: ``ContextualIndex(context="late", weight=0.0)`` searched with ``query_weight=0.8``). The two ``late``
   representations need an embedder with token output (``embed_tokens``: the local model); runs over the
   default set skip them otherwise.
-* ``bm25``: BM25 (:class:`ctxret.lexical.LexicalIndex`) over the piece texts, whole message as
+* ``bm25``: BM25 (:class:`ctxret.storage.lexical.LexicalIndex`) over the piece texts, whole message as
   the query, one ranking.
 * ``hybrid_rrf`` / ``hybrid_weighted`` / ``hybrid_convex``: per part, the top ``candidates``
-  (default :data:`ctxret.fusion.DEFAULT_CANDIDATES`) of the ``pieces_blend_split`` dense search
-  and of BM25 (the part's text) fused with :func:`ctxret.fusion.fuse` at the run's lexical weight,
+  (default :data:`ctxret.query.fusion.DEFAULT_CANDIDATES`) of the ``pieces_blend_split`` dense search
+  and of BM25 (the part's text) fused with :func:`ctxret.query.fusion.fuse` at the run's lexical weight,
   RRF k and lexical floor; one group per part (the runtime's hybrid search).
 * ``hybrid_default``: the same with exactly the runtime's default settings
-  (``ctxret.fusion.FusionSettings()``: convex, its lexical weight, candidates and lexical floor),
+  (``ctxret.query.fusion.FusionSettings()``: convex, its lexical weight, candidates and lexical floor),
   whatever the run's fusion flags say.
 """
 

@@ -149,7 +149,7 @@ def part_accuracy(
 
     ``fixture``: records (or dicts with ``id``/``message``/``parts``), a JSONL path, or ``None`` for
     the packaged fixture. ``splitter`` takes a message and returns its parts (default: the runtime's
-    :func:`ctxret.text.split_prompt_chunks`).
+    :func:`ctxret.query.split.split_prompt_chunks`).
     """
     if fixture is None or isinstance(fixture, (str, Path)):
         records = load_split_fixture(fixture)

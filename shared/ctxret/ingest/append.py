@@ -7,7 +7,7 @@ turn is written again with it). A thread written one call per message, per excha
 pieces of the same thread written in one call.
 
 **A message sent again adds nothing.** Every stored source carries the key of the message it came from
-(:func:`~.messages.message_key`): the message's own ``id`` when it has one (LangChain messages, OpenAI Responses
+(:attr:`~.turns.Source.message_key`): the message's own ``id`` when it has one (LangChain messages, OpenAI Responses
 items, chat exports), else a hash of what it says (role, name, text, tool calls and results, and its own time). A
 message known by its id, or by its content and its own time, is the same message wherever the thread holds it: a
 retry, a redelivery from an at-least-once queue, or a newer export of the same conversation adds only what is new. A

@@ -301,7 +301,7 @@ class ViewIndex:
 
     def recover(self, names: set[str]) -> None:
         """Bring the views in line with an interrupted rebuild, given the store's collection names
-        *before* the pieces are recovered (:meth:`PieceStore.recover` decides for the pieces; the views
+        *before* the pieces are recovered (:func:`.rebuild.recover` decides for the pieces; the views
         follow: the rebuilt pieces keep the rebuilt views, the old pieces the old ones)."""
         name = self.vector_store.collection_name
         temp, previous = name + _REBUILD, name + _PREVIOUS
