@@ -34,10 +34,13 @@ T0 = datetime(2025, 1, 1, 9, 0)
 def exchange(rng: random.Random, n: int) -> list[dict[str, str]]:
     at = (T0 + timedelta(minutes=n)).isoformat()
     return [
-        {"role": role, "content": " ".join(rng.choice(WORDS) for _ in range(rng.randint(10, 30))) + f" (note {n})",
-         "timestamp": at}
+        {
+            "role": role,
+            "content": " ".join(rng.choice(WORDS) for _ in range(rng.randint(10, 30))) + f" (note {n})",
+            "timestamp": at,
+        }
         for role in ("user", "assistant")
-    ]  # fmt: skip
+    ]
 
 
 def bootstrap(ratios: list[float], reps: int = 2000, seed: int = 0) -> tuple[float, float]:
@@ -95,10 +98,15 @@ def main() -> None:
         empty_t.append(b)
         ratios.append(a / b)
     lo, hi = bootstrap(ratios)
-    last = max(int(r["metadata"]["turn_index"]) for r in index.store.records(scope=None) if
-               r["metadata"]["thread_id"] == "long")  # fmt: skip
-    print(f"embedder {embedder.model_id}; {'cold (no remembered head)' if args.cold else 'warm'}; "
-          f"{args.rounds} rounds ABAB")  # fmt: skip
+    last = max(
+        int(r["metadata"]["turn_index"])
+        for r in index.store.records(scope=None)
+        if r["metadata"]["thread_id"] == "long"
+    )
+    print(
+        f"embedder {embedder.model_id}; {'cold (no remembered head)' if args.cold else 'warm'}; "
+        f"{args.rounds} rounds ABAB"
+    )
     print(f"append one exchange to the {args.turns:,}-turn thread: median {statistics.median(long_t) * 1e3:.1f} ms")
     print(f"append one exchange to an empty thread:            median {statistics.median(empty_t) * 1e3:.1f} ms")
     print(f"ratio long / empty: median {statistics.median(ratios):.2f} [95% {lo:.2f}, {hi:.2f}]")

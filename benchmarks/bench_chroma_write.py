@@ -81,6 +81,7 @@ def main() -> None:
         for r in range(args.repeat):
             for name in names[r % len(names) :] + names[: r % len(names)]:  # rotated order
                 times[name].append(one_write(Path(tmp), data, *VARIANTS[name]))
+
     def median(values: list[float]) -> float:
         return round(statistics.median(values), 3)
 

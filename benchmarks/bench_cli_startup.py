@@ -109,8 +109,9 @@ def main() -> int:
             build_synthetic(Path(store), args.synthetic)
         else:
             data = Path(__file__).resolve().parents[1] / "shared" / "ctxret" / "data" / "demo_threads.jsonl"
-            subprocess.run([sys.executable, "-m", "ctxret", "--store", store, "index", str(data)], check=True,
-                           capture_output=True)  # fmt: skip
+            subprocess.run(
+                [sys.executable, "-m", "ctxret", "--store", store, "index", str(data)], check=True, capture_output=True
+            )
     cmds = commands(store, args.message)
     env = dict(os.environ)
     for cmd in cmds.values():  # warm the file cache and the bytecode once
@@ -132,21 +133,32 @@ def main() -> int:
         cpu_ratios = sorted(t / s for t, s in zip(cpu[name], cpu["search"], strict=True))
         imported, heavy = imports(cmd)
         lo, hi = _median_interval(cpu_ratios)
-        rows.append({
-            "command": name, "median_s": statistics.median(times[name]), "min_s": min(times[name]),
-            "ratio_to_search": statistics.median(ratios), "cpu_median_s": statistics.median(cpu[name]),
-            "cpu_ratio_to_search": statistics.median(cpu_ratios), "cpu_ratio_interval": [lo, hi],
-            "imports_s": imported, "heavy_imports": heavy,
-        })  # fmt: skip
+        rows.append(
+            {
+                "command": name,
+                "median_s": statistics.median(times[name]),
+                "min_s": min(times[name]),
+                "ratio_to_search": statistics.median(ratios),
+                "cpu_median_s": statistics.median(cpu[name]),
+                "cpu_ratio_to_search": statistics.median(cpu_ratios),
+                "cpu_ratio_interval": [lo, hi],
+                "imports_s": imported,
+                "heavy_imports": heavy,
+            }
+        )
     print(f"store {store}, {args.rounds} interleaved rounds (ABBA), {os.cpu_count()} CPUs")
-    print("| command | median wall | ratio to `search` (wall) | median CPU | ratio to `search` (CPU, 95% interval) "
-          "| imports | heavy packages imported |")
+    print(
+        "| command | median wall | ratio to `search` (wall) | median CPU | ratio to `search` (CPU, 95% interval) "
+        "| imports | heavy packages imported |"
+    )
     print("|:--|--:|--:|--:|--:|--:|:--|")
     for r in rows:
         lo, hi = r["cpu_ratio_interval"]
-        print(f"| `ctxret {r['command']}` | {r['median_s']:.2f} s | {r['ratio_to_search']:.2f} | "
-              f"{r['cpu_median_s']:.2f} s | {r['cpu_ratio_to_search']:.2f} ({lo:.2f}–{hi:.2f}) | "
-              f"{r['imports_s']:.2f} s | {', '.join(r['heavy_imports']) or '—'} |")  # fmt: skip
+        print(
+            f"| `ctxret {r['command']}` | {r['median_s']:.2f} s | {r['ratio_to_search']:.2f} | "
+            f"{r['cpu_median_s']:.2f} s | {r['cpu_ratio_to_search']:.2f} ({lo:.2f}–{hi:.2f}) | "
+            f"{r['imports_s']:.2f} s | {', '.join(r['heavy_imports']) or '—'} |"
+        )
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps({"store": store, "rounds": args.rounds, "rows": rows}, indent=2))

@@ -269,8 +269,10 @@ def summary(xs: Sequence[float]) -> str:
 
 
 def hits_of(groups: Sequence[Any]) -> list[list[Any]]:
-    return [[[h.id, round(float(h.score), 9), {k: round(float(v), 9) for k, v in sorted(h.scores.items())}]
-             for h in g.hits] for g in groups]  # fmt: skip
+    return [
+        [[h.id, round(float(h.score), 9), {k: round(float(v), 9) for k, v in sorted(h.scores.items())}] for h in g.hits]
+        for g in groups
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -460,8 +462,9 @@ def index_speed(docs: Sequence[dict[str, str]], rounds: int, embedder: Any) -> N
         def go() -> float:
             with tempfile.TemporaryDirectory(prefix="docspeed-lc-", dir="/tmp") as d:
                 client = chromadb.PersistentClient(d, settings=Settings(anonymized_telemetry=False))
-                store = Chroma("bench", embedding_function=emb, client=client,
-                               collection_metadata={"hnsw:space": "cosine"})  # fmt: skip
+                store = Chroma(
+                    "bench", embedding_function=emb, client=client, collection_metadata={"hnsw:space": "cosine"}
+                )
                 t0 = time.perf_counter()
                 store.add_documents(documents)
                 return time.perf_counter() - t0

@@ -105,9 +105,7 @@ def machine() -> dict[str, object]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--out", default="benchmarks/results/embedders.json", help="JSON output path"
-    )
+    parser.add_argument("--out", default="benchmarks/results/embedders.json", help="JSON output path")
     parser.add_argument("--batch-sizes", default="1,8,32,64")
     parser.add_argument("--lengths", default="16,64,200", help="tokens per text, incl. specials")
     parser.add_argument("--threads", default="1,2", help="onnxruntime intra-op threads")
@@ -151,24 +149,16 @@ def main(argv: list[str] | None = None) -> int:
             cells = []
             for batch in batch_sizes:
                 r = next(
-                    x
-                    for x in results
-                    if x["threads"] == threads and x["tokens"] == length and x["batch"] == batch
+                    x for x in results if x["threads"] == threads and x["tokens"] == length and x["batch"] == batch
                 )
-                cells.append(
-                    f"{r['texts_per_s']:.0f} texts/s · {r['tokens_per_s'] / 1000:.1f}k tok/s"
-                )
+                cells.append(f"{r['texts_per_s']:.0f} texts/s · {r['tokens_per_s'] / 1000:.1f}k tok/s")
             lines.append(f"| {threads} | {length} | " + " | ".join(cells) + " |")
     table = "\n".join(lines)
     print(table)  # noqa: T201 - a script's output
 
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(
-        json.dumps(
-            {"machine": info, "seconds_per_cell": args.seconds, "results": results}, indent=2
-        )
-    )
+    out.write_text(json.dumps({"machine": info, "seconds_per_cell": args.seconds, "results": results}, indent=2))
     print(f"\nwrote {out}", file=sys.stderr)  # noqa: T201
     return 0
 
@@ -192,12 +182,15 @@ def budgets_table(args: argparse.Namespace) -> int:
         for t, n, b in cells[r % len(cells) :] + cells[: r % len(cells)]:
             row = measure(embedders[t], texts[n], 64, args.seconds, budget=b)
             got[(t, n, b)].append(row["tokens_per_s"])
-            print(f"round {r + 1} threads={t} tokens={n} budget={b}: {row['tokens_per_s']:.0f} tokens/s",
-                  file=sys.stderr)  # fmt: skip  # noqa: T201 - progress
+            print(
+                f"round {r + 1} threads={t} tokens={n} budget={b}: {row['tokens_per_s']:.0f} tokens/s", file=sys.stderr
+            )  # noqa: T201 - progress
     info["loadavg_end"] = list(os.getloadavg())
     info["wall_s"] = round(time.perf_counter() - t0, 1)
-    lines = ["| threads | tokens/text | " + " | ".join(f"{b} tokens a run" for b in budgets) + " |",
-             "|---:|---:|" + "---:|" * len(budgets)]  # fmt: skip
+    lines = [
+        "| threads | tokens/text | " + " | ".join(f"{b} tokens a run" for b in budgets) + " |",
+        "|---:|---:|" + "---:|" * len(budgets),
+    ]
     for t in threads_list:
         for n in lengths:
             best = max(statistics.median(got[(t, n, b)]) for b in budgets)
@@ -210,8 +203,11 @@ def budgets_table(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     rows = [{"threads": t, "tokens": n, "batch_tokens": b, "tokens_per_s": got[(t, n, b)]} for t, n, b in cells]
-    out.write_text(json.dumps({"machine": info, "seconds_per_cell": args.seconds, "rounds": args.rounds,
-                               "results": rows}, indent=2))  # fmt: skip
+    out.write_text(
+        json.dumps(
+            {"machine": info, "seconds_per_cell": args.seconds, "rounds": args.rounds, "results": rows}, indent=2
+        )
+    )
     return 0
 
 

@@ -264,8 +264,11 @@ class Bench:
         with clock(children=True) as t:
             proc = subprocess.run(
                 [sys.executable, "-m", "ctxret", "index", str(folder), "--store", str(store)],
-                env=env, capture_output=True, text=True, check=False,
-            )  # fmt: skip
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
         if proc.returncode != 0:
             raise SystemExit(f"ctxret index failed:\n{proc.stderr}")
         m = re.search(r"\(([\d.]+)s\); store", proc.stdout)
@@ -357,8 +360,11 @@ def main() -> None:
                     {"WRITE_BATCH_PIECES": pieces},
                 )
                 cases[f"one_call_batch{pieces}_serial"] = (
-                    bench.one_call, f"batch{pieces}", False, {"WRITE_BATCH_PIECES": pieces, "OVERLAP_WRITES": False},
-                )  # fmt: skip
+                    bench.one_call,
+                    f"batch{pieces}",
+                    False,
+                    {"WRITE_BATCH_PIECES": pieces, "OVERLAP_WRITES": False},
+                )
         if "thread" not in args.skip:
             cases["per_thread"] = (bench.thread_by_thread, "per_thread", False, {})
         if "adapters" not in args.skip:

@@ -105,8 +105,11 @@ def prepare(kind: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
         what = f"{len(docs):,} SciFact abstracts"
     else:
         threads = locomo_threads(args.locomo)
-        turns = [t for tid, msgs in threads for t in turns_from_messages(
-            [{"role": m["role"], "content": m["content"]} for m in msgs], tid)]  # fmt: skip
+        turns = [
+            t
+            for tid, msgs in threads
+            for t in turns_from_messages([{"role": m["role"], "content": m["content"]} for m in msgs], tid)
+        ]
         raw_texts = ["\n".join(f"{m['speaker']}: {m['content']}" for m in msgs) for _, msgs in threads]
         inputs = [(tid, [{"role": m["role"], "content": m["content"]} for m in msgs]) for tid, msgs in threads]
         what = f"{len(threads)} LoCoMo sessions, {sum(len(m) for _, m in threads):,} messages"
@@ -122,8 +125,14 @@ def prepare(kind: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
         chunks = [c for text in raw_texts for c in splitter.split_text(text)]
     except ImportError:
         pass
-    spec = {"kind": kind, "what": what, "inputs": inputs, "pieces": pieces, "chunks": chunks,
-            "piece_tokens": sum(embedder.count_tokens(pieces))}  # fmt: skip
+    spec = {
+        "kind": kind,
+        "what": what,
+        "inputs": inputs,
+        "pieces": pieces,
+        "chunks": chunks,
+        "piece_tokens": sum(embedder.count_tokens(pieces)),
+    }
     path = work / f"{kind}.json"
     path.write_text(json.dumps(spec), encoding="utf-8")
     return {**spec, "path": str(path)}
@@ -183,8 +192,12 @@ def worker(case: str, spec_path: str, threads: int | None, record: str | None) -
                 embedder.truncate = True
                 logging.getLogger("ctxret.embedders.local").setLevel(logging.ERROR)
             client = chromadb.PersistentClient(str(folder / "chroma"), settings=Settings(anonymized_telemetry=False))
-            store = Chroma("bench", embedding_function=CtxretEmbeddings(embedder), client=client,
-                           collection_metadata={"hnsw:space": "cosine"})  # fmt: skip
+            store = Chroma(
+                "bench",
+                embedding_function=CtxretEmbeddings(embedder),
+                client=client,
+                collection_metadata={"hnsw:space": "cosine"},
+            )
             ids = [f"c{i}" for i in range(len(texts))]
             timed = lambda: store.add_texts(texts, ids=ids)  # noqa: E731
         t = os.times()
@@ -194,8 +207,12 @@ def worker(case: str, spec_path: str, threads: int | None, record: str | None) -
         u = os.times()
         out = {"wall": wall, "cpu": (u.user - t.user) + (u.system - t.system), **counts}
         if record and case == "ctxret":
-            np.savez(record, n=len(recorded), **{f"ids{i}": a for i, (a, _) in enumerate(recorded)},
-                     **{f"mask{i}": b for i, (_, b) in enumerate(recorded)})  # fmt: skip
+            np.savez(
+                record,
+                n=len(recorded),
+                **{f"ids{i}": a for i, (a, _) in enumerate(recorded)},
+                **{f"mask{i}": b for i, (_, b) in enumerate(recorded)},
+            )
         return out
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -243,8 +260,11 @@ def bench_set(kind: str, args: argparse.Namespace, work: Path, have_lc: bool) ->
     if "raw_ctxret" in cases and "ctxret" not in cases:
         cases.remove("raw_ctxret")
     record = str(work / f"{kind}-runs.npz")
-    print(f"\n== {kind}: {spec['what']}, {len(spec['pieces']):,} pieces ({spec['piece_tokens']:,} tokens read alone), "
-          f"{len(spec['chunks']):,} langchain chunks; cases {', '.join(cases)}", flush=True)  # fmt: skip
+    print(
+        f"\n== {kind}: {spec['what']}, {len(spec['pieces']):,} pieces ({spec['piece_tokens']:,} tokens read alone), "
+        f"{len(spec['chunks']):,} langchain chunks; cases {', '.join(cases)}",
+        flush=True,
+    )
     if "ctxret" in cases:  # a warm-up run records the model runs raw_ctxret replays
         warm = run_case("ctxret", spec, args, record=record)
         print(f"  warm-up ctxret {warm['wall']:.1f} s ({warm['runs']} model runs)", flush=True)
@@ -267,32 +287,49 @@ def bench_set(kind: str, args: argparse.Namespace, work: Path, have_lc: bool) ->
     for c in cases:
         w = statistics.median(wall[c])
         m = model.get(c, {})
-        rows.append({"case": c, "wall_s": w, "cpu_s": statistics.median(cpu[c]), "units": units[c],
-                     "units_per_s": units[c] / w, "model_tokens": m.get("tokens", 0),
-                     "model_tokens_per_s": m.get("tokens", 0) / w,
-                     "padding": 1 - m["tokens"] / m["cells"] if m.get("cells") else None})  # fmt: skip
+        rows.append(
+            {
+                "case": c,
+                "wall_s": w,
+                "cpu_s": statistics.median(cpu[c]),
+                "units": units[c],
+                "units_per_s": units[c] / w,
+                "model_tokens": m.get("tokens", 0),
+                "model_tokens_per_s": m.get("tokens", 0) / w,
+                "padding": 1 - m["tokens"] / m["cells"] if m.get("cells") else None,
+            }
+        )
     ratios = {}
     pairs = [("ctxret", p) for p in (*PEERS, "raw_ctxret")] + [("ctxret_old", "ctxret"), ("lc_pieces", "raw_pieces")]
     for a, b in pairs:
         if a in wall and b in wall:
             ratios[f"{a} / {b}"] = {"wall": ratio_summary(wall[a], wall[b]), "cpu": ratio_summary(cpu[a], cpu[b])}
     read = model.get("ctxret", {}).get("tokens", 0) / spec["piece_tokens"] if "ctxret" in model else None
-    print(f"\n{kind}: {spec['what']}; model tokens read per piece token (ctxret): "
-          + (f"{read:.3f}" if read else "—"))  # fmt: skip
+    print(f"\n{kind}: {spec['what']}; model tokens read per piece token (ctxret): " + (f"{read:.3f}" if read else "—"))
     print("| case | wall s | CPU s | pieces/s | model tokens/s | padding |")
     print("|:--|--:|--:|--:|--:|--:|")
     for row in rows:
         pad = f"{100 * row['padding']:.1f}%" if row["padding"] is not None else "—"
         unit = "chunks" if row["case"] == "lc_chunks" else ""
-        print(f"| {row['case']} | {row['wall_s']:.1f} | {row['cpu_s']:.1f} | {row['units_per_s']:.1f} {unit}| "
-              f"{row['model_tokens_per_s']:,.0f} | {pad} |")  # fmt: skip
+        print(
+            f"| {row['case']} | {row['wall_s']:.1f} | {row['cpu_s']:.1f} | {row['units_per_s']:.1f} {unit}| "
+            f"{row['model_tokens_per_s']:,.0f} | {pad} |"
+        )
     print("\n| paired ratio | wall | CPU |")
     print("|:--|--:|--:|")
     for name, r in ratios.items():
         print(f"| {name} | {fmt_ratio(r['wall'])} | {fmt_ratio(r['cpu'])} |")
-    return {"what": spec["what"], "pieces": len(spec["pieces"]), "piece_tokens": spec["piece_tokens"],
-            "chunks": len(spec["chunks"]), "tokens_read_per_piece_token": read, "rows": rows, "ratios": ratios,
-            "wall_s": wall, "cpu_s": cpu}  # fmt: skip
+    return {
+        "what": spec["what"],
+        "pieces": len(spec["pieces"]),
+        "piece_tokens": spec["piece_tokens"],
+        "chunks": len(spec["chunks"]),
+        "tokens_read_per_piece_token": read,
+        "rows": rows,
+        "ratios": ratios,
+        "wall_s": wall,
+        "cpu_s": cpu,
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -322,14 +359,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         have_lc = True
     except ImportError:
         have_lc = False
-        print("langchain-chroma or langchain-text-splitters is not installed: the langchain cases are skipped "
-              "(pip install langchain-chroma langchain-text-splitters)", file=sys.stderr)  # fmt: skip
+        print(
+            "langchain-chroma or langchain-text-splitters is not installed: the langchain cases are skipped "
+            "(pip install langchain-chroma langchain-text-splitters)",
+            file=sys.stderr,
+        )
     started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     load = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="bench-index-peers-"))
-    out: dict[str, Any] = {"command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "date": started,
-                           "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                                       "platform": platform.platform()}}  # fmt: skip
+    out: dict[str, Any] = {
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "date": started,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+    }
     try:
         for kind in args.sets:
             out[kind] = bench_set(kind, args, work, have_lc)

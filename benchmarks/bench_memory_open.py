@@ -72,8 +72,11 @@ def main() -> None:
     def index() -> None:
         ContextualIndex(in_memory=True, embedder=_Embedder()).close()
 
-    every = {"shared": ("shared system", shared), "own": ("own system", own),
-             "index": ("ContextualIndex(in_memory=True)", index)}  # fmt: skip
+    every = {
+        "shared": ("shared system", shared),
+        "own": ("own system", own),
+        "index": ("ContextualIndex(in_memory=True)", index),
+    }
     wanted = [c for c in args.cases.split(",") if c and not (c == "own" and memory_client is None)]
     cases = dict(every[c] for c in wanted)
     for fn in cases.values():  # warm up: imports, the shared system's first start

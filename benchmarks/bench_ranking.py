@@ -41,11 +41,14 @@ def main() -> int:
     index = ContextualIndex(in_memory=True, embedder=shared_local_embedder())
     first = conv.turns[0].sources[0].name
     messages = [
-        {"role": "user" if s.name == first else "assistant", "content": f"{s.name}: {s.text}",
-         "timestamp": t.timestamp.isoformat() if t.timestamp else None}
+        {
+            "role": "user" if s.name == first else "assistant",
+            "content": f"{s.name}: {s.text}",
+            "timestamp": t.timestamp.isoformat() if t.timestamp else None,
+        }
         for t in conv.turns
         for s in t.sources
-    ]  # fmt: skip  # one speaker as the user, the other as the assistant: a reply follows its question in a turn
+    ]  # one speaker as the user, the other as the assistant: a reply follows its question in a turn
     index.add_messages(messages, thread_id=conv.id)
     questions = [q.text for q in conv.questions[: args.questions]]
     vectors = [index.query_vectors(q) for q in questions]
@@ -58,8 +61,10 @@ def main() -> int:
     def run(name: str) -> tuple[float, list]:
         plan = plans[name]
         start = time.process_time()
-        hits = [[h.id for g in run_search(plan, QueryVectors(p, v), scope, index.embedder, index.store) for h in g]
-                for p, v in vectors]  # fmt: skip
+        hits = [
+            [h.id for g in run_search(plan, QueryVectors(p, v), scope, index.embedder, index.store) for h in g]
+            for p, v in vectors
+        ]
         return time.process_time() - start, hits
 
     run("on"), run("off")  # warm: the thread cache, the postings
@@ -72,16 +77,21 @@ def main() -> int:
             cpu[name].append(t)
             on_hits, off_hits = (hits, off_hits) if name == "on" else (on_hits, hits)
         ratios.append(sum(cpu["on"]) / sum(cpu["off"]))
-        print(f"round {r + 1}: on {sum(cpu['on']) / 2:.3f}s off {sum(cpu['off']) / 2:.3f}s ratio {ratios[-1]:.3f}",
-              file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"round {r + 1}: on {sum(cpu['on']) / 2:.3f}s off {sum(cpu['off']) / 2:.3f}s ratio {ratios[-1]:.3f}",
+            file=sys.stderr,
+            flush=True,
+        )
     rng = random.Random(0)
     boots = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(2000))
     changed = sum(a != b for a, b in zip(on_hits or [], off_hits or [], strict=True))
     n = len(questions)
-    print(f"{conv.id}: {n} questions, {len(index.store.thread_ids())} thread(s), "
-          f"{'unscoped' if args.unscoped else 'thread-scoped'}; CPU per search on/off "
-          f"{statistics.median(ratios):.3f} [{boots[50]:.3f}, {boots[1949]:.3f}] over {args.rounds} ABBA rounds; "
-          f"hits differ for {changed}/{n} questions")  # fmt: skip
+    print(
+        f"{conv.id}: {n} questions, {len(index.store.thread_ids())} thread(s), "
+        f"{'unscoped' if args.unscoped else 'thread-scoped'}; CPU per search on/off "
+        f"{statistics.median(ratios):.3f} [{boots[50]:.3f}, {boots[1949]:.3f}] over {args.rounds} ABBA rounds; "
+        f"hits differ for {changed}/{n} questions"
+    )
     return 0
 
 

@@ -98,14 +98,19 @@ def top50_recall(col, store: str, n_queries: int, seed: int) -> dict:
     got = col.query(query_embeddings=q, n_results=50, include=[])["ids"]
     found = [len(set(g) & set(w.tolist())) / 50 for g, w in zip(got, want, strict=True)]
     found10 = [len(set(g[:10]) & set(w[:10].tolist())) / 10 for g, w in zip(got, want, strict=True)]
-    above = [float(c - cs[-1]) for g, w, cs in zip(got, want, cos, strict=True) for i, c in zip(w, cs, strict=True)
-             if i not in set(g)]  # fmt: skip
+    above = [
+        float(c - cs[-1])
+        for g, w, cs in zip(got, want, cos, strict=True)
+        for i, c in zip(w, cs, strict=True)
+        if i not in set(g)
+    ]
     return {
-        "queries": len(q), "recall_at_50": round(float(np.mean(found)), 4),
+        "queries": len(q),
+        "recall_at_50": round(float(np.mean(found)), 4),
         "recall_at_10": round(float(np.mean(found10)), 4),
         "missed_cosine_above_50th_median": round(statistics.median(above), 4) if above else None,
         "query_8_vectors_ms_p50": round(statistics.median(times), 2),
-    }  # fmt: skip
+    }
 
 
 def measure(args: argparse.Namespace) -> dict:
@@ -140,8 +145,17 @@ def main() -> None:
     try:
         for ef in args.ef_search:
             bench_scale.search_width(args.store, ef)
-            cmd = [sys.executable, __file__, args.store, "--queries", str(args.queries), "--exact", str(args.exact),
-                   "--seed", str(args.seed)]  # fmt: skip
+            cmd = [
+                sys.executable,
+                __file__,
+                args.store,
+                "--queries",
+                str(args.queries),
+                "--exact",
+                str(args.exact),
+                "--seed",
+                str(args.seed),
+            ]
             rows.append(json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout))
     finally:
         if before is not None:

@@ -53,8 +53,38 @@ COMMON = (
     "after still last tell why help look use find give try call next week home meeting project code file data plan "
     "team email phone car house money book trip flight hotel dinner doctor appointment birthday school kids order"
 ).split()
-SYLLABLES = ["ka", "lo", "mi", "ren", "tas", "vel", "dor", "pi", "sun", "gar", "be", "ti", "no", "ra", "sel", "mon",
-             "que", "bri", "zan", "ho", "fe", "lu", "cor", "din", "pa", "ve", "ste", "ar", "il", "om"]  # fmt: skip
+SYLLABLES = [
+    "ka",
+    "lo",
+    "mi",
+    "ren",
+    "tas",
+    "vel",
+    "dor",
+    "pi",
+    "sun",
+    "gar",
+    "be",
+    "ti",
+    "no",
+    "ra",
+    "sel",
+    "mon",
+    "que",
+    "bri",
+    "zan",
+    "ho",
+    "fe",
+    "lu",
+    "cor",
+    "din",
+    "pa",
+    "ve",
+    "ste",
+    "ar",
+    "il",
+    "om",
+]
 
 
 class Corpus:
@@ -118,11 +148,19 @@ def metadata(c: Corpus, i: int, t: int, k: int, body: str) -> dict:
     who = "User" if k % 2 == 0 else "Assistant"
     header = f"[Turn {turn + 1} · {who}]"
     return {
-        "thread_id": thread_name(t), "turn_id": f"{thread_name(t)}#{turn + 1}",
+        "thread_id": thread_name(t),
+        "turn_id": f"{thread_name(t)}#{turn + 1}",
         "parent_id": f"{thread_name(t)}#{turn + 1}",
-        "turn_index": turn + 1, "turn_label": f"Turn {turn + 1}", "kind": "turn", "source_kind": who.lower(),
-        "source_label": who, "source_ordinal": k % 2, "ordinal": 0, "header": header, "body": body,
-    }  # fmt: skip
+        "turn_index": turn + 1,
+        "turn_label": f"Turn {turn + 1}",
+        "kind": "turn",
+        "source_kind": who.lower(),
+        "source_label": who,
+        "source_ordinal": k % 2,
+        "ordinal": 0,
+        "header": header,
+        "body": body,
+    }
 
 
 def chat_pieces(
@@ -192,17 +230,25 @@ def search_timings(c: Corpus, store, searches: int, seed: int = 11) -> dict:
         parts, q = c.query(int(t), rng)
         unscoped.append(run(Scope(), parts, q)[0])
     return {
-        "scoped_first": pct(cold), "scoped_later": pct(warm), "unscoped": pct(unscoped),
+        "scoped_first": pct(cold),
+        "scoped_later": pct(warm),
+        "unscoped": pct(unscoped),
         "scoped_first_equals_later": f"{identical}/{len(picks)}",
-    }  # fmt: skip
+    }
 
 
 MESSAGE = " ".join(
-    ["Where did I park the car yesterday?", "What is the locker code at the gym?", "Who owns the billing service?",
-     "When is the dentist appointment?", "Which hotel did we book in Lisbon?",
-     "What did Priya say about the release?", "How much was the plumber's quote?",
-     "Remind me of my sister's birthday."]
-)  # fmt: skip
+    [
+        "Where did I park the car yesterday?",
+        "What is the locker code at the gym?",
+        "Who owns the billing service?",
+        "When is the dentist appointment?",
+        "Which hotel did we book in Lisbon?",
+        "What did Priya say about the release?",
+        "How much was the plumber's quote?",
+        "Remind me of my sister's birthday.",
+    ]
+)
 
 
 def search_with_embedding(c: Corpus, store, searches: int, seed: int = 13) -> dict:
@@ -275,8 +321,13 @@ def real_threads(store, folder: Path, questions: int = 20) -> dict:
             same += hits == [[(h.id, h.score) for h in g.hits] for g in small]
     store.delete(Scope(threads))
     alone.close()
-    return {"threads": len(threads), "pieces": written.added, "embed_and_write_s": round(seconds, 1),
-            "scoped_with_embedding_ms": pct(times), "same_hits_as_alone": f"{same}/{asked}"}  # fmt: skip
+    return {
+        "threads": len(threads),
+        "pieces": written.added,
+        "embed_and_write_s": round(seconds, 1),
+        "scoped_with_embedding_ms": pct(times),
+        "same_hits_as_alone": f"{same}/{asked}",
+    }
 
 
 def embed_timing(repeat: int = 10) -> dict:
@@ -347,9 +398,13 @@ def main() -> None:
     ap.add_argument("--server", action="store_true", help="search through `chroma run` on the built folder")
     ap.add_argument("--dir", default=None, help="keep the store here (default: a temporary folder, removed)")
     ap.add_argument("--json", dest="json_out", default=None)
-    ap.add_argument("--real", default=None, metavar="DIR",
-                    help="also write the LoCoMo threads in DIR (e.g. ../shared/data/locomo-dev) among the synthetic "
-                    "ones and check that their scoped searches equal those of a store holding only them")  # fmt: skip
+    ap.add_argument(
+        "--real",
+        default=None,
+        metavar="DIR",
+        help="also write the LoCoMo threads in DIR (e.g. ../shared/data/locomo-dev) among the synthetic "
+        "ones and check that their scoped searches equal those of a store holding only them",
+    )
     args = ap.parse_args()
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
@@ -358,8 +413,12 @@ def main() -> None:
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="ctxret-scale-"))
     path = base / "store"
     c = Corpus(args.pieces, args.threads)
-    out: dict = {"pieces": args.pieces, "threads": args.threads, "mode": "server" if args.server else "embedded",
-                 "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}  # fmt: skip
+    out: dict = {
+        "pieces": args.pieces,
+        "threads": args.threads,
+        "mode": "server" if args.server else "embedded",
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
     if not (path / "chroma.sqlite3").exists():
         out["build"] = build(c, path)
     from ctxret.storage.chroma import HNSW
@@ -375,8 +434,9 @@ def main() -> None:
             server = run_chroma(path)
             srv = server.__enter__()
             t0 = time.perf_counter()
-            store = open_piece_store(host=srv.host, port=srv.port, collection="scale",
-                                     lexical_path=path / "ctxret-lexical-scale.sqlite3")  # fmt: skip
+            store = open_piece_store(
+                host=srv.host, port=srv.port, collection="scale", lexical_path=path / "ctxret-lexical-scale.sqlite3"
+            )
         else:
             store = open_piece_store(path, collection="scale")
         store.chroma.open(store.stored_config() or {})

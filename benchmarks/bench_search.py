@@ -164,9 +164,11 @@ def main() -> None:
             f"{r['batched_scoped_thread_ms']} | {r['exact_numpy_ms']} | {r['hnsw_recall_at_k']} |"
         )
     r = index_row
-    print(f"\nindexing {r['pieces']:,} pieces thread by thread: raw embed of the same batches {r['raw_embed_s']} s "
-          f"(all at once: {r['raw_embed_all_at_once_s']} s), add_messages {r['add_messages_s']} s "
-          f"(overhead ×{r['overhead_ratio']}), re-adding unchanged threads {r['re_add_unchanged_s']} s")
+    print(
+        f"\nindexing {r['pieces']:,} pieces thread by thread: raw embed of the same batches {r['raw_embed_s']} s "
+        f"(all at once: {r['raw_embed_all_at_once_s']} s), add_messages {r['add_messages_s']} s "
+        f"(overhead ×{r['overhead_ratio']}), re-adding unchanged threads {r['re_add_unchanged_s']} s"
+    )
 
 
 if __name__ == "__main__":

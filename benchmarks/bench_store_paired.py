@@ -114,8 +114,12 @@ def _child(code: Path, args: list[str]) -> dict:
     env = dict(os.environ, PYTHONPATH=f"{code / 'shared'}{os.pathsep}{code}")
     proc = subprocess.run(
         [sys.executable, str(Path(__file__).resolve()), "--child", *args],
-        env=env, capture_output=True, text=True, cwd=code, check=False,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=code,
+        check=False,
+    )
     if proc.returncode != 0:
         raise SystemExit(f"child failed ({code}):\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -173,13 +177,19 @@ def main() -> None:
                 ratios += [got["this"][0] / got["other"][0], got["this"][1] / got["other"][1]]  # pairs (A,B), (B,A)
                 print(f"{kind} round {r + 1}: this {got['this']} other {got['other']}", file=sys.stderr)
             lo, hi = _interval(ratios)
-            print(json.dumps({
-                "workload": kind, "pieces": sorted(pieces)[0], "pairs": len(ratios),
-                "median_ratio": round(statistics.median(ratios), 4),
-                "interval_95": [round(lo, 4), round(hi, 4)],
-                "cpu_s_median": {k: round(statistics.median(v), 3) for k, v in cpus.items()},
-                "same_results": len(digests) == 1,
-            }))  # fmt: skip
+            print(
+                json.dumps(
+                    {
+                        "workload": kind,
+                        "pieces": sorted(pieces)[0],
+                        "pairs": len(ratios),
+                        "median_ratio": round(statistics.median(ratios), 4),
+                        "interval_95": [round(lo, 4), round(hi, 4)],
+                        "cpu_s_median": {k: round(statistics.median(v), 3) for k, v in cpus.items()},
+                        "same_results": len(digests) == 1,
+                    }
+                )
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -44,8 +44,10 @@ def expected_cases() -> tuple[list[tuple[str, datetime, Any]], list[str]]:
         for text, start, end in block["cases"]:
             want = None
             if not (start is None and end is None):
-                want = (None if start is None else datetime.fromisoformat(start),
-                        cap if end == "cap" else datetime.fromisoformat(end))  # fmt: skip
+                want = (
+                    None if start is None else datetime.fromisoformat(start),
+                    cap if end == "cap" else datetime.fromisoformat(end),
+                )
             out.append((text, now, want))
     return out, list(data["ordinary"])
 
@@ -126,10 +128,14 @@ def main() -> int:
         dateparser_points("warm up on 8 May 2023", datetime(2023, 5, 9))  # its first call loads its data (~0.3 s)
 
     acc = accuracy(use_dp)
-    print(f"accuracy on {acc['cases']} expressions: rules exact {acc['rules_exact']}, lenient {acc['rules_lenient']}"
-          + (f"; dateparser lenient {acc['dateparser_lenient']}" if use_dp else ""))
-    print(f"false positives on {acc['ordinary']} ordinary texts: rules {acc['rules_false_positives']}"
-          + (f", dateparser {acc['dateparser_false_positives']}" if use_dp else ""))
+    print(
+        f"accuracy on {acc['cases']} expressions: rules exact {acc['rules_exact']}, lenient {acc['rules_lenient']}"
+        + (f"; dateparser lenient {acc['dateparser_lenient']}" if use_dp else "")
+    )
+    print(
+        f"false positives on {acc['ordinary']} ordinary texts: rules {acc['rules_false_positives']}"
+        + (f", dateparser {acc['dateparser_false_positives']}" if use_dp else "")
+    )
 
     parts = real_parts(args.locomo)
     detections: dict[str, dict[str, Any]] = {}
@@ -146,16 +152,24 @@ def main() -> int:
         if use_dp:
             d["dateparser_hits"] += bool(dateparser_points(part, now))
     for source, d in detections.items():
-        print(f"{source}: {d['parts']} parts, rules give a window to {d['rules_windows']}"
-              + (f", dateparser finds a date in {d['dateparser_hits']}" if use_dp else ""))
+        print(
+            f"{source}: {d['parts']} parts, rules give a window to {d['rules_windows']}"
+            + (f", dateparser finds a date in {d['dateparser_hits']}" if use_dp else "")
+        )
 
     cases, _ = expected_cases()
     timed_with = [(t, now) for t, now, want in cases if want is not None] + with_time
     timed_without = without
     no_trigger = [(t, now) for t, now in without if not has_time_words(t)]
     triggered = [(t, now) for t, now in without if has_time_words(t)]
-    rows: dict[str, list[float]] = {"rules_without": [], "rules_no_trigger": [], "rules_trigger_no_window": [],
-                                    "rules_with": [], "dp_without": [], "dp_with": []}  # fmt: skip
+    rows: dict[str, list[float]] = {
+        "rules_without": [],
+        "rules_no_trigger": [],
+        "rules_trigger_no_window": [],
+        "rules_with": [],
+        "dp_without": [],
+        "dp_with": [],
+    }
     for _ in range(args.rounds):  # interleaved: each round times every cell once
         rows["rules_without"].append(timing(timed_without, find_time, 20))
         rows["rules_no_trigger"].append(timing(no_trigger, find_time, 20))
@@ -165,21 +179,36 @@ def main() -> int:
             rows["dp_without"].append(timing(timed_without[:300], dateparser_points, 1))
             rows["dp_with"].append(timing(timed_with[:300], dateparser_points, 1))
     med = {k: statistics.median(v) * 1e6 for k, v in rows.items() if v}
-    print(f"cost per part (median of {args.rounds} rounds, µs): rules without a time expression "
-          f"{med['rules_without']:.1f} ({len(timed_without)} parts), with one {med['rules_with']:.1f} "
-          f"({len(timed_with)} parts)")
-    print(f"  of the parts without: no trigger word {med['rules_no_trigger']:.1f} ({len(no_trigger)} parts), "
-          f"a trigger word but no window {med['rules_trigger_no_window']:.1f} ({len(triggered)} parts)")
+    print(
+        f"cost per part (median of {args.rounds} rounds, µs): rules without a time expression "
+        f"{med['rules_without']:.1f} ({len(timed_without)} parts), with one {med['rules_with']:.1f} "
+        f"({len(timed_with)} parts)"
+    )
+    print(
+        f"  of the parts without: no trigger word {med['rules_no_trigger']:.1f} ({len(no_trigger)} parts), "
+        f"a trigger word but no window {med['rules_trigger_no_window']:.1f} ({len(triggered)} parts)"
+    )
     if use_dp:
-        print(f"  dateparser: without {med['dp_without']:.0f}, with {med['dp_with']:.0f} "
-              f"(ratio to the rules: {med['dp_without'] / med['rules_without']:.0f}x, "
-              f"{med['dp_with'] / med['rules_with']:.0f}x)")
+        print(
+            f"  dateparser: without {med['dp_without']:.0f}, with {med['dp_with']:.0f} "
+            f"(ratio to the rules: {med['dp_without'] / med['rules_without']:.0f}x, "
+            f"{med['dp_with'] / med['rules_with']:.0f}x)"
+        )
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps({
-            "accuracy": acc, "detections": detections, "microseconds_per_part": med,
-            "machine": platform.platform(), "python": sys.version.split()[0],
-        }, indent=2, default=str))  # fmt: skip
+        Path(args.out).write_text(
+            json.dumps(
+                {
+                    "accuracy": acc,
+                    "detections": detections,
+                    "microseconds_per_part": med,
+                    "machine": platform.platform(),
+                    "python": sys.version.split()[0],
+                },
+                indent=2,
+                default=str,
+            )
+        )
         print(f"wrote {args.out}")
     return 0
 

@@ -106,8 +106,13 @@ def one_run(store: str, searches: int, warmup: int, seed: int, vectors_from: str
         ids.append([[(h.id, h.text, h.metadata) for h in g.hits] for g in groups])
     s.close()
     digest = hashlib.sha256(json.dumps(ids[warmup:], sort_keys=True).encode()).hexdigest()[:16]
-    return {"p50_ms": round(statistics.median(times[warmup:]), 2), "searches": searches, "results": digest,
-            "vectors_from": vectors_from, "cpu_p50_ms": round(statistics.median(cpu[warmup:]), 2)}  # fmt: skip
+    return {
+        "p50_ms": round(statistics.median(times[warmup:]), 2),
+        "searches": searches,
+        "results": digest,
+        "vectors_from": vectors_from,
+        "cpu_p50_ms": round(statistics.median(cpu[warmup:]), 2),
+    }
 
 
 def _child(code: str | None, store: str, args: argparse.Namespace) -> dict:
@@ -115,8 +120,19 @@ def _child(code: str | None, store: str, args: argparse.Namespace) -> dict:
     if code is not None:
         env["PYTHONPATH"] = str(Path(code) / "shared")
     script = Path(code) / "benchmarks" / Path(__file__).name if code is not None else Path(__file__)
-    cmd = [sys.executable, str(script), store, "--searches", str(args.searches), "--warmup", str(args.warmup),
-           "--seed", str(args.seed), "--vectors-from", args.vectors_from]  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(script),
+        store,
+        "--searches",
+        str(args.searches),
+        "--warmup",
+        str(args.warmup),
+        "--seed",
+        str(args.seed),
+        "--vectors-from",
+        args.vectors_from,
+    ]
     return json.loads(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout)
 
 
@@ -136,8 +152,12 @@ def main() -> None:
     ap.add_argument("--vs-code", default=None, metavar="DIR", help="another checkout to compare with")
     ap.add_argument("--ef-search", nargs=2, default=None, metavar=("MINE", "THEIRS"))
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--their-store", default=None, metavar="DIR",
-                    help="a copy of the store for the other code (when its lexical file version differs)")
+    ap.add_argument(
+        "--their-store",
+        default=None,
+        metavar="DIR",
+        help="a copy of the store for the other code (when its lexical file version differs)",
+    )
     ap.add_argument("--vectors-from", choices=["chroma", "sqlite", "memory"], default="chroma")
     args = ap.parse_args()
     if args.vs_code is None:
@@ -154,18 +174,30 @@ def main() -> None:
             _width(theirs_store, theirs_ef)
             theirs = _child(args.vs_code, theirs_store, args)
             rows.append({"mine": mine, "theirs": theirs, "ratio": round(mine["p50_ms"] / theirs["p50_ms"], 3)})
-            print(f"round {r + 1}: this code {mine['p50_ms']} ms, {args.vs_code} {theirs['p50_ms']} ms, "
-                  f"ratio {rows[-1]['ratio']}", file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"round {r + 1}: this code {mine['p50_ms']} ms, {args.vs_code} {theirs['p50_ms']} ms, "
+                f"ratio {rows[-1]['ratio']}",
+                file=sys.stderr,
+                flush=True,
+            )
     finally:
         for store, width in before.items():
             if width is not None:
                 _width(store, str(width))
     ratios = [row["ratio"] for row in rows]
-    print(json.dumps({
-        "store": args.store, "rounds": rows, "median_ratio": statistics.median(ratios),
-        "min_ratio": min(ratios), "max_ratio": max(ratios),
-        "same_results_every_round": len({row["mine"]["results"] for row in rows}) == 1,
-    }, indent=2))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "store": args.store,
+                "rounds": rows,
+                "median_ratio": statistics.median(ratios),
+                "min_ratio": min(ratios),
+                "max_ratio": max(ratios),
+                "same_results_every_round": len({row["mine"]["results"] for row in rows}) == 1,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

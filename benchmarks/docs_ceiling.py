@@ -202,10 +202,17 @@ def run(ds: DocSet, cache: Path, sets: Sequence[Sequence[str]]) -> None:
     prod = np.where(np.isnan(prod), np.nanmin(prod) - 1.0, prod)
     pmax = group_max(SP, owner, n, "max")
     raw = {
-        "bm": np.where(HIT, BM, 0.0), "dd": DD, "dl": Q @ tv["dvec"].T, "smax": group_max(SS, owner_s(tv), n, "max"),
-        "smean": group_max(SS, owner_s(tv), n, "mean"), "tt": Q @ tv["tvec"].T, "pmax": pmax,
-        "p2": pmax + 0.25 * P2, "dmean": Q @ DV.T, "prod": prod,
-    }  # fmt: skip
+        "bm": np.where(HIT, BM, 0.0),
+        "dd": DD,
+        "dl": Q @ tv["dvec"].T,
+        "smax": group_max(SS, owner_s(tv), n, "max"),
+        "smean": group_max(SS, owner_s(tv), n, "mean"),
+        "tt": Q @ tv["tvec"].T,
+        "pmax": pmax,
+        "p2": pmax + 0.25 * P2,
+        "dmean": Q @ DV.T,
+        "prod": prod,
+    }
     feats = {k: zscore(v) for k, v in raw.items()}
     peers = {
         "peer_bm25s": sc.ndcg(np.where(HIT, BM, -np.inf)),
@@ -228,8 +235,11 @@ def run(ds: DocSet, cache: Path, sets: Sequence[Sequence[str]]) -> None:
     for names in sets:
         held, ins, w = tuned(sc, [feats[x] for x in names], folds)
         weights = ", ".join(f"{x} {wi:g}" for x, wi in zip(names, w, strict=True) if wi)
-        print(f"| {' + '.join(names)} | {100 * held.mean():.1f} | {paired_diff(held, base).fmt()} | "
-              f"{100 * ins.mean():.1f} | {paired_diff(ins, base).fmt()} | {weights} |", flush=True)  # fmt: skip
+        print(
+            f"| {' + '.join(names)} | {100 * held.mean():.1f} | {paired_diff(held, base).fmt()} | "
+            f"{100 * ins.mean():.1f} | {paired_diff(ins, base).fmt()} | {weights} |",
+            flush=True,
+        )
     extras(ds, sc, feats, base, V)
     print(f"\ndone ({time.monotonic() - t0:.0f} s)", file=sys.stderr)
 
@@ -265,10 +275,14 @@ def extras(ds: DocSet, sc: Scorer, feats: dict[str, np.ndarray], base: np.ndarra
         print(f"| {name} (best: {k}) | {100 * scores[k].mean():.1f} | {paired_diff(scores[k], base).fmt()} |")
 
     print("\n| bm + dd with (in-sample best) | nDCG@10 | − best peer |\n|:--|--:|--:|")
-    best("BM25 k1/b", {
-        f"k1 {k1} b {b}": np.stack([grid.scores(t, k1, b) for t in qt])
-        for k1 in (0.9, 1.2, 1.5, 2.0) for b in (0.5, 0.75, 0.9, 1.0)
-    })  # fmt: skip
+    best(
+        "BM25 k1/b",
+        {
+            f"k1 {k1} b {b}": np.stack([grid.scores(t, k1, b) for t in qt])
+            for k1 in (0.9, 1.2, 1.5, 2.0)
+            for b in (0.5, 0.75, 0.9, 1.0)
+        },
+    )
     first = _top(0.2 * feats["bm"] + 0.4 * dd, 10)
     rm3 = {}
     for m in (3, 5, 10):
@@ -298,9 +312,17 @@ def extras(ds: DocSet, sc: Scorer, feats: dict[str, np.ndarray], base: np.ndarra
 
 
 SETS = (
-    "bm,dd", "bm,dl", "bm,smax", "bm,pmax", "bm,p2", "bm,dl,smax", "bm,p2,dd", "bm,prod,dd",
-    "bm,dd,dl,smax,smean,tt", "bm,dd,dl,smax,smean,p2,dmean,prod,tt",
-)  # fmt: skip
+    "bm,dd",
+    "bm,dl",
+    "bm,smax",
+    "bm,pmax",
+    "bm,p2",
+    "bm,dl,smax",
+    "bm,p2,dd",
+    "bm,prod,dd",
+    "bm,dd,dl,smax,smean,tt",
+    "bm,dd,dl,smax,smean,p2,dmean,prod,tt",
+)
 
 
 def main(argv: list[str] | None = None) -> int:

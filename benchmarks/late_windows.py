@@ -106,8 +106,13 @@ def docs_arm(path: str, split: str, cache: Path, limit: int | None) -> dict[str,
             "bootstrap": stratified_bootstrap(now[m], before[m], [0] * len(now[m])).as_dict(),
             "changed": sum(a != b for a, b in zip(now[m], before[m], strict=True)),
         }
-    return {"source": ds.source, "queries": len(now["ndcg_at_10"]), "tokens_read": read, "seconds": seconds,
-            "metrics": rows}  # fmt: skip
+    return {
+        "source": ds.source,
+        "queries": len(now["ndcg_at_10"]),
+        "tokens_read": read,
+        "seconds": seconds,
+        "metrics": rows,
+    }
 
 
 def threads_arm(path: str, limit: int | None) -> dict[str, Any]:
@@ -120,11 +125,19 @@ def threads_arm(path: str, limit: int | None) -> dict[str, Any]:
     read = tokens_read([[p.text for p in fit_pieces(t, embs["now"], 600)] for c in convs for t in c.turns], embs["now"])
     from ctxret.evaluation.threads import run_threads
 
-    by = {name: by_query(run_threads(convs, emb, representations=["hybrid_default"]).per_query)
-          for name, emb in embs.items()}  # fmt: skip
+    by = {
+        name: by_query(run_threads(convs, emb, representations=["hybrid_default"]).per_query)
+        for name, emb in embs.items()
+    }
     rows = []
-    for qs, metric in (("facts", "top1_section"), ("facts", "mrr"), ("qa", "recall"), ("qa", "top1_section"),
-                       ("qa", "mrr"), ("composite", "coverage")):  # fmt: skip
+    for qs, metric in (
+        ("facts", "top1_section"),
+        ("facts", "mrr"),
+        ("qa", "recall"),
+        ("qa", "top1_section"),
+        ("qa", "mrr"),
+        ("composite", "coverage"),
+    ):
         mine, theirs = by["now"].get(("hybrid_default", qs)), by["before"].get(("hybrid_default", qs))
         if mine and theirs:
             paired = compare(mine, theirs, metric, changed=True)
@@ -153,24 +166,32 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         out["threads"] = t = threads_arm(args.threads, args.limit)
         r = t["tokens_read"]
-        print(f"\nthreads ({t['conversations']} conversations): tokens read per piece token {r['before']:.3f} before, "
-              f"{r['now']:.3f} now")  # fmt: skip
+        print(
+            f"\nthreads ({t['conversations']} conversations): tokens read per piece token {r['before']:.3f} before, "
+            f"{r['now']:.3f} now"
+        )
         print("| query set | metric | before | now | now − before (normal) | (bootstrap) | queries changed |")
         print("|:--|:--|--:|--:|--:|--:|--:|")
         for row in t["rows"]:
-            print(f"| {row['query_set']} | {row['metric']} | {100 * row['peer_value']:.1f} | "
-                  f"{100 * row['system_value']:.1f} | {fmt(row['diff'])} | {fmt(row['bootstrap'])} | "
-                  f"{row['changed']} of {row['diff']['n']} |")  # fmt: skip
+            print(
+                f"| {row['query_set']} | {row['metric']} | {100 * row['peer_value']:.1f} | "
+                f"{100 * row['system_value']:.1f} | {fmt(row['diff'])} | {fmt(row['bootstrap'])} | "
+                f"{row['changed']} of {row['diff']['n']} |"
+            )
     if args.docs:
         out["docs"] = d = docs_arm(args.docs, args.split, args.cache, args.limit)
         r = d["tokens_read"]
-        print(f"\ndocs ({d['source']}, {d['queries']} queries): tokens read per piece token {r['before']:.3f} before, "
-              f"{r['now']:.3f} now; harness seconds {d['seconds']}")  # fmt: skip
+        print(
+            f"\ndocs ({d['source']}, {d['queries']} queries): tokens read per piece token {r['before']:.3f} before, "
+            f"{r['now']:.3f} now; harness seconds {d['seconds']}"
+        )
         print("| metric | before | now | now − before (normal) | (bootstrap) | queries changed |")
         print("|:--|--:|--:|--:|--:|--:|")
         for m, row in d["metrics"].items():
-            print(f"| {m} | {100 * row['before']:.1f} | {100 * row['now']:.1f} | {fmt(row['diff'])} | "
-                  f"{fmt(row['bootstrap'])} | {row['changed']} of {row['diff']['n']} |")  # fmt: skip
+            print(
+                f"| {m} | {100 * row['before']:.1f} | {100 * row['now']:.1f} | {fmt(row['diff'])} | "
+                f"{fmt(row['bootstrap'])} | {row['changed']} of {row['diff']['n']} |"
+            )
     if args.out:
         args.out.write_text(json.dumps(out, indent=2))
     return 0

@@ -57,23 +57,18 @@ def messages_to_openai(messages: Iterable[BaseMessage | Mapping[str, Any]]) -> l
     """
     if isinstance(messages, (str, bytes, BaseMessage, Mapping)):
         raise InputError(
-            "messages must be a list of LangChain messages or OpenAI dicts, "
-            "not a single message or string"
+            "messages must be a list of LangChain messages or OpenAI dicts, not a single message or string"
         )
     messages = as_list(messages, "messages", "LangChain messages or OpenAI dicts")
     return [message_to_openai(m, where=f"message {i}") for i, m in enumerate(messages)]
 
 
-def message_to_openai(
-    message: BaseMessage | Mapping[str, Any], *, where: str = "message"
-) -> dict[str, Any]:
+def message_to_openai(message: BaseMessage | Mapping[str, Any], *, where: str = "message") -> dict[str, Any]:
     """Convert one LangChain message (see :func:`messages_to_openai`); an OpenAI dict is copied."""
     if isinstance(message, Mapping):
         return dict(message)
     if not isinstance(message, BaseMessage):
-        raise InputError(
-            f"{where}: expected a LangChain message or an OpenAI dict, got {type(message).__name__}"
-        )
+        raise InputError(f"{where}: expected a LangChain message or an OpenAI dict, got {type(message).__name__}")
     out: dict[str, Any]
     if isinstance(message, ToolMessage):
         out = {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
@@ -84,11 +79,7 @@ def message_to_openai(
     elif isinstance(message, HumanMessage):
         out = {"role": "user", "content": message.content}
     elif isinstance(message, SystemMessage):
-        role = (
-            "developer"
-            if message.additional_kwargs.get("__openai_role__") == "developer"
-            else "system"
-        )
+        role = "developer" if message.additional_kwargs.get("__openai_role__") == "developer" else "system"
         out = {"role": role, "content": message.content}
     elif isinstance(message, FunctionMessage):
         out = {"role": "function", "content": message.content}
@@ -111,11 +102,7 @@ def message_to_openai(
 
 
 def _ai_message(message: AIMessage) -> dict[str, Any]:
-    raw_calls = {
-        c.get("id"): c
-        for c in (message.additional_kwargs.get("tool_calls") or [])
-        if isinstance(c, Mapping)
-    }
+    raw_calls = {c.get("id"): c for c in (message.additional_kwargs.get("tool_calls") or []) if isinstance(c, Mapping)}
     calls: list[dict[str, Any]] = []
     for tc in message.tool_calls:
         args = tc.get("args") or {}
@@ -135,9 +122,7 @@ def _ai_message(message: AIMessage) -> dict[str, Any]:
         calls = [dict(c) for c in raw_calls.values()]
     content: Any = message.content
     if calls and isinstance(content, list):
-        content = [
-            p for p in content if not (isinstance(p, Mapping) and p.get("type") == "tool_use")
-        ]
+        content = [p for p in content if not (isinstance(p, Mapping) and p.get("type") == "tool_use")]
     out: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         out["tool_calls"] = calls

@@ -122,9 +122,7 @@ def render_groups_runnable(**format_kwargs: Any) -> RunnableLambda:
 
     >>> chain = retriever | render_groups_runnable(show_scores=False)   # doctest: +SKIP
     """
-    inspect.signature(format_groups).bind(
-        [], **format_kwargs
-    )  # a bad keyword fails here, not at invoke
+    inspect.signature(format_groups).bind([], **format_kwargs)  # a bad keyword fails here, not at invoke
 
     def _render(docs: Sequence[Document]) -> str:
         return format_groups(docs, **format_kwargs)
@@ -154,9 +152,7 @@ def _as_groups(items: Sequence[Any]) -> list[DocumentGroup]:
     if all(isinstance(x, Document) for x in items):
         return group_documents(items)
     kinds = sorted({type(x).__name__ for x in items})
-    raise ValueError(
-        f"format_groups takes Documents, DocumentGroups or ctxret Groups (not mixed); got {kinds}"
-    )
+    raise ValueError(f"format_groups takes Documents, DocumentGroups or ctxret Groups (not mixed); got {kinds}")
 
 
 #: ``retriever | render_groups``: the default rendering as a runnable.

@@ -180,8 +180,13 @@ class ContextualRetriever(BaseRetriever):
     def _check_search(self) -> ContextualRetriever:
         sk = self.search_kwargs
         explicit = self.model_fields_set
-        for key, field in (("k", "k"), ("filter", "where"), ("where", "where"), ("thread_id", "thread_id"),
-                           ("max_parts", "max_parts")):  # fmt: skip
+        for key, field in (
+            ("k", "k"),
+            ("filter", "where"),
+            ("where", "where"),
+            ("thread_id", "thread_id"),
+            ("max_parts", "max_parts"),
+        ):
             if key in sk and field in explicit and sk[key] != getattr(self, field):
                 raise ValueError(
                     f"search_kwargs[{key!r}]={sk[key]!r} disagrees with {field}={getattr(self, field)!r}; "
@@ -222,9 +227,7 @@ class ContextualRetriever(BaseRetriever):
 
     # -- construction ---------------------------------------------------------------------------
     @classmethod
-    def from_path(
-        cls, path: Store | str | os.PathLike[str] | None = None, **kwargs: Any
-    ) -> ContextualRetriever:
+    def from_path(cls, path: Store | str | os.PathLike[str] | None = None, **kwargs: Any) -> ContextualRetriever:
         """Build the :class:`ContextualIndex` and the retriever in one call.
 
         Keywords that are retriever fields (``k``, ``score_threshold``, ``thread_id``, ``where``,
@@ -233,11 +236,7 @@ class ContextualRetriever(BaseRetriever):
         :class:`ctxret.Store` (or pass one as ``path``; no path, ``host`` or ``client``: in memory, as
         langchain-chroma's ``Chroma()``); the rest (``embedder``, ``weight``, …) go to ``ContextualIndex(store, ...)``.
         """
-        fields = {
-            name: kwargs.pop(name)
-            for name in list(kwargs)
-            if name in cls.model_fields and name != "index"
-        }
+        fields = {name: kwargs.pop(name) for name in list(kwargs) if name in cls.model_fields and name != "index"}
         store = open_store_arguments(path, kwargs, default="memory")  # Store.embedded(path, ...), Store.memory()
         return cls(index=ContextualIndex(store, **kwargs), **fields)
 
@@ -324,9 +323,12 @@ class ContextualRetriever(BaseRetriever):
         """
         items, doc_ids = documents_to_items(documents, ids)
         self.index.add_documents(
-            items, thread_id=thread_id, metadata=metadata, replace=replace,
+            items,
+            thread_id=thread_id,
+            metadata=metadata,
+            replace=replace,
             progress=progress_option(progress, show_progress),
-        )  # fmt: skip
+        )
         return doc_ids
 
     async def aadd_documents(
@@ -342,9 +344,15 @@ class ContextualRetriever(BaseRetriever):
     ) -> list[str]:
         """:meth:`add_documents` off the event loop."""
         return await asyncio.to_thread(
-            self.add_documents, documents, ids=ids, thread_id=thread_id, metadata=metadata, replace=replace,
-            progress=progress, show_progress=show_progress,
-        )  # fmt: skip
+            self.add_documents,
+            documents,
+            ids=ids,
+            thread_id=thread_id,
+            metadata=metadata,
+            replace=replace,
+            progress=progress,
+            show_progress=show_progress,
+        )
 
     def delete(
         self,
@@ -477,9 +485,7 @@ def groups_to_documents(groups: Sequence[Group]) -> list[Document]:
     return [hit_to_document(hit, g, rank, parts) for g, hits in shown_groups(groups) for rank, hit in enumerate(hits)]
 
 
-def hit_to_document(
-    hit: Hit, group: Group, rank: int, parts: Sequence[str] | None = None
-) -> Document:
+def hit_to_document(hit: Hit, group: Group, rank: int, parts: Sequence[str] | None = None) -> Document:
     """One :class:`Hit` of ``group`` as a Document with the group and score keys in its metadata."""
     meta = scored_metadata(hit, group, rank, list(parts) if parts is not None else [group.part])
     return Document(page_content=hit.text, metadata=meta, id=str(hit.id))

@@ -212,9 +212,12 @@ class ContextualVectorStore(VectorStore):
         for doc_id in dict.fromkeys(ids):
             for _, metas in sorted(by_doc.get(doc_id, {}).items()):
                 metas.sort(
-                    key=lambda m: (int(m.get("turn_index", 0)), int(m.get("source_ordinal", 0)),
-                                   int(m.get("ordinal", 0)))
-                )  # fmt: skip
+                    key=lambda m: (
+                        int(m.get("turn_index", 0)),
+                        int(m.get("source_ordinal", 0)),
+                        int(m.get("ordinal", 0)),
+                    )
+                )
                 out.append(Document(page_content=document_text(metas), metadata=caller_view(metas[0]), id=doc_id))
         return out
 
@@ -280,9 +283,14 @@ class ContextualVectorStore(VectorStore):
         return self._search(await self.index.asearch(query, **options))
 
     def max_marginal_relevance_search(
-        self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, filter: dict[str, Any] | None = None,
+        self,
+        query: str,
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: dict[str, Any] | None = None,
         **kwargs: Any,
-    ) -> list[Document]:  # fmt: skip
+    ) -> list[Document]:
         """Maximal marginal relevance over the ``fetch_k`` best pieces (:mod:`ctxret.query.mmr`), in its selection
         order: the first ``k`` distinct documents (``per="piece"``: the ``k`` pieces)."""
         options = self._mmr_options(k, fetch_k, lambda_mult, filter, kwargs)
@@ -327,8 +335,15 @@ class ContextualVectorStore(VectorStore):
         ask = k if per == "piece" else k * PIECES_PER_DOCUMENT
         if "fetch_k" in mmr:
             mmr["fetch_k"] = max(int(mmr["fetch_k"]), ask)
-        hits = nearest(ix.store, embedding, ask, Scope(thread_id, stored_where(filter)), dims=ix.config.dims,
-                       calibration=calibration, **mmr)  # fmt: skip
+        hits = nearest(
+            ix.store,
+            embedding,
+            ask,
+            Scope(thread_id, stored_where(filter)),
+            dims=ix.config.dims,
+            calibration=calibration,
+            **mmr,
+        )
         return hits[:k] if per == "piece" else _first_of_each_document(hits, k)
 
     def similarity_search_by_vector(
@@ -360,9 +375,14 @@ class ContextualVectorStore(VectorStore):
         )
 
     def max_marginal_relevance_search_by_vector(
-        self, embedding: list[float], k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5,
-        filter: dict[str, Any] | None = None, **kwargs: Any,
-    ) -> list[Document]:  # fmt: skip
+        self,
+        embedding: list[float],
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> list[Document]:
         """Maximal marginal relevance over the ``fetch_k`` pieces nearest ``embedding``: the first ``k`` distinct
         documents in its selection order (``per="piece"``: the ``k`` pieces)."""
         hits = self._nearest(embedding, k, filter, kwargs, fetch_k=fetch_k, lambda_mult=lambda_mult)
@@ -384,9 +404,15 @@ class ContextualVectorStore(VectorStore):
 
     @classmethod
     def from_texts(
-        cls, texts: list[str], embedding: Embeddings | None = None, metadatas: list[dict] | None = None, *,
-        ids: list[str] | None = None, index: ContextualIndex | None = None, **kwargs: Any,
-    ) -> ContextualVectorStore:  # fmt: skip
+        cls,
+        texts: list[str],
+        embedding: Embeddings | None = None,
+        metadatas: list[dict] | None = None,
+        *,
+        ids: list[str] | None = None,
+        index: ContextualIndex | None = None,
+        **kwargs: Any,
+    ) -> ContextualVectorStore:
         """A store holding ``texts`` (``kwargs``: ``ContextualIndex`` arguments, e.g. ``in_memory=True``, ``path=``;
         ``thread_id``, and ``progress`` / ``show_progress`` for this write, as :meth:`add_documents`)."""
         thread_id = kwargs.pop("thread_id", None)
@@ -422,8 +448,9 @@ CHROMA_REFUSED = {
     "relevance_score_fn": "ctxret's relevance is calibrated (ctxret.query.relevance; SearchSettings(relevance=...))",
     "create_collection_if_not_exists": "ctxret creates the collection on first open",
     "chroma_cloud_api_key": "Chroma Cloud is not supported; use a Chroma server (host=, port=) or a client=",
-    "tenant": "pass a client= made for that tenant", "database": "pass a client= made for that database",
-}  # fmt: skip
+    "tenant": "pass a client= made for that tenant",
+    "database": "pass a client= made for that database",
+}
 
 
 def _chroma_names(kwargs: dict[str, Any], embedding: Any) -> Any:

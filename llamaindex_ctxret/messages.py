@@ -60,8 +60,9 @@ def chat_message_to_openai(message: ChatMessage | Mapping[str, Any], *, where: s
             texts.append(block.text)
         elif isinstance(block, ToolCallBlock):
             args = block.tool_kwargs if isinstance(block.tool_kwargs, str) else json.dumps(block.tool_kwargs)
-            calls.append({"id": block.tool_call_id, "type": "function",
-                          "function": {"name": block.tool_name, "arguments": args}})  # fmt: skip
+            calls.append(
+                {"id": block.tool_call_id, "type": "function", "function": {"name": block.tool_name, "arguments": args}}
+            )
         elif isinstance(block, ThinkingBlock):
             continue
         elif isinstance(block, (ImageBlock, AudioBlock, VideoBlock, DocumentBlock)):
@@ -101,8 +102,14 @@ def _openai_call(call: Any) -> dict[str, Any]:
     """An OpenAI tool call (a dict or the SDK's object) as a dict."""
     if isinstance(call, Mapping):
         fn = call.get("function") or {}
-        return {"id": call.get("id"), "type": "function",
-                "function": {"name": fn.get("name"), "arguments": fn.get("arguments")}}  # fmt: skip
+        return {
+            "id": call.get("id"),
+            "type": "function",
+            "function": {"name": fn.get("name"), "arguments": fn.get("arguments")},
+        }
     fn = getattr(call, "function", None)
-    return {"id": getattr(call, "id", None), "type": "function",
-            "function": {"name": getattr(fn, "name", None), "arguments": getattr(fn, "arguments", None)}}  # fmt: skip
+    return {
+        "id": getattr(call, "id", None),
+        "type": "function",
+        "function": {"name": getattr(fn, "name", None), "arguments": getattr(fn, "arguments", None)},
+    }

@@ -98,9 +98,7 @@ def documents_from_messages(
     meta = dict(metadata or {})
     clash = sorted(set(meta) & set(CHAT_KEYS))
     if clash:
-        raise InputError(
-            f"metadata keys {clash} are set by documents_from_messages; pass them as arguments"
-        )
+        raise InputError(f"metadata keys {clash} are set by documents_from_messages; pass them as arguments")
     meta.update({"messages": messages, "thread_id": thread_id, "first_turn": first_turn})
     text = "\n\n".join(f"{t.label}\n{t.text}" for t in turns)
     doc_id = f"chat:{thread_id}" if first_turn == 1 else f"chat:{thread_id}@{first_turn}"
@@ -139,9 +137,7 @@ def documents_to_turns(
     ]
 
 
-def _turns_of(
-    node: BaseNode, *, thread_id: str | None, include_system: bool, include_metadata: bool
-) -> list[Turn]:
+def _turns_of(node: BaseNode, *, thread_id: str | None, include_system: bool, include_metadata: bool) -> list[Turn]:
     if not isinstance(node, BaseNode):
         raise InputError(f"expected LlamaIndex Documents (or nodes), got {type(node).__name__}")
     meta = dict(node.metadata or {})
@@ -156,26 +152,17 @@ def _turns_of(
             try:
                 messages = json.loads(messages)
             except ValueError as e:
-                raise InputError(
-                    f"document {node.node_id!r}: metadata['messages'] is a string but not JSON"
-                ) from e
+                raise InputError(f"document {node.node_id!r}: metadata['messages'] is a string but not JSON") from e
         first = meta.get("first_turn", 1)
         if isinstance(first, bool) or not isinstance(first, int) or first < 1:
             raise InputError(
-                f"document {node.node_id!r}: metadata['first_turn'] must be a positive integer, "
-                f"got {first!r}"
+                f"document {node.node_id!r}: metadata['first_turn'] must be a positive integer, got {first!r}"
             )
         thread = _thread_of(meta, thread_id) or "default"
-        turns = turns_from_messages(
-            messages, str(thread), first_turn=first, include_system=include_system
-        )
+        turns = turns_from_messages(messages, str(thread), first_turn=first, include_system=include_system)
         caller = {k: v for k, v in meta.items() if k not in CHAT_KEYS} if include_metadata else {}
         # what ContextualIndex.add_turns(turns, metadata=caller) does with its ``metadata``
-        return (
-            [replace(t, metadata={**caller, **dict(t.metadata)}) for t in turns]
-            if caller
-            else turns
-        )
+        return [replace(t, metadata={**caller, **dict(t.metadata)}) for t in turns] if caller else turns
     text, title, doc_id, thread = _document_fields(node, thread_id)
     caller = {k: v for k, v in meta.items() if k not in DOCUMENT_KEYS} if include_metadata else {}
     return document_turns(text, title=title, doc_id=doc_id, thread_id=thread, metadata=caller)
@@ -191,9 +178,11 @@ def _document_fields(node: BaseNode, thread_id: str | None) -> tuple[str, str | 
     doc_id = meta.get("doc_id") or (node.id_ if "id_" in node.model_fields_set else None)
     thread = _thread_of(meta, thread_id)
     return (
-        text, str(title) if title is not None else None, str(doc_id) if doc_id is not None else None,
+        text,
+        str(title) if title is not None else None,
+        str(doc_id) if doc_id is not None else None,
         str(thread) if thread is not None else None,
-    )  # fmt: skip
+    )
 
 
 def document_ref_id(node: BaseNode, thread_id: str | None = None) -> str:
@@ -241,9 +230,7 @@ def _llm_excluded(metadata: Mapping[str, Any]) -> list[str]:
         caller = set(caller_keys(metadata)) - SHARED_KEYS
     else:
         caller = {k for k in metadata if not k.startswith(FIELD_PREFIX) and k not in SHARED_KEYS}
-    return sorted(
-        k for k in metadata if k not in caller or k in RETRIEVAL_KEYS or k.startswith(_SCORE_PREFIX)
-    )
+    return sorted(k for k in metadata if k not in caller or k in RETRIEVAL_KEYS or k.startswith(_SCORE_PREFIX))
 
 
 def piece_node(piece_id: str, text: str, metadata: Mapping[str, Any]) -> TextNode:
@@ -302,15 +289,9 @@ class ContextualNodeParser(NodeParser):
     :func:`add_documents_to_index` (the core's write path); node ids then equal stored ids.
     """
 
-    piece_bytes: int = Field(
-        default=600, ge=MIN_BODY_BYTES + 64, description="Piece byte budget, header included."
-    )
-    thread_id: str | None = Field(
-        default=None, description="Search scope for documents without metadata['thread_id']."
-    )
-    include_system: bool = Field(
-        default=False, description="Index system/developer messages of chats."
-    )
+    piece_bytes: int = Field(default=600, ge=MIN_BODY_BYTES + 64, description="Piece byte budget, header included.")
+    thread_id: str | None = Field(default=None, description="Search scope for documents without metadata['thread_id'].")
+    include_system: bool = Field(default=False, description="Index system/developer messages of chats.")
     index_config: dict[str, Any] | None = Field(
         default=None, description="Config of the index the pieces are fitted to (set from index=)."
     )
@@ -323,9 +304,7 @@ class ContextualNodeParser(NodeParser):
             del data["id_func"]
         if index is not None:
             if not isinstance(index, ContextualIndex):
-                raise InputError(
-                    f"index must be a ctxret.ContextualIndex, got {type(index).__name__}"
-                )
+                raise InputError(f"index must be a ctxret.ContextualIndex, got {type(index).__name__}")
             asked = data.get("piece_bytes")
             if asked is not None and int(asked) != index.piece_bytes:
                 raise InputError(
@@ -356,9 +335,7 @@ class ContextualNodeParser(NodeParser):
             return self._index.fit_pieces(turn, self.piece_bytes)
         return label_pieces(turn, self.piece_bytes)
 
-    def _parse_nodes(
-        self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any
-    ) -> list[BaseNode]:
+    def _parse_nodes(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any) -> list[BaseNode]:
         out: list[BaseNode] = []
         for doc in get_tqdm_iterable(nodes, show_progress, "Parsing documents"):
             turns = _turns_of(
@@ -376,9 +353,7 @@ class ContextualNodeParser(NodeParser):
                     out.append(node)
         return out
 
-    def _postprocess_parsed_nodes(
-        self, nodes: list[BaseNode], parent_doc_map: dict[str, Document]
-    ) -> list[BaseNode]:
+    def _postprocess_parsed_nodes(self, nodes: list[BaseNode], parent_doc_map: dict[str, Document]) -> list[BaseNode]:
         # Replaces the base class's step: its metadata merge would copy the document's steering
         # keys (e.g. the whole ``messages`` list) onto every piece, and its character offsets
         # cannot be found for texts that start with a header. Only PREVIOUS/NEXT are set here.
@@ -412,9 +387,14 @@ def add_documents_to_index(
     bar (``None``: the index's setting, by default on a terminal or in a notebook; ``True`` always; ``False`` never).
     """
     return index_documents(
-        index, documents, thread_id=thread_id, include_system=include_system, include_metadata=include_metadata,
-        replace=replace, show_progress=show_progress,
-    )[0]  # fmt: skip
+        index,
+        documents,
+        thread_id=thread_id,
+        include_system=include_system,
+        include_metadata=include_metadata,
+        replace=replace,
+        show_progress=show_progress,
+    )[0]
 
 
 def index_documents(
@@ -453,8 +433,10 @@ def index_documents(
         replaced.append(key)
         units.append({key} if replace else {(t.thread_id, t.turn_id) for t in turns})
     result = index.add_turns(
-        [t for turns in per_doc for t in turns], replace=replace, documents=replaced,
+        [t for turns in per_doc for t in turns],
+        replace=replace,
+        documents=replaced,
         progress=progress_option(show_progress=show_progress),
-    )  # fmt: skip
+    )
     changed = set(result.changed)
     return result, [bool(u & changed) for u in units]

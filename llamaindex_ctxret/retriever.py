@@ -154,15 +154,8 @@ class ContextualRetriever(BaseRetriever):
     ) -> None:
         if not isinstance(index, ContextualIndex):
             raise InputError(f"index must be a ctxret.ContextualIndex, got {type(index).__name__}")
-        if (
-            isinstance(similarity_top_k, bool)
-            or not isinstance(similarity_top_k, int)
-            or similarity_top_k < 1
-        ):
-            raise InputError(
-                "similarity_top_k (hits per part) must be a positive integer, "
-                f"got {similarity_top_k!r}"
-            )
+        if isinstance(similarity_top_k, bool) or not isinstance(similarity_top_k, int) or similarity_top_k < 1:
+            raise InputError(f"similarity_top_k (hits per part) must be a positive integer, got {similarity_top_k!r}")
         # both floors are checked now (not at the first retrieve), by the core's one reading of them
         SearchSettings(cosine_floor=cosine_floor, score_threshold=score_threshold)
         extra = dict(search_kwargs or {})
@@ -205,8 +198,19 @@ class ContextualRetriever(BaseRetriever):
         retriever's arguments go to it; the rest (``collection``, ``in_memory``, ``host``, …) to
         :class:`ctxret.ContextualIndex`.
         """
-        own = {"similarity_top_k", "score_threshold", "cosine_floor", "thread_id", "where", "filters", "rerank",
-               "rerank_candidates", "search_kwargs", "callback_manager", "verbose"}  # fmt: skip
+        own = {
+            "similarity_top_k",
+            "score_threshold",
+            "cosine_floor",
+            "thread_id",
+            "where",
+            "filters",
+            "rerank",
+            "rerank_candidates",
+            "search_kwargs",
+            "callback_manager",
+            "verbose",
+        }
         mine = {k: kwargs.pop(k) for k in list(kwargs) if k in own}
         return cls(open_index(path, embed_model=embed_model, **kwargs), **mine)
 
@@ -236,16 +240,12 @@ class ContextualRetriever(BaseRetriever):
         return groups_to_nodes(self.index.search(query_bundle.query_str, **self._search_args()))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return groups_to_nodes(
-            await self.index.asearch(query_bundle.query_str, **self._search_args())
-        )
+        return groups_to_nodes(await self.index.asearch(query_bundle.query_str, **self._search_args()))
 
     # The base class drops repeated node ids after _retrieve; here a repeat is the same piece in
     # another part's group, which is the point. Our nodes are never IndexNodes, so there is no
     # recursive retrieval to do either.
-    def _handle_recursive_retrieval(
-        self, query_bundle: QueryBundle, nodes: list[NodeWithScore]
-    ) -> list[NodeWithScore]:
+    def _handle_recursive_retrieval(self, query_bundle: QueryBundle, nodes: list[NodeWithScore]) -> list[NodeWithScore]:
         return nodes
 
     async def _ahandle_recursive_retrieval(

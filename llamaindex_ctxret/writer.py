@@ -191,9 +191,11 @@ class ContextualStoreIndex:
         kept). A chat document's turns replace theirs one by one (other stored turns are kept).
         ``show_progress``: this call's progress bar (``None``: this object's setting)."""
         return add_documents_to_index(
-            self.index, as_list(documents, "documents", "LlamaIndex Documents"), replace=replace,
+            self.index,
+            as_list(documents, "documents", "LlamaIndex Documents"),
+            replace=replace,
             show_progress=self._progress(show_progress),
-        )  # fmt: skip
+        )
 
     def _progress(self, show_progress: Any) -> bool | None:
         asked = progress_option(show_progress=show_progress)
@@ -203,18 +205,22 @@ class ContextualStoreIndex:
         """Index one document, replacing its stored version (see :meth:`insert_documents`; ``replace=False``
         keeps the sections it no longer has); returns its ``ref_doc_id``."""
         add_documents_to_index(
-            self.index, [document], replace=kwargs.get("replace", True),
+            self.index,
+            [document],
+            replace=kwargs.get("replace", True),
             show_progress=self._progress(kwargs.get("show_progress")),
-        )  # fmt: skip
+        )
         return ref_doc_id(document)
 
     def refresh_ref_docs(self, documents: Sequence[BaseNode], **kwargs: Any) -> list[bool]:
         """Index documents in one batch, each replacing its stored version; returns, for each, whether
         anything was written or removed (``False``: stored as it is). LlamaIndex's ``refresh_ref_docs``."""
         return index_documents(
-            self.index, list(documents), replace=kwargs.get("replace", True),
+            self.index,
+            list(documents),
+            replace=kwargs.get("replace", True),
             show_progress=self._progress(kwargs.get("show_progress")),
-        )[1]  # fmt: skip
+        )[1]
 
     @property
     def ref_doc_info(self) -> dict[str, RefDocInfo]:
@@ -290,8 +296,20 @@ class ContextualStoreIndex:
 
 
 #: What :meth:`ContextualStoreIndex.as_query_engine` / ``as_chat_engine`` hand to the retriever.
-_RETRIEVER_KWARGS = frozenset({"similarity_top_k", "score_threshold", "cosine_floor", "thread_id", "where", "filters",
-                               "rerank", "rerank_candidates", "search_kwargs", "per"})  # fmt: skip
+_RETRIEVER_KWARGS = frozenset(
+    {
+        "similarity_top_k",
+        "score_threshold",
+        "cosine_floor",
+        "thread_id",
+        "where",
+        "filters",
+        "rerank",
+        "rerank_candidates",
+        "search_kwargs",
+        "per",
+    }
+)
 #: ``VectorStoreIndex`` keyword arguments that name LlamaIndex's own storage or pipeline, and what to do instead.
 LLAMA_REFUSED = {
     "storage_context": "a LlamaIndex StorageContext (docstore, vector store); ctxret keeps the pieces in its own "
@@ -304,7 +322,7 @@ LLAMA_REFUSED = {
     "objects": "ctxret indexes documents and chat messages, not objects",
     "index_struct": "ctxret keeps no index struct: the collection is the index",
     "callback_manager": "pass it to as_retriever(callback_manager=...)",
-}  # fmt: skip
+}
 
 
 def ref_doc_id(document: BaseNode) -> str:

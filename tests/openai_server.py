@@ -192,11 +192,7 @@ class FakeOpenAI:
         inputs = body.get("input")
         if isinstance(inputs, str):
             inputs = [inputs]
-        if (
-            not isinstance(inputs, list)
-            or not all(isinstance(t, str) for t in inputs)
-            or not inputs
-        ):
+        if not isinstance(inputs, list) or not all(isinstance(t, str) for t in inputs) or not inputs:
             return 400, _error("'input' must be a string or a non-empty array of strings"), {}
         if len(inputs) > self.max_inputs:
             return 400, _error(f"'input' array must have at most {self.max_inputs} items"), {}
@@ -314,9 +310,7 @@ def _handler(state: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 if raw.clean_close:
                     self.connection.shutdown(socket.SHUT_WR)
                 else:  # SO_LINGER 0: closing sends a TCP RST, not a FIN
-                    self.connection.setsockopt(
-                        socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
-                    )
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 self.close_connection = True
                 self.connection.close()
             except (BrokenPipeError, ConnectionResetError):
@@ -339,9 +333,7 @@ def _handler(state: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 self._send(400, _error("body is not a JSON object"), {})
                 return
             inputs = body.get("input")
-            texts = (
-                [inputs] if isinstance(inputs, str) else inputs if isinstance(inputs, list) else []
-            )
+            texts = [inputs] if isinstance(inputs, str) else inputs if isinstance(inputs, list) else []
             record = Recorded(
                 n_inputs=len(texts),
                 n_bytes=sum(len(t.encode("utf-8")) for t in texts if isinstance(t, str)),

@@ -93,8 +93,12 @@ def test_the_adapter_api_is_what_the_adapters_use_and_resolves() -> None:
     assert len(names) == len(api.__all__), "a name listed twice"
     assert names == set(api._SOURCES), "__all__ and the table of sources name the same names"
     assert not {n for n in names if n.startswith("_")}
-    used = {name for source in adapter_sources().values() for _, module, name in core_imports(source)
-            if module == "ctxret.adapters"}  # fmt: skip
+    used = {
+        name
+        for source in adapter_sources().values()
+        for _, module, name in core_imports(source)
+        if module == "ctxret.adapters"
+    }
     assert names - used == set(), "names no adapter uses: take them out of ctxret.adapters"
     assert used - names == set(), "names the adapters import that ctxret.adapters does not offer"
     for name in sorted(names):

@@ -160,8 +160,14 @@ def test_config_only_re_exports() -> None:
 
 
 #: Names only a Chroma client has: a module that reaches for them is talking to Chroma.
-CHROMA_CLIENT_CALLS = {"get_or_create_collection", "get_collection", "list_collections", "delete_collection",
-                       "create_collection", "get_max_batch_size"}  # fmt: skip
+CHROMA_CLIENT_CALLS = {
+    "get_or_create_collection",
+    "get_collection",
+    "list_collections",
+    "delete_collection",
+    "create_collection",
+    "get_max_batch_size",
+}
 
 
 def test_only_the_chroma_backend_touches_chroma() -> None:

@@ -84,9 +84,7 @@ def test_quickstart_notebook_executes(kernel_name, tmp_path):
     assert "grouped retrieval finds the dogs' names: True" in text
     # and a figure
     assert "image/png" in mimes
-    assert not list(tmp_path.glob(".ctxret")), (
-        "the notebook must not write a store into the working directory"
-    )
+    assert not list(tmp_path.glob(".ctxret")), "the notebook must not write a store into the working directory"
 
 
 @pytest.mark.slow

@@ -9,5 +9,12 @@ from .ingest.config import COMPARED_KEYS, ContextStrategy, IndexConfig, check_pi
 from .query.fusion import FusionMethod, FusionSettings
 from .query.settings import SearchSettings
 
-__all__ = ["IndexConfig", "SearchSettings", "FusionSettings", "ContextStrategy", "COMPARED_KEYS", "FusionMethod",
-           "check_piece_bytes"]  # fmt: skip
+__all__ = [
+    "IndexConfig",
+    "SearchSettings",
+    "FusionSettings",
+    "ContextStrategy",
+    "COMPARED_KEYS",
+    "FusionMethod",
+    "check_piece_bytes",
+]

@@ -46,8 +46,20 @@ logger = logging.getLogger(__name__)
 __all__ = ["ContextualIndex", "INDEX_ARGUMENTS"]
 
 #: What the constructor takes besides the store (``progress``, ``max_turn_bytes``, ``embed_timeout``: write options).
-INDEX_ARGUMENTS = ("store", "embedder", "weight", "context", "piece_bytes", "views", "view_writer", "contextualizer",
-                   "settings", "progress", "max_turn_bytes", "embed_timeout")  # fmt: skip
+INDEX_ARGUMENTS = (
+    "store",
+    "embedder",
+    "weight",
+    "context",
+    "piece_bytes",
+    "views",
+    "view_writer",
+    "contextualizer",
+    "settings",
+    "progress",
+    "max_turn_bytes",
+    "embed_timeout",
+)
 
 
 class ContextualIndex:
@@ -115,11 +127,20 @@ class ContextualIndex:
     """
 
     def __init__(
-        self, store: Store | str | os.PathLike[str] | None = None, *, embedder: Embedder | Any | None = None,
-        weight: float | None = None, context: ContextStrategy | None = None, piece_bytes: int | None = None,
-        views: Sequence[str] | str | None = None, view_writer: Any = None, contextualizer: Contextualizer | None = None,
-        settings: SearchSettings | None = None, _rebuild: bool = False, **options: Any,
-    ) -> None:  # fmt: skip  (_rebuild: from rebuild() only, open a collection whose config differs to re-embed it)
+        self,
+        store: Store | str | os.PathLike[str] | None = None,
+        *,
+        embedder: Embedder | Any | None = None,
+        weight: float | None = None,
+        context: ContextStrategy | None = None,
+        piece_bytes: int | None = None,
+        views: Sequence[str] | str | None = None,
+        view_writer: Any = None,
+        contextualizer: Contextualizer | None = None,
+        settings: SearchSettings | None = None,
+        _rebuild: bool = False,
+        **options: Any,
+    ) -> None:  # _rebuild: from rebuild() only, open a collection whose config differs to re-embed it
         progress, max_turn_bytes = options.pop("progress", None), options.pop("max_turn_bytes", DEFAULT_MAX_TURN_BYTES)
         self.embed_timeout = check_embed_timeout(options.pop("embed_timeout", None))  # seconds per call of a write
         refuse_unknown({k: v for k, v in options.items() if k not in STORE_ARGUMENTS}, "index", INDEX_ARGUMENTS)
@@ -191,9 +212,15 @@ class ContextualIndex:
         self.close()
 
     def add_messages(
-        self, messages: Iterable[Mapping[str, Any]], thread_id: str = "default", *, first_turn: int | None = None,
-        metadata: Mapping[str, Any] | None = None, include_system: bool = False, progress: bool | None = None,
-    ) -> IndexResult:  # fmt: skip
+        self,
+        messages: Iterable[Mapping[str, Any]],
+        thread_id: str = "default",
+        *,
+        first_turn: int | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        include_system: bool = False,
+        progress: bool | None = None,
+    ) -> IndexResult:
         """Add chat messages (OpenAI chat or Responses, Anthropic, LangChain's) to the end of ``thread_id``: its next
         turns, as an agent writes memory one exchange or session at a time. Nothing stored changes, but the last
         turn when the messages continue it (a reply sent after its question); a message sent again adds nothing
@@ -231,32 +258,45 @@ class ContextualIndex:
         check_metadata_arg(metadata)
         write = functools.partial(self.add_turns, metadata=metadata, progress=progress)
         if first_turn is not None:
-            return write_numbered(self.store, messages, thread_id, first_turn, include_system=include_system,
-                                  write=write)[0]  # fmt: skip
+            return write_numbered(
+                self.store, messages, thread_id, first_turn, include_system=include_system, write=write
+            )[0]
         return append_messages(self.store, messages, thread_id, include_system=include_system, write=write)
 
     def replace_messages(
-        self, messages: Iterable[Mapping[str, Any]], thread_id: str = "default", *,
-        metadata: Mapping[str, Any] | None = None, include_system: bool = False, progress: bool | None = None,
-    ) -> IndexResult:  # fmt: skip
+        self,
+        messages: Iterable[Mapping[str, Any]],
+        thread_id: str = "default",
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        include_system: bool = False,
+        progress: bool | None = None,
+    ) -> IndexResult:
         """Make ``thread_id``'s chat turns exactly ``messages`` (:func:`.ingest.append.replace_thread`)."""
         write = functools.partial(self.add_turns, metadata=metadata, progress=progress)
         return replace_thread(self.store, messages, thread_id, include_system=include_system, write=write)
 
     async def aadd_messages(self, messages: Iterable[Mapping[str, Any]], *args: Any, **kwargs: Any) -> IndexResult:
         """Async :meth:`add_messages` (the write runs in a worker thread, off the event loop)."""
-        return await asyncio.to_thread(self.add_messages, as_list(messages, "messages", "message dicts"), *args,
-                                       **kwargs)  # fmt: skip
+        return await asyncio.to_thread(
+            self.add_messages, as_list(messages, "messages", "message dicts"), *args, **kwargs
+        )
 
     async def areplace_messages(self, messages: Iterable[Mapping[str, Any]], *args: Any, **kwargs: Any) -> IndexResult:
         """Async :meth:`replace_messages`."""
-        return await asyncio.to_thread(self.replace_messages, as_list(messages, "messages", "message dicts"), *args,
-                                       **kwargs)  # fmt: skip
+        return await asyncio.to_thread(
+            self.replace_messages, as_list(messages, "messages", "message dicts"), *args, **kwargs
+        )
 
     def add_documents(
-        self, documents: Iterable[str | Mapping[str, Any]] | str | Mapping[str, Any], *, thread_id: str | None = None,
-        metadata: Mapping[str, Any] | None = None, replace: bool = True, progress: bool | None = None,
-    ) -> IndexResult:  # fmt: skip
+        self,
+        documents: Iterable[str | Mapping[str, Any]] | str | Mapping[str, Any],
+        *,
+        thread_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        replace: bool = True,
+        progress: bool | None = None,
+    ) -> IndexResult:
         """Index plain-text or markdown documents (strings or ``{"text", "title"?, "id"?, "metadata"?}``), split into
         sections. The id defaults to a hash of title and text (give an ``id`` so that an edited document replaces its
         old version); ``thread_id`` (the scope) defaults to the id. A document re-added under its id replaces the
@@ -289,9 +329,14 @@ class ContextualIndex:
         return self._write(turns, None, replace, keys, progress)
 
     def add_turns(
-        self, turns: Sequence[Turn | PlannedTurn], *, metadata: Mapping[str, Any] | None = None, replace: bool = True,
-        documents: Iterable[tuple[str, str]] = (), progress: bool | None = None,
-    ) -> IndexResult:  # fmt: skip
+        self,
+        turns: Sequence[Turn | PlannedTurn],
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        replace: bool = True,
+        documents: Iterable[tuple[str, str]] = (),
+        progress: bool | None = None,
+    ) -> IndexResult:
         """Index prepared turns (or sections) of any threads: the one write path every ingest goes through, in bounded
         batches (a failure part-way says what is stored: :func:`.ingest.writer.write_turns`). Chat turns replace their
         own stored version; the sections of a document (``doc_id``) are the whole document, as in :meth:`add_documents`.
@@ -300,19 +345,28 @@ class ContextualIndex:
         return self._write(turns, metadata, replace, documents, progress)
 
     def _write(
-        self, turns: Sequence[Turn | PlannedTurn], metadata: Mapping[str, Any] | None, replace: bool,
-        documents: Iterable[tuple[str, str]], progress: bool | None = None,
-    ) -> IndexResult:  # fmt: skip
+        self,
+        turns: Sequence[Turn | PlannedTurn],
+        metadata: Mapping[str, Any] | None,
+        replace: bool,
+        documents: Iterable[tuple[str, str]],
+        progress: bool | None = None,
+    ) -> IndexResult:
         if not isinstance(replace, bool):
             raise InputError(f"replace must be True or False, got {replace!r}")
         return write_turns(
-            self.store, for_writes(self.embedder, self.embed_timeout), self.config,
-            as_list(turns, "turns", "Turns (from turns_from_messages)"), metadata=metadata,
-            contextualizer=self.contextualizer, max_turn_bytes=self.max_turn_bytes,
+            self.store,
+            for_writes(self.embedder, self.embed_timeout),
+            self.config,
+            as_list(turns, "turns", "Turns (from turns_from_messages)"),
+            metadata=metadata,
+            contextualizer=self.contextualizer,
+            max_turn_bytes=self.max_turn_bytes,
             progress=self.progress if check_progress(progress) is None else progress,
-            view_writers=resolve_view_writers(self.config.view_kinds, self.view_writer), replace=replace,
+            view_writers=resolve_view_writers(self.config.view_kinds, self.view_writer),
+            replace=replace,
             documents=documents,
-        )  # fmt: skip
+        )
 
     def check_turns(self, turns: Sequence[Turn]) -> list[PlannedTurn]:
         """Raise the :class:`InputError` that :meth:`add_turns` would raise for ``turns``, writing nothing;
@@ -336,16 +390,24 @@ class ContextualIndex:
         """This index's search plan for ``settings`` (default: its own) with ``options`` applied."""
         resolved = (settings or self.settings).with_options(**options)
         return plan_search(
-            resolved, default_floor=float(self.embedder.default_score_threshold), stored_weight=self.weight,
+            resolved,
+            default_floor=float(self.embedder.default_score_threshold),
+            stored_weight=self.weight,
             has_lexical=self.store.has_lexical if has_lexical is None else has_lexical,
             relevance=calibration_for(self.embedder),
-        )  # fmt: skip
+        )
 
     def search(
-        self, message: str, k: int | None = None, score_threshold: float | None | Literal["auto"] | Any = ...,
-        thread_id: str | Sequence[str] | None = None, where: Mapping[str, Any] | None = None, *,
-        settings: SearchSettings | None = None, **options: Any,
-    ) -> list[Group]:  # fmt: skip
+        self,
+        message: str,
+        k: int | None = None,
+        score_threshold: float | None | Literal["auto"] | Any = ...,
+        thread_id: str | Sequence[str] | None = None,
+        where: Mapping[str, Any] | None = None,
+        *,
+        settings: SearchSettings | None = None,
+        **options: Any,
+    ) -> list[Group]:
         """Split ``message`` into parts; each part keeps its own group of at most ``k`` hits (never padded,
         never de-duplicated across parts; an empty message returns ``[]``).
 
@@ -386,22 +448,37 @@ class ContextualIndex:
             ```
         """
         request = prepare_search(
-            self.settings if settings is None else settings, k=k, score_threshold=score_threshold,
-            thread_id=thread_id, where=stored_where(where), options=options,
-        )  # fmt: skip
+            self.settings if settings is None else settings,
+            k=k,
+            score_threshold=score_threshold,
+            thread_id=thread_id,
+            where=stored_where(where),
+            options=options,
+        )
         plan = self.plan(request.settings, has_lexical=True)  # the backends say per search (SearchPlan.for_backends)
         # errors: EmbeddingError (guarded)
         return said_empty(run_search(plan, message, request.scope, guarded(self.embedder), self.store), where)
 
     async def asearch(
-        self, message: str, k: int | None = None, score_threshold: Any = ..., thread_id: Any = None,
-        where: Mapping[str, Any] | None = None, *, settings: SearchSettings | None = None, **options: Any,
-    ) -> list[Group]:  # fmt: skip
+        self,
+        message: str,
+        k: int | None = None,
+        score_threshold: Any = ...,
+        thread_id: Any = None,
+        where: Mapping[str, Any] | None = None,
+        *,
+        settings: SearchSettings | None = None,
+        **options: Any,
+    ) -> list[Group]:
         """Async :meth:`search`: the embedding on the embedder's async path, the store queries off the event loop."""
         request = prepare_search(
-            self.settings if settings is None else settings, k=k, score_threshold=score_threshold,
-            thread_id=thread_id, where=stored_where(where), options=options,
-        )  # fmt: skip
+            self.settings if settings is None else settings,
+            k=k,
+            score_threshold=score_threshold,
+            thread_id=thread_id,
+            where=stored_where(where),
+            options=options,
+        )
         plan = self.plan(request.settings, has_lexical=True)  # the backends say per search (SearchPlan.for_backends)
         return said_empty(await arun_search(plan, message, request.scope, guarded(self.embedder), self.store), where)
 
@@ -435,10 +512,13 @@ class ContextualIndex:
         """Rebuild the whole collection from its stored pieces under this index's config: the new one is
         built beside the old one and swapped in only when complete (a failure leaves the old one untouched)."""
         result = rebuild_store(
-            self.store, for_writes(self.embedder, self.embed_timeout), self.config, contextualizer=self.contextualizer,
-            progress=self.progress, view_writers=resolve_view_writers(self.config.view_kinds, self.view_writer),
-        )  # fmt: skip
+            self.store,
+            for_writes(self.embedder, self.embed_timeout),
+            self.config,
+            contextualizer=self.contextualizer,
+            progress=self.progress,
+            view_writers=resolve_view_writers(self.config.view_kinds, self.view_writer),
+        )
         self._stored_differs = False
         logger.info("rebuilt %s: %d turns, %d pieces", self.store.collection_name, result.turns, result.added)
         return result
-

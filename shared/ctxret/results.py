@@ -101,9 +101,7 @@ class IndexResult:
     def __add__(self, other: IndexResult) -> IndexResult:
         counts = (a + b for a, b in zip(_vals(self), _vals(other), strict=True))
         added, unchanged, replaced, turns, turns_changed, duplicates = counts
-        return IndexResult(
-            added, unchanged, replaced, turns, turns_changed, self.changed + other.changed, duplicates
-        )
+        return IndexResult(added, unchanged, replaced, turns, turns_changed, self.changed + other.changed, duplicates)
 
 
 def _vals(r: IndexResult) -> tuple[int, ...]:

@@ -25,8 +25,21 @@ from .storage.pieces import BACKENDS, PieceStore, open_piece_store
 __all__ = ["Store", "refuse_unknown", "open_store_arguments", "STORE_ARGUMENTS"]
 
 #: The keywords the shorthand ``ContextualIndex(path, **store_arguments)`` takes (:meth:`Store.of`).
-STORE_ARGUMENTS = ("path", "collection", "host", "port", "ssl", "headers", "client", "in_memory", "lock_timeout",
-                   "lexical", "lexical_path", "read_only", "backend")  # fmt: skip
+STORE_ARGUMENTS = (
+    "path",
+    "collection",
+    "host",
+    "port",
+    "ssl",
+    "headers",
+    "client",
+    "in_memory",
+    "lock_timeout",
+    "lexical",
+    "lexical_path",
+    "read_only",
+    "backend",
+)
 
 
 @dataclass(frozen=True)
@@ -103,49 +116,98 @@ class Store:
 
     @classmethod
     def embedded(
-        cls, path: str | os.PathLike[str] | None = None, *, collection: str = DEFAULT_COLLECTION,
-        lock_timeout: float = 0.0, lexical: bool | None = None, lexical_path: str | os.PathLike[str] | None = None,
-        read_only: bool = False, **unknown: Any,
-    ) -> Store:  # fmt: skip
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        collection: str = DEFAULT_COLLECTION,
+        lock_timeout: float = 0.0,
+        lexical: bool | None = None,
+        lexical_path: str | os.PathLike[str] | None = None,
+        read_only: bool = False,
+        **unknown: Any,
+    ) -> Store:
         """An embedded Chroma folder (default ``./.ctxret``), with its BM25 file beside the collection (``read_only``:
         searched in a private copy, writes refused)."""
         refuse_unknown(unknown, "store", ("collection", "lock_timeout", "lexical", "lexical_path", "read_only"))
-        return cls("embedded", _path(path, "path"), collection, lock_timeout=lock_timeout, lexical=lexical,
-                   lexical_path=_path(lexical_path, "lexical_path"), read_only=read_only)  # fmt: skip
+        return cls(
+            "embedded",
+            _path(path, "path"),
+            collection,
+            lock_timeout=lock_timeout,
+            lexical=lexical,
+            lexical_path=_path(lexical_path, "lexical_path"),
+            read_only=read_only,
+        )
 
     @classmethod
     def server(
-        cls, host: str, port: int | None = None, *, ssl: bool = False, headers: Mapping[str, str] | None = None,
-        collection: str = DEFAULT_COLLECTION, lexical: bool | None = None,
-        lexical_path: str | os.PathLike[str] | None = None, read_only: bool = False, **unknown: Any,
-    ) -> Store:  # fmt: skip
+        cls,
+        host: str,
+        port: int | None = None,
+        *,
+        ssl: bool = False,
+        headers: Mapping[str, str] | None = None,
+        collection: str = DEFAULT_COLLECTION,
+        lexical: bool | None = None,
+        lexical_path: str | os.PathLike[str] | None = None,
+        read_only: bool = False,
+        **unknown: Any,
+    ) -> Store:
         """A Chroma server (``chroma run``; ``port`` 8000 by default, ``headers`` for auth). Its unscoped searches are
         dense unless ``lexical_path`` names a local BM25 file; thread-scoped searches are hybrid either way
         (``read_only``: this process's writes are refused)."""
         refuse_unknown(unknown, "store", ("ssl", "headers", "collection", "lexical", "lexical_path", "read_only"))
         pairs = tuple(headers.items()) if isinstance(headers, Mapping) else headers
-        return cls("server", None, collection, host, port, ssl, pairs, lexical=lexical,
-                   lexical_path=_path(lexical_path, "lexical_path"), read_only=read_only)  # fmt: skip
+        return cls(
+            "server",
+            None,
+            collection,
+            host,
+            port,
+            ssl,
+            pairs,
+            lexical=lexical,
+            lexical_path=_path(lexical_path, "lexical_path"),
+            read_only=read_only,
+        )
 
     @classmethod
     def from_client(
-        cls, client: Any, *, collection: str = DEFAULT_COLLECTION, lock_timeout: float = 0.0,
-        lexical: bool | None = None, lexical_path: str | os.PathLike[str] | None = None, read_only: bool = False,
+        cls,
+        client: Any,
+        *,
+        collection: str = DEFAULT_COLLECTION,
+        lock_timeout: float = 0.0,
+        lexical: bool | None = None,
+        lexical_path: str | os.PathLike[str] | None = None,
+        read_only: bool = False,
         **unknown: Any,
-    ) -> Store:  # fmt: skip
+    ) -> Store:
         """Your own Chroma client (a ``PersistentClient``'s folder is locked like an embedded one; ``read_only``: this
         process's writes are refused)."""
         refuse_unknown(unknown, "store", ("collection", "lock_timeout", "lexical", "lexical_path", "read_only"))
         if client is None:
             raise InputError("Store.from_client needs a Chroma client (chromadb.PersistentClient(...), HttpClient...)")
-        return cls("client", None, collection, client=client, lock_timeout=lock_timeout, lexical=lexical,
-                   lexical_path=_path(lexical_path, "lexical_path"), read_only=read_only)  # fmt: skip
+        return cls(
+            "client",
+            None,
+            collection,
+            client=client,
+            lock_timeout=lock_timeout,
+            lexical=lexical,
+            lexical_path=_path(lexical_path, "lexical_path"),
+            read_only=read_only,
+        )
 
     @classmethod
     def memory(
-        cls, *, collection: str = DEFAULT_COLLECTION, lexical: bool | None = None, backend: str = "chroma",
+        cls,
+        *,
+        collection: str = DEFAULT_COLLECTION,
+        lexical: bool | None = None,
+        backend: str = "chroma",
         **unknown: Any,
-    ) -> Store:  # fmt: skip
+    ) -> Store:
         """In memory: every index opened on it is a separate, empty store (tests, notebooks). ``backend="inprocess"``:
         the vectors in dicts searched exactly with numpy (:mod:`ctxret.storage.inprocess`) instead of an in-memory
         Chroma."""
@@ -172,8 +234,16 @@ class Store:
             )
         if not isinstance(in_memory, bool):
             raise InputError(f"in_memory must be True or False, got {in_memory!r}")
-        chosen = [name for name, on in (("path", path is not None), ("host", host is not None),
-                                        ("client", client is not None), ("in_memory", in_memory)) if on]  # fmt: skip
+        chosen = [
+            name
+            for name, on in (
+                ("path", path is not None),
+                ("host", host is not None),
+                ("client", client is not None),
+                ("in_memory", in_memory),
+            )
+            if on
+        ]
         if len(chosen) > 1:
             raise InputError(f"choose one store: path=, host=/port=, client= or in_memory=True (got {chosen})")
         if host is not None:
@@ -196,11 +266,20 @@ class Store:
     def open(self) -> PieceStore:
         """The opened store (Chroma + the lexical file) ``ContextualIndex`` uses (memory: a new one each time)."""
         return open_piece_store(
-            self.path, collection=self.collection, host=self.host, port=self.port, ssl=self.ssl,
-            headers=None if self.headers is None else dict(self.headers), client=self.client,
-            in_memory=self.kind == "memory", lock_timeout=self.lock_timeout, lexical=self.lexical,
-            lexical_path=self.lexical_path, read_only=self.read_only, backend=self.backend,
-        )  # fmt: skip
+            self.path,
+            collection=self.collection,
+            host=self.host,
+            port=self.port,
+            ssl=self.ssl,
+            headers=None if self.headers is None else dict(self.headers),
+            client=self.client,
+            in_memory=self.kind == "memory",
+            lock_timeout=self.lock_timeout,
+            lexical=self.lexical,
+            lexical_path=self.lexical_path,
+            read_only=self.read_only,
+            backend=self.backend,
+        )
 
 
 def _path(value: Any, name: str) -> str | None:

@@ -79,9 +79,7 @@ LC_MESSAGES = [
         additional_kwargs={"timestamp": "2026-10-16T14:02:00"},
     ),
     AIMessage("", tool_calls=[{"name": "flight_search", "args": {"to": "LIS"}, "id": "c1"}]),
-    ToolMessage(
-        "TAP 1234 departs 08:15 from Newark, arrives Lisbon 20:05, 412 USD.", tool_call_id="c1"
-    ),
+    ToolMessage("TAP 1234 departs 08:15 from Newark, arrives Lisbon 20:05, 412 USD.", tool_call_id="c1"),
     AIMessage("The TAP flight 1234 leaves Newark at 8:15 and costs 412 dollars."),
     HumanMessage(
         "What did the vet say about Biscuit's limp?",
@@ -105,11 +103,7 @@ def _index(path, embedder) -> ContextualIndex:
 def _write_langchain(index: ContextualIndex) -> None:
     retriever = LCRetriever(index=index)
     retriever.add_documents(
-        [
-            LCDocument(
-                page_content=RUNBOOK, metadata={"title": "Runbook", "team": "ops"}, id="runbook"
-            )
-        ]
+        [LCDocument(page_content=RUNBOOK, metadata={"title": "Runbook", "team": "ops"}, id="runbook")]
     )
     # written as given, as the LlamaIndex chat document is (add_messages appends: an untimed message takes the time
     # it is first added, so its records are not these; docs/memory.md)
@@ -213,9 +207,7 @@ def test_written_by_langchain_read_by_llamaindex(stores, hash_embedder, query):
 def test_written_by_llamaindex_read_by_langchain(stores, hash_embedder, query):
     # LangChain opens the folder the way a user would (its own ContextualIndex, from_path).
     lc = LCRetriever.from_path(stores[1], embedder=hash_embedder, k=K, score_threshold=None)
-    _assert_same(
-        _lc_rows(lc.invoke(query)), _via_llamaindex(_index(stores[1], hash_embedder), query)
-    )
+    _assert_same(_lc_rows(lc.invoke(query)), _via_llamaindex(_index(stores[1], hash_embedder), query))
 
 
 def test_one_framework_each_side(stores, hash_embedder):

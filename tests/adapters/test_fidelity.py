@@ -57,6 +57,7 @@ def index_options():
 def index_data():
     def fill(ix):
         ix.add_turns(__import__("ctxret.ingest", fromlist=["x"]).turns_from_messages(MESSAGES, "u1"))
+
     return fill
 
 

@@ -22,9 +22,7 @@ THREAD = [
     HumanMessage("Please book me a flight from Berlin to Lisbon for October 20."),
     AIMessage(
         "",
-        tool_calls=[
-            {"name": "book_flight", "args": {"to": "LIS", "date": "2026-10-20"}, "id": "call_1"}
-        ],
+        tool_calls=[{"name": "book_flight", "args": {"to": "LIS", "date": "2026-10-20"}, "id": "call_1"}],
     ),
     ToolMessage('{"booking": "TP 541", "departs": "09:40"}', tool_call_id="call_1"),
     AIMessage("Booked TAP flight TP 541 to Lisbon, departing at 09:40 on October 20."),
@@ -67,18 +65,14 @@ def make_chain(retriever):
         [
             (
                 "system",
-                "Answer from these memories, grouped by the part of the question they answer."
-                "\n\n{memories}",
+                "Answer from these memories, grouped by the part of the question they answer.\n\n{memories}",
             ),
             ("human", "{question}"),
         ]
     )
     model = FakeListChatModel(responses=["ok"])
     chain = (
-        {"memories": retriever | render_groups, "question": RunnablePassthrough()}
-        | prompt
-        | model
-        | StrOutputParser()
+        {"memories": retriever | render_groups, "question": RunnablePassthrough()} | prompt | model | StrOutputParser()
     )
     return chain
 

@@ -134,8 +134,9 @@ def test_a_compressor_reranks_inside_each_group(retriever):
         assert {d.id for d in docs} == {d.id for d in plain[i]}
         assert [d.metadata["score_rerank"] for d in docs] == [10.0, 9.0, 8.0]
         # a reranked group shows the score it is ordered by; the relevance stays under its own name
-        assert all(d.metadata["score"] == d.metadata["score_rerank"] and d.metadata["score_scale"] == "rerank"
-                   for d in docs)  # fmt: skip
+        assert all(
+            d.metadata["score"] == d.metadata["score_rerank"] and d.metadata["score_scale"] == "rerank" for d in docs
+        )
         assert all(0.0 <= d.metadata["score_relevance"] <= 1.0 for d in docs)
 
 
@@ -217,7 +218,8 @@ def test_vector_store_upserts_and_reads_one_thread_of_a_shared_document_id(local
     assert [h.body for g in bob_hits for h in g.hits] == ["Bob notes: buy milk and eggs."]  # the old text replaced
     got = store.get_by_ids(["notes.md"])
     assert sorted(d.page_content for d in got) == [
-        "Alice private: diagnosis confidential-alice-777.", "Bob notes: buy milk and eggs."
+        "Alice private: diagnosis confidential-alice-777.",
+        "Bob notes: buy milk and eggs.",
     ]  # one Document per thread, never one text made of both
     store.delete(["notes.md"], thread_id="bob")
     assert [d.page_content for d in store.get_by_ids(["notes.md"])] == [alice.page_content]

@@ -47,15 +47,11 @@ def thread_a() -> list:
             '{"flights": [{"number": "TP 541", "airline": "TAP", "departs": "09:40"}]}',
             tool_call_id="call_fl1",
         ),
-        AIMessage(
-            "I booked TAP flight TP 541 from Berlin to Lisbon, departing at 09:40 on October 20."
-        ),
+        AIMessage("I booked TAP flight TP 541 from Berlin to Lisbon, departing at 09:40 on October 20."),
         HumanMessage("My dog Biscuit needs his vaccinations at the vet."),
         AIMessage("Biscuit's vet appointment is on Thursday at 4 PM at the Green Paws clinic."),
         HumanMessage("Our Postgres database migration to version 16 failed with a lock timeout."),
-        AIMessage(
-            "Raise lock_timeout to 30 seconds and rerun the migration in the maintenance window."
-        ),
+        AIMessage("Raise lock_timeout to 30 seconds and rerun the migration in the maintenance window."),
         HumanMessage("I want to bake a chocolate birthday cake for Maya on Saturday."),
         AIMessage("Use 200 g of dark chocolate and 4 eggs, and bake it at 175 C for 35 minutes."),
         HumanMessage("Remind me to renew my passport before it expires in March."),
@@ -159,11 +155,7 @@ def test_metadata_keys_and_types(retriever):
     assert [d.metadata["group"] for d in docs] == [0, 0, 0, 1, 1, 1]  # ordered group by group
     for d in docs:
         m = d.metadata
-        assert (
-            type(m["group"]) is int
-            and type(m["group_rank"]) is int
-            and type(m["group_count"]) is int
-        )
+        assert type(m["group"]) is int and type(m["group_rank"]) is int and type(m["group_count"]) is int
         assert m["group_count"] == 2 and m["group_parts"] == parts
         assert m["group_query"] == parts[m["group"]]
         assert type(m["score"]) is float and 0.0 <= m["score"] <= 1.0
@@ -221,9 +213,12 @@ def test_score_threshold_filters(index):
     assert 0 < len(kept) < len(everything)
     assert [d.id for d in kept] == [d.id for d in everything if d.metadata["score"] >= floor]
     same = ContextualRetriever(
-        index=index, k=10, cosine_floor=None, search_type="similarity_score_threshold",
+        index=index,
+        k=10,
+        cosine_floor=None,
+        search_type="similarity_score_threshold",
         search_kwargs={"score_threshold": floor},
-    )  # fmt: skip
+    )
     assert [d.id for d in same.invoke(query)] == [d.id for d in kept]
     # as an invoke keyword, and None disables every floor
     r = ContextualRetriever(index=index, k=10, score_threshold=0.999)
@@ -283,17 +278,13 @@ def test_where_filter(retriever):
 def test_search_kwargs_are_forwarded(index):
     r = ContextualRetriever(index=index, k=2, score_threshold=None, search_kwargs={"split": False})
     docs = r.invoke(TWO_PARTS)
-    assert {d.metadata["group"] for d in docs} == {0} and docs[0].metadata[
-        "group_query"
-    ] == TWO_PARTS
+    assert {d.metadata["group"] for d in docs} == {0} and docs[0].metadata["group_query"] == TWO_PARTS
     # an invoke keyword merges over the field
     assert {d.metadata["group"] for d in r.invoke(TWO_PARTS, search_kwargs={"split": True})} == {
         0,
         1,
     }
-    assert {
-        d.metadata["group"] for d in r.invoke(TWO_PARTS, max_parts=1, search_kwargs={"split": True})
-    } == {0}
+    assert {d.metadata["group"] for d in r.invoke(TWO_PARTS, max_parts=1, search_kwargs={"split": True})} == {0}
     # the core names what it does not know, when the retriever is built (not at the first invoke)
     with pytest.raises(ValueError, match="unknown search option.*no_such_option"):
         ContextualRetriever(index=index, search_kwargs={"no_such_option": 1})
@@ -325,9 +316,12 @@ def test_similarity_score_threshold_is_a_relevance_floor(index):
     query = "chocolate cake for the birthday"
     everything = ContextualRetriever(index=index, k=10, score_threshold=None).invoke(query)
     r = ContextualRetriever(
-        index=index, k=10, score_threshold=None, search_type="similarity_score_threshold",
+        index=index,
+        k=10,
+        score_threshold=None,
+        search_type="similarity_score_threshold",
         search_kwargs={"score_threshold": 0.05},
-    )  # fmt: skip
+    )
     kept = r.invoke(query)
     assert 0 < len(kept) < len(everything)
     assert [d.id for d in kept] == [d.id for d in everything if d.metadata["score"] >= 0.05]
@@ -369,16 +363,12 @@ class _NoSyncRetriever(ContextualRetriever):
 
 
 async def test_ainvoke_matches_invoke_without_the_sync_path(index):
-    sync = ContextualRetriever(index=index, k=2, score_threshold=None, thread_id="a").invoke(
-        TWO_PARTS, k=3
-    )
+    sync = ContextualRetriever(index=index, k=2, score_threshold=None, thread_id="a").invoke(TWO_PARTS, k=3)
     r = _NoSyncRetriever(index=index, k=2, score_threshold=None, thread_id="a")
     docs = await r.ainvoke(TWO_PARTS, k=3)
     assert [d.id for d in docs] == [d.id for d in sync]
     assert [d.metadata["group"] for d in docs] == [d.metadata["group"] for d in sync]
-    assert [d.metadata["score"] for d in docs] == pytest.approx(
-        [d.metadata["score"] for d in sync], abs=1e-5
-    )
+    assert [d.metadata["score"] for d in docs] == pytest.approx([d.metadata["score"] for d in sync], abs=1e-5)
     scoped = await r.ainvoke("flight to Lisbon", thread_id="b", k=10)
     assert scoped and {d.metadata["thread_id"] for d in scoped} == {"b"}
 
@@ -433,16 +423,12 @@ def _openai_thread_a() -> list[dict]:
     )
     out.append({"role": "tool", "tool_call_id": "call_fl1", "content": lc[2].content})
     for m in lc[3:]:
-        out.append(
-            {"role": "user" if isinstance(m, HumanMessage) else "assistant", "content": m.content}
-        )
+        out.append({"role": "user" if isinstance(m, HumanMessage) else "assistant", "content": m.content})
     return out
 
 
 def test_langchain_and_openai_threads_make_the_same_pieces():
-    lc_pieces = [
-        p for t in turns_from_messages(messages_to_openai(thread_a()), "a") for p in label_pieces(t)
-    ]
+    lc_pieces = [p for t in turns_from_messages(messages_to_openai(thread_a()), "a") for p in label_pieces(t)]
     oa_pieces = [p for t in turns_from_messages(_openai_thread_a(), "a") for p in label_pieces(t)]
     assert [(p.id, p.text) for p in lc_pieces] == [(p.id, p.text) for p in oa_pieces]
     tool = [p for p in lc_pieces if p.source_kind == "tool"]
@@ -461,9 +447,7 @@ def test_messages_to_openai_shape():
     raw = '{"q":"Lisbon","n":2}'
     msgs = [
         SystemMessage("You are a travel agent."),
-        HumanMessage(
-            "Find flights", name="ana", additional_kwargs={"timestamp": "2026-10-16T14:02:00"}
-        ),
+        HumanMessage("Find flights", name="ana", additional_kwargs={"timestamp": "2026-10-16T14:02:00"}),
         AIMessage(
             "Searching.",
             tool_calls=[
@@ -500,9 +484,7 @@ def test_messages_to_openai_shape():
         "arguments": raw,
     }  # the model's raw string kept
     assert json.loads(calls[1]["function"]["arguments"]) == {"city": "Lisboa, PT"}
-    assert all(
-        c["type"] == "function" and isinstance(c["function"]["arguments"], str) for c in calls
-    )
+    assert all(c["type"] == "function" and isinstance(c["function"]["arguments"], str) for c in calls)
     assert out[2]["timestamp"] == 1792159320
     assert out[3] == {"role": "tool", "tool_call_id": "c1", "content": "2 flights"}
     assert out[4]["name"] == "weather" and out[4]["tool_call_id"] == "c2"
@@ -515,19 +497,14 @@ def test_messages_to_openai_shape():
         "Tool search",
         "Tool weather",
     ]
-    assert (
-        "Result: 2 flights" in turns[0].sources[2].text
-        and "Result: sunny" in turns[0].sources[3].text
-    )
+    assert "Result: 2 flights" in turns[0].sources[2].text and "Result: sunny" in turns[0].sources[3].text
     assert turns[0].timestamp is not None
     with pytest.raises(ValueError):
         messages_to_openai(HumanMessage("one message, not a list"))
 
 
 def test_add_documents_maps_fields_and_reserved_keys(tmp_path, local_embedder):
-    r = ContextualRetriever.from_path(
-        tmp_path / "docs", embedder=local_embedder, k=3, score_threshold=None
-    )
+    r = ContextualRetriever.from_path(tmp_path / "docs", embedder=local_embedder, k=3, score_threshold=None)
     doc = Document(
         page_content="Rollback: run `deploy rollback --to previous` and page the on-call engineer.",
         id="runbook-1",
@@ -605,9 +582,7 @@ def test_group_documents_round_trip(retriever):
 def test_format_groups_keeps_empty_parts(index):
     # a part about nothing in memory finds nothing over the floor but keeps its section
     r = ContextualRetriever(index=index, k=2, cosine_floor=0.45, thread_id="a")
-    message = (
-        "How long do I bake the chocolate cake? Explain lattice QCD gluon propagators in detail."
-    )
+    message = "How long do I bake the chocolate cake? Explain lattice QCD gluon propagators in detail."
     docs = r.invoke(message)
     assert {d.metadata["group"] for d in docs} == {0}
     text = format_groups(docs)
@@ -619,9 +594,7 @@ def test_format_groups_keeps_empty_parts(index):
 
 
 def test_format_groups_accepts_core_groups():
-    hit = Hit(
-        "id1", "[Turn 1 · User]\nhello\nworld", 0.5312, {"thread_id": "x"}, {"cosine": 0.5312}
-    )
+    hit = Hit("id1", "[Turn 1 · User]\nhello\nworld", 0.5312, {"thread_id": "x"}, {"cosine": 0.5312})
     text = format_groups([Group(0, "greeting?", (hit,)), Group(1, "nothing here", ())])
     assert text == (
         "### Part 1: greeting?\n- [score 0.53] [Turn 1 · User]\n  hello\n  world\n\n"
@@ -677,19 +650,31 @@ def _langchain_thread() -> list:
 def _openai_dicts() -> list[dict]:
     def call(cid, name, args):
         return {
-            "id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}
-        }  # fmt: skip
+            "id": cid,
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)},
+        }
 
     return [
-        {"role": "user",
-         "content": [{"type": "text", "text": _ASK}, {"type": "image_url", "image_url": {"url": _PNG}}]},
-        {"role": "assistant", "content": "Let me search.",
-         "tool_calls": [call("toolu_1", "search_flights", _ARGS), call("toolu_2", "get_weather", {"city": "Lisbon"})]},
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": _ASK}, {"type": "image_url", "image_url": {"url": _PNG}}],
+        },
+        {
+            "role": "assistant",
+            "content": "Let me search.",
+            "tool_calls": [
+                call("toolu_1", "search_flights", _ARGS),
+                call("toolu_2", "get_weather", {"city": "Lisbon"}),
+            ],
+        },
         {"role": "tool", "tool_call_id": "toolu_1", "content": _FLIGHTS},
         {"role": "tool", "tool_call_id": "toolu_2", "content": "weather service down", "is_error": True},
         {"role": "assistant", "content": "TP 541 leaves at 07:05."},
-        {"role": "user",
-         "content": [{"type": "text", "text": "Book it."}, {"type": "image_url", "image_url": {"url": _MAP}}]},
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "Book it."}, {"type": "image_url", "image_url": {"url": _MAP}}],
+        },
         {"role": "assistant", "content": None, "tool_calls": [call("toolu_3", "book_flight", {"flight": "TP 541"})]},
         {"role": "tool", "tool_call_id": "toolu_3", "content": "PNR X7K2QP"},
     ]
@@ -697,27 +682,45 @@ def _openai_dicts() -> list[dict]:
 
 def _anthropic_dicts() -> list[dict]:
     return [
-        {"role": "user", "content": [
-            {"type": "text", "text": _ASK},
-            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
-        ]},
-        {"role": "assistant", "content": [
-            {"type": "text", "text": "Let me search."},
-            {"type": "tool_use", "id": "toolu_1", "name": "search_flights", "input": _ARGS},
-            {"type": "tool_use", "id": "toolu_2", "name": "get_weather", "input": {"city": "Lisbon"}},
-        ]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_1", "content": _FLIGHTS},
-            {"type": "tool_result", "tool_use_id": "toolu_2", "is_error": True,
-             "content": [{"type": "text", "text": "weather service down"}]},
-        ]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": _ASK},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Let me search."},
+                {"type": "tool_use", "id": "toolu_1", "name": "search_flights", "input": _ARGS},
+                {"type": "tool_use", "id": "toolu_2", "name": "get_weather", "input": {"city": "Lisbon"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": _FLIGHTS},
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_2",
+                    "is_error": True,
+                    "content": [{"type": "text", "text": "weather service down"}],
+                },
+            ],
+        },
         {"role": "assistant", "content": [{"type": "text", "text": "TP 541 leaves at 07:05."}]},
-        {"role": "user", "content": [
-            {"type": "text", "text": "Book it."},
-            {"type": "image", "source": {"type": "url", "url": _MAP}},
-        ]},
-        {"role": "assistant",
-         "content": [{"type": "tool_use", "id": "toolu_3", "name": "book_flight", "input": {"flight": "TP 541"}}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Book it."},
+                {"type": "image", "source": {"type": "url", "url": _MAP}},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_3", "name": "book_flight", "input": {"flight": "TP 541"}}],
+        },
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_3", "content": "PNR X7K2QP"}]},
     ]
 

@@ -48,9 +48,7 @@ class TestContextualRetrieverStandard(RetrieversIntegrationTests):
 
     @property
     def retriever_constructor_params(self) -> dict[str, Any]:
-        index = ContextualIndex(
-            in_memory=True, collection=f"std-{uuid.uuid4().hex}", embedder=self.embedder
-        )
+        index = ContextualIndex(in_memory=True, collection=f"std-{uuid.uuid4().hex}", embedder=self.embedder)
         retriever = ContextualRetriever(index=index)
         docs = [Document(page_content=text, id=f"note-{i}") for i, text in enumerate(CORPUS)]
         assert retriever.add_documents(docs) == [d.id for d in docs]

@@ -81,8 +81,7 @@ MESSAGES = [
 QUERY = "How do I roll back a bad deploy? What did the vet say about Biscuit?"
 
 _LONG_PARAGRAPH = " ".join(
-    f"Sentence number {i} of the storage notes explains how shard {i} is replicated in three zones."
-    for i in range(30)
+    f"Sentence number {i} of the storage notes explains how shard {i} is replicated in three zones." for i in range(30)
 )
 
 
@@ -147,20 +146,13 @@ def test_parser_nodes_are_the_core_pieces():
     assert [n.node_id for n in nodes] == [p.id for p in pieces]
     assert [n.text for n in nodes] == [p.text for p in pieces]
     assert nodes[0].metadata["header"] == "[Runbook · Deploys]"
-    assert (
-        nodes[1].metadata["turn_label"] == "Runbook"
-        and nodes[1].metadata["source_label"] == "Deploys › Rollback"
-    )
+    assert nodes[1].metadata["turn_label"] == "Runbook" and nodes[1].metadata["source_label"] == "Deploys › Rollback"
 
 
 def test_parser_nodes_equal_what_the_core_stores(index):
     """Same ids, texts and metadata as ContextualIndex.add_documents / add_messages store."""
-    index.add_documents(
-        [{"text": RUNBOOK, "title": "Runbook", "id": "runbook", "metadata": {"team": "ops"}}]
-    )
-    index.add_documents(
-        [{"text": _LONG_PARAGRAPH, "title": "Storage notes", "metadata": {"team": "infra"}}]
-    )
+    index.add_documents([{"text": RUNBOOK, "title": "Runbook", "id": "runbook", "metadata": {"team": "ops"}}])
+    index.add_documents([{"text": _LONG_PARAGRAPH, "title": "Storage notes", "metadata": {"team": "infra"}}])
     index.add_turns(turns_from_messages(MESSAGES, "u1"), metadata={"user": "ann"})  # as given, like the parser
     stored = _records(index)
     nodes = ContextualNodeParser().get_nodes_from_documents(_documents())
@@ -224,21 +216,15 @@ def test_metadata_modes_embed_the_piece_text_once():
         assert llm.count(header) == 1 and llm.endswith(node.text)
         assert "turn_id: " not in llm and "body: " not in llm and "caller_keys" not in llm
     runbook = [n for n in nodes if n.metadata.get("team") == "ops"]
-    assert runbook and all(
-        "team: ops" in n.get_content(metadata_mode=MetadataMode.LLM) for n in runbook
-    )
+    assert runbook and all("team: ops" in n.get_content(metadata_mode=MetadataMode.LLM) for n in runbook)
 
 
 def test_chat_document_keeps_messages_off_the_pieces():
     nodes = ContextualNodeParser().get_nodes_from_documents(documents_from_messages(MESSAGES, "u1"))
-    assert nodes and all(
-        "messages" not in n.metadata and "first_turn" not in n.metadata for n in nodes
-    )
+    assert nodes and all("messages" not in n.metadata and "first_turn" not in n.metadata for n in nodes)
     assert {n.metadata["thread_id"] for n in nodes} == {"u1"}
     tool = [n for n in nodes if n.metadata["source_kind"] == "tool"]
-    assert tool and tool[0].text.startswith(
-        "[Turn 1 · Tool flight_search · Oct 16, 2026, 2:02 PM]\n"
-    )
+    assert tool and tool[0].text.startswith("[Turn 1 · Tool flight_search · Oct 16, 2026, 2:02 PM]\n")
     assert "TAP 1234" in tool[0].text
 
 
@@ -259,15 +245,11 @@ def test_pipeline_cache_works_twice():
     docs = _documents()
     first = IngestionPipeline(transformations=[parser], cache=cache).run(documents=docs)
     assert cache.get(get_transformation_hash(docs, parser)) is not None  # the run was cached
-    second = IngestionPipeline(transformations=[ContextualNodeParser()], cache=cache).run(
-        documents=_documents()
-    )
+    second = IngestionPipeline(transformations=[ContextualNodeParser()], cache=cache).run(documents=_documents())
     assert [n.node_id for n in second] == [n.node_id for n in first]
     assert [n.text for n in second] == [n.text for n in first]
     assert [n.metadata for n in second] == [n.metadata for n in first]
-    assert [n.excluded_embed_metadata_keys for n in second] == [
-        n.excluded_embed_metadata_keys for n in first
-    ]
+    assert [n.excluded_embed_metadata_keys for n in second] == [n.excluded_embed_metadata_keys for n in first]
     assert second[1].relationships[NodeRelationship.PREVIOUS].node_id == first[0].node_id
     # another setting is another cache entry
     other = ContextualNodeParser(piece_bytes=300)
@@ -304,9 +286,7 @@ def test_retriever_returns_the_core_groups_in_order(filled):
     groups = filled.search(QUERY, k=3, score_threshold=None)
     assert len(groups) == 2
     nodes = ContextualRetriever(filled, similarity_top_k=3, score_threshold=None).retrieve(QUERY)
-    expected = [
-        (g.part_index, g.part, rank, h.id, h.relevance) for g in groups for rank, h in enumerate(g.hits)
-    ]
+    expected = [(g.part_index, g.part, rank, h.id, h.relevance) for g in groups for rank, h in enumerate(g.hits)]
     got = [
         (
             n.node.metadata["group"],
@@ -331,9 +311,7 @@ def test_retriever_returns_the_core_groups_in_order(filled):
 
 def test_a_piece_supporting_two_parts_is_in_both_groups(filled):
     total = filled.stats()["pieces"]
-    nodes = ContextualRetriever(filled, similarity_top_k=total, score_threshold=None).retrieve(
-        QUERY
-    )
+    nodes = ContextualRetriever(filled, similarity_top_k=total, score_threshold=None).retrieve(QUERY)
     assert len(nodes) == 2 * total  # every piece in each group: LlamaIndex's de-duplication is off
     ids = [n.node_id for n in nodes]
     assert ids[:total] != ids[total:] and sorted(ids[:total]) == sorted(ids[total:])
@@ -364,13 +342,11 @@ def test_score_threshold_auto_none_and_number(filled):
 
 
 def test_thread_and_where_scope(filled):
-    only_chat = ContextualRetriever(
-        filled, similarity_top_k=4, score_threshold=None, thread_id="u1"
-    ).retrieve(QUERY)
+    only_chat = ContextualRetriever(filled, similarity_top_k=4, score_threshold=None, thread_id="u1").retrieve(QUERY)
     assert only_chat and {n.node.metadata["thread_id"] for n in only_chat} == {"u1"}
-    infra = ContextualRetriever(
-        filled, similarity_top_k=4, score_threshold=None, where={"team": "infra"}
-    ).retrieve(QUERY)
+    infra = ContextualRetriever(filled, similarity_top_k=4, score_threshold=None, where={"team": "infra"}).retrieve(
+        QUERY
+    )
     assert infra and {n.node.metadata["team"] for n in infra} == {"infra"}
     assert {n.node.metadata["ctxret:turn_label"] for n in infra} == {"Storage notes"}
 
@@ -379,12 +355,8 @@ def test_search_kwargs_are_forwarded(filled):
     one = ContextualRetriever(
         filled, similarity_top_k=2, score_threshold=None, search_kwargs={"max_parts": 1}
     ).retrieve(QUERY)
-    assert {n.node.metadata["group"] for n in one} == {0} and one[0].node.metadata[
-        "group_query"
-    ] == QUERY
-    whole = ContextualRetriever(
-        filled, similarity_top_k=2, score_threshold=None, search_kwargs={"split": False}
-    )
+    assert {n.node.metadata["group"] for n in one} == {0} and one[0].node.metadata["group_query"] == QUERY
+    whole = ContextualRetriever(filled, similarity_top_k=2, score_threshold=None, search_kwargs={"split": False})
     ref = filled.search(QUERY, k=2, score_threshold=None, split=False)
     assert [n.node_id for n in whole.retrieve(QUERY)] == [h.id for h in ref[0].hits]
     with pytest.raises(InputError, match="similarity_top_k"):
@@ -418,9 +390,7 @@ async def test_aretrieve_matches_retrieve(filled):
     retriever = ContextualRetriever(filled, similarity_top_k=3, score_threshold=None)
     sync = retriever.retrieve(QUERY)
     got = await retriever.aretrieve(QUERY)
-    assert [(n.node_id, n.node.metadata["group"]) for n in got] == [
-        (n.node_id, n.node.metadata["group"]) for n in sync
-    ]
+    assert [(n.node_id, n.node.metadata["group"]) for n in got] == [(n.node_id, n.node.metadata["group"]) for n in sync]
     assert [n.score for n in got] == pytest.approx([n.score for n in sync], abs=1e-6)
 
 
@@ -443,9 +413,7 @@ def _check_groups(source_nodes, parsed_ids):
 
 async def test_pipeline_store_retriever_query_engine(index):
     docs = _documents()
-    nodes = IngestionPipeline(transformations=[ContextualNodeParser.from_index(index)]).run(
-        documents=docs
-    )
+    nodes = IngestionPipeline(transformations=[ContextualNodeParser.from_index(index)]).run(documents=docs)
     add_documents_to_index(index, docs)
     parsed = {n.node_id for n in nodes}
     assert parsed == set(_records(index))

@@ -26,8 +26,9 @@ VET = "Biscuit's vaccinations are at the Green Paws clinic on Thursday."
 
 @pytest.fixture
 def store(local_embedder):
-    s = ContextualStoreIndex(index=ContextualIndex(in_memory=True, collection=f"li-{uuid.uuid4().hex[:8]}",
-                                                   embedder=local_embedder))  # fmt: skip
+    s = ContextualStoreIndex(
+        index=ContextualIndex(in_memory=True, collection=f"li-{uuid.uuid4().hex[:8]}", embedder=local_embedder)
+    )
     yield s
     s.index.close()
 

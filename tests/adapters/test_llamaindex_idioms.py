@@ -28,14 +28,23 @@ from llamaindex_ctxret import (
 )
 
 DOCS = [
-    Document(text="# Deploys\n## Rollback\nRun deploy.sh --rollback, then purge the CDN cache.\n"
-                  "## On call\nPriya Raman is on call for platform this week; Tomasz covers Thursday.\n",
-             id_="runbook", metadata={"title": "Runbook", "team": "ops", "year": 2025}),
-    Document(text="Biscuit the dog has his vaccinations at the Green Paws vet clinic on Thursday.",
-             id_="vet", metadata={"title": "Pets", "team": "home", "year": 2024}),
-    Document(text="The flight to Lisbon leaves Berlin at 09:40 on October 20 with TAP.",
-             id_="flight", metadata={"title": "Travel", "team": "home", "year": 2026}),
-]  # fmt: skip
+    Document(
+        text="# Deploys\n## Rollback\nRun deploy.sh --rollback, then purge the CDN cache.\n"
+        "## On call\nPriya Raman is on call for platform this week; Tomasz covers Thursday.\n",
+        id_="runbook",
+        metadata={"title": "Runbook", "team": "ops", "year": 2025},
+    ),
+    Document(
+        text="Biscuit the dog has his vaccinations at the Green Paws vet clinic on Thursday.",
+        id_="vet",
+        metadata={"title": "Pets", "team": "home", "year": 2024},
+    ),
+    Document(
+        text="The flight to Lisbon leaves Berlin at 09:40 on October 20 with TAP.",
+        id_="flight",
+        metadata={"title": "Travel", "team": "home", "year": 2026},
+    ),
+]
 QUERY = "How do I roll back a bad deploy? When are Biscuit's vaccinations?"
 
 
@@ -57,8 +66,13 @@ def _f(key, value, op=FilterOperator.EQ):
 
 def test_metadata_filters_translate_to_chroma_where():
     assert metadata_filters_to_where(MetadataFilters(filters=[_f("team", "ops")])) == {"team": {"$eq": "ops"}}
-    ops = {FilterOperator.NE: "$ne", FilterOperator.GT: "$gt", FilterOperator.GTE: "$gte",
-           FilterOperator.LT: "$lt", FilterOperator.LTE: "$lte"}  # fmt: skip
+    ops = {
+        FilterOperator.NE: "$ne",
+        FilterOperator.GT: "$gt",
+        FilterOperator.GTE: "$gte",
+        FilterOperator.LT: "$lt",
+        FilterOperator.LTE: "$lte",
+    }
     for op, name in ops.items():
         assert metadata_filters_to_where(MetadataFilters(filters=[_f("year", 2025, op)])) == {"year": {name: 2025}}
     both = MetadataFilters(
@@ -183,8 +197,9 @@ class ReverseRerank(BaseNodePostprocessor):
 def test_a_postprocessor_reranks_inside_each_group(filled):
     ReverseRerank.calls = []
     plain = ContextualRetriever(filled, similarity_top_k=3, score_threshold=None).retrieve(QUERY)
-    nodes = ContextualRetriever(filled, similarity_top_k=3, score_threshold=None, rerank=ReverseRerank(),
-                                rerank_candidates=3).retrieve(QUERY)  # fmt: skip
+    nodes = ContextualRetriever(
+        filled, similarity_top_k=3, score_threshold=None, rerank=ReverseRerank(), rerank_candidates=3
+    ).retrieve(QUERY)
     parts = list(dict.fromkeys(n.node.metadata["group_query"] for n in plain))
     assert [q for q, _ in ReverseRerank.calls] == parts and all(n == 3 for _, n in ReverseRerank.calls)
     ranked = filled.search(QUERY, k=3, score_threshold=None)  # the ranking order the postprocessor gets

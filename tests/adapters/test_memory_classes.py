@@ -38,8 +38,12 @@ def exchanges() -> list[list]:
     out = []
     for i, fact in enumerate(facts):
         ts = (T0 + timedelta(days=i)).isoformat()
-        out.append([HumanMessage(fact, id=f"h{i}", additional_kwargs={"timestamp": ts}),
-                    AIMessage(f"Noted: {fact.lower()}", id=f"a{i}", additional_kwargs={"timestamp": ts})])
+        out.append(
+            [
+                HumanMessage(fact, id=f"h{i}", additional_kwargs={"timestamp": ts}),
+                AIMessage(f"Noted: {fact.lower()}", id=f"a{i}", additional_kwargs={"timestamp": ts}),
+            ]
+        )
     return out
 
 
@@ -101,16 +105,22 @@ def test_runnable_with_message_history_writes_memory_the_retriever_reads():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # langchain-core 1.8 steers users to LangGraph
         chain = RunnableWithMessageHistory(
-            prompt | model, lambda session_id: CtxretChatMessageHistory(index, session_id),
-            input_messages_key="input", history_messages_key="history",
-        )  # fmt: skip
+            prompt | model,
+            lambda session_id: CtxretChatMessageHistory(index, session_id),
+            input_messages_key="input",
+            history_messages_key="history",
+        )
         for text in ("My dog is called Biscuit.", "I live in Berlin.", "What is my dog called?"):
             chain.invoke({"input": text}, config={"configurable": {"session_id": "ana"}})
     history = CtxretChatMessageHistory(index, "ana")
     assert [m.content for m in history.messages] == [
-        "My dog is called Biscuit.", "Noted, Biscuit.", "I live in Berlin.", "Berlin, noted.",
-        "What is my dog called?", "Your dog is Biscuit.",
-    ]  # fmt: skip
+        "My dog is called Biscuit.",
+        "Noted, Biscuit.",
+        "I live in Berlin.",
+        "Berlin, noted.",
+        "What is my dog called?",
+        "Your dog is Biscuit.",
+    ]
     assert index.store.stats()["turns"] == 3
     docs = ContextualRetriever(index=index, thread_id="ana", k=3, score_threshold=None).invoke("dog's name")
     assert any("My dog is called Biscuit." in d.page_content for d in docs)
@@ -132,9 +142,11 @@ def test_memory_block_stores_what_memory_flushes_and_a_function_agent_recalls_it
 
     async def chat() -> None:
         said = [
-            "My dog is called Biscuit and he loves the beach.", "I moved to Berlin in March last year.",
-            "My sister Ana flies planes for a living.", "Remind me, what do you know about my dog?",
-        ]  # fmt: skip
+            "My dog is called Biscuit and he loves the beach.",
+            "I moved to Berlin in March last year.",
+            "My sister Ana flies planes for a living.",
+            "Remind me, what do you know about my dog?",
+        ]
         for text in said:
             await agent.run(user_msg=text, memory=memory)
 
@@ -195,9 +207,14 @@ def test_locomo_sessions_through_each_memory_class_hold_the_one_call_pieces(loca
         lc = convert_to_messages([{**m, "additional_kwargs": {"timestamp": m["timestamp"]}} for m in session])
         history.add_messages(lc)
         retriever.add_messages(lc, thread_id=conv.id)
-        li = [ChatMessage(role=m["role"], content=m["content"],
-                          additional_kwargs={"timestamp": m["timestamp"], "id": m["id"], "name": m["name"]})
-              for m in session]  # fmt: skip
+        li = [
+            ChatMessage(
+                role=m["role"],
+                content=m["content"],
+                additional_kwargs={"timestamp": m["timestamp"], "id": m["id"], "name": m["name"]},
+            )
+            for m in session
+        ]
         asyncio.run(block.aput(li))
     for index in (via_history, via_retriever, via_block):
         got = snapshot(index)

@@ -92,6 +92,7 @@ def index_data():
         from langchain_ctxret.messages import messages_to_openai
 
         ix.add_messages(messages_to_openai(_quickstart().THREAD), thread_id="user-42")  # where the orders disagreed
+
     return fill
 
 

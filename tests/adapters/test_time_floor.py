@@ -15,13 +15,19 @@ import pytest
 pytestmark = pytest.mark.timeout(600)
 
 DECISIONS = [
-    {"role": "user", "content": "Should we ship the billing migration on Friday or wait for the audit?",
-     "timestamp": "2026-10-14T15:00:00"},
-    {"role": "assistant", "content": "Wait for the audit: the migration moves to Tuesday and Dana signs it off.",
-     "timestamp": "2026-10-14T15:01:00"},
+    {
+        "role": "user",
+        "content": "Should we ship the billing migration on Friday or wait for the audit?",
+        "timestamp": "2026-10-14T15:00:00",
+    },
+    {
+        "role": "assistant",
+        "content": "Wait for the audit: the migration moves to Tuesday and Dana signs it off.",
+        "timestamp": "2026-10-14T15:01:00",
+    },
     {"role": "user", "content": "My dog Biscuit has his vaccinations on Thursday.", "timestamp": "2026-10-10T09:00:00"},
     {"role": "assistant", "content": "Noted: Biscuit, Thursday at the vet.", "timestamp": "2026-10-10T09:00:30"},
-]  # fmt: skip
+]
 QUESTION = "What did we decide yesterday?"
 NOW = datetime(2026, 10, 15, 11)
 
@@ -40,6 +46,7 @@ def index_options():
 def index_data():
     def fill(ix):
         ix.add_messages(DECISIONS, thread_id="team")
+
     return fill
 
 

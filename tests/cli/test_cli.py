@@ -56,8 +56,7 @@ TRAVEL = [
     {
         "role": "tool",
         "tool_call_id": "call_1",
-        "content": "Reservation confirmed. Casa do Miradouro, Alfama. "
-        "Confirmation code HTL-58213-LX.",
+        "content": "Reservation confirmed. Casa do Miradouro, Alfama. Confirmation code HTL-58213-LX.",
     },
     {
         "role": "assistant",
@@ -108,9 +107,7 @@ def run_subprocess(*args: str, cwd: Path, env: dict[str, str] | None = None, exe
 
 
 def ok(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
-    assert proc.returncode == 0, (
-        f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    )
+    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     return proc
 
 
@@ -147,25 +144,19 @@ def test_index_search_stats_reindex_delete(tmp_path, files):
     assert "threads.jsonl" in out and "runbook.md" in out
 
     before = stats(tmp_path, *store)
-    assert (
-        before["threads"] == 3
-    )  # pets, travel, runbook.md (a document's path is its id and default thread)
+    assert before["threads"] == 3  # pets, travel, runbook.md (a document's path is its id and default thread)
     assert set(before["pieces_per_thread"]) == {"pets", "travel", "runbook.md"}
     assert before["pieces"] == sum(before["pieces_per_thread"].values()) > 0
 
     # --json: groups in part order, each at most k hits, best first, all above the floor
     k = 2
-    result = json.loads(
-        ok(run("search", QUESTION, "-k", str(k), "--json", *store, cwd=tmp_path)).stdout
-    )
+    result = json.loads(ok(run("search", QUESTION, "-k", str(k), "--json", *store, cwd=tmp_path)).stdout)
     assert result["message"] == QUESTION
     groups = result["groups"]
     assert [g["part_index"] for g in groups] == list(range(len(groups))) and len(groups) == 2
     for g in groups:
         assert 0 < len(g["hits"]) <= k
-        scores = [
-            h["score"] for h in g["hits"]
-        ]  # the ranking score: cosine, or fused with hybrid search
+        scores = [h["score"] for h in g["hits"]]  # the ranking score: cosine, or fused with hybrid search
         assert scores == sorted(scores, reverse=True)
         for h in g["hits"]:
             assert set(h) >= {"id", "score", "scores", "header", "text", "metadata"}
@@ -205,9 +196,7 @@ def test_index_search_stats_reindex_delete(tmp_path, files):
 def test_default_store_is_dot_ctxret_and_env_overrides(tmp_path, files):
     ok(run("index", str(files["messages"]), cwd=tmp_path))
     assert (tmp_path / ".ctxret").is_dir()
-    assert stats(tmp_path)["pieces_per_thread"].keys() == {
-        "travel-log"
-    }  # message-per-line file: thread = file name
+    assert stats(tmp_path)["pieces_per_thread"].keys() == {"travel-log"}  # message-per-line file: thread = file name
 
     env = _env(CTXRET_STORE=str(tmp_path / "elsewhere"), CTXRET_COLLECTION="notes")
     ok(run("index", str(files["doc"]), "--thread", "ops", cwd=tmp_path, env=env))
@@ -222,9 +211,7 @@ def test_indexing_an_edited_file_again_replaces_its_changed_parts(tmp_path, file
     before = stats(tmp_path, *store)
     again = ok(run("index", str(files["doc"]), *store, cwd=tmp_path)).stdout
     assert "0 piece(s) added" in again and stats(tmp_path, *store) == before
-    files["doc"].write_text(
-        RUNBOOK.replace("Tomasz covers Thursday", "Ana covers Thursday"), encoding="utf-8"
-    )
+    files["doc"].write_text(RUNBOOK.replace("Tomasz covers Thursday", "Ana covers Thursday"), encoding="utf-8")
     write_jsonl(files["threads"], [{"thread_id": "pets", "messages": PETS[:2]}])
     out = ok(run("index", str(files["doc"]), str(files["threads"]), *store, cwd=tmp_path)).stdout
     assert "1 replaced" in out
@@ -244,17 +231,13 @@ def test_reindex_with_new_weight_and_mismatch_message(tmp_path, files):
     ok(run("reindex", "--weight", "0.9", *store, cwd=tmp_path))
     after = stats(tmp_path, *store)
     assert after["config"]["weight"] == 0.9 and after["pieces"] == n
-    ok(
-        run("search", "hotel", *store, cwd=tmp_path)
-    )  # the collection's weight is taken when none is given
+    ok(run("search", "hotel", *store, cwd=tmp_path))  # the collection's weight is taken when none is given
 
 
 def test_message_from_stdin_and_no_split(tmp_path, files):
     store = ("--store", str(tmp_path / "s"))
     ok(run("index", str(files["threads"]), *store, cwd=tmp_path))
-    out = json.loads(
-        ok(run("search", "-", "--json", *store, cwd=tmp_path, stdin=QUESTION + "\n")).stdout
-    )
+    out = json.loads(ok(run("search", "-", "--json", *store, cwd=tmp_path, stdin=QUESTION + "\n")).stdout)
     assert len(out["groups"]) == 2
     single = json.loads(
         ok(
@@ -284,11 +267,7 @@ def test_bad_jsonl_line_is_reported_and_nothing_is_written(tmp_path, files):
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text(
-        json.dumps(PETS[0])
-        + "\n"
-        + json.dumps(PETS[1])
-        + "\n"
-        + '{"role": "user", "content": "cut off\n',
+        json.dumps(PETS[0]) + "\n" + json.dumps(PETS[1]) + "\n" + '{"role": "user", "content": "cut off\n',
         encoding="utf-8",
     )
     proc = run("index", str(files["messages"]), str(bad), *store, cwd=tmp_path)
@@ -361,21 +340,15 @@ def test_usage_errors_exit_2(tmp_path, args):
 
 
 def test_bad_environment_value_exits_2(tmp_path):
-    proc = run(
-        "stats", cwd=tmp_path, env=_env(CTXRET_CHROMA_HOST="localhost", CTXRET_CHROMA_PORT="eighty")
-    )
-    assert (
-        proc.returncode == 2 and "CTXRET_CHROMA_PORT='eighty' is not a port number" in proc.stderr
-    )
+    proc = run("stats", cwd=tmp_path, env=_env(CTXRET_CHROMA_HOST="localhost", CTXRET_CHROMA_PORT="eighty"))
+    assert proc.returncode == 2 and "CTXRET_CHROMA_PORT='eighty' is not a port number" in proc.stderr
 
 
 def test_errors_exit_1(tmp_path):
     missing_store = run("search", "anything", "--store", str(tmp_path / "nowhere"), cwd=tmp_path)
     assert missing_store.returncode == 1 and "no index at" in missing_store.stderr
     (tmp_path / "empty-store").mkdir()
-    no_collection = run(
-        "stats", "--store", str(tmp_path / "empty-store"), "--collection", "typo", cwd=tmp_path
-    )
+    no_collection = run("stats", "--store", str(tmp_path / "empty-store"), "--collection", "typo", cwd=tmp_path)
     assert no_collection.returncode == 1 and "no collection 'typo'" in no_collection.stderr
     missing_file = run("index", str(tmp_path / "absent.jsonl"), cwd=tmp_path)
     assert missing_file.returncode == 1 and "absent.jsonl: no such file" in missing_file.stderr
@@ -475,9 +448,7 @@ def test_demo_prints_groups_next_to_the_single_vector(tmp_path):
     assert out.count("-- per-part groups") == len(queries)
     assert out.count("-- one whole-message vector") == len(queries)
     dogs = out.split("Part 8: What were my dogs' names again?")[1].split("--")[0].splitlines()[1:]
-    assert (
-        dogs and "[Turn 2 · User" in dogs[0]
-    )  # the dogs' own part brings back the turn that names them
+    assert dogs and "[Turn 2 · User" in dogs[0]  # the dogs' own part brings back the turn that names them
     assert out.count("=> ") == len(queries)
     assert not (tmp_path / "must-not-be-used").exists() and not (tmp_path / ".ctxret").exists()
     assert proc.stderr == ""  # quiet: no progress bars, no warnings on the bundled samples
@@ -508,9 +479,7 @@ def test_settings_flag_beats_env_beats_default():
     # a server flag beats a store variable
     s = cli.resolve_settings(_args(chroma_host="db", chroma_port="9000"), env)
     assert (s.store, s.chroma_host, s.chroma_port) == (None, "db", 9000)
-    s = cli.resolve_settings(
-        _args(embedder="openai", dims="512"), {"CTXRET_OPENAI_MODEL": "text-embedding-3-large"}
-    )
+    s = cli.resolve_settings(_args(embedder="openai", dims="512"), {"CTXRET_OPENAI_MODEL": "text-embedding-3-large"})
     assert (s.embedder, s.dims, s.model) == ("openai", 512, "text-embedding-3-large")
     # CTXRET_DIMS is ignored by the local embedder (it may be set for OpenAI runs); --dims is not
     assert cli.resolve_settings(_args(), {"CTXRET_DIMS": "256"}).dims is None
@@ -561,18 +530,13 @@ def test_demo_names_where_the_expected_facts_are(demo_index, capsys):
     """With ``expect`` in a demo message, snippets show the fact and one line says where it is."""
     index = demo_index
     queries = cli_demo.demo_files()[1]
-    query = next(
-        q for q in json.loads(queries.read_text(encoding="utf-8")) if "dogs' names" in q["message"]
-    )
+    query = next(q for q in json.loads(queries.read_text(encoding="utf-8")) if "dogs' names" in q["message"])
     cli_demo._demo_query(index, {**query, "expect": ["Biscuit"]}, 1, 1, 2, index.cosine_floor)
     out = capsys.readouterr().out
     dogs = out.split("Part 8:")[1].splitlines()[1]
     assert "Biscuit" in dogs and "…" in dogs  # the snippet jumps to the fact
     verdict = [line for line in out.splitlines() if line.startswith("=> ")]
-    assert (
-        verdict == [verdict[0]]
-        and "'Biscuit': groups yes (Part 8, #1) | single vector " in verdict[0]
-    )
+    assert verdict == [verdict[0]] and "'Biscuit': groups yes (Part 8, #1) | single vector " in verdict[0]
     # what the note says is what the output shows: the single vector finds it too, below the deploy.sh turns
     rank = int(re.search(r"single vector yes \(#(\d+) of", verdict[0]).group(1))
     single = out.split("-- one whole-message vector")[1].splitlines()[1:rank]

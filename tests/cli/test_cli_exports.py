@@ -30,35 +30,49 @@ def _chatgpt_export() -> list[dict]:
         message = None
         if role is not None:
             message = {
-                "id": nid, "author": {"role": role, "name": None, "metadata": {}}, "create_time": 1760000000.0,
-                "content": {"content_type": "text", "parts": parts}, "metadata": extra.pop("metadata", {}),
+                "id": nid,
+                "author": {"role": role, "name": None, "metadata": {}},
+                "create_time": 1760000000.0,
+                "content": {"content_type": "text", "parts": parts},
+                "metadata": extra.pop("metadata", {}),
                 "recipient": "all",
-            }  # fmt: skip
+            }
         return {"id": nid, "message": message, "parent": parent, "children": children}
 
     first = {
-        "title": "Wifi", "create_time": 1760000000.0, "id": "conv-wifi", "current_node": "a2",
+        "title": "Wifi",
+        "create_time": 1760000000.0,
+        "id": "conv-wifi",
+        "current_node": "a2",
         "mapping": {
             "root": node("root", None, ["sys"]),
-            "sys": node("sys", "root", ["u1old", "u1"], "system", [""],
-                        metadata={"is_visually_hidden_from_conversation": True}),
+            "sys": node(
+                "sys", "root", ["u1old", "u1"], "system", [""], metadata={"is_visually_hidden_from_conversation": True}
+            ),
             "u1old": node("u1old", "sys", ["a1old"], "user", ["What is the guest wifi called?"]),
             "a1old": node("a1old", "u1old", [], "assistant", ["I do not know yet."]),
             "u1": node("u1", "sys", ["a1"], "user", ["The office wifi password is mango-tree-42."]),
             "a1": node("a1", "u1", ["u2"], "assistant", ["Got it, I'll remember the wifi password."]),
-            "u2": node("u2", "a1", ["a2"], "user", [{"content_type": "image_asset_pointer", "asset_pointer": "x"},
-                                                      "Here is a photo of the router."]),
+            "u2": node(
+                "u2",
+                "a1",
+                ["a2"],
+                "user",
+                [{"content_type": "image_asset_pointer", "asset_pointer": "x"}, "Here is a photo of the router."],
+            ),
             "a2": node("a2", "u2", [], "assistant", ["Thanks, that is the Fritz!Box 7590."]),
         },
-    }  # fmt: skip
+    }
     second = {
-        "title": "Plants", "id": "conv-plants", "current_node": "b1",
+        "title": "Plants",
+        "id": "conv-plants",
+        "current_node": "b1",
         "mapping": {
             "r": node("r", None, ["q1"]),
             "q1": node("q1", "r", ["b1"], "user", ["Water the ficus every Sunday."]),
             "b1": node("b1", "q1", [], "assistant", ["I'll remind you on Sundays."]),
         },
-    }  # fmt: skip
+    }
     return [first, second]
 
 
@@ -181,8 +195,10 @@ def test_progress_in_a_pipe_is_a_line_every_few_seconds_from_the_first_batch(run
     monkeypatch.setattr(progress, "PROGRESS_EVERY", 0.0)  # a line at every step
     messages = []
     for i in range(150):
-        messages += [{"role": "user", "content": f"Note {i}: the parcel {i} goes to warehouse {i % 7}."},
-                     {"role": "assistant", "content": f"Noted parcel {i}."}]  # fmt: skip
+        messages += [
+            {"role": "user", "content": f"Note {i}: the parcel {i} goes to warehouse {i % 7}."},
+            {"role": "assistant", "content": f"Noted parcel {i}."},
+        ]
     path = tmp_path / "notes.json"
     path.write_text(json.dumps(messages), encoding="utf-8")
     code, out, err = run("index", path, "--store", tmp_path / "store")
@@ -248,8 +264,10 @@ def test_the_light_commands_import_no_model_runtime(tmp_path, argv):
     """In a fresh process (``-X importtime``): no onnxruntime, tokenizers, facade or harness is imported."""
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "ctxret", "--store", str(tmp_path / "none"), *argv],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time")}
     assert "ctxret.cli" in imported
     heavy = {m for m in imported if m.split(".")[0] in ("onnxruntime", "tokenizers", "openai")}

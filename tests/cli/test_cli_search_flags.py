@@ -18,15 +18,22 @@ THREAD = [
         "role": "assistant",
         "content": "Booked Casa do Miradouro in Alfama; confirmation code HTL-58213-LX. "
         "Breakfast is included and check-in opens at 14:00.",
-    },  # fmt: skip
+    },
 ]
 
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CTXRET_", "OPENAI_"))}
     env.update(HF_HUB_OFFLINE="1", PYTHONIOENCODING="utf-8", COLUMNS="120")
-    proc = subprocess.run([sys.executable, "-m", "ctxret", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, encoding="utf-8", timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "ctxret", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=300,
+    )
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc
 
@@ -79,15 +86,19 @@ def test_now_since_until_reach_the_core(tmp_path):
     args = ["--store", str(tmp_path / "store")]
     assert _run("index", str(path), *args, cwd=tmp_path).returncode == 0
     q = "What was the locker code yesterday?"
-    out = json.loads(_run("search", q, "--json", "--thread", "gym", "--now", "2024-03-01T12:00", *args,
-                          cwd=tmp_path).stdout)  # fmt: skip
+    out = json.loads(
+        _run("search", q, "--json", "--thread", "gym", "--now", "2024-03-01T12:00", *args, cwd=tmp_path).stdout
+    )
     group = out["groups"][0]
     assert [h["text"] for h in group["hits"]] == ["The locker code is 9033."] or all(
         "9033" in h["text"] for h in group["hits"]
     )
     assert group["window"][0].startswith("2024-02-28")
-    out = json.loads(_run("search", "locker code", "--json", "--since", "2024-02-20", "--until", "2024-02-23",
-                          *args, cwd=tmp_path).stdout)  # fmt: skip
+    out = json.loads(
+        _run(
+            "search", "locker code", "--json", "--since", "2024-02-20", "--until", "2024-02-23", *args, cwd=tmp_path
+        ).stdout
+    )
     assert [h["text"] for h in out["groups"][0]["hits"]] and all("4411" in h["text"] for h in out["groups"][0]["hits"])
     bad = _run("search", "locker code", "--since", "soon", *args, cwd=tmp_path)
     assert bad.returncode != 0 and "since" in bad.stderr

@@ -154,8 +154,23 @@ def test_the_flags_reach_the_search(run, tmp_path, local_embedder):
                 },
             ]
         )
-    code, out, err = run("search", "Lisbon", "--store", store, "--json", "--cosine-floor", "none", "--fusion", "rrf",
-                         "--rerank", f"{HERE}:longest_first", "--rerank-candidates", "5", "-k", "2")  # fmt: skip
+    code, out, err = run(
+        "search",
+        "Lisbon",
+        "--store",
+        store,
+        "--json",
+        "--cosine-floor",
+        "none",
+        "--fusion",
+        "rrf",
+        "--rerank",
+        f"{HERE}:longest_first",
+        "--rerank-candidates",
+        "5",
+        "-k",
+        "2",
+    )
     assert code == 0, err
     group = json.loads(out)["groups"][0]
     assert "lexical" in group["stages"] and all("rerank" in h["scores"] for h in group["hits"]), group

@@ -18,9 +18,10 @@ GARDEN = [
 
 def test_the_constructor_takes_at_most_ten_parameters() -> None:
     params = [
-        p for p in inspect.signature(ContextualIndex.__init__).parameters.values()
+        p
+        for p in inspect.signature(ContextualIndex.__init__).parameters.values()
         if p.name != "self" and p.kind is not inspect.Parameter.VAR_KEYWORD
-    ]  # fmt: skip
+    ]
     assert len(params) <= 10, [p.name for p in params]
     names = {p.name for p in params}
     assert not names & set(SearchSettings.option_names()) - {"views"}, "search options belong to search()"

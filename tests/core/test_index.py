@@ -47,8 +47,6 @@ class CountingEmbedder:
         return self.inner.count_tokens(texts)
 
 
-
-
 @pytest.fixture(params=["embedded", pytest.param("server", marks=pytest.mark.slow)])  # a server: slow
 def make_index(request, tmp_path, local_embedder):
     """Build ContextualIndex objects on one backend: an embedded folder, or the shared Chroma server (the real
@@ -171,18 +169,24 @@ def test_thread_scoping_never_leaks(make_index, hash_embedder):
     index = make_index(embedder=hash_embedder)
     names = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]
     pets = [
-        "a parrot named Kiwi", "a cat named Miso", "a tortoise named Atlas", "two goldfish", "a rabbit named Clover",
+        "a parrot named Kiwi",
+        "a cat named Miso",
+        "a tortoise named Atlas",
+        "two goldfish",
+        "a rabbit named Clover",
         "a hamster named Pip",
-    ]  # fmt: skip
+    ]
     for name, pet in zip(names, pets, strict=True):
         index.add_messages(
             thread([(f"I have {pet} at home.", "Lovely."), ("My flight to Lisbon leaves on Monday.", "Safe travels.")]),
             thread_id=name,
         )
     queries = [
-        "What pet do I have?", "When is my flight? What is my pet called?", "Lisbon travel plans.",
+        "What pet do I have?",
+        "When is my flight? What is my pet called?",
+        "Lisbon travel plans.",
         "Tell me about the tortoise.",
-    ]  # fmt: skip
+    ]
     for name in names:
         for q in queries:
             for g in index.search(q, k=5, score_threshold=None, thread_id=name):
@@ -335,7 +339,7 @@ def test_large_tool_result_is_packed_to_fit_the_model(make_index, local_embedder
                 {
                     "id": "c1",
                     "type": "function",
-                    "function": {"name": "logistics_export", "arguments": "{\"warehouse\": \"north\"}"},
+                    "function": {"name": "logistics_export", "arguments": '{"warehouse": "north"}'},
                 }
             ],
         },

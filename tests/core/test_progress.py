@@ -144,8 +144,9 @@ def test_llamaindex_bulk_paths_take_the_switch(make, capsys, lines):
     assert_reported(capsys.readouterr().err, result.added)
     store.insert_documents([Document(text=d + " (2)") for d in DOCS], show_progress=False)
     assert progress_lines(capsys.readouterr().err) == []
-    ContextualStoreIndex.from_documents(docs, index=None, in_memory=True, show_progress=True,
-                                        embed_model=store.index.embedder).index.close()  # fmt: skip
+    ContextualStoreIndex.from_documents(
+        docs, index=None, in_memory=True, show_progress=True, embed_model=store.index.embedder
+    ).index.close()
     assert_reported(capsys.readouterr().err, len(DOCS))
     index = make()
     writer = ContextualIndexWriter(index, show_progress=False)

@@ -395,7 +395,7 @@ def test_pack_ten_megabytes_without_punctuation():
 
 
 def test_pack_two_megabytes_in_one_word():
-    text = ("abc中😀" * 200_000)  # no whitespace at all: cut at character boundaries only
+    text = "abc中😀" * 200_000  # no whitespace at all: cut at character boundaries only
     pieces = pack_text_pieces(text, 1000)
     assert all(nbytes(p) <= 1000 for p in pieces)
     assert "".join(pieces) == text

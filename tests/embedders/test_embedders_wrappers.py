@@ -39,10 +39,7 @@ class RecordingEmbeddings(Embeddings):
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         self.calls.append(list(texts))
-        out = [
-            [float("nan") if "nan" in t else float(len(t) + k) for k in range(self.dims)]
-            for t in texts
-        ]
+        out = [[float("nan") if "nan" in t else float(len(t) + k) for k in range(self.dims)] for t in texts]
         return out[: len(out) + self.rows_delta] if self.rows_delta < 0 else out
 
     def embed_query(self, text: str) -> list[float]:
@@ -286,7 +283,5 @@ def test_wrappers_module_imports_no_framework():
         "bad = [m for m in mods if m in sys.modules]\n"
         "assert not bad, bad\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
-    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr

@@ -47,10 +47,22 @@ def piece_texts(turn: list[tuple[str, int]]) -> list[str]:
 def pieces_of(texts: list[str]) -> list[Piece]:
     header = "[Turn 1]"
     return [
-        Piece(id=f"p{i}", thread_id="t", turn_id="1", turn_index=1, source_ordinal=0, ordinal=i, header=header,
-              body=t, text=t, kind="turn", source_kind="user", source_label="User")
+        Piece(
+            id=f"p{i}",
+            thread_id="t",
+            turn_id="1",
+            turn_index=1,
+            source_ordinal=0,
+            ordinal=i,
+            header=header,
+            body=t,
+            text=t,
+            kind="turn",
+            source_kind="user",
+            source_label="User",
+        )
         for i, t in enumerate(texts)
-    ]  # fmt: skip
+    ]
 
 
 def test_model_runs_are_sorted_and_bounded():

@@ -54,8 +54,11 @@ def _shipped():
 def _fixture_texts() -> list[str]:
     """Every message of the bundled fixtures and samples."""
     data = resources.files("ctxret") / "data"
-    texts = [json.loads(line)["message"] for line in (data / "split_fixture.jsonl").read_text("utf-8").splitlines()
-             if line.strip()]  # fmt: skip
+    texts = [
+        json.loads(line)["message"]
+        for line in (data / "split_fixture.jsonl").read_text("utf-8").splitlines()
+        if line.strip()
+    ]
     for line in (data / "demo_threads.jsonl").read_text("utf-8").splitlines():
         for m in json.loads(line)["messages"] if line.strip() else ():
             if isinstance(m.get("content"), str):

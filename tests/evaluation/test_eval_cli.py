@@ -54,16 +54,17 @@ def test_register_eval_adds_the_three_commands():
 
 def test_markdown_table_rendering():
     table = markdown_table(["Name", "Score"], [["a", "1.0%"], ["long name", None]])
-    assert table == (
-        "| Name      | Score |\n"
-        "|:----------|------:|\n"
-        "| a         |  1.0% |\n"
-        "| long name |     — |"
-    )
+    assert table == ("| Name      | Score |\n|:----------|------:|\n| a         |  1.0% |\n| long name |     — |")
     assert pct(0.5843) == "58.4%" and pct(None) == "—"
     rows = [
-        {"representation": "bm25", "query_set": "facts", "top1_section": 0.863, "mrr": 0.9, "recall_at_5": 0.5,
-         "n": 10},
+        {
+            "representation": "bm25",
+            "query_set": "facts",
+            "top1_section": 0.863,
+            "mrr": 0.9,
+            "recall_at_5": 0.5,
+            "n": 10,
+        },
         {"representation": "pieces", "query_set": "composite", "coverage": 0.788, "n": 30},
     ]
     text = threads_table(rows)
@@ -73,8 +74,19 @@ def test_markdown_table_rendering():
 
 def test_controlled_command_writes_table_json_and_png(run, tmp_path):
     out_json, out_png = tmp_path / "c.json", tmp_path / "c.png"
-    code, out, _ = run("eval", "controlled", SMALL, "--limit-families", "3",
-                       "--representations", "isolated,whole,blend,bm25", "--json", out_json, "--plot", out_png)
+    code, out, _ = run(
+        "eval",
+        "controlled",
+        SMALL,
+        "--limit-families",
+        "3",
+        "--representations",
+        "isolated,whole,blend,bm25",
+        "--json",
+        out_json,
+        "--plot",
+        out_png,
+    )
     assert code == 0
     assert "| Representation" in out and "| isolated" in out and "Generic: top 4" in out
     data = json.loads(out_json.read_text())
@@ -134,8 +146,22 @@ def test_openai_embedder_is_built_from_the_environment(fake_openai, monkeypatch,
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.url)
     path = write_synthetic(tmp_path)
-    code = cli.main(["eval", "threads", str(path), "--embedder", "openai", "--dims", "384",
-                     "--representations", "pieces_blend,bm25", "--query-sets", "facts", "--quiet"])
+    code = cli.main(
+        [
+            "eval",
+            "threads",
+            str(path),
+            "--embedder",
+            "openai",
+            "--dims",
+            "384",
+            "--representations",
+            "pieces_blend,bm25",
+            "--query-sets",
+            "facts",
+            "--quiet",
+        ]
+    )
     out = capsys.readouterr()
     assert code == 0, out.err
     assert "text-embedding-3-small" in out.out and "| pieces_blend" in out.out
@@ -150,8 +176,22 @@ def test_top_level_embedder_options_reach_eval(fake_openai, monkeypatch, tmp_pat
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.url)
     path = write_synthetic(tmp_path)
-    code = ctxret_main(["--embedder", "openai", "--dims", "256", "eval", "threads", str(path),
-                        "--representations", "pieces_blend", "--query-sets", "facts", "--quiet"])
+    code = ctxret_main(
+        [
+            "--embedder",
+            "openai",
+            "--dims",
+            "256",
+            "eval",
+            "threads",
+            str(path),
+            "--representations",
+            "pieces_blend",
+            "--query-sets",
+            "facts",
+            "--quiet",
+        ]
+    )
     out = capsys.readouterr()
     assert code == 0, out.err
     assert "text-embedding-3-small" in out.out

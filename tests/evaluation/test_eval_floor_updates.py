@@ -17,29 +17,47 @@ from ctxret.evaluation.updates import MIN_GAP, UPDATE_TEMPLATES, update_thread
 
 #: Two conversations of two speakers each: (speaker, text) per session.
 SESSIONS = {
-    "c1": ("Ana", "Ben", [
-        ["I started pottery classes on Monday.", "That sounds fun! What are you making first?", "A small blue bowl."],
-        ["My brother Tomas is visiting from Madrid.", "How long is he staying?", "Two weeks, until the 20th."],
-        ["We went hiking at Eagle Lake.", "Did you see the waterfall?", "Yes, it was frozen!"],
-        ["I got a promotion at the bakery.", "Congratulations, what is the new role?", "Head of pastry."],
-        ["The bowl cracked in the kiln.", "Oh no, will you make another?", "A green one this time."],
-        ["Tomas flew back home yesterday.", "Did he enjoy the trip?", "He loved the lake."],
-    ]),
-    "c2": ("Kai", "Lia", [
-        ["I adopted a parrot called Mango.", "Does Mango talk yet?", "Only whistles so far."],
-        ["I'm training for a 10k race.", "When is the race?", "In late April."],
-        ["My laptop died during the exam.", "Did you pass anyway?", "The teacher let me retake it."],
-        ["We painted the kitchen yellow.", "Bold choice! Do you like it?", "It feels sunny now."],
-        ["Mango said his first word.", "What was it?", "Hello, of course."],
-        ["I finished the 10k in 52 minutes.", "That's a great time!", "I want to try a half marathon."],
-    ]),
-}  # fmt: skip
+    "c1": (
+        "Ana",
+        "Ben",
+        [
+            [
+                "I started pottery classes on Monday.",
+                "That sounds fun! What are you making first?",
+                "A small blue bowl.",
+            ],
+            ["My brother Tomas is visiting from Madrid.", "How long is he staying?", "Two weeks, until the 20th."],
+            ["We went hiking at Eagle Lake.", "Did you see the waterfall?", "Yes, it was frozen!"],
+            ["I got a promotion at the bakery.", "Congratulations, what is the new role?", "Head of pastry."],
+            ["The bowl cracked in the kiln.", "Oh no, will you make another?", "A green one this time."],
+            ["Tomas flew back home yesterday.", "Did he enjoy the trip?", "He loved the lake."],
+        ],
+    ),
+    "c2": (
+        "Kai",
+        "Lia",
+        [
+            ["I adopted a parrot called Mango.", "Does Mango talk yet?", "Only whistles so far."],
+            ["I'm training for a 10k race.", "When is the race?", "In late April."],
+            ["My laptop died during the exam.", "Did you pass anyway?", "The teacher let me retake it."],
+            ["We painted the kitchen yellow.", "Bold choice! Do you like it?", "It feels sunny now."],
+            ["Mango said his first word.", "What was it?", "Hello, of course."],
+            ["I finished the 10k in 52 minutes.", "That's a great time!", "I want to try a half marathon."],
+        ],
+    ),
+}
 QUESTIONS = {
-    "c1": [("What is Ana making in pottery class?", ["D1:3"]), ("Where did Ana go hiking?", ["D3:1"]),
-           ("What is Ana's new role at the bakery?", ["D4:3"])],
-    "c2": [("What is the name of Kai's parrot?", ["D1:1"]), ("How fast did Kai run the 10k?", ["D6:1"]),
-           ("What colour did they paint the kitchen?", ["D4:1"])],
-}  # fmt: skip
+    "c1": [
+        ("What is Ana making in pottery class?", ["D1:3"]),
+        ("Where did Ana go hiking?", ["D3:1"]),
+        ("What is Ana's new role at the bakery?", ["D4:3"]),
+    ],
+    "c2": [
+        ("What is the name of Kai's parrot?", ["D1:1"]),
+        ("How fast did Kai run the 10k?", ["D6:1"]),
+        ("What colour did they paint the kitchen?", ["D4:1"]),
+    ],
+}
 
 
 def _write(folder):
@@ -110,11 +128,30 @@ def test_group_floor_mask_decides_the_part_on_its_first_k_hits():
 def test_floor_report_pairs_the_floor_with_no_floor():
     rows = []
     for i, (none, floored, emptied) in enumerate([(1.0, 1.0, 0.0), (0.5, 0.0, 1.0), (1.0, 1.0, 0.0), (0.0, 0.0, 0.0)]):
-        rows.append({"conversation": "c", "representation": "hybrid_default", "query_set": "qa", "query_id": str(i),
-                     "recall": none, "recall_floor": floored, "recall_floor_cut": floored, "emptied": emptied,
-                     "emptied_cut": emptied})  # fmt: skip
-    rows += [{"conversation": "c", "representation": "hybrid_default", "query_set": "foreign", "query_id": f"f{i}",
-              "emptied": float(i % 2), "emptied_cut": 0.0} for i in range(4)]  # fmt: skip
+        rows.append(
+            {
+                "conversation": "c",
+                "representation": "hybrid_default",
+                "query_set": "qa",
+                "query_id": str(i),
+                "recall": none,
+                "recall_floor": floored,
+                "recall_floor_cut": floored,
+                "emptied": emptied,
+                "emptied_cut": emptied,
+            }
+        )
+    rows += [
+        {
+            "conversation": "c",
+            "representation": "hybrid_default",
+            "query_set": "foreign",
+            "query_id": f"f{i}",
+            "emptied": float(i % 2),
+            "emptied_cut": 0.0,
+        }
+        for i in range(4)
+    ]
     report = floor_report(rows)
     qa = next(r for r in report if r["query_set"] == "qa" and r["rule"] == "part")
     assert qa["peer_value"] == pytest.approx(0.625) and qa["system_value"] == pytest.approx(0.5)
@@ -125,8 +162,12 @@ def test_floor_report_pairs_the_floor_with_no_floor():
 
 @pytest.mark.slow
 def test_a_run_reports_the_floor_the_updates_and_the_ranking_steps(conversations, local_embedder):
-    res = run_threads(conversations, local_embedder, representations=["hybrid_default", "hybrid_before"],
-                      query_sets=["facts", "qa", "foreign", "updates"])  # fmt: skip
+    res = run_threads(
+        conversations,
+        local_embedder,
+        representations=["hybrid_default", "hybrid_before"],
+        query_sets=["facts", "qa", "foreign", "updates"],
+    )
     assert res.config["counts"]["foreign"] == 6 and res.config["counts"]["updates"] == 2 * len(UPDATE_TEMPLATES)
     sets = {r["query_set"] for r in res.config["floor_report"]}
     assert {"qa", "facts", "foreign"} <= sets

@@ -20,8 +20,14 @@ TEXTS = [
     "[Session 3 · Caroline · June 9, 2023] The support groups helped me so much; running helps too.",
     "[Session 3 · Melanie · June 9, 2023] My kids love the beach; we go camping in the mountains.",
 ]
-QUERIES = ["When did Caroline go to the LGBTQ support group?", "What did Melanie paint?", "running race charity",
-           "adoption agencies mom", "camping mountains kids beach", "zzz nothing"]
+QUERIES = [
+    "When did Caroline go to the LGBTQ support group?",
+    "What did Melanie paint?",
+    "running race charity",
+    "adoption agencies mom",
+    "camping mountains kids beach",
+    "zzz nothing",
+]
 
 
 def test_bm25s_peer_equals_llamaindex_bm25retriever():
@@ -32,8 +38,9 @@ def test_bm25s_peer_equals_llamaindex_bm25retriever():
     from llama_index.retrievers.bm25 import BM25Retriever
 
     nodes = [TextNode(text=t, id_=f"n{i}") for i, t in enumerate(TEXTS)]
-    theirs = BM25Retriever.from_defaults(nodes=nodes, stemmer=Stemmer.Stemmer("english"), language="english",
-                                         similarity_top_k=len(TEXTS))
+    theirs = BM25Retriever.from_defaults(
+        nodes=nodes, stemmer=Stemmer.Stemmer("english"), language="english", similarity_top_k=len(TEXTS)
+    )
     peer = BM25sPeer(TEXTS)
     for q in QUERIES:
         got = {int(n.node.node_id[1:]): float(n.score) for n in theirs.retrieve(q) if n.score and n.score > 0}
@@ -115,8 +122,13 @@ def _fusion_with_llamaindex(dense, lexical, weights=(0.6, 0.4)):
             return [NodeWithScore(node=TextNode(text=f"piece {d}", id_=str(d)), score=s) for d, s in self.hits]
 
     fusion = QueryFusionRetriever(
-        [Fixed(dense), Fixed(lexical)], mode="relative_score", retriever_weights=list(weights), num_queries=1,
-        use_async=False, similarity_top_k=20, llm=MockLLM(),  # num_queries=1: the LLM is never called
+        [Fixed(dense), Fixed(lexical)],
+        mode="relative_score",
+        retriever_weights=list(weights),
+        num_queries=1,
+        use_async=False,
+        similarity_top_k=20,
+        llm=MockLLM(),  # num_queries=1: the LLM is never called
     )
     return [(int(n.node.text.split()[1]), n.score) for n in fusion.retrieve("q")]
 

@@ -27,8 +27,18 @@ from ctxret.evaluation.threads import run_threads
 from ctxret.ingest.messages import turns_from_messages
 
 LOCOMO = Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo-dev"
-THREAD_KEYS = {"representation", "query_set", "top1_section", "top1_section_floor", "mrr", "recall_at_5",
-               "recall_1000b", "recall_4000b", "coverage", "n"}
+THREAD_KEYS = {
+    "representation",
+    "query_set",
+    "top1_section",
+    "top1_section_floor",
+    "mrr",
+    "recall_at_5",
+    "recall_1000b",
+    "recall_4000b",
+    "coverage",
+    "n",
+}
 
 
 # -- metric functions, by hand ----------------------------------------------------------------
@@ -85,21 +95,47 @@ def _turn(user: str, assistant: str, ts: str) -> list[dict]:
 HOME = {
     "thread_id": "home",
     "messages": [
-        *_turn("We're redoing the kitchen. Hollis & Sons quoted 18,400 pounds and can start on 2 November.",
-               "Hollis & Sons is the only quote that finishes the kitchen before Christmas.", "2026-10-03T09:14:00"),
-        *_turn("For the record, my dogs are called Biscuit and Pepper. Biscuit is the beagle.",
-               "Noted: Biscuit the beagle and Pepper.", "2026-10-03T09:31:00"),
-        {"role": "user", "content": "Book a table at Luigi's for four people on Friday at eight.",
-         "timestamp": "2026-10-04T18:00:00"},
-        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {
-            "name": "book_table",
-            "arguments": "{\"restaurant\": \"Luigi's\", \"guests\": 4, \"time\": \"Friday 20:00\"}"}}]},
+        *_turn(
+            "We're redoing the kitchen. Hollis & Sons quoted 18,400 pounds and can start on 2 November.",
+            "Hollis & Sons is the only quote that finishes the kitchen before Christmas.",
+            "2026-10-03T09:14:00",
+        ),
+        *_turn(
+            "For the record, my dogs are called Biscuit and Pepper. Biscuit is the beagle.",
+            "Noted: Biscuit the beagle and Pepper.",
+            "2026-10-03T09:31:00",
+        ),
+        {
+            "role": "user",
+            "content": "Book a table at Luigi's for four people on Friday at eight.",
+            "timestamp": "2026-10-04T18:00:00",
+        },
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {
+                        "name": "book_table",
+                        "arguments": '{"restaurant": "Luigi\'s", "guests": 4, "time": "Friday 20:00"}',
+                    },
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "Booked: Luigi's, Friday 20:00, 4 guests, reference LX42."},
         {"role": "assistant", "content": "Your table at Luigi's is booked, reference LX42."},
-        *_turn("I'm flying to Lisbon on 14 October with TAP, seat 12A by the window.",
-               "Your Lisbon flight on 14 October is saved.", "2026-10-05T08:00:00"),
-        *_turn("Remind me to renew the car insurance with Admiral before 30 November.",
-               "Reminder set for the Admiral car insurance renewal.", "2026-10-06T07:45:00"),
+        *_turn(
+            "I'm flying to Lisbon on 14 October with TAP, seat 12A by the window.",
+            "Your Lisbon flight on 14 October is saved.",
+            "2026-10-05T08:00:00",
+        ),
+        *_turn(
+            "Remind me to renew the car insurance with Admiral before 30 November.",
+            "Reminder set for the Admiral car insurance renewal.",
+            "2026-10-06T07:45:00",
+        ),
     ],
     "facts": [
         {"text": "Hollis & Sons can start the kitchen renovation on 2 November.", "turn": 1},
@@ -117,15 +153,26 @@ HOME = {
 OPS = {
     "thread_id": "ops",
     "messages": [
-        *_turn("The payments API returned 502 errors for twenty minutes after the load balancer change.",
-               "Rolling back the load balancer config fixed the 502 errors.", "2026-10-07T10:00:00"),
-        *_turn("Plan the Postgres 16 migration of the orders database for the weekend maintenance window.",
-               "The orders database migration is planned for Saturday night with a logical replica.",
-               "2026-10-07T11:00:00"),
-        *_turn("Who is on call next week? Put Ravi on the rota from Monday.",
-               "Ravi is on call from Monday to Sunday next week.", "2026-10-08T09:00:00"),
-        *_turn("The TLS certificate for shop.example.com expires in nine days.",
-               "I scheduled the certificate renewal for Thursday.", "2026-10-08T09:30:00"),
+        *_turn(
+            "The payments API returned 502 errors for twenty minutes after the load balancer change.",
+            "Rolling back the load balancer config fixed the 502 errors.",
+            "2026-10-07T10:00:00",
+        ),
+        *_turn(
+            "Plan the Postgres 16 migration of the orders database for the weekend maintenance window.",
+            "The orders database migration is planned for Saturday night with a logical replica.",
+            "2026-10-07T11:00:00",
+        ),
+        *_turn(
+            "Who is on call next week? Put Ravi on the rota from Monday.",
+            "Ravi is on call from Monday to Sunday next week.",
+            "2026-10-08T09:00:00",
+        ),
+        *_turn(
+            "The TLS certificate for shop.example.com expires in nine days.",
+            "I scheduled the certificate renewal for Thursday.",
+            "2026-10-08T09:30:00",
+        ),
     ],
     "facts": [
         {"text": "The load balancer change caused 502 errors on the payments API.", "turn": 1},
@@ -229,12 +276,20 @@ def test_k_changes_the_recall_key(synthetic, local_embedder):
 def test_calibrate_on_synthetic_threads(synthetic, local_embedder):
     path, _ = synthetic
     res = run_calibrate(
-        load_threads(path), local_embedder, weights=(0.8, 1.0), piece_bytes_grid=[300, 600],
+        load_threads(path),
+        local_embedder,
+        weights=(0.8, 1.0),
+        piece_bytes_grid=[300, 600],
         fusion_configs=fusion_grid((0.5, 0.8), (60.0,)),
     )
     assert set(res.recommended) == {"weight", "piece_bytes", "threshold", "fusion", "relevance"}
     assert set(res.recommended["relevance"]["hybrid"]) == {
-        "intercept", "cosine_weight", "coverage_weight", "coverage_sq_weight", "top_weight", "margin_weight"
+        "intercept",
+        "cosine_weight",
+        "coverage_weight",
+        "coverage_sq_weight",
+        "top_weight",
+        "margin_weight",
     }
     held = [r for r in res.curves["relevance_separation"] if r["relevance"] == "held out by fold"]
     assert held and all(0.0 <= r["auc"] <= 1.0 for r in held)
@@ -297,8 +352,17 @@ def test_new_representations_have_rows_and_late_only_is_not_pieces(synthetic):
     for rep in NEW_REPRESENTATIONS:
         for qs in ("facts", "qa", "composite"):
             assert (rep, qs) in by
-        assert set(by[(rep, "facts")]) == {"representation", "query_set", "top1_section", "top1_section_floor", "mrr",
-                                           "recall_at_5", "recall_1000b", "recall_4000b", "n"}
+        assert set(by[(rep, "facts")]) == {
+            "representation",
+            "query_set",
+            "top1_section",
+            "top1_section_floor",
+            "mrr",
+            "recall_at_5",
+            "recall_1000b",
+            "recall_4000b",
+            "n",
+        }
     assert res.config["skipped_representations"] == []
 
     def cosines(rep: str) -> list[float]:
@@ -325,8 +389,14 @@ def home_index(tmp_path_factory, local_embedder):
 def test_context_representations_store_what_the_runtime_stores(home_index, local_embedder, context, weight):
     from ctxret import ContextualIndex
 
-    index = ContextualIndex(in_memory=True, embedder=local_embedder, collection=f"eval-{context}-{int(weight * 10)}",
-                            context=context, weight=weight, lexical=False)
+    index = ContextualIndex(
+        in_memory=True,
+        embedder=local_embedder,
+        collection=f"eval-{context}-{int(weight * 10)}",
+        context=context,
+        weight=weight,
+        lexical=False,
+    )
     index.add_turns(turns_from_messages(HOME["messages"], "home"))  # as given, like the harness
     got = index.store.chroma.get(home_index.piece_ids, include=("embeddings",))
     runtime = {r["id"]: np.asarray(r["embedding"], dtype=np.float32) for r in got}
@@ -430,8 +500,13 @@ def test_floor_sweep_reports_off_topic_questions(synthetic, local_embedder):
 
     assert len(OFF_TOPIC_QUESTIONS) == len(set(OFF_TOPIC_QUESTIONS)) == 40
     path, _ = synthetic
-    res = run_calibrate(load_threads(path), local_embedder, sweeps=("threshold",), off_topic=OFF_TOPIC_QUESTIONS[:8],
-                        thresholds=(0.0, 0.3, 0.6))
+    res = run_calibrate(
+        load_threads(path),
+        local_embedder,
+        sweeps=("threshold",),
+        off_topic=OFF_TOPIC_QUESTIONS[:8],
+        thresholds=(0.0, 0.3, 0.6),
+    )
     curve = res.curves["threshold"]
     assert [r["threshold"] for r in curve] == [0.0, 0.3, 0.6]
     dense = [r["offtopic_any_pieces_blend"] for r in curve]

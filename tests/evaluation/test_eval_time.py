@@ -53,10 +53,14 @@ def test_dated_questions_are_the_datas_questions_that_name_a_time():
 
 
 def test_a_thread_without_timestamps_gets_no_time_queries_and_a_note(tmp_path, local_embedder):
-    thread = {"thread_id": "plain", "messages": [
-        {"role": "user", "content": "My dogs are called Biscuit and Pepper."},
-        {"role": "assistant", "content": "Noted: Biscuit and Pepper."},
-    ], "facts": [{"text": "The dogs are Biscuit and Pepper.", "turn": 1}]}  # fmt: skip
+    thread = {
+        "thread_id": "plain",
+        "messages": [
+            {"role": "user", "content": "My dogs are called Biscuit and Pepper."},
+            {"role": "assistant", "content": "Noted: Biscuit and Pepper."},
+        ],
+        "facts": [{"text": "The dogs are Biscuit and Pepper.", "turn": 1}],
+    }
     path = tmp_path / "plain.jsonl"
     path.write_text(json.dumps(thread) + "\n", encoding="utf-8")
     conv = load_jsonl(path)[0]
@@ -135,8 +139,20 @@ def test_cli_runs_the_time_set(tmp_path, monkeypatch, local_embedder, capsys):
 
     monkeypatch.setattr(cli, "make_embedder", lambda args: local_embedder)
     out = tmp_path / "time.json"
-    code = cli.main(["eval", "threads", str(write_synthetic(tmp_path)), "--query-sets", "time",
-                     "--representations", "hybrid_default,hybrid_time", "--json", str(out), "--quiet"])  # fmt: skip
+    code = cli.main(
+        [
+            "eval",
+            "threads",
+            str(write_synthetic(tmp_path)),
+            "--query-sets",
+            "time",
+            "--representations",
+            "hybrid_default,hybrid_time",
+            "--json",
+            str(out),
+            "--quiet",
+        ]
+    )
     text = capsys.readouterr().out
     assert code == 0, text
     assert "Top hit in window" in text and "Time-aware search" in text

@@ -63,21 +63,32 @@ def _lme_file(tmp_path: Path) -> Path:
 
     questions = [
         {
-            "question_id": "q1", "question_type": "single-session-user", "question": "Where does my sister live?",
-            "question_date": "2023/05/30 (Tue) 23:40", "answer": "Lisbon", "answer_session_ids": ["answer_1"],
+            "question_id": "q1",
+            "question_type": "single-session-user",
+            "question": "Where does my sister live?",
+            "question_date": "2023/05/30 (Tue) 23:40",
+            "answer": "Lisbon",
+            "answer_session_ids": ["answer_1"],
             "haystack_session_ids": ["s_b", "answer_1", "s_a"],
             "haystack_dates": ["2023/05/20 (Sat) 10:00", "2023/05/10 (Wed) 09:00", "2023/05/01 (Mon) 08:00"],
-            "haystack_sessions": [turns("I bought a red bike for the commute."),
-                                  turns("My sister moved to Lisbon last spring.", marked=True),
-                                  turns("The garden needs new tomato plants.")],
+            "haystack_sessions": [
+                turns("I bought a red bike for the commute."),
+                turns("My sister moved to Lisbon last spring.", marked=True),
+                turns("The garden needs new tomato plants."),
+            ],
         },
         {
-            "question_id": "q2_abs", "question_type": "multi-session", "question": "What is my cat called?",
-            "question_date": "2023/06/01 (Thu) 10:00", "answer": "unknown", "answer_session_ids": [],
-            "haystack_session_ids": ["s_c"], "haystack_dates": ["2023/05/05 (Fri) 12:00"],
+            "question_id": "q2_abs",
+            "question_type": "multi-session",
+            "question": "What is my cat called?",
+            "question_date": "2023/06/01 (Thu) 10:00",
+            "answer": "unknown",
+            "answer_session_ids": [],
+            "haystack_session_ids": ["s_c"],
+            "haystack_dates": ["2023/05/05 (Fri) 12:00"],
             "haystack_sessions": [turns("I went hiking in the Alps.")],
         },
-    ]  # fmt: skip
+    ]
     path = tmp_path / "lme.json.gz"
     with gzip.open(path, "wt", encoding="utf-8") as f:
         json.dump(questions, f)

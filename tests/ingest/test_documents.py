@@ -78,8 +78,7 @@ def test_a_heading_with_no_body_keeps_its_name_in_its_children():
 
 def test_atx_heading_details():
     text = (
-        "## Part ##\np\n   # Indented three\ni\n    # four spaces is code\n#hashtag is not a heading\n"
-        "## Using C#\nc\n"
+        "## Part ##\np\n   # Indented three\ni\n    # four spaces is code\n#hashtag is not a heading\n## Using C#\nc\n"
     )
     assert split_sections(text) == [
         ("Part", "p"),

@@ -235,9 +235,7 @@ def test_empty_and_whitespace_messages():
     assert turns_from_messages([{"role": "user", "content": "   \n"}]) == []
     assert turns_from_messages([{"role": "user", "content": None}]) == []
     # an empty user message still opens a turn for what follows
-    turns = turns_from_messages(
-        [{"role": "user", "content": ""}, {"role": "assistant", "content": "Anything else?"}]
-    )
+    turns = turns_from_messages([{"role": "user", "content": ""}, {"role": "assistant", "content": "Anything else?"}])
     assert [[s.kind for s in t.sources] for t in turns] == [["assistant"]]
 
 
@@ -734,19 +732,31 @@ def test_openai_fixture_thread_exact_sources():
     assert source_rows(turns) == [
         [
             ("user", "User", f"{ASK_1}\n[image: image/png]"),
-            ("tool", "Tool search_flights",
-             'search_flights arguments: {"origin":"BER","destination":"LIS","date":"2026-10-20"}\n'
-             f"Result: {FLIGHTS}"),
-            ("tool", "Tool get_weather",
-             f'get_weather arguments: {{"city":"Lisbon","date":"2026-10-20"}}\nResult: {WEATHER}'),
+            (
+                "tool",
+                "Tool search_flights",
+                'search_flights arguments: {"origin":"BER","destination":"LIS","date":"2026-10-20"}\n'
+                f"Result: {FLIGHTS}",
+            ),
+            (
+                "tool",
+                "Tool get_weather",
+                f'get_weather arguments: {{"city":"Lisbon","date":"2026-10-20"}}\nResult: {WEATHER}',
+            ),
             ("assistant", "Assistant", SUMMARY),
         ],
         [
             ("user", "User", f"{ASK_2}\n{SEATMAP}"),
-            ("assistant", "Assistant",
-             "I can't pick a seat from an image, so I'll ask the airline for any window seat."),
-            ("tool", "Tool book_flight",
-             'book_flight arguments: {"flight":"TP 541","seat":"window"}\nResult: Booked. PNR X7K2QP, seat 14A.'),
+            (
+                "assistant",
+                "Assistant",
+                "I can't pick a seat from an image, so I'll ask the airline for any window seat.",
+            ),
+            (
+                "tool",
+                "Tool book_flight",
+                'book_flight arguments: {"flight":"TP 541","seat":"window"}\nResult: Booked. PNR X7K2QP, seat 14A.',
+            ),
             ("assistant", "Assistant", "Done: PNR X7K2QP, seat 14A."),
         ],
         [
@@ -766,21 +776,33 @@ def test_anthropic_fixture_thread_exact_sources():
         [
             ("user", "User", f"{ASK_1}\n[image: image/png]"),
             ("assistant", "Assistant", "Let me search flights and check the weather."),
-            ("tool", "Tool search_flights",
-             'search_flights arguments: {"origin": "BER", "destination": "LIS", "date": "2026-10-20"}\n'
-             f"Result: {FLIGHTS}"),
-            ("tool", "Tool get_weather",
-             f'get_weather arguments: {{"city": "Lisbon", "date": "2026-10-20"}}\nResult: {WEATHER}'),
+            (
+                "tool",
+                "Tool search_flights",
+                'search_flights arguments: {"origin": "BER", "destination": "LIS", "date": "2026-10-20"}\n'
+                f"Result: {FLIGHTS}",
+            ),
+            (
+                "tool",
+                "Tool get_weather",
+                f'get_weather arguments: {{"city": "Lisbon", "date": "2026-10-20"}}\nResult: {WEATHER}',
+            ),
             ("assistant", "Assistant", SUMMARY),
         ],
         [
             ("user", "User", f"{ASK_2}\n{SEATMAP}"),
-            ("tool", "Tool book_flight",
-             'book_flight arguments: {"flight": "TP 541", "seat": "14A"}\n'
-             "Result (error): Seat 14A is no longer available."),
-            ("tool", "Tool book_flight",
-             'book_flight arguments: {"flight": "TP 541", "seat": "window"}\n'
-             "Result: Booked. PNR X7K2QP, seat 15A.\n[image: image/jpeg]"),
+            (
+                "tool",
+                "Tool book_flight",
+                'book_flight arguments: {"flight": "TP 541", "seat": "14A"}\n'
+                "Result (error): Seat 14A is no longer available.",
+            ),
+            (
+                "tool",
+                "Tool book_flight",
+                'book_flight arguments: {"flight": "TP 541", "seat": "window"}\n'
+                "Result: Booked. PNR X7K2QP, seat 15A.\n[image: image/jpeg]",
+            ),
         ],
         [
             ("user", "User", "Great, thanks! What's the baggage allowance?"),
@@ -789,50 +811,100 @@ def test_anthropic_fixture_thread_exact_sources():
     ]
     texts = " ".join(p.text for t in turns for p in label_pieces(t))
     for absent in (
-        "[tool_use]", "[tool_result]", "[thinking]", "thinking", "signature", "iVBORw0", "/9j/4AAQ", "EmwKAhgB"
-    ):  # fmt: skip
+        "[tool_use]",
+        "[tool_result]",
+        "[thinking]",
+        "thinking",
+        "signature",
+        "iVBORw0",
+        "/9j/4AAQ",
+        "EmwKAhgB",
+    ):
         assert absent not in texts
 
 
 def _same_thread_openai() -> list[dict]:
     return [
-        {"role": "user", "content": [{"type": "text", "text": ASK_1},
-                                     {"type": "image_url",
-                                      "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]},
-        {"role": "assistant", "content": "Let me search.", "tool_calls": [
-            {"id": "c1", "type": "function",
-             "function": {"name": "search_flights",
-                          "arguments": json.dumps({"origin": "BER", "destination": "LIS"}, ensure_ascii=False)}},
-            {"id": "c2", "type": "function",
-             "function": {"name": "get_weather", "arguments": json.dumps({"city": "Lisboa ☀"}, ensure_ascii=False)}},
-        ]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": ASK_1},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": "Let me search.",
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {
+                        "name": "search_flights",
+                        "arguments": json.dumps({"origin": "BER", "destination": "LIS"}, ensure_ascii=False),
+                    },
+                },
+                {
+                    "id": "c2",
+                    "type": "function",
+                    "function": {
+                        "name": "get_weather",
+                        "arguments": json.dumps({"city": "Lisboa ☀"}, ensure_ascii=False),
+                    },
+                },
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": FLIGHTS},
         {"role": "tool", "tool_call_id": "c2", "content": "timeout", "is_error": True},
         {"role": "assistant", "content": SUMMARY},
-        {"role": "user", "content": [{"type": "text", "text": ASK_2},
-                                     {"type": "image_url", "image_url": {"url": "https://static.example.com/seatmaps/tp541.png"}}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": ASK_2},
+                {"type": "image_url", "image_url": {"url": "https://static.example.com/seatmaps/tp541.png"}},
+            ],
+        },
     ]
 
 
 def _same_thread_anthropic() -> list[dict]:
     return [
-        {"role": "user", "content": [{"type": "text", "text": ASK_1},
-                                     {"type": "image", "source": {"type": "base64", "media_type": "image/png",
-                                                                  "data": "iVBORw0KGgo="}}]},
-        {"role": "assistant", "content": [
-            {"type": "thinking", "thinking": "search, then weather", "signature": "x"},
-            {"type": "text", "text": "Let me search."},
-            {"type": "tool_use", "id": "c1", "name": "search_flights",
-             "input": {"origin": "BER", "destination": "LIS"}},
-            {"type": "tool_use", "id": "c2", "name": "get_weather", "input": {"city": "Lisboa ☀"}},
-        ]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "c1", "content": [{"type": "text", "text": FLIGHTS}]},
-            {"type": "tool_result", "tool_use_id": "c2", "content": "timeout", "is_error": True},
-        ]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": ASK_1},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "search, then weather", "signature": "x"},
+                {"type": "text", "text": "Let me search."},
+                {
+                    "type": "tool_use",
+                    "id": "c1",
+                    "name": "search_flights",
+                    "input": {"origin": "BER", "destination": "LIS"},
+                },
+                {"type": "tool_use", "id": "c2", "name": "get_weather", "input": {"city": "Lisboa ☀"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "c1", "content": [{"type": "text", "text": FLIGHTS}]},
+                {"type": "tool_result", "tool_use_id": "c2", "content": "timeout", "is_error": True},
+            ],
+        },
         {"role": "assistant", "content": [{"type": "text", "text": SUMMARY}]},
-        {"role": "user", "content": [{"type": "text", "text": ASK_2},
-                                     {"type": "image", "source": {"type": "url", "url": "https://static.example.com/seatmaps/tp541.png"}}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": ASK_2},
+                {"type": "image", "source": {"type": "url", "url": "https://static.example.com/seatmaps/tp541.png"}},
+            ],
+        },
     ]
 
 
@@ -847,15 +919,20 @@ def test_user_message_with_tool_results_and_text_attaches_results_then_starts_a_
     msgs = [
         {"role": "user", "content": "Look it up."},
         {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "lookup", "input": {"q": "Miso"}}]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "t1", "content": "Miso is a cat."},
-            {"type": "text", "text": "And what about Pepper?"},
-        ]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "Miso is a cat."},
+                {"type": "text", "text": "And what about Pepper?"},
+            ],
+        },
     ]
     turns = turns_from_messages(msgs)
     assert source_rows(turns) == [
-        [("user", "User", "Look it up."),
-         ("tool", "Tool lookup", 'lookup arguments: {"q": "Miso"}\nResult: Miso is a cat.')],
+        [
+            ("user", "User", "Look it up."),
+            ("tool", "Tool lookup", 'lookup arguments: {"q": "Miso"}\nResult: Miso is a cat.'),
+        ],
         [("user", "User", "And what about Pepper?")],
     ]
 
@@ -863,9 +940,11 @@ def test_user_message_with_tool_results_and_text_attaches_results_then_starts_a_
 def test_a_tool_use_block_and_tool_calls_with_the_same_id_are_one_call():
     msgs = [
         {"role": "user", "content": "go"},
-        {"role": "assistant",
-         "content": [{"type": "tool_use", "id": "c1", "name": "act", "input": {"a": 1}}],
-         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "act", "arguments": '{"a": 1}'}}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "c1", "name": "act", "input": {"a": 1}}],
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "act", "arguments": '{"a": 1}'}}],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "done"},
     ]
     (turn,) = turns_from_messages(msgs)
@@ -895,17 +974,25 @@ def test_anthropic_tool_result_without_a_matching_call_is_kept_with_a_warning(ca
         ({"type": "image_url", "image_url": {"url": "https://x.example/a.png"}}, "[image: https://x.example/a.png]"),
         ({"type": "image_url", "image_url": {"url": "data:image/webp;base64," + "A" * 100_000}}, "[image: image/webp]"),
         ({"type": "image_url", "image_url": {"url": "data:;base64,AAAA"}}, "[image: inline data]"),
-        ({"type": "image", "source": {"type": "base64", "media_type": "image/gif", "data": "R0lGOD"}},
-         "[image: image/gif]"),
+        (
+            {"type": "image", "source": {"type": "base64", "media_type": "image/gif", "data": "R0lGOD"}},
+            "[image: image/gif]",
+        ),
         ({"type": "image", "source": {"type": "file", "file_id": "file_011"}}, "[image: file_011]"),
         ({"type": "input_audio", "input_audio": {"data": "UklGR" * 1000, "format": "wav"}}, "[audio: wav]"),
-        ({"type": "file", "file": {"filename": "invoice.pdf", "file_data": "data:application/pdf;base64,JVBER"}},
-         "[file: invoice.pdf]"),
+        (
+            {"type": "file", "file": {"filename": "invoice.pdf", "file_data": "data:application/pdf;base64,JVBER"}},
+            "[file: invoice.pdf]",
+        ),
         ({"type": "file", "file": {"file_id": "file-abc"}}, "[file: file-abc]"),
-        ({"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBER"}},
-         "[document: application/pdf]"),
-        ({"type": "document", "title": "Q3 report", "source": {"type": "text", "data": "..."}},
-         "[document: Q3 report]"),
+        (
+            {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBER"}},
+            "[document: application/pdf]",
+        ),
+        (
+            {"type": "document", "title": "Q3 report", "source": {"type": "text", "data": "..."}},
+            "[document: Q3 report]",
+        ),
         ({"type": "refusal", "refusal": "I can't help with that."}, "I can't help with that."),
         ({"type": "mystery_block"}, "[mystery_block]"),
     ],
@@ -955,8 +1042,10 @@ def test_tool_calls_that_are_not_a_list_are_refused(bad):
         ([{"type": "text"}], r"needs 'text' as a string"),
         ([{"type": "tool_use", "id": "x", "input": {}}], r"needs the tool's 'name'"),
         ([{"type": "tool_result", "tool_use_id": "x", "content": 5}], r"must be a string or a list of blocks, got int"),
-        ([{"type": "tool_result", "tool_use_id": "x", "content": [{"no": "type"}]}],
-         r"content\[0\].content\[0\]: content block has no 'type'"),
+        (
+            [{"type": "tool_result", "tool_use_id": "x", "content": [{"no": "type"}]}],
+            r"content\[0\].content\[0\]: content block has no 'type'",
+        ),
     ],
 )
 def test_malformed_blocks_are_refused_with_the_fix(content, fragment):

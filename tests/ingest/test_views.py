@@ -83,8 +83,10 @@ def test_a_hit_found_only_through_its_view_is_the_piece(local_embedder, search):
     index.add_messages(MESSAGES, "u1")
     piece_ids = {r["id"] for r in index.store.records()}
     kwargs = {"thread_id": "u1"} if search != "unscoped" else {}
-    run = (lambda **o: __import__("asyncio").run(index.asearch(ODD, k=3, **kwargs, **o))) if search == "async" else (
-        lambda **o: index.search(ODD, k=3, **kwargs, **o)
+    run = (
+        (lambda **o: __import__("asyncio").run(index.asearch(ODD, k=3, **kwargs, **o)))
+        if search == "async"
+        else (lambda **o: index.search(ODD, k=3, **kwargs, **o))
     )
     # without its views the vet piece is not what this question finds
     plain = run(views=False, lexical=False)
@@ -184,10 +186,13 @@ class Crash(BaseException):
 @pytest.mark.parametrize(
     "point",
     [
-        "rebuild:before-swap", "swap:after-views", "swap:after-rename-old", "swap:after-rename-new",
+        "rebuild:before-swap",
+        "swap:after-views",
+        "swap:after-rename-old",
+        "swap:after-rename-new",
         "swap:before-lexical",
     ],
-)  # fmt: skip
+)
 def test_a_crash_during_a_rebuild_keeps_pieces_and_views_together(tmp_path, local_embedder, monkeypatch, point):
     index = ContextualIndex(tmp_path / "s", embedder=local_embedder, views=["questions"], view_writer=Writer())
     index.add_messages(MESSAGES, "u1")

@@ -44,6 +44,7 @@ def index_data():
     def fill(ix):
         ix.add_messages(FLIGHT, thread_id="trip")
         ix.add_messages([{"role": "user", "content": t, "timestamp": ts} for ts, t in CUTOVER], thread_id="work")
+
     return fill
 
 
@@ -89,15 +90,25 @@ def _candidates(part, rows):
 
 
 def test_lift_answers_moves_only_the_next_source_and_only_upwards():
-    c = _candidates("Where is the party?", [
-        ("q", 0.9, "Where is the party on Saturday?", 0), ("x", 0.8, "Bring snacks.", 5), ("a", 0.4, "At Ana's.", 1),
-    ])  # fmt: skip
+    c = _candidates(
+        "Where is the party?",
+        [
+            ("q", 0.9, "Where is the party on Saturday?", 0),
+            ("x", 0.8, "Bring snacks.", 5),
+            ("a", 0.4, "At Ana's.", 1),
+        ],
+    )
     lifted = lift_answers(c)
     assert [rid for rid, _ in lifted.ranked] == ["a", "q", "x"]
     assert dict(lifted.ranked)["a"] == 0.9 and lifted.lifted == {"a": "q"}
     assert lift_answers(c, depth=0).ranked == c.ranked  # only questions within the depth lift
-    statement = _candidates("The party is at Ana's.", [(rid, sc, b, s) for rid, sc, b, s in [
-        ("q", 0.9, "Where is the party on Saturday?", 0), ("a", 0.4, "At Ana's.", 1)]])  # fmt: skip
+    statement = _candidates(
+        "The party is at Ana's.",
+        [
+            (rid, sc, b, s)
+            for rid, sc, b, s in [("q", 0.9, "Where is the party on Saturday?", 0), ("a", 0.4, "At Ana's.", 1)]
+        ],
+    )
     assert lift_answers(statement).ranked == statement.ranked
     above = _candidates("Where is the party?", [("a", 0.9, "At Ana's.", 1), ("q", 0.8, "Where is the party?", 0)])
     assert lift_answers(above).ranked == above.ranked  # the answer ranks above already
@@ -167,10 +178,17 @@ def test_same_subject_takes_the_shared_context_away():
 
 @pytest.mark.parametrize(
     ("part", "now"),
-    [("What car does Caroline drive?", True), ("When is the cutover?", True), ("Where's the key?", True),
-     ("Who is Caroline's manager now?", True), ("When did Caroline go camping?", False),
-     ("What was the plan last week?", False), ("Caroline drives a Mazda.", False), ("Who won Caroline's game?", False)],
-)  # fmt: skip
+    [
+        ("What car does Caroline drive?", True),
+        ("When is the cutover?", True),
+        ("Where's the key?", True),
+        ("Who is Caroline's manager now?", True),
+        ("When did Caroline go camping?", False),
+        ("What was the plan last week?", False),
+        ("Caroline drives a Mazda.", False),
+        ("Who won Caroline's game?", False),
+    ],
+)
 def test_asks_now(part, now):
     assert asks_now(part) is now
 

@@ -143,8 +143,10 @@ def test_an_embedding_that_cannot_finish_gives_empty_degraded_groups(local_embed
     ix = ContextualIndex(in_memory=True, embedder=emb, collection=f"d-{uuid.uuid4().hex[:10]}")
     ix.add_messages(MESSAGES, "u1")
     emb.slow = True
-    for run in (lambda: ix.search(MESSAGE, thread_id="u1", deadline_ms=BUDGET_MS),
-                lambda: asyncio.run(ix.asearch(MESSAGE, thread_id="u1", deadline_ms=BUDGET_MS))):  # fmt: skip
+    for run in (
+        lambda: ix.search(MESSAGE, thread_id="u1", deadline_ms=BUDGET_MS),
+        lambda: asyncio.run(ix.asearch(MESSAGE, thread_id="u1", deadline_ms=BUDGET_MS)),
+    ):
         groups, elapsed = timed(run)
         assert elapsed < BOUND
         assert [g.part for g in groups] == [
@@ -181,8 +183,14 @@ def test_every_search_names_its_stages(index):
 
 
 def test_openai_embedding_past_the_deadline(fake_openai, local_embedder):
-    emb = OpenAIEmbedder(model="text-embedding-3-small", dimensions=384, api_key="sk-test", base_url=fake_openai.url,
-                         timeout=30.0, max_retries=3)  # fmt: skip
+    emb = OpenAIEmbedder(
+        model="text-embedding-3-small",
+        dimensions=384,
+        api_key="sk-test",
+        base_url=fake_openai.url,
+        timeout=30.0,
+        max_retries=3,
+    )
     ix = ContextualIndex(in_memory=True, embedder=emb, collection=f"d-{uuid.uuid4().hex[:10]}")
     ix.add_messages(MESSAGES, "u1")
     assert any(len(g) for g in ix.search(MESSAGE, thread_id="u1", deadline_ms=5_000))
@@ -202,8 +210,14 @@ def test_chroma_server_with_views_and_a_deadline(chroma_server, local_embedder):
     def writer(passage, bodies):
         return [["Which purple zeppelin carries the orchestra?"] if "vet" in b else [] for b in bodies]
 
-    ix = ContextualIndex(host=chroma_server.host, port=chroma_server.port, embedder=local_embedder,
-                         collection=f"d-{uuid.uuid4().hex[:10]}", views=["questions"], view_writer=writer)  # fmt: skip
+    ix = ContextualIndex(
+        host=chroma_server.host,
+        port=chroma_server.port,
+        embedder=local_embedder,
+        collection=f"d-{uuid.uuid4().hex[:10]}",
+        views=["questions"],
+        view_writer=writer,
+    )
     ix.add_messages(MESSAGES, "u1")
     for scope in ({"thread_id": "u1"}, {}):
         (g,) = ix.search("Which purple zeppelin carries the orchestra?", k=1, deadline_ms=10_000, **scope)

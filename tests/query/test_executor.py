@@ -34,16 +34,23 @@ def index_data():
     def fill(ix):
         ix.add_messages(GARDEN, thread_id="garden")
         ix.add_messages(WORK, thread_id="work")
+
     return fill
 
 
 def record(groups):
     """Everything a search returns: the hits whole, and each group's record of stages."""
     return [
-        (g.part_index, g.part, g.stages, g.skipped, g.degraded,
-         [(h.id, h.text, h.score, dict(h.scores), dict(h.metadata), h.parent_text) for h in g.hits])
+        (
+            g.part_index,
+            g.part,
+            g.stages,
+            g.skipped,
+            g.degraded,
+            [(h.id, h.text, h.score, dict(h.scores), dict(h.metadata), h.parent_text) for h in g.hits],
+        )
         for g in groups
-    ]  # fmt: skip
+    ]
 
 
 def broken_hyde(part: str) -> str:

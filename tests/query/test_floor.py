@@ -10,15 +10,27 @@ import pytest
 from ctxret.query.floor import HIT_SHARE, hit_floor, part_answered
 
 FLIGHT = [
-    {"role": "user", "content": "Book me a flight from Berlin to Lisbon for October 20.",
-     "timestamp": "2026-10-03T09:00:00"},
-    {"role": "assistant", "content": "Booked TAP flight TP 541, departing at 09:40 on October 20.",
-     "timestamp": "2026-10-03T09:00:05"},
-    {"role": "user", "content": "Also, my dog Biscuit needs his vaccinations next week.",
-     "timestamp": "2026-10-04T09:00:00"},
-    {"role": "assistant", "content": "Biscuit's vet appointment is on Thursday at 4 PM at Green Paws.",
-     "timestamp": "2026-10-04T09:00:05"},
-]  # fmt: skip
+    {
+        "role": "user",
+        "content": "Book me a flight from Berlin to Lisbon for October 20.",
+        "timestamp": "2026-10-03T09:00:00",
+    },
+    {
+        "role": "assistant",
+        "content": "Booked TAP flight TP 541, departing at 09:40 on October 20.",
+        "timestamp": "2026-10-03T09:00:05",
+    },
+    {
+        "role": "user",
+        "content": "Also, my dog Biscuit needs his vaccinations next week.",
+        "timestamp": "2026-10-04T09:00:00",
+    },
+    {
+        "role": "assistant",
+        "content": "Biscuit's vet appointment is on Thursday at 4 PM at Green Paws.",
+        "timestamp": "2026-10-04T09:00:05",
+    },
+]
 PAINTING = [
     {"role": "user", "content": "I finally finished the watercolor of the harbour at sunset, it took three weekends."},
     {"role": "assistant", "content": "That sounds lovely! Are you going to frame it for the living room?"},
@@ -42,6 +54,7 @@ def index_data():
     def fill(ix):
         ix.add_messages(FLIGHT, thread_id="trip")
         ix.add_messages(PAINTING, thread_id="art")
+
     return fill
 
 

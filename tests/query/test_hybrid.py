@@ -151,9 +151,12 @@ def test_chroma_server_gets_its_lexical_half_from_a_local_file(chroma_server, tm
     plain.add_messages(TRAVEL, thread_id="travel")
     # lexical switched on later for the existing server collection: filled from Chroma's stored texts
     hybrid = ContextualIndex(
-        host=chroma_server.host, port=chroma_server.port, collection=name, embedder=local_embedder,
+        host=chroma_server.host,
+        port=chroma_server.port,
+        collection=name,
+        embedder=local_embedder,
         lexical_path=tmp_path / "server-lexical.sqlite3",
-    )  # fmt: skip
+    )
     assert_in_step(hybrid)
     top = hybrid.search("XJ42Q", k=1, thread_id="travel")[0].hits[0]
     assert "XJ42Q" in top.text and top.scores["bm25"] > 0
@@ -288,8 +291,13 @@ def test_reopen_gives_the_same_lexical_results(tmp_path, make):
 # -- search behaviour ------------------------------------------------------------------------------
 def test_thread_scoping_never_leaks(corpus):
     queries = [
-        "invoice overdue shipping", "refund account", "tomatoes blight", "Lisbon flight", "東京タワー", "order 142"
-    ]  # fmt: skip
+        "invoice overdue shipping",
+        "refund account",
+        "tomatoes blight",
+        "Lisbon flight",
+        "東京タワー",
+        "order 142",
+    ]
     for th in [*TENANTS, "garden", "travel", "ja"]:
         for q in queries:
             for g in corpus.search(q, k=5, thread_id=th, score_threshold=None):

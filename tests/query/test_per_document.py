@@ -44,6 +44,7 @@ def index_data():
             ],
             thread_id="chat",
         )
+
     return fill
 
 
@@ -116,8 +117,9 @@ def test_a_thread_of_chat_turns_is_keyed_by_turn(index):
         ids = [h.id for h in g]
         assert len(ids) == len(set(ids))
         assert all(h.id == h.metadata["turn_id"] for h in g)
-    with_parents = index.search("deploy billing", k=2, thread_id="chat", score_threshold=None, per="document",
-                                parents=True)  # fmt: skip
+    with_parents = index.search(
+        "deploy billing", k=2, thread_id="chat", score_threshold=None, per="document", parents=True
+    )
     assert all("billing" in (h.parent_text or "") for h in with_parents[0].hits[:1])
 
 
@@ -140,10 +142,14 @@ def test_a_per_document_search_fuses_at_the_documents_lexical_weight(index):
     for g in docs:
         for h in g:  # the document's best piece, fused at 0.5: as the piece search at lexical_weight 0.5 gives it
             assert h.scores["fused"] == pytest.approx(pieces[0.5][h.metadata["piece_id"]], abs=1e-9)
-    assert any(pieces[0.5][h.metadata["piece_id"]] != pytest.approx(pieces[0.7][h.metadata["piece_id"]])
-               for g in docs for h in g)  # fmt: skip
-    same = index.search("deploy the billing service and roll back", k=50, score_threshold=None, per="document",
-                        lexical_weight=0.7)  # fmt: skip
+    assert any(
+        pieces[0.5][h.metadata["piece_id"]] != pytest.approx(pieces[0.7][h.metadata["piece_id"]])
+        for g in docs
+        for h in g
+    )
+    same = index.search(
+        "deploy the billing service and roll back", k=50, score_threshold=None, per="document", lexical_weight=0.7
+    )
     assert [h.scores["fused"] for g in same for h in g] == pytest.approx(
         [pieces[0.7][h.metadata["piece_id"]] for g in same for h in g], abs=1e-9
     )
@@ -159,8 +165,9 @@ def test_a_bad_value_names_the_choices(index):
 def test_langchain_retriever_and_vector_store(index):
     from langchain_ctxret import ContextualRetriever, ContextualVectorStore
 
-    docs = ContextualRetriever(index=index, thread_id="kb", score_threshold=None, k=2,
-                               search_kwargs={"per": "document"}).invoke(QUERY)  # fmt: skip
+    docs = ContextualRetriever(
+        index=index, thread_id="kb", score_threshold=None, k=2, search_kwargs={"per": "document"}
+    ).invoke(QUERY)
     ids = [d.id for d in docs if d.metadata["group"] == 0]
     assert "runbook" in ids and len(ids) == len(set(ids)) == 2
     core = index.search(QUERY, k=2, thread_id="kb", score_threshold=None, per="document")

@@ -37,6 +37,7 @@ def index_data():
         # written as given, without a time (add_messages would give it the time it is added)
         untimed = [{"role": "user", "content": "We talked about the garden shed and its paint."}]
         ix.add_turns(turns_from_messages(untimed, "u"))
+
     return fill
 
 
@@ -79,8 +80,9 @@ def test_group_is_ordered_by_decayed_score(index):
         age = (NOW - _stamp(h)).total_seconds()
         assert h.scores["recency"] == pytest.approx(0.5 ** (age / (30 * DAY)))
     # a stamp after now is not aged (age is never negative)
-    (g,) = index.search(QUESTION, k=5, thread_id="t", now=datetime(2000, 1, 1), score_threshold=None,
-                        recency_half_life=DAY)  # fmt: skip
+    (g,) = index.search(
+        QUESTION, k=5, thread_id="t", now=datetime(2000, 1, 1), score_threshold=None, recency_half_life=DAY
+    )
     assert all(h.scores["recency"] == 1.0 for h in g.hits)
 
 

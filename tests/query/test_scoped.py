@@ -24,8 +24,16 @@ TEXTS = {
     "a6": "Running shoes, running socks and a running watch for the marathon.",
     "a7": "Dogs and foxes are related animals; the fox is wild.",
 }
-QUERIES = ["When did Caroline attend a support group?", "fox dog", "running marathon shoes", "東京タワー",
-           "painting the lake", "What did Melanie paint?", "the", "nothing matches zzz"]
+QUERIES = [
+    "When did Caroline attend a support group?",
+    "fox dog",
+    "running marathon shoes",
+    "東京タワー",
+    "painting the lake",
+    "What did Melanie paint?",
+    "the",
+    "nothing matches zzz",
+]
 
 
 def test_scoped_bm25_is_the_lexical_files_bm25():
@@ -46,11 +54,21 @@ SCALARS = st.one_of(
     st.integers(-3, 3), st.floats(-3, 3, allow_nan=False), st.sampled_from(["red", "blue", "x"]), st.booleans()
 )
 KEYS = st.sampled_from(["n", "colour", "flag", "missing"])
-LEAF = st.builds(lambda k, op, v: {k: {op: v}} if op != "=" else {k: v}, KEYS,
-                 st.sampled_from(["=", "$eq", "$ne", "$gt", "$gte", "$lt", "$lte"]), SCALARS) | st.builds(
-    lambda k, op, vs: {k: {op: vs}}, KEYS, st.sampled_from(["$in", "$nin"]), st.lists(SCALARS, min_size=1, max_size=3))
-WHERE = st.recursive(LEAF, lambda kids: st.builds(lambda op, cs: {op: cs}, st.sampled_from(["$and", "$or"]),
-                                                  st.lists(kids, min_size=2, max_size=3)), max_leaves=4)
+LEAF = st.builds(
+    lambda k, op, v: {k: {op: v}} if op != "=" else {k: v},
+    KEYS,
+    st.sampled_from(["=", "$eq", "$ne", "$gt", "$gte", "$lt", "$lte"]),
+    SCALARS,
+) | st.builds(
+    lambda k, op, vs: {k: {op: vs}}, KEYS, st.sampled_from(["$in", "$nin"]), st.lists(SCALARS, min_size=1, max_size=3)
+)
+WHERE = st.recursive(
+    LEAF,
+    lambda kids: st.builds(
+        lambda op, cs: {op: cs}, st.sampled_from(["$and", "$or"]), st.lists(kids, min_size=2, max_size=3)
+    ),
+    max_leaves=4,
+)
 
 
 @pytest.fixture(scope="module")

@@ -146,8 +146,10 @@ def test_missing_or_empty_fixture_is_refused(tmp_path):
     "message, parts",
     [
         # short questions keep their own part
-        ("Is the VPN down? Where is the runbook? Who owns billing?",
-         ["Is the VPN down?", "Where is the runbook?", "Who owns billing?"]),
+        (
+            "Is the VPN down? Where is the runbook? Who owns billing?",
+            ["Is the VPN down?", "Where is the runbook?", "Who owns billing?"],
+        ),
         ("Which gate? Is it delayed?", ["Which gate?", "Is it delayed?"]),
         ("Who approved that?! Roll it back now.", ["Who approved that?!", "Roll it back now."]),
         # short requests keep their own part
@@ -155,8 +157,10 @@ def test_missing_or_empty_fixture_is_refused(tmp_path):
         ("Restart the API. Also send the logs.", ["Restart the API.", "Also send the logs."]),
         ("Check the build. if not, rerun it", ["Check the build.", "if not, rerun it"]),
         # fragments join the part before
-        ("My dogs are called Rex and Bella. Or anything about them?",
-         ["My dogs are called Rex and Bella. Or anything about them?"]),
+        (
+            "My dogs are called Rex and Bella. Or anything about them?",
+            ["My dogs are called Rex and Bella. Or anything about them?"],
+        ),
         ("Is production affected? And staging?", ["Is production affected? And staging?"]),
         ("Did the job run last night? Why?", ["Did the job run last night? Why?"]),
         ("Did the job run last night? Why not?", ["Did the job run last night? Why not?"]),
@@ -170,13 +174,19 @@ def test_missing_or_empty_fixture_is_refused(tmp_path):
         ("The deploy failed. Where are the logs?", ["The deploy failed. Where are the logs?"]),
         ("Yes. Book it.", ["Yes. Book it."]),
         # statements of 24+ characters stay parts of their own (the seed's rule)
-        ("Is the VPN down? I cannot connect from home today. Who is on call?",
-         ["Is the VPN down?", "I cannot connect from home today.", "Who is on call?"]),
+        (
+            "Is the VPN down? I cannot connect from home today. Who is on call?",
+            ["Is the VPN down?", "I cannot connect from home today.", "Who is on call?"],
+        ),
         # no cuts inside abbreviations, versions, URLs, inline code
-        ("Is my appointment with Dr. Patel on Friday? Can I move it?",
-         ["Is my appointment with Dr. Patel on Friday?", "Can I move it?"]),
-        ("Does v2.3.1 fix it? See https://x.example/a?b=1 now. Who knows?",
-         ["Does v2.3.1 fix it?", "See https://x.example/a?b=1 now.", "Who knows?"]),
+        (
+            "Is my appointment with Dr. Patel on Friday? Can I move it?",
+            ["Is my appointment with Dr. Patel on Friday?", "Can I move it?"],
+        ),
+        (
+            "Does v2.3.1 fix it? See https://x.example/a?b=1 now. Who knows?",
+            ["Does v2.3.1 fix it?", "See https://x.example/a?b=1 now.", "Who knows?"],
+        ),
         ("Why does `a. b? c` fail? Who wrote it?", ["Why does `a. b? c` fail?", "Who wrote it?"]),
         ("Is the party on? 🎉 Can you send the address?", ["Is the party on? 🎉", "Can you send the address?"]),
     ],
@@ -188,12 +198,18 @@ def test_rules_by_hand(message, parts):
 @pytest.mark.parametrize(
     "message, parts",
     [
-        ("¿Está caído el VPN? ¿Dónde está el runbook? ¿O algo más?",
-         ["¿Está caído el VPN?", "¿Dónde está el runbook? ¿O algo más?"]),
-        ("Le VPN est-il en panne ? Où est le runbook ? Merci !",
-         ["Le VPN est-il en panne ?", "Où est le runbook ? Merci !"]),
-        ("Ist das VPN down? Wo ist das Runbook? Oder ist es egal?",
-         ["Ist das VPN down?", "Wo ist das Runbook? Oder ist es egal?"]),
+        (
+            "¿Está caído el VPN? ¿Dónde está el runbook? ¿O algo más?",
+            ["¿Está caído el VPN?", "¿Dónde está el runbook? ¿O algo más?"],
+        ),
+        (
+            "Le VPN est-il en panne ? Où est le runbook ? Merci !",
+            ["Le VPN est-il en panne ?", "Où est le runbook ? Merci !"],
+        ),
+        (
+            "Ist das VPN down? Wo ist das Runbook? Oder ist es egal?",
+            ["Ist das VPN down?", "Wo ist das Runbook? Oder ist es egal?"],
+        ),
         ("Schick mir die Logs. Buch den Raum.", ["Schick mir die Logs.", "Buch den Raum."]),
         ("VPNは落ちていますか？ランブックはどこですか？", ["VPNは落ちていますか？", "ランブックはどこですか？"]),
         ("ログを送ってください。ありがとう！", ["ログを送ってください。ありがとう！"]),
@@ -321,8 +337,32 @@ def test_long_unpunctuated_text_still_uses_windows():
 # --------------------------------------------------------------------------- properties
 
 # Words that are not abbreviations the splitter never cuts after ("ca.", "co.", "st." …).
-_ABBREVIATION_WORDS = {"mr", "mrs", "ms", "dr", "prof", "st", "sr", "jr", "mt", "vs", "cf", "approx", "ca", "nr",
-                       "sra", "mme", "mlle", "inc", "ltd", "co", "corp", "dept", "fig", "no"}
+_ABBREVIATION_WORDS = {
+    "mr",
+    "mrs",
+    "ms",
+    "dr",
+    "prof",
+    "st",
+    "sr",
+    "jr",
+    "mt",
+    "vs",
+    "cf",
+    "approx",
+    "ca",
+    "nr",
+    "sra",
+    "mme",
+    "mlle",
+    "inc",
+    "ltd",
+    "co",
+    "corp",
+    "dept",
+    "fig",
+    "no",
+}
 #: Words the splitter reads as grammar (auxiliaries, pronouns, wh-words, connectives, ...): "Send is." reads as a
 #: statement whose subject is "Send", not as a request, so content words are drawn from outside them.
 _GRAMMAR_WORDS = frozenset().union(
@@ -374,9 +414,9 @@ def test_property_an_or_fragment_joins_the_question_before(ask, words, lead):
     assert split_prompt_chunks(f"{ask} {fragment}") == [f"{ask} {fragment}"]
 
 
-_code_line = st.text(
-    alphabet=st.sampled_from(list("abc xyz.!?:;()[]{}=+-*/#'\"中文😀>-1")), max_size=40
-).filter(lambda s: not s.strip().startswith(("```", "~~~")))
+_code_line = st.text(alphabet=st.sampled_from(list("abc xyz.!?:;()[]{}=+-*/#'\"中文😀>-1")), max_size=40).filter(
+    lambda s: not s.strip().startswith(("```", "~~~"))
+)
 
 
 @PROPS
@@ -428,12 +468,16 @@ def test_property_nothing_lost_and_in_order(text):
         ("Where did I park? Also the wifi password?", ["Where did I park?", "Also the wifi password?"]),
         # a follow-up that points back, or repeats the question for another target, still joins
         ("Is production affected by the outage? And staging?", ["Is production affected by the outage? And staging?"]),
-        ("Who is on call this week? And the rest of the rotation?",
-         ["Who is on call this week? And the rest of the rotation?"]),
-        ("What's the deploy command for production? And for staging?",
-         ["What's the deploy command for production? And for staging?"]),
+        (
+            "Who is on call this week? And the rest of the rotation?",
+            ["Who is on call this week? And the rest of the rotation?"],
+        ),
+        (
+            "What's the deploy command for production? And for staging?",
+            ["What's the deploy command for production? And for staging?"],
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_short_follow_up_naming_a_new_subject_is_its_own_part(message, parts):
     assert split_prompt_chunks(message) == parts
 
@@ -441,24 +485,36 @@ def test_a_short_follow_up_naming_a_new_subject_is_its_own_part(message, parts):
 @pytest.mark.parametrize(
     ("message", "parts"),
     [
-        ("I adopted two cats last spring. Do you remember their names?",
-         ["I adopted two cats last spring. Do you remember their names?"]),
-        ("We're flying to Lisbon on the 15th. How do I get there from the airport?",
-         ["We're flying to Lisbon on the 15th. How do I get there from the airport?"]),
+        (
+            "I adopted two cats last spring. Do you remember their names?",
+            ["I adopted two cats last spring. Do you remember their names?"],
+        ),
+        (
+            "We're flying to Lisbon on the 15th. How do I get there from the airport?",
+            ["We're flying to Lisbon on the 15th. How do I get there from the airport?"],
+        ),
         # existential "there", no pronoun: apart
-        ("I'm working from home today. Is there a runbook for the VPN?",
-         ["I'm working from home today.", "Is there a runbook for the VPN?"]),
+        (
+            "I'm working from home today. Is there a runbook for the VPN?",
+            ["I'm working from home today.", "Is there a runbook for the VPN?"],
+        ),
         # after a question the pronoun's question keeps its own part (the whole message is blended into it)
-        ("Did Anna reply? What did she say about the budget?",
-         ["Did Anna reply?", "What did she say about the budget?"]),
+        (
+            "Did Anna reply? What did she say about the budget?",
+            ["Did Anna reply?", "What did she say about the budget?"],
+        ),
         # a request acts on its referent but searches for the action
-        ("Reminder: dentist on Thursday at 9. Can you add it to my calendar?",
-         ["Reminder: dentist on Thursday at 9.", "Can you add it to my calendar?"]),
+        (
+            "Reminder: dentist on Thursday at 9. Can you add it to my calendar?",
+            ["Reminder: dentist on Thursday at 9.", "Can you add it to my calendar?"],
+        ),
         # a new line is a new thought
-        ("I adopted two cats last spring.\nDo you remember their names?",
-         ["I adopted two cats last spring.", "Do you remember their names?"]),
+        (
+            "I adopted two cats last spring.\nDo you remember their names?",
+            ["I adopted two cats last spring.", "Do you remember their names?"],
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_question_that_leans_on_the_statement_before_stays_with_it(message, parts):
     assert split_prompt_chunks(message) == parts
 
@@ -466,8 +522,10 @@ def test_a_question_that_leans_on_the_statement_before_stays_with_it(message, pa
 def test_a_voice_run_on_gives_one_part_per_ask():
     message = "so what time is my flight and also can you remind me what the wifi password is and who is on call"
     assert split_prompt_chunks(message) == [
-        "so what time is my flight", "and also can you remind me what the wifi password is", "and who is on call",
-    ]  # fmt: skip
+        "so what time is my flight",
+        "and also can you remind me what the wifi password is",
+        "and who is on call",
+    ]
     # a spoken story without an ask, and a typed sentence, are not cut
     story = "so yesterday we went to the park and then we had lunch and when we got home the dog was asleep"
     assert split_prompt_chunks(story) == [story]
@@ -476,10 +534,15 @@ def test_a_voice_run_on_gives_one_part_per_ask():
 
 
 SPOKEN_ASKS = [
-    "what time is my flight", "can you remind me what the wifi password is", "who is on call tonight",
-    "where did i park the car", "is the pool open in porto", "tell me the gate for the connection",
-    "how long does the train take", "did anyone call the plumber",
-]  # fmt: skip
+    "what time is my flight",
+    "can you remind me what the wifi password is",
+    "who is on call tonight",
+    "where did i park the car",
+    "is the pool open in porto",
+    "tell me the gate for the connection",
+    "how long does the train take",
+    "did anyone call the plumber",
+]
 
 
 @given(

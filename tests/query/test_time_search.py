@@ -39,6 +39,7 @@ def index_data():
         # written as given, without a time (add_messages would give it the time it is added)
         untimed = [{"role": "user", "content": "We talked about the garden shed and nothing else."}]
         ix.add_turns(turns_from_messages(untimed, "u"))
+
     return fill
 
 

@@ -33,8 +33,10 @@ def _cases() -> list[tuple[str, datetime, object]]:
         for text, start, end in block["cases"]:
             want = None
             if not (start is None and end is None):
-                want = (None if start is None else datetime.fromisoformat(start),
-                        cap if end == "cap" else datetime.fromisoformat(end))  # fmt: skip
+                want = (
+                    None if start is None else datetime.fromisoformat(start),
+                    cap if end == "cap" else datetime.fromisoformat(end),
+                )
             out.append((text, now, want))
     return out
 
@@ -54,7 +56,7 @@ def test_the_expression_and_its_span_are_reported():
     text = "What did Anna say yesterday about the budget?"
     w = find_time(text, NOW)
     assert w is not None and w.kind == "day"
-    (a, b), = w.spans
+    ((a, b),) = w.spans
     assert text[a:b] == "yesterday"
     assert strip_time(text, w.spans) == "What did Anna say about the budget?"
 
@@ -160,10 +162,14 @@ def test_resolve_now():
 # -- other languages: nothing, cleanly -------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "text",
-    ["Was hat Anna gestern über das Budget gesagt?", "¿Qué dijo Ana ayer sobre el presupuesto?",
-     "Qu'a dit Anna hier à propos du budget ?", "安娜昨天关于预算说了什么？",
-     "アンナは昨日予算について何と言いましたか？"],
-)  # fmt: skip
+    [
+        "Was hat Anna gestern über das Budget gesagt?",
+        "¿Qué dijo Ana ayer sobre el presupuesto?",
+        "Qu'a dit Anna hier à propos du budget ?",
+        "安娜昨天关于预算说了什么？",
+        "アンナは昨日予算について何と言いましたか？",
+    ],
+)
 def test_other_languages_get_no_window(text):
     assert not has_time_words(text)
     assert find_time(text, NOW) is None
@@ -224,8 +230,9 @@ def test_relative_windows_hold_their_anchor_day(which, n, now):
     assert w.start <= day < w.end or (w.start <= day and w.end == now + timedelta(seconds=1))
 
 
-_NEUTRAL = st.lists(st.sampled_from("apple blue report Anna budget server green quickly notes please".split()),
-                    min_size=0, max_size=6).map(" ".join)  # fmt: skip
+_NEUTRAL = st.lists(
+    st.sampled_from("apple blue report Anna budget server green quickly notes please".split()), min_size=0, max_size=6
+).map(" ".join)
 #: "on the 3rd" counts only at the end of a clause ("on the 3rd floor" is no time), so it is left out here.
 _WITH_WINDOWS = [(t, now, want) for t, now, want in _cases() if want is not None and "on the 3rd" not in t]
 

@@ -41,6 +41,7 @@ def index_data():
         ix.add_messages(
             thread([("My sister's birthday is on the 3rd of May.", "I'll remember May 3rd.")]), thread_id="family"
         )
+
     return fill
 
 

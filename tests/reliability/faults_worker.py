@@ -31,8 +31,10 @@ def thread(name: str, version: int) -> list[dict[str, str]]:
     out: list[dict[str, str]] = []
     for i, (user, assistant) in enumerate(turns):  # timed: the same pieces in every run
         at = f"2026-03-0{i + 1}T09:00:00"
-        out += [{"role": "user", "content": user, "timestamp": at},
-                {"role": "assistant", "content": assistant, "timestamp": at}]  # fmt: skip
+        out += [
+            {"role": "user", "content": user, "timestamp": at},
+            {"role": "assistant", "content": assistant, "timestamp": at},
+        ]
     return out
 
 
@@ -92,12 +94,20 @@ def main(store: str, op: str) -> None:
 
 BULK = (("alpha", 2), ("bravo", 2), ("charlie", 1), ("delta", 1), ("echo", 1))
 APPEND = [
-    {"role": "assistant", "content": "alpha: also, sprint 4 needs a second reviewer.", "id": "alpha-4b",
-     "timestamp": "2026-03-04T09:05:00"},
+    {
+        "role": "assistant",
+        "content": "alpha: also, sprint 4 needs a second reviewer.",
+        "id": "alpha-4b",
+        "timestamp": "2026-03-04T09:05:00",
+    },
     {"role": "user", "content": "alpha: who reviews sprint 5?", "id": "alpha-5u", "timestamp": "2026-03-05T09:00:00"},
-    {"role": "assistant", "content": "alpha: Dana reviews sprint 5, then ships it.", "id": "alpha-5a",
-     "timestamp": "2026-03-05T09:01:00"},
-]  # fmt: skip
+    {
+        "role": "assistant",
+        "content": "alpha: Dana reviews sprint 5, then ships it.",
+        "id": "alpha-5a",
+        "timestamp": "2026-03-05T09:01:00",
+    },
+]
 RUNBOOK_V1 = (
     "# Runbook\n\n## Deploys\nDeploy with make ship.\n\n## Rollback\nRoll back with make undo.\n\n"
     "## Access\nThe admin password is in Vault under ops/admin.\n"

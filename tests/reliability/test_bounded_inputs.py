@@ -38,6 +38,7 @@ def index_data():
     def fill(ix):
         for t in range(3):
             ix.add_messages([{"role": "user", "content": f"alpha bravo note {t}"}], thread_id=f"t{t}")
+
     return fill
 
 
@@ -81,8 +82,10 @@ def test_the_largest_filter_and_thread_list_allowed_run_on_chroma(index):
 def reference(where) -> tuple[int, int]:
     """``(depth, values)`` of a small filter, recursively: the rule the iterative check holds."""
     if isinstance(where, dict):
-        inner = [reference(v) if isinstance(v, dict) else reference_list(v) if isinstance(v, list) else (0, 1)
-                 for v in where.values()]  # fmt: skip
+        inner = [
+            reference(v) if isinstance(v, dict) else reference_list(v) if isinstance(v, list) else (0, 1)
+            for v in where.values()
+        ]
         return 1 + max((d for d, _ in inner), default=0), sum(n for _, n in inner)
     return reference_list(where)
 
@@ -95,10 +98,12 @@ def reference_list(items) -> tuple[int, int]:
 SCALAR = st.one_of(st.integers(-5, 5), st.text(max_size=3), st.booleans())
 FILTERS = st.recursive(
     st.dictionaries(st.sampled_from(["a", "b", "$in"]), st.one_of(SCALAR, st.lists(SCALAR, max_size=40)), max_size=2),
-    lambda inner: st.one_of(st.dictionaries(st.sampled_from(["$and", "$or", "k"]), st.lists(inner, max_size=3),
-                                            min_size=1, max_size=2), st.dictionaries(st.just("k"), inner, min_size=1)),
+    lambda inner: st.one_of(
+        st.dictionaries(st.sampled_from(["$and", "$or", "k"]), st.lists(inner, max_size=3), min_size=1, max_size=2),
+        st.dictionaries(st.just("k"), inner, min_size=1),
+    ),
     max_leaves=60,
-)  # fmt: skip
+)
 
 
 SMALL_LIMITS = (4, 30)  # depth, values: small, so that filters on both sides of each are drawn

@@ -20,10 +20,13 @@ from .hash_embedder import HashEmbedder
 
 def exchange(writer: int, n: int) -> list[dict]:
     return [
-        {"role": "user", "content": f"writer {writer} question {n}: status of task {writer}-{n}?",
-         "id": f"w{writer}-{n}-q"},
+        {
+            "role": "user",
+            "content": f"writer {writer} question {n}: status of task {writer}-{n}?",
+            "id": f"w{writer}-{n}-q",
+        },
         {"role": "assistant", "content": f"task {writer}-{n} is done.", "id": f"w{writer}-{n}-a"},
-    ]  # fmt: skip
+    ]
 
 
 def check(index: ContextualIndex, thread: str, sent: dict[int, int]) -> None:
@@ -34,8 +37,11 @@ def check(index: ContextualIndex, thread: str, sent: dict[int, int]) -> None:
     assert len(keys) == len(set(keys)) == sum(sent.values())
     assert sorted({m["turn_index"] for m in metas}) == list(range(1, sum(sent.values()) + 1))
     for w in sent:
-        mine = sorted((m["turn_index"], int(m["body"].split(":")[0].split()[-1])) for m in questions
-                      if m["body"].startswith(f"writer {w} "))  # fmt: skip
+        mine = sorted(
+            (m["turn_index"], int(m["body"].split(":")[0].split()[-1]))
+            for m in questions
+            if m["body"].startswith(f"writer {w} ")
+        )
         assert [n for _, n in mine] == list(range(sent[w]))
 
 
@@ -92,17 +98,29 @@ def test_processes_on_a_chroma_server_appending_to_one_thread_lose_and_duplicate
     n = 12
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", APPENDER, chroma_server.host, str(chroma_server.port), collection, str(w), str(n),
-             tests],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-c",
+                APPENDER,
+                chroma_server.host,
+                str(chroma_server.port),
+                collection,
+                str(w),
+                str(n),
+                tests,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for w in range(3)
     ]
     for p in procs:
         _, err = p.communicate(timeout=600)
         assert p.returncode == 0, err[-2000:]
-    index = ContextualIndex(host=chroma_server.host, port=chroma_server.port, collection=collection,
-                            embedder=HashEmbedder())  # fmt: skip
+    index = ContextualIndex(
+        host=chroma_server.host, port=chroma_server.port, collection=collection, embedder=HashEmbedder()
+    )
     check(index, "shared", {w: n for w in range(3)})
     assert index.store.claims is not None
     assert index.store.backend.count(index.store.claims.collection()) == 0  # every claim was released after its write

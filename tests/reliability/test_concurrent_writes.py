@@ -123,9 +123,10 @@ def test_a_section_kept_as_it_was_but_changed_meanwhile_is_written_again(tmp_pat
     a = ContextualIndex(tmp_path / "store", embedder=gate)
     b = ContextualIndex(tmp_path / "store", embedder=HashEmbedder())
     base, mine, theirs = (
-        doc_text(["Alpha bravo.", "Charlie delta."]), doc_text(["Alpha bravo.", "Echo fox."]),
+        doc_text(["Alpha bravo.", "Charlie delta."]),
+        doc_text(["Alpha bravo.", "Echo fox."]),
         doc_text(["Golf hotel.", "Charlie delta."]),
-    )  # fmt: skip
+    )
     b.add_documents({"id": "d.md", "text": base})
     assert b.search("alpha", k=5, thread_id="d.md", score_threshold=None)  # b caches the thread
     writer = threading.Thread(target=a.add_documents, args=({"id": "d.md", "text": mine},))

@@ -181,8 +181,10 @@ def test_a_folder_deleted_under_a_live_process_refuses_writes_and_serves_no_ghos
     assert (folder / "chroma.sqlite3").exists() and again.store.count() == 1
     other = subprocess.run(  # the new folder is locked for this process: another one is refused
         [sys.executable, "-c", f"from ctxret import ContextualIndex; ContextualIndex({str(folder)!r}, embedder=None)"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert other.returncode != 0 and "is in use by" in other.stderr
     again.close()
     index.close()

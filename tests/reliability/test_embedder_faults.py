@@ -69,8 +69,10 @@ class Hanging(HashEmbedder):
         return super().embed(texts)
 
 
-CHAT = [{"role": "user", "content": "The budget review moved to Friday."},
-        {"role": "assistant", "content": "Noted: the budget review is on Friday."}]  # fmt: skip
+CHAT = [
+    {"role": "user", "content": "The budget review moved to Friday."},
+    {"role": "assistant", "content": "Noted: the budget review is on Friday."},
+]
 DOC = {"id": "plan.md", "text": "# Plan\nShip the release on Monday.\n## Risks\nThe vendor may be late."}
 
 

@@ -31,19 +31,30 @@ SCALARS = st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=
 KEY = st.sampled_from(["a", "n", "kind", "thread_id", "$a", "#a", "chroma:x"]) | TEXT
 #: Where filters from the pieces of Chroma's grammar, well and badly put together.
 WHERE_ANY = st.recursive(
-    st.dictionaries(KEY, SCALARS | st.dictionaries(st.sampled_from(["$eq", "$ne", "$gt", "$in", "$nin", "$x"]), SCALARS
-                    | st.lists(SCALARS, max_size=3), max_size=2), max_size=2),
+    st.dictionaries(
+        KEY,
+        SCALARS
+        | st.dictionaries(
+            st.sampled_from(["$eq", "$ne", "$gt", "$in", "$nin", "$x"]),
+            SCALARS | st.lists(SCALARS, max_size=3),
+            max_size=2,
+        ),
+        max_size=2,
+    ),
     lambda kids: st.dictionaries(st.sampled_from(["$and", "$or", "a"]), st.lists(kids, max_size=3) | kids, max_size=1),
     max_leaves=6,
-)  # fmt: skip
+)
 VALUES = st.recursive(
     SCALARS, lambda kids: st.lists(kids, max_size=3) | st.dictionaries(TEXT, kids, max_size=3), max_leaves=12
 )
 ROLES = st.sampled_from(["user", "assistant", "tool", "system", "function", "bogus", "", 5, None])
-MESSAGE = st.fixed_dictionaries(
-    {"role": ROLES, "content": VALUES},
-    optional={"tool_calls": VALUES, "tool_call_id": VALUES, "name": VALUES, "timestamp": VALUES},
-) | VALUES
+MESSAGE = (
+    st.fixed_dictionaries(
+        {"role": ROLES, "content": VALUES},
+        optional={"tool_calls": VALUES, "tool_call_id": VALUES, "name": VALUES, "timestamp": VALUES},
+    )
+    | VALUES
+)
 THREAD_ID = TEXT | st.integers() | st.none() | st.lists(TEXT, max_size=2)
 FAST = settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
@@ -59,6 +70,7 @@ def index_embedder(local_embedder):
 def index_data():
     def fill(ix):
         ix.add_messages([{"role": "user", "content": "A safe first memory about the garden."}], thread_id="safe")
+
     return fill
 
 
@@ -158,8 +170,10 @@ def test_cli_index_reports_a_bad_file_and_writes_nothing(tmp_path_factory, lines
     )
     proc = subprocess.run(
         [sys.executable, "-m", "ctxret", "index", str(good), str(bad), "--store", str(folder / "s")],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert "Traceback" not in proc.stderr, proc.stderr
     assert proc.returncode in (0, 1), proc.stderr
     if proc.returncode == 1:
@@ -259,19 +273,41 @@ def test_a_bad_embedding_at_write_time_still_writes_nothing(small_index, monkeyp
 #: scoped) raised StoreError "check that the store folder is on a writable disk", one an AttributeError, and
 #: one was accepted (an integer Chroma cannot hold).
 BAD_WHERE = [
-    ({"a": 1, "b": 2}, "exactly one"), ({"$and": [{"a": 1}]}, "'$and'"), ({"$and": []}, "'$and'"),
-    ({"$or": {"a": 1}}, "'$or'"), ({"$and": [{"a": 1}, 5]}, "['$and'][1]"), ({"a": {"$foo": 1}}, "'$foo'"),
-    ({"a": {"$gt": "x"}}, "'$gt'"), ({"a": {"$in": []}}, "'$in'"), ({"a": {"$in": 5}}, "'$in'"),
-    ({"a": {"$in": [1, "x"]}}, "one type"), ({"a": None}, "['a']"), ({"a": [1, 2]}, "$in"),
-    ({"a": {"$eq": 1, "$ne": 2}}, "2 operators"), ({"a": {}}, "['a']"), ({"$not": {"a": 1}}, "'$not'"),
-    ({"$contains": "x"}, "'$contains'"), ({5: 1}, "5"), ({"a": {"$eq": None}}, "'$eq'"),
-    ({"a": {"$eq": [1]}}, "'$eq'"), ({"a": {"$eq": {"b": 1}}}, "'$eq'"), ({"a": float("nan")}, "nan"),
-    ({"a": 2**80}, "64-bit"), ({"a": {"$gt": True}}, "'$gt'"), ({"a": "\udc80"}, "surrogate"),
-    ({"\udc80": 1}, "surrogate"), ({"a": {"$in": [[1]]}}, "['$in'][0]"), ({"a": {"$nin": [None]}}, "'$nin'"),
-    ({"$or": [{"a": 1}, {}]}, "['$or'][1]"), ({"a": {"$contains": [1]}}, "'$contains'"), ({"$in": [1, 2]}, "'$in'"),
-    ({"a": b"x"}, "['a']"), ({"a": {"$lt": float("inf")}}, "inf"), ({"a": {"$gte": None}}, "'$gte'"),
+    ({"a": 1, "b": 2}, "exactly one"),
+    ({"$and": [{"a": 1}]}, "'$and'"),
+    ({"$and": []}, "'$and'"),
+    ({"$or": {"a": 1}}, "'$or'"),
+    ({"$and": [{"a": 1}, 5]}, "['$and'][1]"),
+    ({"a": {"$foo": 1}}, "'$foo'"),
+    ({"a": {"$gt": "x"}}, "'$gt'"),
+    ({"a": {"$in": []}}, "'$in'"),
+    ({"a": {"$in": 5}}, "'$in'"),
+    ({"a": {"$in": [1, "x"]}}, "one type"),
+    ({"a": None}, "['a']"),
+    ({"a": [1, 2]}, "$in"),
+    ({"a": {"$eq": 1, "$ne": 2}}, "2 operators"),
+    ({"a": {}}, "['a']"),
+    ({"$not": {"a": 1}}, "'$not'"),
+    ({"$contains": "x"}, "'$contains'"),
+    ({5: 1}, "5"),
+    ({"a": {"$eq": None}}, "'$eq'"),
+    ({"a": {"$eq": [1]}}, "'$eq'"),
+    ({"a": {"$eq": {"b": 1}}}, "'$eq'"),
+    ({"a": float("nan")}, "nan"),
+    ({"a": 2**80}, "64-bit"),
+    ({"a": {"$gt": True}}, "'$gt'"),
+    ({"a": "\udc80"}, "surrogate"),
+    ({"\udc80": 1}, "surrogate"),
+    ({"a": {"$in": [[1]]}}, "['$in'][0]"),
+    ({"a": {"$nin": [None]}}, "'$nin'"),
+    ({"$or": [{"a": 1}, {}]}, "['$or'][1]"),
+    ({"a": {"$contains": [1]}}, "'$contains'"),
+    ({"$in": [1, 2]}, "'$in'"),
+    ({"a": b"x"}, "['a']"),
+    ({"a": {"$lt": float("inf")}}, "inf"),
+    ({"a": {"$gte": None}}, "'$gte'"),
     ({"#document": {"$contains": 5}}, "#document"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("where", "names"), BAD_WHERE, ids=[repr(w)[:40] for w, _ in BAD_WHERE])
@@ -304,15 +340,23 @@ def test_where_through_the_adapters_is_checked_the_same_way(small_index):
         LIRetriever(index=small_index, where=where).retrieve("launch codes")
 
 
-WHERE_VALUES = st.none() | st.booleans() | st.integers(-(2**64), 2**64) | st.floats() | st.text(max_size=3) | st.binary(
-    max_size=2
-) | st.lists(st.integers(0, 3) | st.text(max_size=2) | st.booleans() | st.floats(0, 1), max_size=3)
+WHERE_VALUES = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**64), 2**64)
+    | st.floats()
+    | st.text(max_size=3)
+    | st.binary(max_size=2)
+    | st.lists(st.integers(0, 3) | st.text(max_size=2) | st.booleans() | st.floats(0, 1), max_size=3)
+)
 OPS = st.sampled_from(["$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$contains", "$not_contains", "$x"])
 KEYS = st.sampled_from(["a", "b", "#document", "$and", "$or", "$in", "", "\udc80"]) | st.integers(0, 2)
 WHERE = st.recursive(
     st.dictionaries(KEYS, WHERE_VALUES | st.dictionaries(OPS, WHERE_VALUES, max_size=2), min_size=0, max_size=2),
-    lambda kids: st.dictionaries(st.sampled_from(["$and", "$or"]), st.lists(kids, max_size=3), min_size=1, max_size=1)
-    | st.dictionaries(KEYS, kids, min_size=1, max_size=1),
+    lambda kids: (
+        st.dictionaries(st.sampled_from(["$and", "$or"]), st.lists(kids, max_size=3), min_size=1, max_size=1)
+        | st.dictionaries(KEYS, kids, min_size=1, max_size=1)
+    ),
     max_leaves=6,
 )
 _TEXT_OK = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=3)
@@ -325,16 +369,20 @@ VALID_WHERE = st.recursive(
     | st.builds(lambda k, op, v: {k: {op: v}}, _FIELD, st.sampled_from(["$eq", "$ne", "$contains"]), _SCALAR)
     | st.builds(lambda k, op, v: {k: {op: v}}, _FIELD, st.sampled_from(["$gt", "$gte", "$lt", "$lte"]), _NUMBER)
     | st.builds(
-        lambda k, op, v: {k: {op: v}}, _FIELD, st.sampled_from(["$in", "$nin"]),
-        st.lists(st.booleans(), min_size=1) | st.lists(st.integers(-5, 5), min_size=1)
-        | st.lists(st.floats(-1, 1), min_size=1) | st.lists(_TEXT_OK, min_size=1),
+        lambda k, op, v: {k: {op: v}},
+        _FIELD,
+        st.sampled_from(["$in", "$nin"]),
+        st.lists(st.booleans(), min_size=1)
+        | st.lists(st.integers(-5, 5), min_size=1)
+        | st.lists(st.floats(-1, 1), min_size=1)
+        | st.lists(_TEXT_OK, min_size=1),
     )
     | st.builds(lambda op, v: {"#document": {op: v}}, st.sampled_from(["$contains", "$not_contains"]), _TEXT_OK),
     lambda kids: st.builds(
         lambda op, v: {op: v}, st.sampled_from(["$and", "$or"]), st.lists(kids, min_size=2, max_size=3)
     ),
     max_leaves=5,
-)  # fmt: skip
+)
 #: Where ctxret is stricter than Chroma 1.5, on purpose: an integer past 64 bits (Chroma takes 2**64 but
 #: refuses 2**63, and stores neither), and '#document' compared to a number or boolean (taken, never matches;
 #: compared to a string it is refused).
@@ -381,12 +429,18 @@ def chroma_probe():
 @pytest.mark.parametrize(
     ("metadata", "names"),
     [
-        ({"k": "bad\udc80"}, "'k'"), ({"k\udc80": "v"}, "surrogate"), ({"k": ["x\udc80"]}, "'k'"),
-        ({"k": 2**80}, "64-bit"), ({"k": -(2**63) - 1}, "64-bit"), ({"k": np.float64("nan")}, "'k'"),
-        ({"$k": 1}, "'$k'"), ({"#k": 1}, "'#k'"), ({"#a": {"b": 1}}, "'#a'"),
+        ({"k": "bad\udc80"}, "'k'"),
+        ({"k\udc80": "v"}, "surrogate"),
+        ({"k": ["x\udc80"]}, "'k'"),
+        ({"k": 2**80}, "64-bit"),
+        ({"k": -(2**63) - 1}, "64-bit"),
+        ({"k": np.float64("nan")}, "'k'"),
+        ({"$k": 1}, "'$k'"),
+        ({"#k": 1}, "'#k'"),
+        ({"#a": {"b": 1}}, "'#a'"),
         ({"chroma:document": "x"}, "chroma:"),
     ],
-)  # fmt: skip
+)
 def test_metadata_chroma_cannot_hold_is_an_input_error_naming_the_key(small_index, metadata, names):
     """A lone surrogate was a StoreError ("check the disk"), 2**80 came back as a float, '$k' and '#k' were
     refused by Chroma after the write was announced."""
@@ -435,11 +489,19 @@ def test_an_index_used_after_close_says_it_is_closed():
     index.close()
     index.close()  # closing again is fine
     calls = [
-        lambda: index.search("before", thread_id="t"), lambda: index.search("before"),
-        lambda: asyncio.run(index.asearch("before")), lambda: index.add_messages([{"role": "user", "content": "x"}]),
-        lambda: index.add_documents(["x"]), lambda: index.delete(thread_id="t"), index.clear, index.stats,
-        index.sync_lexical, index.reindex, lambda: index.lexical_index, lambda: retriever.invoke("before"),
-    ]  # fmt: skip
+        lambda: index.search("before", thread_id="t"),
+        lambda: index.search("before"),
+        lambda: asyncio.run(index.asearch("before")),
+        lambda: index.add_messages([{"role": "user", "content": "x"}]),
+        lambda: index.add_documents(["x"]),
+        lambda: index.delete(thread_id="t"),
+        index.clear,
+        index.stats,
+        index.sync_lexical,
+        index.reindex,
+        lambda: index.lexical_index,
+        lambda: retriever.invoke("before"),
+    ]
     for call in calls:
         with pytest.raises(ClosedError, match="is closed"):
             call()
@@ -506,16 +568,25 @@ def test_an_empty_thread_id_is_refused_everywhere(small_index, thread):
 @pytest.mark.parametrize(
     ("kwargs", "names"),
     [
-        ({"in_memory": "yes"}, "in_memory"), ({"in_memory": 1}, "in_memory"),
-        ({"progress": "yes"}, "progress"), ({"max_turn_bytes": -1}, "max_turn_bytes"),
-        ({"max_turn_bytes": "big"}, "max_turn_bytes"), ({"settings": {"k": 3}}, "SearchSettings"),
-        ({"lexical_path": True}, "lexical_path"), ({"lexical_path": ""}, "lexical_path"),
-        ({"client": "not a client"}, "Chroma client"), ({"host": 5}, "host"), ({"host": ""}, "host"),
-        ({"host": "127.0.0.1", "port": "8000"}, "port"), ({"host": "127.0.0.1", "port": 70_000}, "port"),
-        ({"host": "127.0.0.1", "ssl": "yes"}, "ssl"), ({"host": "127.0.0.1", "headers": {"x": 1}}, "headers"),
-        ({"path": 5}, "path"), ({"piece_bytes": 2**80}, "piece_bytes"),
+        ({"in_memory": "yes"}, "in_memory"),
+        ({"in_memory": 1}, "in_memory"),
+        ({"progress": "yes"}, "progress"),
+        ({"max_turn_bytes": -1}, "max_turn_bytes"),
+        ({"max_turn_bytes": "big"}, "max_turn_bytes"),
+        ({"settings": {"k": 3}}, "SearchSettings"),
+        ({"lexical_path": True}, "lexical_path"),
+        ({"lexical_path": ""}, "lexical_path"),
+        ({"client": "not a client"}, "Chroma client"),
+        ({"host": 5}, "host"),
+        ({"host": ""}, "host"),
+        ({"host": "127.0.0.1", "port": "8000"}, "port"),
+        ({"host": "127.0.0.1", "port": 70_000}, "port"),
+        ({"host": "127.0.0.1", "ssl": "yes"}, "ssl"),
+        ({"host": "127.0.0.1", "headers": {"x": 1}}, "headers"),
+        ({"path": 5}, "path"),
+        ({"piece_bytes": 2**80}, "piece_bytes"),
     ],
-)  # fmt: skip
+)
 def test_bad_index_arguments_are_input_errors(kwargs, names):
     """Before: ``in_memory='yes'`` and ``progress='yes'`` were taken as true, ``lexical_path=True`` made a file named
     'True', ``settings={...}`` raised AttributeError, a bad client, host or port a StoreError ("check that the Chroma
@@ -536,11 +607,15 @@ def test_a_bad_header_value_is_not_echoed():
 @pytest.mark.parametrize(
     ("options", "names"),
     [
-        ({"k": 2**80}, "k "), ({"candidates": 2**80}, "candidates"), ({"mmr": True, "fetch_k": 2**80}, "fetch_k"),
-        ({"deadline_ms": 2**80}, "deadline_ms"), ({"max_message_bytes": ""}, "max_message_bytes"),
-        ({"settings": 0}, "SearchSettings"), ({"settings": ""}, "SearchSettings"),
+        ({"k": 2**80}, "k "),
+        ({"candidates": 2**80}, "candidates"),
+        ({"mmr": True, "fetch_k": 2**80}, "fetch_k"),
+        ({"deadline_ms": 2**80}, "deadline_ms"),
+        ({"max_message_bytes": ""}, "max_message_bytes"),
+        ({"settings": 0}, "SearchSettings"),
+        ({"settings": ""}, "SearchSettings"),
     ],
-)  # fmt: skip
+)
 def test_search_options_past_what_the_store_takes_are_input_errors(small_index, options, names):
     """k or candidates of 2**80 were a StoreError (Chroma's OverflowError), deadline_ms an OverflowError, and
     ``settings=0`` or ``max_message_bytes=''`` were taken as the defaults."""
@@ -571,13 +646,20 @@ def test_the_adapters_refuse_what_is_not_a_list_of_their_items(small_index):
 
     retriever, store = LCRetriever(index=small_index), ContextualVectorStore(index=small_index)
     for call in (
-        lambda: retriever.add_documents(None), lambda: retriever.add_documents([LCDocument(page_content="x")], ids=5),
-        lambda: retriever.add_messages(None), lambda: retriever.delete(5),
-        lambda: store.add_texts(None), lambda: store.add_texts([None]), lambda: store.add_texts(["a"], metadatas=5),
-        lambda: store.add_documents(None), lambda: store.add_documents([None]), lambda: store.add_documents(["text"]),
-        lambda: store.delete(5), lambda: store.get_by_ids(None),
+        lambda: retriever.add_documents(None),
+        lambda: retriever.add_documents([LCDocument(page_content="x")], ids=5),
+        lambda: retriever.add_messages(None),
+        lambda: retriever.delete(5),
+        lambda: store.add_texts(None),
+        lambda: store.add_texts([None]),
+        lambda: store.add_texts(["a"], metadatas=5),
+        lambda: store.add_documents(None),
+        lambda: store.add_documents([None]),
+        lambda: store.add_documents(["text"]),
+        lambda: store.delete(5),
+        lambda: store.get_by_ids(None),
         lambda: ContextualStoreIndex(index=small_index).insert_documents(None),
-    ):  # fmt: skip
+    ):
         with pytest.raises(InputError):
             call()
     assert small_index.store.count() == 2

@@ -152,7 +152,5 @@ def test_with_the_real_langchain_chroma_and_llamaindex_chroma_store(order):
     """The same with the frameworks' own packages, where they are installed (not a ctxret dependency)."""
     pytest.importorskip("langchain_chroma")
     pytest.importorskip("llama_index.vector_stores.chroma")
-    proc = subprocess.run(
-        [sys.executable, "-c", REAL_PEERS, order, HERE], capture_output=True, text=True, timeout=300
-    )
+    proc = subprocess.run([sys.executable, "-c", REAL_PEERS, order, HERE], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout + proc.stderr

@@ -152,8 +152,11 @@ def holder(store: Path) -> Iterator[subprocess.Popen[str]]:
 def writer(store: Path, way: str, wait: float = 0.0, **kwargs: Any) -> Any:
     return subprocess.Popen(
         [sys.executable, "-c", WRITER, str(store), HERE, way, str(wait)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kwargs,
+    )
 
 
 def stored_threads(store: Path) -> set[str]:

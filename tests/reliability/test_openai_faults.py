@@ -69,9 +69,7 @@ FIX = {
         "check that base_url (or OPENAI_BASE_URL) points at an OpenAI-compatible /v1 endpoint",
     ),
     **dict.fromkeys(["nan", "inf", "zero"], "check the server and its model"),
-    **dict.fromkeys(
-        ["reset", "cut"], "is up and reachable and that base_url (or OPENAI_BASE_URL) is right"
-    ),
+    **dict.fromkeys(["reset", "cut"], "is up and reachable and that base_url (or OPENAI_BASE_URL) is right"),
     "hang": "raise timeout= (seconds per attempt), max_retries= or total_timeout=",
 }
 FAULTS = list(PERSISTENT_MESSAGE)
@@ -260,8 +258,7 @@ def test_index_writes_nothing_when_the_embedder_fails_half_way(make, fake_openai
     before = index.store.count()
     assert before > 0
     documents = [
-        {"id": f"doc{i}", "text": f"Document {i} talks about topic {i}. It has a second line."}
-        for i in range(4)
+        {"id": f"doc{i}", "text": f"Document {i} talks about topic {i}. It has a second line."} for i in range(4)
     ]
     fake_openai.reset()
     fake_openai.answer_next(1)  # the first request is answered well

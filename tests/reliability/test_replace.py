@@ -117,8 +117,9 @@ def test_llamaindex_insert_refresh_and_from_documents_replace_whole(tmp_path):
     store.insert_documents([Document(text=V1, id_="runbook.md")])
     assert found(index, SECRET)
     assert store.refresh_ref_docs([Document(text=V2, id_="runbook.md"), Document(text="Other doc.", id_="o.md")]) == [
-        True, True
-    ]  # fmt: skip
+        True,
+        True,
+    ]
     assert not found(index, SECRET)
     assert store.refresh_ref_docs([Document(text=V2, id_="runbook.md")]) == [False]  # nothing changed
     again = ContextualStoreIndex.from_documents([Document(text=V1, id_="runbook.md")], index=index)

@@ -37,9 +37,11 @@ def tenants(tmp_path_factory, local_embedder):
         other = THREADS[(i + 1) % len(THREADS)]
         index.add_documents(
             [
-                {"id": "notes.md",
-                 "text": f"# Notes\nMeeting notes of {t}: secret-{t} is the vault code.\n"
-                         f"## Budget\nBudget for {t} is {i} thousand."},
+                {
+                    "id": "notes.md",
+                    "text": f"# Notes\nMeeting notes of {t}: secret-{t} is the vault code.\n"
+                    f"## Budget\nBudget for {t} is {i} thousand.",
+                },
                 {"id": "todo.md", "text": f"# Todo\nCall the bank about secret-{t}. Renew the lease."},
                 {"id": other, "text": f"# About {other}\nA page {t} wrote about {other}; it mentions secret-{t} only."},
             ],

@@ -57,14 +57,18 @@ def test_compaction_keeps_every_piece_view_and_answer_and_frees_the_graph(tmp_pa
     grown = graph_bytes(folder)
     before = snapshot(index)
     views_before = index.store.views.count()
-    answers = [[(h.id, round(h.score, 5)) for g in index.search(q, k=8, score_threshold=None) for h in g.hits]
-               for q in ("alpha bravo rev 11", "what does it say about golf")]  # fmt: skip
+    answers = [
+        [(h.id, round(h.score, 5)) for g in index.search(q, k=8, score_threshold=None) for h in g.hits]
+        for q in ("alpha bravo rev 11", "what does it say about golf")
+    ]
     report = index.store.compact()
     assert report.pieces == len(before) and report.views == views_before > 0
     assert snapshot(index) == before  # the same ids, vectors, documents and metadata: nothing re-embedded
     assert index.store.views.count() == views_before
-    again = [[(h.id, round(h.score, 5)) for g in index.search(q, k=8, score_threshold=None) for h in g.hits]
-             for q in ("alpha bravo rev 11", "what does it say about golf")]  # fmt: skip
+    again = [
+        [(h.id, round(h.score, 5)) for g in index.search(q, k=8, score_threshold=None) for h in g.hits]
+        for q in ("alpha bravo rev 11", "what does it say about golf")
+    ]
     assert again == answers
     assert index.store.lexical.ids() == set(before)
     assert graph_bytes(folder) < grown / 2  # the old graphs' folders are gone
@@ -96,8 +100,9 @@ def run(store: Path, op: str, fault: str | None = None) -> subprocess.CompletedP
     env.pop("CTXRET_FAULT_AT", None)
     if fault is not None:
         env["CTXRET_FAULT_AT"] = fault
-    return subprocess.run([sys.executable, str(WORKER), str(store), op], env=env, capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, str(WORKER), str(store), op], env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def state(store: Path) -> dict:

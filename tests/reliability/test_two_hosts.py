@@ -40,8 +40,13 @@ def _hits(index, query, **kw):
 
 def test_a_write_on_one_host_is_seen_by_the_others_next_search(chroma_server, tmp_path, local_embedder):
     collection = f"hosts-{uuid.uuid4().hex[:8]}"
-    here = ContextualIndex(host=chroma_server.host, port=chroma_server.port, collection=collection,
-                           embedder=local_embedder, lexical_path=tmp_path / "here.sqlite3")  # fmt: skip
+    here = ContextualIndex(
+        host=chroma_server.host,
+        port=chroma_server.port,
+        collection=collection,
+        embedder=local_embedder,
+        lexical_path=tmp_path / "here.sqlite3",
+    )
     here.add_messages([{"role": "user", "content": "Remember that my dentist is Dr. Alvarez."}], thread_id="gym")
     assert any("Alvarez" in t for t in _hits(here, "dentist", thread_id="gym"))  # the thread is now cached here
 
@@ -79,8 +84,13 @@ def test_a_change_record_chroma_refuses_is_kept_and_sent_at_the_next_call(chroma
     from ctxret import StoreError
 
     collection = f"unsent-{uuid.uuid4().hex[:8]}"
-    here = ContextualIndex(host=chroma_server.host, port=chroma_server.port, collection=collection,
-                           embedder=local_embedder, lexical_path=tmp_path / "here.sqlite3")  # fmt: skip
+    here = ContextualIndex(
+        host=chroma_server.host,
+        port=chroma_server.port,
+        collection=collection,
+        embedder=local_embedder,
+        lexical_path=tmp_path / "here.sqlite3",
+    )
     here.add_messages([{"role": "user", "content": "My dentist is Dr. Alvarez."}], thread_id="a")
     admin = chromadb.HttpClient(host=chroma_server.host, port=chroma_server.port)
     admin.delete_collection(f"{collection}-changes")  # the log goes away under the writer's cached handle
@@ -95,8 +105,13 @@ def test_a_change_record_chroma_refuses_is_kept_and_sent_at_the_next_call(chroma
     threads = sorted(t for doc in log["documents"] for t in __import__("json").loads(doc).get("threads", []))
     assert threads == ["b", "c"]  # the kept record went first (at the search), then the new one; none lost, none twice
 
-    reader = ContextualIndex(host=chroma_server.host, port=chroma_server.port, collection=collection,
-                             embedder=local_embedder, lexical_path=tmp_path / "reader.sqlite3")  # fmt: skip
+    reader = ContextualIndex(
+        host=chroma_server.host,
+        port=chroma_server.port,
+        collection=collection,
+        embedder=local_embedder,
+        lexical_path=tmp_path / "reader.sqlite3",
+    )
     assert any("5521" in t for t in _hits(reader, "gym locker code 5521", lexical=True))
     reader.close()
     here.close()

@@ -56,9 +56,12 @@ RECORDS = {
 def fill(store: VectorBackend, name: str | None = None) -> None:
     ids = list(RECORDS)
     store.upsert(
-        ids, np.asarray([RECORDS[i][1] for i in ids], np.float32), [f"doc {i}" for i in ids],
-        [RECORDS[i][0] for i in ids], name=name,
-    )  # fmt: skip
+        ids,
+        np.asarray([RECORDS[i][1] for i in ids], np.float32),
+        [f"doc {i}" for i in ids],
+        [RECORDS[i][0] for i in ids],
+        name=name,
+    )
 
 
 # -- writes, reads, round trip ------------------------------------------------------------------------------------

@@ -13,9 +13,30 @@ from fts5_oracle import FTS5
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-WORDS = ["parking", "garage", "level", "car", "dentist", "appointment", "thursday", "lisbon", "flight", "hotel",
-         "the", "is", "my", "code", "locker", "gym", "birthday", "sister", "quote", "plumber", "release",
-         "priya"]  # fmt: skip
+WORDS = [
+    "parking",
+    "garage",
+    "level",
+    "car",
+    "dentist",
+    "appointment",
+    "thursday",
+    "lisbon",
+    "flight",
+    "hotel",
+    "the",
+    "is",
+    "my",
+    "code",
+    "locker",
+    "gym",
+    "birthday",
+    "sister",
+    "quote",
+    "plumber",
+    "release",
+    "priya",
+]
 THREADS = ["t1", "t2", "t3"]
 
 text = st.lists(st.sampled_from(WORDS), min_size=0, max_size=12).map(" ".join)

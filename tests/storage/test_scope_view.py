@@ -61,9 +61,7 @@ def _reference_dense(blocks, q, n, allowed=None):
     vecs = np.vstack([b.vectors for b in blocks])
     rows = np.arange(len(ids)) if allowed is None else np.flatnonzero(allowed)
     scores = vecs[rows] @ q.T
-    return [
-        [ids[rows[i]] for i in np.argsort(-scores[:, j], kind="stable")[:n]] for j in range(q.shape[0])
-    ]  # fmt: skip
+    return [[ids[rows[i]] for i in np.argsort(-scores[:, j], kind="stable")[:n]] for j in range(q.shape[0])]
 
 
 @pytest.mark.parametrize("n_threads", [1, 2])

@@ -97,14 +97,16 @@ def test_a_rewrite_that_chroma_merges_is_copied_as_chroma_holds_it(index) -> Non
     ids = sorted(index.store.lexical.ids("work"))
     vectors, held = _vectors(index, ids), chroma_view(index)
     # The same pieces again with other metadata: Chroma's upsert merges keys (None removes one).
-    index.store.write(ids, vectors, [held[i][0] for i in ids],
-                      [{**held[i][1], "team": "infra", "old": None, "new": 1} for i in ids])  # fmt: skip
+    index.store.write(
+        ids, vectors, [held[i][0] for i in ids], [{**held[i][1], "team": "infra", "old": None, "new": 1} for i in ids]
+    )
     chroma = chroma_view(index)
     assert all(m["team"] == "infra" and m["new"] == 1 and "old" not in m for _, m in chroma.values())
     assert copy_view(index) == chroma
     # Fewer keys: the others stay in Chroma, and in the copy.
-    index.store.write(ids, vectors, [held[i][0] for i in ids],
-                      [{"thread_id": "work", "turn_id": held[i][1]["turn_id"]} for i in ids])  # fmt: skip
+    index.store.write(
+        ids, vectors, [held[i][0] for i in ids], [{"thread_id": "work", "turn_id": held[i][1]["turn_id"]} for i in ids]
+    )
     assert chroma_view(index) == chroma
     assert copy_view(index) == chroma
 
@@ -215,9 +217,12 @@ def test_a_file_from_the_previous_version_is_refilled_with_the_copy(tmp_path, ha
 def test_the_copy_holds_only_what_json_keeps_exactly(tmp_path) -> None:
     lexical = LexicalIndex(tmp_path / "l.sqlite3")
     lexical.write(
-        ["a", "b", "c"], ["x", "y", "z"], ["t", "t", "t"], ["1", "1", "1"],
+        ["a", "b", "c"],
+        ["x", "y", "z"],
+        ["t", "t", "t"],
+        ["1", "1", "1"],
         stored=[("x", {"n": 1, "f": 1.0, "ok": True, "s": "é"}), ("y", {"nan": float("nan")}), ("z", {"o": object()})],
-    )  # fmt: skip
+    )
     got = lexical.copies.stored(["a", "b", "c"])
     assert got == {"a": ("x", {"n": 1, "f": 1.0, "ok": True, "s": "é"})}
     assert type(got["a"][1]["f"]) is float and type(got["a"][1]["n"]) is int
@@ -237,9 +242,13 @@ def test_unscoped_search_reads_kept_hits_from_the_copy(index) -> None:
 
 _TEXT = st.text(st.characters(exclude_categories=()))  # lone surrogates and control characters too
 _VALUES = st.one_of(
-    _TEXT, st.integers(-(2**63), 2**63 - 1), st.floats(allow_nan=True, allow_infinity=True), st.booleans(),
-    st.lists(st.integers(-1000, 1000), max_size=3), st.none(),
-)  # fmt: skip
+    _TEXT,
+    st.integers(-(2**63), 2**63 - 1),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(),
+    st.lists(st.integers(-1000, 1000), max_size=3),
+    st.none(),
+)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

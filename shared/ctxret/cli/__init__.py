@@ -87,5 +87,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         pkg_logger.removeHandler(handler)
         pkg_logger.setLevel(old_level)
-
-

@@ -123,10 +123,17 @@ def read_jsonl(path: Path, thread: str | None) -> InputFile:
 # -- .json chat exports ---------------------------------------------------------------------------
 #: LangChain message types (``messages_to_dict``) → OpenAI roles.
 _LANGCHAIN_ROLES = {
-    "human": "user", "ai": "assistant", "system": "system", "tool": "tool", "function": "function",
-    "HumanMessageChunk": "user", "AIMessageChunk": "assistant", "SystemMessageChunk": "system",
-    "ToolMessageChunk": "tool", "FunctionMessageChunk": "function",
-}  # fmt: skip
+    "human": "user",
+    "ai": "assistant",
+    "system": "system",
+    "tool": "tool",
+    "function": "function",
+    "HumanMessageChunk": "user",
+    "AIMessageChunk": "assistant",
+    "SystemMessageChunk": "system",
+    "ToolMessageChunk": "tool",
+    "FunctionMessageChunk": "function",
+}
 
 
 def read_json(path: Path, thread: str | None) -> InputFile:
@@ -177,11 +184,12 @@ def _json_threads(path: Path, data: Any) -> list[tuple[str | None, list[dict[str
         return []
     first = data[0]
     if isinstance(first, Mapping) and isinstance(first.get("mapping"), Mapping):
-        return [_chatgpt_thread(path, _item(path, c, i, "a conversation"), f"conversation {i}, ") for i, c in
-                enumerate(data)]  # fmt: skip
+        return [
+            _chatgpt_thread(path, _item(path, c, i, "a conversation"), f"conversation {i}, ")
+            for i, c in enumerate(data)
+        ]
     if isinstance(first, Mapping) and "messages" in first:
-        return [_thread_object(path, _item(path, t, i, "a thread object"), f"thread {i}, ") for i, t in
-                enumerate(data)]  # fmt: skip
+        return [_thread_object(path, _item(path, t, i, "a thread object"), f"thread {i}, ") for i, t in enumerate(data)]
     return [(None, _messages(path, data, ""), "")]
 
 
@@ -219,8 +227,11 @@ def _messages(path: Path, items: list[Any], label: str) -> list[dict[str, Any]]:
         elif isinstance(msg, Mapping) and "role" in msg:
             out.append(dict(msg))
         else:
-            got = f"an object with keys {', '.join(map(repr, list(msg)[:5]))}" if isinstance(msg, Mapping) else (
-                type(msg).__name__)  # fmt: skip
+            got = (
+                f"an object with keys {', '.join(map(repr, list(msg)[:5]))}"
+                if isinstance(msg, Mapping)
+                else (type(msg).__name__)
+            )
             raise FileProblem(
                 path, None, f"{label}message {i}: expected a message with 'role' and 'content', got {got}; {_JSON_FIX}"
             )
@@ -242,10 +253,16 @@ def _from_langchain(path: Path, msg: Mapping[str, Any], where: str) -> dict[str,
     calls = data.get("tool_calls") or (data.get("additional_kwargs") or {}).get("tool_calls")
     if role == "assistant" and calls:
         out["tool_calls"] = [
-            c if "function" in c else
-            {"id": c.get("id"), "type": "function", "function": {"name": c.get("name"), "arguments": c.get("args")}}
-            for c in calls if isinstance(c, Mapping)
-        ]  # fmt: skip
+            c
+            if "function" in c
+            else {
+                "id": c.get("id"),
+                "type": "function",
+                "function": {"name": c.get("name"), "arguments": c.get("args")},
+            }
+            for c in calls
+            if isinstance(c, Mapping)
+        ]
     return out
 
 

@@ -188,9 +188,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     resolved = index.settings.with_options(**flag_options(args))
     floor = index.cosine_floor if resolved.cosine_floor == "auto" else resolved.cosine_floor
     if args.json:
-        print(
-            json.dumps(search_json(message, groups, resolved.k, floor), ensure_ascii=False, indent=2)
-        )
+        print(json.dumps(search_json(message, groups, resolved.k, floor), ensure_ascii=False, indent=2))
         return EXIT_OK
     if not groups:
         print("(empty message: nothing to search)")
@@ -257,8 +255,13 @@ def cmd_stats(args: argparse.Namespace) -> int:
     ]
     if diff:
         what = ", ".join(f"{k}: stored {old!r}, these options {new!r}" for k, (old, new) in diff.items())
-        rows.append(("note", f"these options differ from the collection's ({what}); search with the stored ones, "
-                             "or `ctxret reindex` with these to rebuild"))  # fmt: skip
+        rows.append(
+            (
+                "note",
+                f"these options differ from the collection's ({what}); search with the stored ones, "
+                "or `ctxret reindex` with these to rebuild",
+            )
+        )
     for name, value in rows:
         print(f"{name:<12} {value}")
     shown = list(per_thread.items())[:20]
@@ -307,13 +310,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
     try:
         for thread in args.thread:
             n = store.delete(Scope(thread))
-            print(
-                f"deleted {n} piece(s) of thread {thread!r}"
-                if n
-                else f"thread {thread!r}: nothing to delete"
-            )
+            print(f"deleted {n} piece(s) of thread {thread!r}" if n else f"thread {thread!r}: nothing to delete")
     finally:
         store.close()
     return EXIT_OK
-
-

@@ -33,15 +33,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     queries = json.loads(queries_path.read_text(encoding="utf-8"))
     sample = read_input_file(threads_path)
     # Only an explicit --store/--chroma-host is used: CTXRET_STORE must not get the samples.
-    explicit_store = (
-        getattr(args, "store", None) is not None or getattr(args, "chroma_host", None) is not None
-    )
+    explicit_store = getattr(args, "store", None) is not None or getattr(args, "chroma_host", None) is not None
     collection = getattr(args, "collection", None) or DEMO_COLLECTION
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ctxret-demo-", ignore_cleanup_errors=True) as tmp:
-        index = open_index(
-            settings, store=None if explicit_store else tmp, collection=collection, progress=False
-        )
+        index = open_index(settings, store=None if explicit_store else tmp, collection=collection, progress=False)
         result = index.add_turns(sample.turns)
         where = index.store.location if explicit_store else "a temporary folder"
         floor = index.cosine_floor
@@ -67,9 +63,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _demo_query(
-    index: ContextualIndex, query: dict[str, Any], n: int, total: int, k: int, floor: float | None
-) -> None:
+def _demo_query(index: ContextualIndex, query: dict[str, Any], n: int, total: int, k: int, floor: float | None) -> None:
     width = terminal_width()
     message, thread = query["message"], query.get("thread_id")
     focus = _expected(query)
@@ -182,5 +176,3 @@ def _verdict(
 
     parts = [f"{fact!r}: groups {in_groups(fact)} | single vector {found_in_single(fact)}" for fact in expect]
     return clip("=> " + "; ".join(parts), width, lines=3)
-
-

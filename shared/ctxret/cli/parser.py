@@ -83,33 +83,40 @@ def _add_index_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "paths", nargs="+", metavar="PATH", help=f"files or folders to index ({', '.join(SUPPORTED_SUFFIXES)})"
     )
     p.add_argument(
-        "--include", action="append", metavar="GLOB",
+        "--include",
+        action="append",
+        metavar="GLOB",
         help=f"in folders, index files matching GLOB (repeatable; default {' '.join(DEFAULT_INCLUDE)})",
     )
     p.add_argument(
         "--exclude", action="append", metavar="GLOB", help="in folders, skip files matching GLOB (repeatable)"
     )
     p.add_argument(
-        "--root", metavar="DIR",
+        "--root",
+        metavar="DIR",
         help="document ids are paths relative to DIR (default: the common folder of the documents given); "
         "pass the same root every time you index parts of one tree",
     )
     p.add_argument(
-        "--max-bytes", type=_byte_limit, default=None, metavar="N",
+        "--max-bytes",
+        type=_byte_limit,
+        default=None,
+        metavar="N",
         help="refuse a turn or section over N bytes (default 2000000; 0 for no limit)",
     )
+    p.add_argument("--thread", metavar="ID", help="thread id (search scope) for everything in these files")
     p.add_argument(
-        "--thread", metavar="ID", help="thread id (search scope) for everything in these files"
-    )
-    p.add_argument(
-        "--prune", action="store_true",
+        "--prune",
+        action="store_true",
         help="also remove the stored documents of the folders given whose file is gone (listed before removal)",
     )
     p.add_argument(
         "--dry-run", action="store_true", help="read and check everything, list what --prune removes, write nothing"
     )
     p.add_argument(
-        "-q", "--quiet", action="store_true",
+        "-q",
+        "--quiet",
+        action="store_true",
         help="no progress (default: a bar on a terminal, else a line every few seconds with pieces/s and time left)",
     )
     p.set_defaults(func=cmd_index)
@@ -127,9 +134,7 @@ def _add_search_parser(sub: Any, common: argparse.ArgumentParser) -> None:
             "and the raw cosine; with dense search the raw cosine. --json has every named score."
         ),
     )
-    p.add_argument(
-        "message", metavar="MESSAGE", help='the incoming message ("-" reads it from stdin)'
-    )
+    p.add_argument("message", metavar="MESSAGE", help='the incoming message ("-" reads it from stdin)')
     p.add_argument(
         "--where",
         type=_where,
@@ -138,9 +143,7 @@ def _add_search_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         help="a filter on metadata (a Chroma where): your keys by the names you gave them, ctxret's fields as "
         """'ctxret:<field>', e.g. '{"team": "ops"}' or '{"ctxret:source_kind": "tool"}'""",
     )
-    p.add_argument(
-        "--thread", action="append", metavar="ID", help="search only this thread (repeatable)"
-    )
+    p.add_argument("--thread", action="append", metavar="ID", help="search only this thread (repeatable)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     add_search_flags(p)  # every search option, generated from SearchSettings
     p.set_defaults(func=cmd_search)
@@ -188,9 +191,7 @@ def _add_demo_parser(sub: Any, common: argparse.ArgumentParser) -> None:
             "is given) and run a few messages both ways, dense search only."
         ),
     )
-    p.add_argument(
-        "-k", type=_positive_int, default=2, metavar="K", help="hits per part (default 2)"
-    )
+    p.add_argument("-k", type=_positive_int, default=2, metavar="K", help="hits per part (default 2)")
     p.set_defaults(func=cmd_demo)
 
 

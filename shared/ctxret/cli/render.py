@@ -12,9 +12,7 @@ if TYPE_CHECKING:
     from ..results import Group, Hit
 
 
-def search_json(
-    message: str, groups: Sequence[Group], k: int, floor: float | None
-) -> dict[str, Any]:
+def search_json(message: str, groups: Sequence[Group], k: int, floor: float | None) -> dict[str, Any]:
     """``ctxret search --json``: each group's hits in the order the adapters list them, each with ``score`` (the
     ranking score, on ``score_scale``), ``relevance`` (the score the adapters show: never rising down a group;
     the hit's own is ``scores["relevance"]``) and ``metadata`` as the adapters return it (your keys by your names,
@@ -110,5 +108,3 @@ def error(message: str) -> None:  # noqa: D103
 
 def warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr)
-
-

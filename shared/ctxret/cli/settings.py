@@ -144,9 +144,7 @@ def add_common_options(parser: argparse.ArgumentParser, *, suppress: bool) -> No
     )
 
     out = parser.add_argument_group("output")
-    out.add_argument(
-        "-v", "--verbose", action="store_true", default=default(False), help="log progress details"
-    )
+    out.add_argument("-v", "--verbose", action="store_true", default=default(False), help="log progress details")
 
 
 class UsageError(Exception):
@@ -171,9 +169,7 @@ class Settings:
     wait: float = 0.0
 
 
-def resolve_settings(
-    args: argparse.Namespace, environ: Mapping[str, str] | None = None
-) -> Settings:
+def resolve_settings(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Settings:
     """Combine flags and environment variables; a bad value raises :class:`UsageError`."""
     env = os.environ if environ is None else environ
 
@@ -191,9 +187,7 @@ def resolve_settings(
 
     # Store: a flag beats a variable; a folder and a server chosen at the same level is an error.
     if flag("store") is not None and flag("chroma_host") is not None:
-        raise UsageError(
-            "choose one store: --store PATH (embedded folder) or --chroma-host HOST (Chroma server)"
-        )
+        raise UsageError("choose one store: --store PATH (embedded folder) or --chroma-host HOST (Chroma server)")
     if flag("store") is not None:
         store, host = flag("store"), None
     elif flag("chroma_host") is not None:
@@ -201,9 +195,7 @@ def resolve_settings(
     else:
         store, host = env.get(ENV["store"]) or None, env.get(ENV["chroma_host"]) or None
         if store and host:
-            raise UsageError(
-                f"both {ENV['store']} and {ENV['chroma_host']} are set; unset one of them"
-            )
+            raise UsageError(f"both {ENV['store']} and {ENV['chroma_host']} are set; unset one of them")
     if flag("chroma_port") is not None and host is None:
         raise UsageError("--chroma-port needs --chroma-host (or CTXRET_CHROMA_HOST)")
     port_text, port_from = pick("chroma_port")
@@ -229,21 +221,15 @@ def resolve_settings(
         try:
             dims = int(dims_text)
         except ValueError:
-            raise UsageError(
-                f"{dims_from}={dims_text!r} is not a whole number of dimensions"
-            ) from None
+            raise UsageError(f"{dims_from}={dims_text!r} is not a whole number of dimensions") from None
         if dims < 1:
             raise UsageError(f"{dims_from}={dims_text!r}: dimensions must be positive")
     if embedder == "local":
         # Only a flag is an error here: a variable may be set for another embedder's use.
         if flag("dims") is not None:
-            raise UsageError(
-                "--dims applies to --embedder openai; the local model always has 384 dimensions"
-            )
+            raise UsageError("--dims applies to --embedder openai; the local model always has 384 dimensions")
         if flag("model") is not None:
-            raise UsageError(
-                "--model applies to --embedder openai; the local model is all-MiniLM-L6-v2"
-            )
+            raise UsageError("--model applies to --embedder openai; the local model is all-MiniLM-L6-v2")
         dims, model = None, None
     weight_text, weight_from = pick("weight")
     weight = None
@@ -251,13 +237,9 @@ def resolve_settings(
         try:
             weight = float(weight_text)
         except ValueError:
-            raise UsageError(
-                f"{weight_from}={weight_text!r} is not a number between 0 and 1"
-            ) from None
+            raise UsageError(f"{weight_from}={weight_text!r} is not a number between 0 and 1") from None
         if not 0.0 <= weight <= 1.0:
-            raise UsageError(
-                f"{weight_from}={weight_text!r}: the weight is between 0 and 1 (default 0.8)"
-            )
+            raise UsageError(f"{weight_from}={weight_text!r}: the weight is between 0 and 1 (default 0.8)")
     return Settings(
         store=store,
         collection=collection,
@@ -405,9 +387,10 @@ def open_store(settings: Settings, *, writable: bool = False) -> PieceStore:
         return PieceStore(chroma, lexical)
     _require_collection(settings, server, where, settings.collection)
     store: PieceStore = _connect(
-        settings, server,
+        settings,
+        server,
         lambda: open_piece_store(**where, collection=settings.collection, lexical_path=settings.lexical_path),
-    )  # fmt: skip
+    )
     try:
         recover(store)  # an interrupted rebuild's collection holds the config to read
         store.open(store.stored_config() or {})

@@ -91,8 +91,12 @@ class EmbedderCapabilities:
 NO_CAPABILITIES = EmbedderCapabilities()
 #: The older form, one attribute per field (``default_context``, ``default_weight``, ``embed_timeout``,
 #: ``default_relevance``): still read from an embedder that declares no ``capabilities``.
-_ATTRIBUTES = {"context": "default_context", "weight": "default_weight", "embed_timeout": "embed_timeout",
-               "relevance": "default_relevance"}  # fmt: skip
+_ATTRIBUTES = {
+    "context": "default_context",
+    "weight": "default_weight",
+    "embed_timeout": "embed_timeout",
+    "relevance": "default_relevance",
+}
 
 
 def capabilities_of(embedder: Any) -> EmbedderCapabilities:

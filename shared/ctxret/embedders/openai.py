@@ -56,10 +56,8 @@ MATRYOSHKA_MODELS = frozenset({"text-embedding-3-small", "text-embedding-3-large
 #: Statuses worth retrying: rate limit, request timeout, and server errors (5xx).
 _RETRY_STATUSES = frozenset({408, 429})
 
-_NO_KEY = (
-    "OpenAIEmbedder needs an API key: set OPENAI_API_KEY or pass api_key=... "
-    "(or inject client= / async_client=)"
-)
+_NO_KEY = "OpenAIEmbedder needs an API key: set OPENAI_API_KEY or pass api_key=... (or inject client= / async_client=)"
+
 
 @dataclass
 class _Plan:
@@ -118,29 +116,38 @@ class OpenAIEmbedder:
     capabilities: EmbedderCapabilities = EmbedderCapabilities(embed_timeout=None)
 
     def __init__(
-        self, model: str = "text-embedding-3-small", *, dimensions: int | None = None, api_key: str | None = None,
-        base_url: str | None = None, timeout: float = 60.0, max_retries: int = 5, total_timeout: float | None = 300.0,
-        max_concurrency: int = 4, max_inputs: int = MAX_INPUTS_PER_REQUEST, max_bytes: int = MAX_BYTES_PER_REQUEST,
-        max_tokens: int = 8191, client: Any | None = None, async_client: Any | None = None,
-        retry_base_delay: float = 0.5, retry_max_delay: float = 30.0, max_retry_after: float = 60.0,
-    ) -> None:  # fmt: skip
+        self,
+        model: str = "text-embedding-3-small",
+        *,
+        dimensions: int | None = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 5,
+        total_timeout: float | None = 300.0,
+        max_concurrency: int = 4,
+        max_inputs: int = MAX_INPUTS_PER_REQUEST,
+        max_bytes: int = MAX_BYTES_PER_REQUEST,
+        max_tokens: int = 8191,
+        client: Any | None = None,
+        async_client: Any | None = None,
+        retry_base_delay: float = 0.5,
+        retry_max_delay: float = 30.0,
+        max_retry_after: float = 60.0,
+    ) -> None:
         if not isinstance(model, str) or not model:
             raise InputError(f"model must be a non-empty model name, got {model!r}")
         native = NATIVE_DIMS.get(model)
         if dimensions is not None:
             if isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 1:
-                raise InputError(
-                    f"dimensions must be a positive integer or None, got {dimensions!r}"
-                )
+                raise InputError(f"dimensions must be a positive integer or None, got {dimensions!r}")
             if native is not None and model not in MATRYOSHKA_MODELS:
                 raise InputError(
                     f"{model} does not support dimensions; use text-embedding-3-small or "
                     "text-embedding-3-large, or leave dimensions=None"
                 )
             if native is not None and dimensions > native:
-                raise InputError(
-                    f"{model} has {native} dimensions; dimensions={dimensions} is over it"
-                )
+                raise InputError(f"{model} has {native} dimensions; dimensions={dimensions} is over it")
         for name, value in (
             ("max_inputs", max_inputs),
             ("max_bytes", max_bytes),
@@ -268,17 +275,11 @@ class OpenAIEmbedder:
         return request
 
     def _attempt_sync(self, inputs: list[str], where: list[int], timeout: float) -> np.ndarray:
-        raw = self._sync_client().embeddings.with_raw_response.create(
-            **self._request(inputs, timeout)
-        )
+        raw = self._sync_client().embeddings.with_raw_response.create(**self._request(inputs, timeout))
         return self._read(raw, where)
 
-    async def _attempt_async(
-        self, inputs: list[str], where: list[int], timeout: float
-    ) -> np.ndarray:
-        raw = await self._async_client_().embeddings.with_raw_response.create(
-            **self._request(inputs, timeout)
-        )
+    async def _attempt_async(self, inputs: list[str], where: list[int], timeout: float) -> np.ndarray:
+        raw = await self._async_client_().embeddings.with_raw_response.create(**self._request(inputs, timeout))
         return self._read(raw, where)
 
     @property
@@ -402,8 +403,7 @@ class OpenAIEmbedder:
                 404: "; check the model name and base_url",
             }.get(status if isinstance(status, int) else -1, "")
             raise EmbeddingError(
-                f"embedding request to {self.model}{where} failed permanently: "
-                f"{self._describe(exc)}{hint}"
+                f"embedding request to {self.model}{where} failed permanently: {self._describe(exc)}{hint}"
             ) from exc
         attempts = f"{attempt + 1} attempt{'s' if attempt else ''}"
         if attempt >= self.max_retries:
@@ -424,8 +424,15 @@ class OpenAIEmbedder:
                 f"total_timeout={self.total_timeout:g} s: last error {self._describe(exc)}; "
                 f"{self._fix(exc)}"
             ) from exc
-        logger.warning("embedding request to %s%s failed (%s); retry %d of %d in %.2f s", self.model, where,
-                       self._describe(exc), attempt + 1, self.max_retries, delay)  # fmt: skip
+        logger.warning(
+            "embedding request to %s%s failed (%s); retry %d of %d in %.2f s",
+            self.model,
+            where,
+            self._describe(exc),
+            attempt + 1,
+            self.max_retries,
+            delay,
+        )
         return delay
 
     def _call_sync(self, inputs: list[str], where: list[int]) -> np.ndarray:

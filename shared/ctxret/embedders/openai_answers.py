@@ -25,7 +25,13 @@ __all__ = [
     "FIX_ENDPOINT",
     "BadAnswer",
     "describe_failure",
-    "failure_fix", "decode_embedding", "describe_body", "endpoint_name", "read_body", "retry_after_seconds"]
+    "failure_fix",
+    "decode_embedding",
+    "describe_body",
+    "endpoint_name",
+    "read_body",
+    "retry_after_seconds",
+]
 
 
 def retry_after_seconds(exc: BaseException) -> float | None:
@@ -68,9 +74,7 @@ class BadAnswer(Exception):
 
 
 #: What to check when answers keep coming back malformed.
-FIX_ENDPOINT = (
-    "check that base_url (or OPENAI_BASE_URL) points at an OpenAI-compatible /v1 endpoint"
-)
+FIX_ENDPOINT = "check that base_url (or OPENAI_BASE_URL) points at an OpenAI-compatible /v1 endpoint"
 #: What to check when vectors keep coming back NaN, infinite or all zero.
 FIX_VECTORS = (
     "the server's model produced unusable vectors (NaN, infinite or all-zero vectors are never "
@@ -124,9 +128,7 @@ def read_body(
                 "JSON that does not parse, probably cut short "
                 f"({describe_body(content, content_type)}; {redact(str(exc))[:80]})"
             ) from exc
-        raise BadAnswer(
-            f"a body that is not JSON ({describe_body(content, content_type)})"
-        ) from exc
+        raise BadAnswer(f"a body that is not JSON ({describe_body(content, content_type)})") from exc
     expected = len(where)
     if not isinstance(body, dict):
         raise BadAnswer(f"a JSON {type(body).__name__} instead of an object with 'data'")
@@ -140,29 +142,22 @@ def read_body(
             detail = f" (keys: {keys})"
         raise BadAnswer(f"a JSON object without a 'data' list of vectors{detail}")
     if len(data) != expected:
-        raise BadAnswer(
-            f"{len(data)} vector{'' if len(data) == 1 else 's'} for {expected} inputs"
-        )
+        raise BadAnswer(f"{len(data)} vector{'' if len(data) == 1 else 's'} for {expected} inputs")
     rows: list[np.ndarray | None] = [None] * expected
     for position, item in enumerate(data):
         index = item.get("index") if isinstance(item, dict) else None
         if isinstance(index, bool) or not isinstance(index, int):
-            raise BadAnswer(
-                f"a vector without an integer 'index' (data[{position}] has index {index!r})"
-            )
+            raise BadAnswer(f"a vector without an integer 'index' (data[{position}] has index {index!r})")
         if not 0 <= index < expected:
             raise BadAnswer(
-                f"a vector with index {index} for a request of {expected} inputs "
-                f"(indices must be 0..{expected - 1})"
+                f"a vector with index {index} for a request of {expected} inputs (indices must be 0..{expected - 1})"
             )
         if rows[index] is not None:
             raise BadAnswer(f"two vectors with index {index} (each index must come once)")
         rows[index] = decode_embedding(item.get("embedding"), where[index])
     sizes = sorted({row.size for row in rows if row is not None})
     if len(sizes) > 1:
-        raise BadAnswer(
-            f"vectors of different lengths in one answer ({', '.join(map(str, sizes))} numbers)"
-        )
+        raise BadAnswer(f"vectors of different lengths in one answer ({', '.join(map(str, sizes))} numbers)")
     vectors = np.stack([row for row in rows if row is not None])
     check_dims(vectors.shape[1])
     bad = np.flatnonzero(~np.isfinite(vectors).all(axis=1))
@@ -182,6 +177,7 @@ def read_body(
         )
     return (vectors / norms).astype(np.float32)
 
+
 def decode_embedding(embedding: Any, number: int) -> np.ndarray:
     """One ``embedding`` field (base64 of little-endian float32, or a list of numbers)."""
     if isinstance(embedding, str):
@@ -189,8 +185,7 @@ def decode_embedding(embedding: Any, number: int) -> np.ndarray:
             packed = base64.b64decode(embedding, validate=True)
         except (binascii.Error, ValueError) as exc:
             raise BadAnswer(
-                f"an 'embedding' for input {number} that is not valid base64 "
-                f"({len(embedding):,} characters)"
+                f"an 'embedding' for input {number} that is not valid base64 ({len(embedding):,} characters)"
             ) from exc
         if not packed or len(packed) % 4:
             raise BadAnswer(
@@ -203,8 +198,7 @@ def decode_embedding(embedding: Any, number: int) -> np.ndarray:
         if vector.ndim == 1 and vector.dtype.kind in "iuf":
             return vector.astype(np.float32)  # a number past float32's range becomes inf
     raise BadAnswer(
-        f"an 'embedding' for input {number} that is neither base64 nor a list of numbers "
-        f"({type(embedding).__name__})"
+        f"an 'embedding' for input {number} that is neither base64 nor a list of numbers ({type(embedding).__name__})"
     )
 
 
@@ -228,6 +222,7 @@ def describe_failure(exc: BaseException, timeout: float, redact: Callable[[str],
     detail = redact(str(getattr(exc, "message", None) or exc))
     return redact(f"{what} ({detail})" if detail else what)
 
+
 def failure_fix(exc: BaseException, endpoint: str) -> str:
     """What to do when ``exc`` keeps happening."""
     if isinstance(exc, BadAnswer):
@@ -245,4 +240,3 @@ def failure_fix(exc: BaseException, endpoint: str) -> str:
     if isinstance(exc, openai.APIResponseValidationError):
         return FIX_ENDPOINT
     return "try again later or raise max_retries/timeout"
-

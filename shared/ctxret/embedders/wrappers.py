@@ -140,8 +140,7 @@ class _WrappedEmbedder:
                 else f"{arr.shape[0] if arr.ndim else 0} vectors of shape {arr.shape[1:]}"
             )
             raise EmbeddingError(
-                f"{who} returned {got} for {expected} texts; expected one vector per text, "
-                f"in order: {fix}"
+                f"{who} returned {got} for {expected} texts; expected one vector per text, in order: {fix}"
             )
         got_dims = arr.shape[1]
         if got_dims == 0:

@@ -230,9 +230,9 @@ def run_calibrate(
         sources = ", ".join(sorted({c.source for c in convs})) or "the input"
         raise InputError(
             f"{sources} holds no labelled facts or questions, so there is nothing to calibrate against (every "
-            "number would be 0/0). Add them to the threads: one JSON object per line with \"thread_id\", "
-            "\"messages\", and \"facts\" ([{\"text\": ..., \"turn\": N}]) and/or \"questions\" "
-            "([{\"question\": ..., \"turns\": [N]}]) — see `ctxret eval threads --help`"
+            'number would be 0/0). Add them to the threads: one JSON object per line with "thread_id", '
+            '"messages", and "facts" ([{"text": ..., "turn": N}]) and/or "questions" '
+            '([{"question": ..., "turns": [N]}]) — see `ctxret eval threads --help`'
         )
     base_bytes = int(piece_bytes or emb.default_piece_bytes)
     floor = emb.default_score_threshold if threshold is None else float(threshold)
@@ -276,8 +276,14 @@ def run_calibrate(
     if "threshold" in sweeps:
         say("threshold")
         res = run_threads(
-            convs, emb, representations=[floor_representation], query_sets=("facts", "qa"), weight=weight,
-            piece_bytes=base_bytes, threshold=floor, **common,
+            convs,
+            emb,
+            representations=[floor_representation],
+            query_sets=("facts", "qa"),
+            weight=weight,
+            piece_bytes=base_bytes,
+            threshold=floor,
+            **common,
         )
         tops = {
             qs: [
@@ -293,8 +299,17 @@ def run_calibrate(
             f"{len(convs)} conversations"
         )
         effects = floor_effects(
-            convs, emb, thresholds, questions=off_topic, representations=(floor_representation, OFFTOPIC_HYBRID),
-            k=k, weight=weight, piece_bytes=base_bytes, fusion=fusion, limit_queries=limit_queries, seed=seed,
+            convs,
+            emb,
+            thresholds,
+            questions=off_topic,
+            representations=(floor_representation, OFFTOPIC_HYBRID),
+            k=k,
+            weight=weight,
+            piece_bytes=base_bytes,
+            fusion=fusion,
+            limit_queries=limit_queries,
+            seed=seed,
         )
         curve = []
         for i, t in enumerate(thresholds):
@@ -311,8 +326,7 @@ def run_calibrate(
         curves["threshold"] = curve
         kept_keys = [key for key in ("correct_kept", "qa_correct_kept") if key in curve[0]]
         ok = [
-            r["threshold"] for r in curve
-            if all(not math.isnan(r[key]) and r[key] >= KEEP_CORRECT for key in kept_keys)
+            r["threshold"] for r in curve if all(not math.isnan(r[key]) and r[key] >= KEEP_CORRECT for key in kept_keys)
         ]
         recommended["threshold"] = max(ok) if ok else min(thresholds)
         chosen = next(r for r in curve if r["threshold"] == recommended["threshold"])
@@ -334,8 +348,16 @@ def run_calibrate(
     if "fusion" in sweeps:
         say("fusion")
         swept = fusion_sweep(
-            convs, emb, configs=fusion_configs or fusion_grid(), k=k, weight=weight, piece_bytes=base_bytes,
-            floor=floor, fusion=fusion, limit_queries=limit_queries, seed=seed,
+            convs,
+            emb,
+            configs=fusion_configs or fusion_grid(),
+            k=k,
+            weight=weight,
+            piece_bytes=base_bytes,
+            floor=floor,
+            fusion=fusion,
+            limit_queries=limit_queries,
+            seed=seed,
         )
         curves["fusion"] = swept["curve"]
         curves["fusion_baselines"] = swept["baselines"]
@@ -346,8 +368,15 @@ def run_calibrate(
     if "relevance" in sweeps:
         say("relevance")
         rel = relevance_sweep(
-            convs, emb, docs=docs, k=k, weight=weight, piece_bytes=base_bytes, fusion=fusion,
-            limit_queries=limit_queries, seed=seed,
+            convs,
+            emb,
+            docs=docs,
+            k=k,
+            weight=weight,
+            piece_bytes=base_bytes,
+            fusion=fusion,
+            limit_queries=limit_queries,
+            seed=seed,
         )
         curves["relevance"] = rel["reliability"]
         curves["relevance_separation"] = rel["separation"]
@@ -447,8 +476,14 @@ def floor_effects(
 
 
 def _indexed(
-    conversations: Sequence[Conversation], emb: Any, piece_bytes: int | None, weight: float, fusion: FusionSettings,
-    k: int, limit_queries: int | None, seed: int,
+    conversations: Sequence[Conversation],
+    emb: Any,
+    piece_bytes: int | None,
+    weight: float,
+    fusion: FusionSettings,
+    k: int,
+    limit_queries: int | None,
+    seed: int,
 ) -> Iterator[tuple[Conversation, dict[str, list[Any]], ConversationIndex]]:
     """Each conversation with its selected facts and questions (their texts embedded ahead) and its
     index, closed when the caller moves on."""
@@ -490,10 +525,18 @@ def fusion_sweep(
                     _add(vals[(name, conv.id, qs)], m)
                 parts, qv = ix.query(q.text, split=True)
                 # the runtime's candidates once (they do not depend on the fusion rule), re-ranked per config
-                pool = hybrid_candidates(
-                    ix.exact_store(ix.default_stored), conv.id, parts, qv, k=k,
-                    fusion=pool_fusion,
-                ) if parts else []  # fmt: skip
+                pool = (
+                    hybrid_candidates(
+                        ix.exact_store(ix.default_stored),
+                        conv.id,
+                        parts,
+                        qv,
+                        k=k,
+                        fusion=pool_fusion,
+                    )
+                    if parts
+                    else []
+                )
                 for cfg in configs:
                     groups = ix.ranked([fuse_candidates(c, cfg) for c in pool], fusion.lexical_floor)
                     m = score_query(ix, Retrieval("pieces", True, groups), q, k, floor)
@@ -507,6 +550,7 @@ def fusion_sweep(
             n = sum(len(x.get("top1_section", [])) for x in lists)
             if not n:
                 continue
+
             def cat(key: str, lists: list[dict] = lists) -> list[float]:
                 return [v for x in lists for v in x.get(key, [])]
 
@@ -659,9 +703,13 @@ def relevance_samples(
                 if not parts:
                     continue
                 cands = hybrid_candidates(
-                    ix.exact_store(ix.default_stored), conv.id, parts, qv, k=k,
+                    ix.exact_store(ix.default_stored),
+                    conv.id,
+                    parts,
+                    qv,
+                    k=k,
                     fusion=pool_fusion,
-                )  # fmt: skip
+                )
                 for part_index, c in enumerate(cands):
                     best = max(c.cosine.values(), default=None)
                     top = c.ranked[:pool]
@@ -669,14 +717,24 @@ def relevance_samples(
                     content = dict(zip([rid for rid, _ in top], content_coverage(c.part, texts), strict=True))
                     for rank, (rid, fused) in enumerate(top):
                         right = bool(ix.piece_units[ix.index_of[rid]] & q.evidence)
-                        out.append({
-                            "dataset": dataset, "conversation": conv.id, "query_set": qs,
-                            "query": f"{conv.id}/{qs}/{qn}", "part": part_index, "cosine": float(c.cosine[rid]),
-                            "best": best, "top": is_top(c.cosine[rid], best),
-                            "coverage": content[rid], "fused": float(fused), "rank": rank,
-                            "bm25": float((c.bm25 or {}).get(rid, 0.0)),
-                            "n_candidates": len(c.ranked), "right": right,
-                        })  # fmt: skip
+                        out.append(
+                            {
+                                "dataset": dataset,
+                                "conversation": conv.id,
+                                "query_set": qs,
+                                "query": f"{conv.id}/{qs}/{qn}",
+                                "part": part_index,
+                                "cosine": float(c.cosine[rid]),
+                                "best": best,
+                                "top": is_top(c.cosine[rid], best),
+                                "coverage": content[rid],
+                                "fused": float(fused),
+                                "rank": rank,
+                                "bm25": float((c.bm25 or {}).get(rid, 0.0)),
+                                "n_candidates": len(c.ranked),
+                                "right": right,
+                            }
+                        )
     return out
 
 
@@ -692,9 +750,13 @@ class DocsSet:
 
 
 def load_docs_set(
-    path: str | Path, *, split: str = "train", limit_queries: int | None = None, distractors: int | None = None,
+    path: str | Path,
+    *,
+    split: str = "train",
+    limit_queries: int | None = None,
+    distractors: int | None = None,
     seed: int = 0,
-) -> DocsSet:  # fmt: skip
+) -> DocsSet:
     """A BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/SPLIT.tsv``) or a folder of ``.md``/``.txt``
     files with ``queries.jsonl`` (``{"query": ..., "relevant": ["file.md", ...]}`` a line; ids are the files'
     paths under the folder). BEIR: ``limit_queries`` of the split's queries (a seeded sample), and the
@@ -724,22 +786,27 @@ def load_docs_set(
         rng.shuffle(qids)
         qids = qids[:limit_queries] if limit_queries else qids
         need = set().union(*(qrels[q] for q in qids)) if qids else set()
-        corpus = [json.loads(line) for line in (root / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
-                  if line.strip()]  # fmt: skip
+        corpus = [
+            json.loads(line)
+            for line in (root / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ]
         others = [c for c in corpus if str(c["_id"]) not in need]
         rng.shuffle(others)
         keep = [c for c in corpus if str(c["_id"]) in need] + (others if distractors is None else others[:distractors])
-        documents = [{"id": str(c["_id"]), "text": str(c.get("text") or ""), "title": str(c.get("title") or "")}
-                     for c in keep]  # fmt: skip
+        documents = [
+            {"id": str(c["_id"]), "text": str(c.get("text") or ""), "title": str(c.get("title") or "")} for c in keep
+        ]
         queries = [(q, texts[q], frozenset(qrels[q])) for q in qids]
         note = f"{len(queries)} queries of qrels/{split}.tsv, {len(documents)} of {len(corpus)} documents"
         return DocsSet(root.name, documents, queries, note)
     qfile = root / "queries.jsonl"
     if not qfile.is_file():
-        raise InputError(f"{root}: no queries.jsonl (one {{\"query\": ..., \"relevant\": [\"file.md\"]}} a line)")
+        raise InputError(f'{root}: no queries.jsonl (one {{"query": ..., "relevant": ["file.md"]}} a line)')
     files = sorted(f for f in root.rglob("*") if f.suffix.lower() in (".md", ".markdown", ".txt") and f.is_file())
-    documents = [{"id": f.relative_to(root).as_posix(), "text": f.read_text(encoding="utf-8"), "title": f.stem}
-                 for f in files]  # fmt: skip
+    documents = [
+        {"id": f.relative_to(root).as_posix(), "text": f.read_text(encoding="utf-8"), "title": f.stem} for f in files
+    ]
     ids = {d["id"] for d in documents}
     queries = []
     for n, line in enumerate(qfile.read_text(encoding="utf-8").splitlines()):
@@ -770,15 +837,24 @@ def docs_relevance_samples(docs: DocsSet, embedder: Embedder, *, pool: int | Non
             for g in index.search(text, k=pool, score_threshold=None, split=False):
                 best = max((float(h.scores["cosine"]) for h in g.hits), default=None)
                 for rank, h in enumerate(g.hits):
-                    out.append({
-                        "dataset": docs.name, "conversation": docs.name, "query_set": "docs",
-                        "query": f"{docs.name}/{qid}", "part": g.part_index, "cosine": float(h.scores["cosine"]),
-                        "best": best, "top": is_top(float(h.scores["cosine"]), best),
-                        "coverage": h.scores.get("coverage"),
-                        "fused": float(h.scores.get("fused", h.score)), "rank": rank,
-                        "bm25": float(h.scores.get("bm25", 0.0)), "n_candidates": len(g.hits),
-                        "right": str(h.metadata.get("doc_id")) in relevant,
-                    })  # fmt: skip
+                    out.append(
+                        {
+                            "dataset": docs.name,
+                            "conversation": docs.name,
+                            "query_set": "docs",
+                            "query": f"{docs.name}/{qid}",
+                            "part": g.part_index,
+                            "cosine": float(h.scores["cosine"]),
+                            "best": best,
+                            "top": is_top(float(h.scores["cosine"]), best),
+                            "coverage": h.scores.get("coverage"),
+                            "fused": float(h.scores.get("fused", h.score)),
+                            "rank": rank,
+                            "bm25": float(h.scores.get("bm25", 0.0)),
+                            "n_candidates": len(g.hits),
+                            "right": str(h.metadata.get("doc_id")) in relevant,
+                        }
+                    )
         return out
     finally:
         index.close()
@@ -832,29 +908,55 @@ def relevance_report(
         y = np.array([bool(r["right"]) for r in sub])
         tops = np.array([r["rank"] == 0 for r in sub])
         queries = len({(r["query"], r["part"]) for r in sub})
-        variants = [("fitted, in sample", fitted[mask]), ("held out by fold", by_fold[mask]),
-                    ("held out by dataset", by_set[mask])]  # fmt: skip
+        variants = [
+            ("fitted, in sample", fitted[mask]),
+            ("held out by fold", by_fold[mask]),
+            ("held out by dataset", by_set[mask]),
+        ]
         if now is not None:
             variants.insert(0, ("shipped before", now[mask]))
         for label, p in variants:
             if np.isnan(p).all():
                 continue
             wrong = p[~y]
-            rows.append({
-                "dataset": n, "relevance": label, "n": len(sub), "right": int(y.sum()), "parts": queries,
-                "auc": auc(p, y), "ece": expected_calibration_error(p, y),
-                "right_top_share_ge_0_5": float(np.mean(p[tops & y] >= 0.5)) if (tops & y).any() else math.nan,
-                "right_top_ge_0_5_of_parts": float((p[tops & y] >= 0.5).sum() / queries) if queries else math.nan,
-                "wrong_top_ge_0_5": float(np.mean(p[tops & ~y] >= 0.5)) if (tops & ~y).any() else math.nan,
-                "wrong_ge_0_5": float(np.mean(wrong >= 0.5)) if len(wrong) else math.nan,
-                "wrong_p50": float(np.percentile(wrong, 50)) if len(wrong) else math.nan,
-                "wrong_p90": float(np.percentile(wrong, 90)) if len(wrong) else math.nan,
-                "wrong_p99": float(np.percentile(wrong, 99)) if len(wrong) else math.nan,
-            })  # fmt: skip
-        rows.append({"dataset": n, "relevance": "cosine alone (AUC only)", "n": len(sub), "right": int(y.sum()),
-                     "parts": queries, "auc": auc([r["cosine"] for r in sub], y)})  # fmt: skip
-        rows.append({"dataset": n, "relevance": "fused score (AUC only)", "n": len(sub), "right": int(y.sum()),
-                     "parts": queries, "auc": auc([r["fused"] for r in sub], y)})  # fmt: skip
+            rows.append(
+                {
+                    "dataset": n,
+                    "relevance": label,
+                    "n": len(sub),
+                    "right": int(y.sum()),
+                    "parts": queries,
+                    "auc": auc(p, y),
+                    "ece": expected_calibration_error(p, y),
+                    "right_top_share_ge_0_5": float(np.mean(p[tops & y] >= 0.5)) if (tops & y).any() else math.nan,
+                    "right_top_ge_0_5_of_parts": float((p[tops & y] >= 0.5).sum() / queries) if queries else math.nan,
+                    "wrong_top_ge_0_5": float(np.mean(p[tops & ~y] >= 0.5)) if (tops & ~y).any() else math.nan,
+                    "wrong_ge_0_5": float(np.mean(wrong >= 0.5)) if len(wrong) else math.nan,
+                    "wrong_p50": float(np.percentile(wrong, 50)) if len(wrong) else math.nan,
+                    "wrong_p90": float(np.percentile(wrong, 90)) if len(wrong) else math.nan,
+                    "wrong_p99": float(np.percentile(wrong, 99)) if len(wrong) else math.nan,
+                }
+            )
+        rows.append(
+            {
+                "dataset": n,
+                "relevance": "cosine alone (AUC only)",
+                "n": len(sub),
+                "right": int(y.sum()),
+                "parts": queries,
+                "auc": auc([r["cosine"] for r in sub], y),
+            }
+        )
+        rows.append(
+            {
+                "dataset": n,
+                "relevance": "fused score (AUC only)",
+                "n": len(sub),
+                "right": int(y.sum()),
+                "parts": queries,
+                "auc": auc([r["fused"] for r in sub], y),
+            }
+        )
         for b in reliability(by_fold[mask], y):
             tables.append({"dataset": n, "relevance": "held out by fold", **b})
         if now is not None:
@@ -879,18 +981,27 @@ def relevance_sweep(
     y = [s["right"] for s in samples]
     h, d = cal.hybrid, cal.dense
     recommended = {
-        "hybrid": {"intercept": h.intercept, "cosine_weight": h.cosine_weight, "coverage_weight": h.coverage_weight,
-                   "coverage_sq_weight": h.coverage_sq_weight, "top_weight": h.top_weight,
-                   "margin_weight": h.margin_weight},
-        "dense": {"intercept": d.intercept, "cosine_weight": d.cosine_weight, "top_weight": d.top_weight,
-                  "margin_weight": d.margin_weight},
+        "hybrid": {
+            "intercept": h.intercept,
+            "cosine_weight": h.cosine_weight,
+            "coverage_weight": h.coverage_weight,
+            "coverage_sq_weight": h.coverage_sq_weight,
+            "top_weight": h.top_weight,
+            "margin_weight": h.margin_weight,
+        },
+        "dense": {
+            "intercept": d.intercept,
+            "cosine_weight": d.cosine_weight,
+            "top_weight": d.top_weight,
+            "margin_weight": d.margin_weight,
+        },
         "code": (
             f"RelevanceCalibration(hybrid=RelevanceModel({h.intercept:.3f}, {h.cosine_weight:.3f}, "
             f"{h.coverage_weight:.3f}, {h.coverage_sq_weight:.3f}, {h.top_weight:.3f}, {h.margin_weight:.3f}), "
             f"dense=RelevanceModel({d.intercept:.3f}, {d.cosine_weight:.3f}, top_weight={d.top_weight:.3f}, "
             f"margin_weight={d.margin_weight:.3f}))"
         ),
-    }  # fmt: skip
+    }
     per_set = [r for r in report["separation"] if r["relevance"] == "held out by fold"]
     notes = [
         f"relevance: sigmoid({h.intercept:.3f} + {h.cosine_weight:.3f}*cosine + {h.coverage_weight:.3f}*coverage "
@@ -898,9 +1009,18 @@ def relevance_sweep(
         f"(no content word: sigmoid({d.intercept:.3f} + {d.cosine_weight:.3f}*cosine {d.top_weight:+.3f}*top "
         f"{d.margin_weight:+.3f}*margin)) "
         f"on {len(samples)} candidates, {int(sum(y))} right; held out by fold: "
-        + "; ".join(f"{r['dataset']} AUC {r['auc']:.3f}, ECE {r['ece']:.3f}, right top hits >= 0.5 "
-                    f"{r['right_top_share_ge_0_5'] * 100:.0f}%" for r in per_set)
+        + "; ".join(
+            f"{r['dataset']} AUC {r['auc']:.3f}, ECE {r['ece']:.3f}, right top hits >= 0.5 "
+            f"{r['right_top_share_ge_0_5'] * 100:.0f}%"
+            for r in per_set
+        )
         + f"; use it: SearchSettings(relevance={recommended['code']})"
-    ]  # fmt: skip
-    return {"samples": samples, "calibration": cal, "reliability": report["reliability"],
-            "separation": report["separation"], "recommended": recommended, "notes": notes}  # fmt: skip
+    ]
+    return {
+        "samples": samples,
+        "calibration": cal,
+        "reliability": report["reliability"],
+        "separation": report["separation"],
+        "recommended": recommended,
+        "notes": notes,
+    }

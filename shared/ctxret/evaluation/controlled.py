@@ -169,13 +169,13 @@ def load_fixture(source: str | os.PathLike[str] | Mapping[str, Any]) -> Fixture:
         except json.JSONDecodeError as exc:
             raise FixtureError(f"fixture {where} is not valid JSON: {exc}") from None
     if not isinstance(data, Mapping) or data.get("version") != 1:
-        raise FixtureError(f"fixture {where}: expected a JSON object with \"version\": 1")
+        raise FixtureError(f'fixture {where}: expected a JSON object with "version": 1')
     fams = data.get("families")
     if not isinstance(fams, list) or not fams:
-        raise FixtureError(f"fixture {where}: \"families\" must be a non-empty list")
+        raise FixtureError(f'fixture {where}: "families" must be a non-empty list')
     distractors = data.get("distractors") or []
     if not isinstance(distractors, list) or not all(isinstance(d, str) and d.strip() for d in distractors):
-        raise FixtureError(f"fixture {where}: \"distractors\" must be a list of non-empty sentences")
+        raise FixtureError(f'fixture {where}: "distractors" must be a list of non-empty sentences')
     if len(distractors) < NOISE_SENTENCES:
         raise FixtureError(f"fixture {where}: needs at least {NOISE_SENTENCES} distractors, has {len(distractors)}")
     families: list[Family] = []
@@ -319,6 +319,7 @@ def run_controlled(
         per_query.append(
             {"representation": rep, "condition": cond, "block": block, "query_id": query_id, "top1": credit}
         )
+
     blocks = list(dict.fromkeys(f.block for f in families))
     for block in blocks:
         fams = [f for f in families if f.block == block]

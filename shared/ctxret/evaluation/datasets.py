@@ -341,5 +341,10 @@ def select_queries(conv: Conversation, limit: int | None, seed: int) -> dict[str
     facts = conv.facts[:limit] if limit else list(conv.facts)
     qa = conv.questions[:limit] if limit else list(conv.questions)
     comp = composite_queries(conv, seed, limit=math.ceil(limit / FACTS_PER_COMPOSITE) if limit else None)
-    return {"facts": facts, "qa": qa, "composite": comp, "time": _time_queries(conv, seed, limit),
-            "time_qa": dated_questions(conv, limit)}  # fmt: skip
+    return {
+        "facts": facts,
+        "qa": qa,
+        "composite": comp,
+        "time": _time_queries(conv, seed, limit),
+        "time_qa": dated_questions(conv, limit),
+    }

@@ -586,11 +586,22 @@ def docs_peer_table(comparison: Sequence[Mapping[str, Any]]) -> str:
     from .report import markdown_table
     from .stats import Diff
 
-    heads = ["hybrid_default − peer", "nDCG@10 (normal)", "nDCG@10 (bootstrap)", "R@100 (normal)", "MRR@10 (normal)",
-             "R 8 KB (normal)"]  # fmt: skip
+    heads = [
+        "hybrid_default − peer",
+        "nDCG@10 (normal)",
+        "nDCG@10 (bootstrap)",
+        "R@100 (normal)",
+        "MRR@10 (normal)",
+        "R 8 KB (normal)",
+    ]
     body = []
-    cols = (("ndcg_at_10", "normal"), ("ndcg_at_10", "bootstrap"), ("recall_at_100", "normal"),
-            ("mrr_at_10", "normal"), ("recall_8kb", "normal"))  # fmt: skip
+    cols = (
+        ("ndcg_at_10", "normal"),
+        ("ndcg_at_10", "bootstrap"),
+        ("recall_at_100", "normal"),
+        ("mrr_at_10", "normal"),
+        ("recall_8kb", "normal"),
+    )
     for row in comparison:
         body.append([row["peer"], *(Diff(**row[m][kind]).fmt() for m, kind in cols)])
     return markdown_table(heads, body, ["l"] + ["r"] * 5)

@@ -163,15 +163,32 @@ def floor_report(per_query: Sequence[dict[str, Any]], systems: Sequence[str] = F
                 none = paired["peer_value"]
                 cost = (1.0 - paired["system_value"] / none) if none else math.nan
                 emptied = mean(r.get("emptied" + suffix, math.nan) for r in rows.values() if "emptied" + suffix in r)
-                out.append({"representation": rep, "query_set": qs, "rule": rule, "metric": with_floor,
-                            "relative_cost": cost, "emptied": emptied, **paired})  # fmt: skip
+                out.append(
+                    {
+                        "representation": rep,
+                        "query_set": qs,
+                        "rule": rule,
+                        "metric": with_floor,
+                        "relative_cost": cost,
+                        "emptied": emptied,
+                        **paired,
+                    }
+                )
         rows = by.get((rep, FOREIGN))
         if rows:
             for suffix, rule in (("", "part"), ("_cut", "cut")):
                 vals = [r["emptied" + suffix] for r in rows.values() if "emptied" + suffix in r]
                 if vals:
-                    out.append({"representation": rep, "query_set": FOREIGN, "rule": rule, "metric": "emptied",
-                                "emptied": mean(vals), "n": len(vals)})  # fmt: skip
+                    out.append(
+                        {
+                            "representation": rep,
+                            "query_set": FOREIGN,
+                            "rule": rule,
+                            "metric": "emptied",
+                            "emptied": mean(vals),
+                            "n": len(vals),
+                        }
+                    )
     return out
 
 
@@ -183,19 +200,49 @@ def floor_table(report: Sequence[dict[str, Any]]) -> str:
     """:func:`floor_report` as a markdown table."""
     from .report import markdown_table, pct
 
-    headers = ["Representation", "Query set", "Floor", "Metric", "No floor", "With the floor", "Δ (95% CI)",
-               "Relative cost", "Emptied", "n"]  # fmt: skip
+    headers = [
+        "Representation",
+        "Query set",
+        "Floor",
+        "Metric",
+        "No floor",
+        "With the floor",
+        "Δ (95% CI)",
+        "Relative cost",
+        "Emptied",
+        "n",
+    ]
     body = []
     for r in report:
         if r["query_set"] == FOREIGN:
-            body.append([r["representation"], r["query_set"], r["rule"], "emptied", "—", "—", "—", "—",
-                         pct(r["emptied"]), r["n"]])  # fmt: skip
+            body.append(
+                [
+                    r["representation"],
+                    r["query_set"],
+                    r["rule"],
+                    "emptied",
+                    "—",
+                    "—",
+                    "—",
+                    "—",
+                    pct(r["emptied"]),
+                    r["n"],
+                ]
+            )
             continue
         d = r["diff"]
-        body.append([
-            r["representation"], r["query_set"], r["rule"], r["metric"], pct(r["peer_value"]), pct(r["system_value"]),
-            f"{d['mean'] * 100:+.1f} [{d['lo'] * 100:+.1f}, {d['hi'] * 100:+.1f}]",
-            "—" if _missing(r["relative_cost"]) else f"{r['relative_cost'] * 100:.1f}%",
-            "—" if _missing(r["emptied"]) else pct(r["emptied"]), d["n"],
-        ])  # fmt: skip
+        body.append(
+            [
+                r["representation"],
+                r["query_set"],
+                r["rule"],
+                r["metric"],
+                pct(r["peer_value"]),
+                pct(r["system_value"]),
+                f"{d['mean'] * 100:+.1f} [{d['lo'] * 100:+.1f}, {d['hi'] * 100:+.1f}]",
+                "—" if _missing(r["relative_cost"]) else f"{r['relative_cost'] * 100:.1f}%",
+                "—" if _missing(r["emptied"]) else pct(r["emptied"]),
+                d["n"],
+            ]
+        )
     return markdown_table(headers, body, ["l", "l", "l", "l", "r", "r", "r", "r", "r", "r"])

@@ -63,28 +63,54 @@ def fusion_for(representation: str, fusion: FusionSettings = RUNTIME_DEFAULT) ->
 
 
 def hybrid_candidates(
-    store: ExactStore, thread_id: str, parts: Sequence[str], qvecs: np.ndarray, *, k: int, fusion: FusionSettings,
-    where: Mapping[str, Any] | None = None, answers_first: bool = True, latest_first: bool = True,
-) -> list[PartCandidates]:  # fmt: skip
+    store: ExactStore,
+    thread_id: str,
+    parts: Sequence[str],
+    qvecs: np.ndarray,
+    *,
+    k: int,
+    fusion: FusionSettings,
+    where: Mapping[str, Any] | None = None,
+    answers_first: bool = True,
+    latest_first: bool = True,
+) -> list[PartCandidates]:
     """The runtime's hybrid candidates of each part in one thread (every candidate's ``idf_coverage``
     included, for any floor): the store's thread view, as the product serves a thread-scoped search.
     ``where``: a metadata filter applied inside the thread view before ranking (a time window on ``ts_epoch``).
     ``answers_first`` / ``latest_first``: the search options of the same names (the runtime's defaults: on)."""
     scope = Scope(thread_id, where)
     dense, lexical = store.resolve(scope)
-    return scope_candidates(dense, lexical, scope, parts, qvecs, k=k, fusion=fusion, answers_first=answers_first,
-                            latest_first=latest_first)  # fmt: skip
+    return scope_candidates(
+        dense, lexical, scope, parts, qvecs, k=k, fusion=fusion, answers_first=answers_first, latest_first=latest_first
+    )
 
 
 def scope_candidates(
-    dense: DenseBackend, lexical: LexicalBackend | None, scope: Scope, parts: Sequence[str], qvecs: np.ndarray, *,
-    k: int, fusion: FusionSettings | None, answers_first: bool = True, latest_first: bool = True,
-) -> list[PartCandidates]:  # fmt: skip
+    dense: DenseBackend,
+    lexical: LexicalBackend | None,
+    scope: Scope,
+    parts: Sequence[str],
+    qvecs: np.ndarray,
+    *,
+    k: int,
+    fusion: FusionSettings | None,
+    answers_first: bool = True,
+    latest_first: bool = True,
+) -> list[PartCandidates]:
     """The runtime's candidates of each part (the product's search loop up to its candidates,
     :func:`ctxret.query.deadline.run_candidates`) from the given backends: hybrid under ``fusion`` (every
     candidate's ``idf_coverage`` included, for any floor), or dense only (``fusion=None``: the top ``k`` by cosine)."""
-    plan = SearchPlan(k=k, floor=None, weight=1.0, max_parts=MAX_PARTS, split=True, hybrid=fusion, parents=False,
-                      answers_first=answers_first, latest_first=latest_first)  # fmt: skip
+    plan = SearchPlan(
+        k=k,
+        floor=None,
+        weight=1.0,
+        max_parts=MAX_PARTS,
+        split=True,
+        hybrid=fusion,
+        parents=False,
+        answers_first=answers_first,
+        latest_first=latest_first,
+    )
     backends = Backends(dense, lexical if fusion is not None else None)
     return run_candidates(plan, parts, qvecs, scope, backends, idf_coverage_for="all")
 
@@ -114,8 +140,9 @@ def group_floor_mask(
     cov = None if idf_coverage is None else np.asarray(idf_coverage, dtype=np.float64)
     mask = floor_mask(cosines[source], None if cov is None else cov[source], hit_floor(floor), lexical_floor)
     head = np.flatnonzero(mask)[:k]
-    answered = part_answered(cosines[head].tolist(), None if cov is None else cov[source[head]].tolist(), floor,
-                             lexical_floor)  # fmt: skip
+    answered = part_answered(
+        cosines[head].tolist(), None if cov is None else cov[source[head]].tolist(), floor, lexical_floor
+    )
     return mask if answered else np.zeros(cosines.shape, dtype=bool)
 
 

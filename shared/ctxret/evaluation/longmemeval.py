@@ -112,24 +112,35 @@ def load_longmemeval(path: str | Path) -> list[LMEQuestion]:
         sessions = []
         ev_sessions: set[str] = set()
         ev_turns: set[str] = set()
-        for sid, date, turns in zip(q["haystack_session_ids"], q["haystack_dates"], q["haystack_sessions"],
-                                    strict=True):  # fmt: skip
+        for sid, date, turns in zip(
+            q["haystack_session_ids"], q["haystack_dates"], q["haystack_sessions"], strict=True
+        ):
             sessions.append((str(sid), parse_lme_date(date), list(turns)))
             marked = [i for i, t in enumerate(turns) if t.get("has_answer")]
             if "answer" in str(sid) and marked:
                 ev_sessions.add(str(sid))
                 ev_turns.update(f"{sid}/{i}" for i in marked)
         sessions.sort(key=lambda s: s[1])  # as they happened (stable for equal times)
-        out.append(LMEQuestion(str(q["question_id"]), str(q["question_type"]), str(q["question"]),
-                               parse_lme_date(q["question_date"]), sessions, frozenset(ev_sessions),
-                               frozenset(ev_turns)))  # fmt: skip
+        out.append(
+            LMEQuestion(
+                str(q["question_id"]),
+                str(q["question_type"]),
+                str(q["question"]),
+                parse_lme_date(q["question_date"]),
+                sessions,
+                frozenset(ev_sessions),
+                frozenset(ev_turns),
+            )
+        )
     return out
 
 
 def session_messages(q: LMEQuestion, sid: str, date: datetime, turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One session as the messages an agent writes: role and content, the session's time, an id per message."""
-    return [{"role": t["role"], "content": t.get("content") or "", "timestamp": date.isoformat(), "id": f"{sid}/{i}"}
-            for i, t in enumerate(turns)]  # fmt: skip
+    return [
+        {"role": t["role"], "content": t.get("content") or "", "timestamp": date.isoformat(), "id": f"{sid}/{i}"}
+        for i, t in enumerate(turns)
+    ]
 
 
 class BM25Okapi:
@@ -232,10 +243,13 @@ def run_longmemeval(
             per_query.extend(rows)
             if progress:
                 got = {r["representation"]: r.get("recall_all@5") for r in rows}
-                print(f"[eval longmemeval] {qi + 1}/{len(picked)} {q.id} ({q.type}): {len(records)} pieces "
-                      f"({written['added']} embedded now), session recall_all@5 "
-                      + ", ".join(f"{k} {v:.0f}" for k, v in got.items() if v is not None),
-                      file=sys.stderr, flush=True)  # fmt: skip
+                print(
+                    f"[eval longmemeval] {qi + 1}/{len(picked)} {q.id} ({q.type}): {len(records)} pieces "
+                    f"({written['added']} embedded now), session recall_all@5 "
+                    + ", ".join(f"{k} {v:.0f}" for k, v in got.items() if v is not None),
+                    file=sys.stderr,
+                    flush=True,
+                )
     finally:
         index.close()
     return _summarise(per_query, counts, index, depth, picked)
@@ -265,8 +279,7 @@ def _score_question(q: LMEQuestion, index: Any, texts: list[str], msg_of: list[s
     if groups:
         best = max(groups, key=lambda g: g.hits[0].score)
         messages = [_message_id(h.metadata) for h in best.hits]
-    out.append({**base, "representation": "ctxret_default", "empty": float(not groups),
-                **_metrics(q, messages)})  # fmt: skip
+    out.append({**base, "representation": "ctxret_default", "empty": float(not groups), **_metrics(q, messages)})
     by_rank = [_message_id(g.hits[r].metadata) for r in range(depth) for g in groups if r < len(g.hits)]
     out.append({**base, "representation": "ctxret_parts", "empty": float(not groups), **_metrics(q, by_rank)})
     # the paper's flat BM25: sessions (user turns joined) and user turns, whitespace tokens
@@ -274,15 +287,19 @@ def _score_question(q: LMEQuestion, index: Any, texts: list[str], msg_of: list[s
     sess_docs = [
         " ".join(t.get("content") or "" for t in turns if t.get("role") == "user") for _, _, turns in q.sessions
     ]
-    order = np.argsort(BM25Okapi([d.split(" ") for d in sess_docs]).get_scores(q.question.split(" ")),
-                       kind="stable")[::-1]  # fmt: skip
+    order = np.argsort(BM25Okapi([d.split(" ") for d in sess_docs]).get_scores(q.question.split(" ")), kind="stable")[
+        ::-1
+    ]
     ranked_sessions = [sess_ids[i] for i in order]
     turn_ids = [f"{sid}/{i}" for sid, _, turns in q.sessions for i, t in enumerate(turns) if t.get("role") == "user"]
     turn_docs = [t.get("content") or "" for _, _, turns in q.sessions for t in turns if t.get("role") == "user"]
-    order_t = np.argsort(BM25Okapi([d.split(" ") for d in turn_docs]).get_scores(q.question.split(" ")),
-                         kind="stable")[::-1]  # fmt: skip
-    paper = {**ranking_metrics(ranked_sessions, q.evidence_sessions, ""),
-             **ranking_metrics([turn_ids[i] for i in order_t], q.evidence_turns, "turn_")}  # fmt: skip
+    order_t = np.argsort(BM25Okapi([d.split(" ") for d in turn_docs]).get_scores(q.question.split(" ")), kind="stable")[
+        ::-1
+    ]
+    paper = {
+        **ranking_metrics(ranked_sessions, q.evidence_sessions, ""),
+        **ranking_metrics([turn_ids[i] for i in order_t], q.evidence_turns, "turn_"),
+    }
     out.append({**base, "representation": "paper_bm25", **paper})
     # BM25 done well over the pieces ctxret stored
     hits = BM25sPeer(texts).search(q.question)
@@ -292,8 +309,10 @@ def _score_question(q: LMEQuestion, index: Any, texts: list[str], msg_of: list[s
 
 def _metrics(q: LMEQuestion, messages: Sequence[str]) -> dict[str, float]:
     sessions = _first_seen([_session(m) for m in messages])
-    return {**ranking_metrics(sessions, q.evidence_sessions, ""),
-            **ranking_metrics(_first_seen(messages), q.evidence_turns, "turn_")}  # fmt: skip
+    return {
+        **ranking_metrics(sessions, q.evidence_sessions, ""),
+        **ranking_metrics(_first_seen(messages), q.evidence_turns, "turn_"),
+    }
 
 
 METRICS = tuple(f"{p}{m}@{k}" for p in ("", "turn_") for m in ("recall_all", "ndcg_any") for k in KS)
@@ -326,8 +345,7 @@ def _summarise(per_query: list[dict], counts: Counter, index: Any, depth: int, p
                 for metric in ("recall_all@5", "recall_all@10", "ndcg_any@5", "ndcg_any@10", "turn_recall_all@5"):
                     cmp = compare(mine, by[peer], metric)
                     if cmp is not None:
-                        comparison.append({"system": system, "peer": peer, "query_set": qtype,
-                                           "metric": metric, **cmp})  # fmt: skip
+                        comparison.append({"system": system, "peer": peer, "query_set": qtype, "metric": metric, **cmp})
     config = {
         "harness": "longmemeval",
         "embedder": index.embedder.model_id,

@@ -142,10 +142,13 @@ def run_memory(
                     if groups:
                         best = max(groups, key=lambda g: g.hits[0].score)
                         hits = [where.get(_message_id(h.metadata), ("?", -1)) for h in best.hits[:k]]
-                        m = {"recall": evidence_recall([{u} for u, _ in hits], q.evidence),
-                             "top1_section": 1.0 if hits[0][1] in q.gold else 0.0}  # fmt: skip
-                    per_query.append({"conversation": conv.id, "representation": mode, "query_set": qs,
-                                      "query_id": q.id, **m})  # fmt: skip
+                        m = {
+                            "recall": evidence_recall([{u} for u, _ in hits], q.evidence),
+                            "top1_section": 1.0 if hits[0][1] in q.gold else 0.0,
+                        }
+                    per_query.append(
+                        {"conversation": conv.id, "representation": mode, "query_set": qs, "query_id": q.id, **m}
+                    )
             index.close()
         structure[conv.id] = _structure(snaps["incremental"], snaps["one_call"])
         counts["conversations"] += 1
@@ -168,8 +171,15 @@ def run_memory(
             if not vals:
                 continue
             recall = mean([q["recall"] for q in vals if not math.isnan(q["recall"])])
-            rows.append({"representation": mode, "query_set": qs, recall_key: recall,
-                         "top1_section": mean([q["top1_section"] for q in vals]), "n": len(vals)})  # fmt: skip
+            rows.append(
+                {
+                    "representation": mode,
+                    "query_set": qs,
+                    recall_key: recall,
+                    "top1_section": mean([q["top1_section"] for q in vals]),
+                    "n": len(vals),
+                }
+            )
     by = by_query(per_query)
     paired = []
     for qs in query_sets:

@@ -67,10 +67,17 @@ def answer_metrics(ix: ConversationIndex, ret: Retrieval, q: Any) -> dict[str, f
 
 #: (query set, metric) pairs compared.
 RANKING_METRICS = (
-    ("facts", "top1_section"), ("facts", "top1_evidence"), ("qa", "top1_section"), ("qa", "top1_evidence"),
-    ("qa", "question_top"), ("qa", "recall"), ("composite", "coverage"), ("updates", "latest_first"),
-    ("updates", "latest_top1"), ("updates", "both_kept"),
-)  # fmt: skip
+    ("facts", "top1_section"),
+    ("facts", "top1_evidence"),
+    ("qa", "top1_section"),
+    ("qa", "top1_evidence"),
+    ("qa", "question_top"),
+    ("qa", "recall"),
+    ("composite", "coverage"),
+    ("updates", "latest_first"),
+    ("updates", "latest_top1"),
+    ("updates", "both_kept"),
+)
 
 
 def ranking_comparison(

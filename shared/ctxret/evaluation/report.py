@@ -94,8 +94,10 @@ def threads_table(rows: Sequence[Mapping[str, Any]]) -> str:
     timed = {"top1_window", "top5_window", "window_has_evidence"}
     window = [(key, title) for key, title in metrics if key in timed and key in shown]
     metrics = [(key, title) for key, title in metrics if key not in timed]
-    budgets = sorted({k for r in rows for k in r if k.startswith("recall_") and k.endswith("b") and k[7:-1].isdigit()},
-                     key=lambda k: int(k[7:-1]))  # fmt: skip
+    budgets = sorted(
+        {k for r in rows for k in r if k.startswith("recall_") and k.endswith("b") and k[7:-1].isdigit()},
+        key=lambda k: int(k[7:-1]),
+    )
     metrics = (
         window
         + metrics[:3]
@@ -132,23 +134,50 @@ def distracted_table(rows: Sequence[Mapping[str, Any]]) -> str:
 
 def paired_table(comparison: Sequence[Mapping[str, Any]]) -> str:
     """Systems against baselines, paired per query (points, 95% intervals; ``changed``: queries whose value moved)."""
-    headers = ["System", "Baseline", "Query set", "Metric", "System", "Baseline", "Δ (95% CI)", "Δ bootstrap CI",
-               "Changed", "Δ per conversation"]  # fmt: skip
+    headers = [
+        "System",
+        "Baseline",
+        "Query set",
+        "Metric",
+        "System",
+        "Baseline",
+        "Δ (95% CI)",
+        "Δ bootstrap CI",
+        "Changed",
+        "Δ per conversation",
+    ]
     body = []
     for r in comparison:
         diff, bootstrap, per = _paired_cells(r)
-        body.append([
-            r["system"], r["peer"], r["query_set"], r["metric"], pct(r["system_value"]), pct(r["peer_value"]),
-            diff, bootstrap, f"{r.get('changed', '—')}/{r['diff']['n']}", per,
-        ])  # fmt: skip
+        body.append(
+            [
+                r["system"],
+                r["peer"],
+                r["query_set"],
+                r["metric"],
+                pct(r["system_value"]),
+                pct(r["peer_value"]),
+                diff,
+                bootstrap,
+                f"{r.get('changed', '—')}/{r['diff']['n']}",
+                per,
+            ]
+        )
     return markdown_table(headers, body, ["l", "l", "l", "l", "r", "r", "r", "r", "r", "l"])
 
 
 def peer_table(comparison: Sequence[Mapping[str, Any]]) -> str:
     """The runtime default against each peer, paired per query (points, 95% intervals)."""
     headers = [
-        "Peer", "Query set", "Metric", "ctxret default", "Peer", "Δ (95% CI)", "Δ bootstrap CI", "Δ per conversation"
-    ]  # fmt: skip
+        "Peer",
+        "Query set",
+        "Metric",
+        "ctxret default",
+        "Peer",
+        "Δ (95% CI)",
+        "Δ bootstrap CI",
+        "Δ per conversation",
+    ]
     body = [
         [r["peer"], r["query_set"], r["metric"], pct(r["system_value"]), pct(r["peer_value"]), *_paired_cells(r)]
         for r in comparison
@@ -260,8 +289,12 @@ def _colors(names: Sequence[str]) -> dict[str, Any]:
 
 
 def _bars(
-    ax: Any, groups: Sequence[str], series: Mapping[str, Sequence[float | None]], ylabel: str,
-    ylim: float | None = 1.0, colors: Mapping[str, Any] | None = None,
+    ax: Any,
+    groups: Sequence[str],
+    series: Mapping[str, Sequence[float | None]],
+    ylabel: str,
+    ylim: float | None = 1.0,
+    colors: Mapping[str, Any] | None = None,
 ) -> None:
     n = max(1, len(series))
     width = 0.8 / n
@@ -285,8 +318,13 @@ def plot_controlled(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike[s
     conds = [c for c in CONDITION_TITLES if c != "generic" and any(r["condition"] == c for r in rows)]
     index = {(r["representation"], r["condition"]): r["top1"] for r in rows if r["block"] == "all"}
     colors = _colors(reps)
-    _bars(ax, [CONDITION_TITLES[c] for c in conds], {rep: [index.get((rep, c)) for c in conds] for rep in reps},
-          "correct context first (top-1)", colors=colors)
+    _bars(
+        ax,
+        [CONDITION_TITLES[c] for c in conds],
+        {rep: [index.get((rep, c)) for c in conds] for rep in reps},
+        "correct context first (top-1)",
+        colors=colors,
+    )
     ax.set_title("Controlled test: right context first")
     ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.2))
     generic = {rep: [index.get((rep, "generic"))] for rep in reps}

@@ -134,9 +134,14 @@ def _rep_peer_query_fusion(ix: ConversationIndex, message: str) -> Retrieval:
 
 
 def hybrid_groups(
-    ix: ConversationIndex, message: str, fusion: FusionSettings, *, stored: np.ndarray | None = None,
-    answers_first: bool = True, latest_first: bool = True,
-) -> list[Ranked]:  # fmt: skip
+    ix: ConversationIndex,
+    message: str,
+    fusion: FusionSettings,
+    *,
+    stored: np.ndarray | None = None,
+    answers_first: bool = True,
+    latest_first: bool = True,
+) -> list[Ranked]:
     """The runtime's hybrid search of each part (:func:`.hybrid.hybrid_candidates`) under ``fusion``
     (its rule, its candidates per side — the runtime takes ``max(k, candidates)`` — and its lexical
     floor) as ranked groups; each hit carries its cosine and lexical coverage for the floor rule.
@@ -148,8 +153,9 @@ def hybrid_groups(
     if not parts:
         return []
     store = ix.exact_store(ix.default_stored if stored is None else stored)
-    cands = hybrid_candidates(store, ix.conv.id, parts, q, k=ix.k, fusion=fusion, answers_first=answers_first,
-                              latest_first=latest_first)  # fmt: skip
+    cands = hybrid_candidates(
+        store, ix.conv.id, parts, q, k=ix.k, fusion=fusion, answers_first=answers_first, latest_first=latest_first
+    )
     return ix.ranked(cands, fusion.lexical_floor)
 
 

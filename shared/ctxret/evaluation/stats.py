@@ -101,9 +101,12 @@ def by_query(per_query: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], di
 
 
 def compare(
-    mine: Mapping[str, Mapping[str, Any]], theirs: Mapping[str, Mapping[str, Any]], metric: str, *,
+    mine: Mapping[str, Mapping[str, Any]],
+    theirs: Mapping[str, Mapping[str, Any]],
+    metric: str,
+    *,
     changed: bool = False,
-) -> dict[str, Any] | None:  # fmt: skip
+) -> dict[str, Any] | None:
     """``metric`` of two systems paired per query, over the queries where both have it (``None``: no
     such query): ``system_value`` and ``peer_value`` (means), ``diff`` (normal 95% interval on the
     per-query differences), ``bootstrap`` (queries resampled within conversations),

@@ -93,8 +93,14 @@ BUDGETS = (1000, 4000)
 
 
 _WINDOW_METRICS = ("top1_window", "top5_window", "window_has_evidence")
-_AGGREGATED = ("top1_section", "top1_section_floor", "mrr", "recall", *(f"recall_{b}b" for b in BUDGETS),
-               *_WINDOW_METRICS)  # fmt: skip
+_AGGREGATED = (
+    "top1_section",
+    "top1_section_floor",
+    "mrr",
+    "recall",
+    *(f"recall_{b}b" for b in BUDGETS),
+    *_WINDOW_METRICS,
+)
 
 
 @dataclass
@@ -235,17 +241,32 @@ def run_threads(
                     for key, val in m.items():
                         acc[(rep, qs)][key].append(val)
                     per_query.append(
-                        {"conversation": conv.id, "representation": rep, "query_set": qs, "query_id": tq.id,
-                         "kind": tq.kind, "base": tq.base, **m, **floored}
-                    )  # fmt: skip
+                        {
+                            "conversation": conv.id,
+                            "representation": rep,
+                            "query_set": qs,
+                            "query_id": tq.id,
+                            "kind": tq.kind,
+                            "base": tq.base,
+                            **m,
+                            **floored,
+                        }
+                    )
             for d in distracted:
                 m = score_distracted(ix, fn, d, k, floor, whole.get(d.id))
                 whole[d.id] = m["recall_whole"]
                 ids = {"conversation": conv.id, "representation": rep, "query_set": DISTRACTED, "query_id": d.id}
                 per_query.append({**ids, **m})
             for fq in sets.get(FOREIGN, []):
-                per_query.append({"conversation": conv.id, "representation": rep, "query_set": FOREIGN,
-                                  "query_id": fq.id, **foreign_metrics(fn(ix, fq.text), k, floor)})  # fmt: skip
+                per_query.append(
+                    {
+                        "conversation": conv.id,
+                        "representation": rep,
+                        "query_set": FOREIGN,
+                        "query_id": fq.id,
+                        **foreign_metrics(fn(ix, fq.text), k, floor),
+                    }
+                )
             if "composite" in sets and rep != "whole_turn":
                 for cq in sets["composite"]:
                     cov = score_composite(ix, fn(ix, cq.text), cq, k)
@@ -262,8 +283,19 @@ def run_threads(
                         )
         ix.close()
     if "updates" in query_sets:
-        per_query.extend(run_updates(convs, emb, representations, k=k, seed=seed, limit=limit_queries,
-                                     piece_bytes=piece_bytes, weight=weight, fusion=fusion))  # fmt: skip
+        per_query.extend(
+            run_updates(
+                convs,
+                emb,
+                representations,
+                k=k,
+                seed=seed,
+                limit=limit_queries,
+                piece_bytes=piece_bytes,
+                weight=weight,
+                fusion=fusion,
+            )
+        )
         counts["updates"] = len({r["query_id"] for r in per_query if r["query_set"] == "updates"})
     rows: list[dict[str, Any]] = []
     for rep in representations:
@@ -336,8 +368,13 @@ def run_threads(
 
 
 #: What the peer comparison compares: (query set, metric key).
-COMPARED_METRICS = (("facts", "top1_section"), ("qa", "recall"), ("qa", "top1_section"),
-                    *(("qa", f"recall_{b}b") for b in BUDGETS), ("composite", "coverage"))  # fmt: skip
+COMPARED_METRICS = (
+    ("facts", "top1_section"),
+    ("qa", "recall"),
+    ("qa", "top1_section"),
+    *(("qa", f"recall_{b}b") for b in BUDGETS),
+    ("composite", "coverage"),
+)
 
 
 def peer_comparison(

@@ -162,8 +162,11 @@ def _phrases(kind: str, ts: datetime, rng: random.Random, years: set[int]) -> tu
     if kind == "past_week":
         k = rng.randint(1, 6)
         now = datetime(d.year, d.month, d.day, hour) + timedelta(days=k)
-        return "in the past week", now, (datetime(now.year, now.month, now.day) - timedelta(days=7),
-                                         now + timedelta(seconds=1))  # fmt: skip
+        return (
+            "in the past week",
+            now,
+            (datetime(now.year, now.month, now.day) - timedelta(days=7), now + timedelta(seconds=1)),
+        )
     if kind == "last_month":
         y, m = (d.year + 1, 1) if d.month == 12 else (d.year, d.month + 1)
         now = datetime(y, m, rng.randint(1, 28), hour)
@@ -176,8 +179,19 @@ def _phrases(kind: str, ts: datetime, rng: random.Random, years: set[int]) -> tu
     raise ValueError(kind)
 
 
-PHRASE_KINDS = ("date", "month", "yesterday", "today", "days_ago", "weekday", "last_week", "week_ago", "past_week",
-                "last_month", "last_year")  # fmt: skip
+PHRASE_KINDS = (
+    "date",
+    "month",
+    "yesterday",
+    "today",
+    "days_ago",
+    "weekday",
+    "last_week",
+    "week_ago",
+    "past_week",
+    "last_month",
+    "last_year",
+)
 #: Phrase kinds tried per section (of PHRASE_KINDS, in a seeded order; the first that fit are used).
 KINDS_PER_SECTION = 3
 
@@ -191,8 +205,31 @@ def _compose(base: str, phrase: str, rng: random.Random) -> str:
     return f"{text.rstrip('.?!')} {phrase}{end}"
 
 
-_QUESTION_WORDS = {"What", "Who", "Whose", "Whom", "Where", "When", "Why", "How", "Which", "Did", "Does", "Do", "Is",
-                   "Was", "Were", "Has", "Have", "Had", "Can", "Could", "Would", "Will", "Are"}  # fmt: skip
+_QUESTION_WORDS = {
+    "What",
+    "Who",
+    "Whose",
+    "Whom",
+    "Where",
+    "When",
+    "Why",
+    "How",
+    "Which",
+    "Did",
+    "Does",
+    "Do",
+    "Is",
+    "Was",
+    "Were",
+    "Has",
+    "Have",
+    "Had",
+    "Can",
+    "Could",
+    "Would",
+    "Will",
+    "Are",
+}
 #: A question in the past tense by its auxiliary ("What did ...", "Where was ...", "Did ...").
 _PAST_QUESTION = re.compile(r"^(?:\w+\s+){0,2}(?:did|was|were|had)\b", re.IGNORECASE)
 #: Phrases that name the past only in a past-tense sentence ("on Thursday", "in June", "on June 16", "this
@@ -240,10 +277,15 @@ def time_queries(conv: Any, seed: int = 0, limit: int | None = None) -> list[Tim
                 who = rng.choice(speakers)
                 other = [s for s in speakers if s != who]
                 template = rng.choice(
-                    ["What did {who} talk about {phrase}?", "Remind me what {who} said {phrase}.",
-                     "What did {who} and {other} discuss {phrase}?", "What did {who} tell {other} {phrase}?"]
-                    if other else ["What did {who} talk about {phrase}?", "Remind me what {who} said {phrase}."]
-                )  # fmt: skip
+                    [
+                        "What did {who} talk about {phrase}?",
+                        "Remind me what {who} said {phrase}.",
+                        "What did {who} and {other} discuss {phrase}?",
+                        "What did {who} tell {other} {phrase}?",
+                    ]
+                    if other
+                    else ["What did {who} talk about {phrase}?", "Remind me what {who} said {phrase}."]
+                )
                 text = template.format(who=who, other=other[0] if other else "", phrase=phrase)
                 gold = frozenset(t.index for t in inside)
                 evidence = frozenset(
@@ -255,9 +297,10 @@ def time_queries(conv: Any, seed: int = 0, limit: int | None = None) -> list[Tim
             else:
                 continue
             out.append(
-                TimeQuery(f"{conv.id}/t{len(out)}", _compose(text, phrase, rng), now, start, end, gold, evidence,
-                          kind, base)
-            )  # fmt: skip
+                TimeQuery(
+                    f"{conv.id}/t{len(out)}", _compose(text, phrase, rng), now, start, end, gold, evidence, kind, base
+                )
+            )
             made += 1
     return out[:limit] if limit else out
 

@@ -112,12 +112,20 @@ class TimeAware:
         cands: list[PartCandidates | None] = [None] * len(parts)
         for where in [w for i, w in enumerate(wheres) if w not in wheres[:i]]:  # parts sharing a scope: one search
             idx = [i for i, w in enumerate(wheres) if w == where]
-            got = hybrid_candidates(store, ix.conv.id, [texts[i] for i in idx], qvecs[idx], k=ix.k, fusion=fusion,
-                                    where=where)  # fmt: skip
+            got = hybrid_candidates(
+                store, ix.conv.id, [texts[i] for i in idx], qvecs[idx], k=ix.k, fusion=fusion, where=where
+            )
             for i, c in zip(idx, got, strict=True):
                 if self.fallback and found[i] is not None and not c.ranked:
-                    c = hybrid_candidates(store, ix.conv.id, [texts[i]], qvecs[i : i + 1], k=ix.k, fusion=fusion,
-                                          where=_where(None, now, latest))[0]  # fmt: skip
+                    c = hybrid_candidates(
+                        store,
+                        ix.conv.id,
+                        [texts[i]],
+                        qvecs[i : i + 1],
+                        k=ix.k,
+                        fusion=fusion,
+                        where=_where(None, now, latest),
+                    )[0]
                 cands[i] = _recency(c, now, self.half_life) if self.half_life is not None else c
         groups = ix.ranked([c for c in cands if c is not None], fusion.lexical_floor)
         for g, part in zip(groups, parts, strict=True):
@@ -142,8 +150,15 @@ class TimeAware:
         cands: list[PartCandidates | None] = [None] * len(parts)
         for key in dict.fromkeys(keys):
             idx = [i for i, w in enumerate(keys) if w == key]
-            got = hybrid_candidates(store, ix.conv.id, [parts[i] for i in idx], qvecs[idx], k=ix.k, fusion=fusion,
-                                    where=thread.with_window(key).where)  # fmt: skip
+            got = hybrid_candidates(
+                store,
+                ix.conv.id,
+                [parts[i] for i in idx],
+                qvecs[idx],
+                k=ix.k,
+                fusion=fusion,
+                where=thread.with_window(key).where,
+            )
             for i, c in zip(idx, got, strict=True):
                 cands[i] = c
         groups = ix.ranked([c for c in cands if c is not None], fusion.lexical_floor)
@@ -247,10 +262,16 @@ def time_breakdown(per_query: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             cells[(row["representation"], "base", row["base"])].append(row)
             cells[(row["representation"], "kind", row["kind"])].append(row)
     return [
-        {"representation": rep, "by": by, "value": value, "n": len(rows),
-         "top1_window": mean(r["top1_window"] for r in rows), "top5_window": mean(r["top5_window"] for r in rows)}
+        {
+            "representation": rep,
+            "by": by,
+            "value": value,
+            "n": len(rows),
+            "top1_window": mean(r["top1_window"] for r in rows),
+            "top5_window": mean(r["top5_window"] for r in rows),
+        }
         for (rep, by, value), rows in sorted(cells.items())
-    ]  # fmt: skip
+    ]
 
 
 def time_comparison(per_query: Sequence[dict[str, Any]], recall_key: str = "recall_at_5") -> list[dict[str, Any]]:

@@ -358,7 +358,14 @@ def updates_table(per_query: Sequence[dict[str, Any]]) -> str:
     body = []
     for rep in reps:
         rows = [r for r in per_query if r["query_set"] == "updates" and r["representation"] == rep]
-        body.append([rep, pct(mean(r["latest_first"] for r in rows)), pct(mean(r["latest_top1"] for r in rows)),
-                     pct(mean(r["both_kept"] for r in rows)), len(rows)])  # fmt: skip
+        body.append(
+            [
+                rep,
+                pct(mean(r["latest_first"] for r in rows)),
+                pct(mean(r["latest_top1"] for r in rows)),
+                pct(mean(r["both_kept"] for r in rows)),
+                len(rows),
+            ]
+        )
     headers = ["Representation", "Changed fact above the first", "Changed fact on top", "Both in the group", "n"]
     return markdown_table(headers, body, ["l", "r", "r", "r", "r"])

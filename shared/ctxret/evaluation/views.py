@@ -182,9 +182,14 @@ def _bm25_store(ix: ConversationIndex, stored: np.ndarray, v: _Views) -> ExactSt
 
 
 def search(
-    ix: ConversationIndex, message: str, *, kinds: tuple[str, ...] = (), hybrid: bool = False, hyde: bool = False,
+    ix: ConversationIndex,
+    message: str,
+    *,
+    kinds: tuple[str, ...] = (),
+    hybrid: bool = False,
+    hyde: bool = False,
     bm25_views: bool = False,
-) -> list[Ranked]:  # fmt: skip
+) -> list[Ranked]:
     """One message through the runtime's stages on the conversation's thread view: dense (every piece,
     or the runtime's candidates with ``hybrid``), the views merged in, HyDE blended in."""
     parts, q = ix.query(message, split=True)

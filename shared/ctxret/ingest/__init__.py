@@ -24,11 +24,22 @@ if TYPE_CHECKING:
     from .writer import plan_turns, write_turns
 
 _NAMES = {
-    "Piece": ".turns", "Source": ".turns", "Turn": ".turns", "label_pieces": ".turns", "piece_id": ".turns",
-    "turns_from_messages": ".messages", "document_id": ".documents", "document_turns": ".documents",
-    "split_sections": ".documents", "context_vectors": ".context", "late_context_vectors": ".context",
-    "plan_turns": ".writer", "write_turns": ".writer", "append_messages": ".append", "thread_messages": ".append",
-}  # fmt: skip
+    "Piece": ".turns",
+    "Source": ".turns",
+    "Turn": ".turns",
+    "label_pieces": ".turns",
+    "piece_id": ".turns",
+    "turns_from_messages": ".messages",
+    "document_id": ".documents",
+    "document_turns": ".documents",
+    "split_sections": ".documents",
+    "context_vectors": ".context",
+    "late_context_vectors": ".context",
+    "plan_turns": ".writer",
+    "write_turns": ".writer",
+    "append_messages": ".append",
+    "thread_messages": ".append",
+}
 __getattr__ = lazy_getattr(__name__, _NAMES)
 __all__ = [
     "Piece",

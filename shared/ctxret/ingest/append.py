@@ -116,9 +116,14 @@ def _overlap(keys: Sequence[str | None], tail: Sequence[str | None]) -> int:
 
 
 def plan_append(
-    reader: Any, thread_id: str, msgs: Sequence[Message], include_system: bool, *, hint: int = 0,
+    reader: Any,
+    thread_id: str,
+    msgs: Sequence[Message],
+    include_system: bool,
+    *,
+    hint: int = 0,
     now: datetime | None = None,
-) -> AppendPlan:  # fmt: skip
+) -> AppendPlan:
     """Read the thread's end and plan the append of ``msgs`` (read, storable messages) after it."""
     plan = _plan(reader, thread_id, msgs, include_system, chat_head(reader, thread_id, hint), now)
     if plan.new and taken_turns(reader, thread_id, plan.new):  # a gap in the numbers misled the probes
@@ -256,10 +261,15 @@ def _renumber(plan: AppendPlan, numbers: Sequence[int]) -> None:
 
 
 def append_messages(
-    store: Any, messages: Iterable[Mapping[str, Any]], thread_id: str, *, include_system: bool,
-    write: Callable[[list[Turn]], IndexResult], now: datetime | None = None,
+    store: Any,
+    messages: Iterable[Mapping[str, Any]],
+    thread_id: str,
+    *,
+    include_system: bool,
+    write: Callable[[list[Turn]], IndexResult],
+    now: datetime | None = None,
     sleep: Callable[[float], None] = time.sleep,
-) -> IndexResult:  # fmt: skip
+) -> IndexResult:
     """Append ``messages`` to ``thread_id`` in ``store`` (a :class:`~ctxret.storage.pieces.PieceStore`); ``write``
     writes the planned turns (the index's one write path). See the module docstring."""
     return append_threads(
@@ -268,10 +278,14 @@ def append_messages(
 
 
 def append_threads(
-    store: Any, items: Iterable[tuple[str, Iterable[Mapping[str, Any]]]], *, include_system: bool,
-    write: Callable[[list[Turn]], IndexResult], now: datetime | None = None,
+    store: Any,
+    items: Iterable[tuple[str, Iterable[Mapping[str, Any]]]],
+    *,
+    include_system: bool,
+    write: Callable[[list[Turn]], IndexResult],
+    now: datetime | None = None,
     sleep: Callable[[float], None] = time.sleep,
-) -> IndexResult:  # fmt: skip
+) -> IndexResult:
     """Append messages to several threads in one write (``items``: ``(thread_id, messages)``; the messages of one
     thread given twice are appended in order): every message is read and checked before anything is written, the
     threads' new turns share embedding batches (a backfill of many chat files). Same rules as
@@ -319,9 +333,7 @@ def append_threads(
     )
 
 
-def _timed(
-    msgs: Sequence[Message], stored: Mapping[str, tuple[datetime, bool]], now: datetime | None
-) -> list[Message]:
+def _timed(msgs: Sequence[Message], stored: Mapping[str, tuple[datetime, bool]], now: datetime | None) -> list[Message]:
     """Each message without a time of its own gets one: its stored time when the thread holds it already (so
     writing it again changes nothing), else the time of the last message before it in the same call that has one
     (a tool result or a reply belongs to the moment of the message it answers), else the time it is added (``now``).
@@ -352,9 +364,15 @@ def stored_times(reader: Any, thread_id: str, first: int, last: int | None) -> d
 
 
 def write_numbered(
-    store: Any, messages: Iterable[Mapping[str, Any]], thread_id: str, first_turn: int, *, include_system: bool,
-    write: Callable[[list[Turn]], IndexResult], now: datetime | None = None,
-) -> tuple[IndexResult, int]:  # fmt: skip
+    store: Any,
+    messages: Iterable[Mapping[str, Any]],
+    thread_id: str,
+    first_turn: int,
+    *,
+    include_system: bool,
+    write: Callable[[list[Turn]], IndexResult],
+    now: datetime | None = None,
+) -> tuple[IndexResult, int]:
     """Write ``messages`` as the thread's turns ``first_turn, first_turn + 1, …``, replacing those (a changed turn is
     written again, an unchanged one costs nothing). Returns the result and how many turns the messages made."""
     check_thread_id(thread_id)
@@ -370,9 +388,14 @@ def write_numbered(
 
 
 def replace_thread(
-    store: Any, messages: Iterable[Mapping[str, Any]], thread_id: str, *, include_system: bool,
-    write: Callable[[list[Turn]], IndexResult], now: datetime | None = None,
-) -> IndexResult:  # fmt: skip
+    store: Any,
+    messages: Iterable[Mapping[str, Any]],
+    thread_id: str,
+    *,
+    include_system: bool,
+    write: Callable[[list[Turn]], IndexResult],
+    now: datetime | None = None,
+) -> IndexResult:
     """Make the thread's chat turns exactly ``messages`` (turn 1 on): changed turns are written again, stored turns
     past the last one removed, in that order (a failure in between leaves the new turns and some old ones); unchanged
     turns cost nothing (a message without a time keeps the time it was first added); the thread's documents stay."""
@@ -439,8 +462,9 @@ def _message(role: str, content: str, src: Source, key: str | None) -> dict[str,
     return msg
 
 
-def _claim(claims: Any, reader: Any, thread_id: str, plan: AppendPlan, held: Claim,
-           sleep: Callable[[float], None]) -> bool:  # fmt: skip
+def _claim(
+    claims: Any, reader: Any, thread_id: str, plan: AppendPlan, held: Claim, sleep: Callable[[float], None]
+) -> bool:
     """Hold the slots ``plan`` needs (new turn numbers past every stored and claimed one, and the continuation
     slot) and renumber its new turns to them; ``False``: read the thread again (the slots won stay in ``held``)."""
     need = len(plan.new)

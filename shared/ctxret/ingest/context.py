@@ -91,9 +91,12 @@ def late_context_many(
 
 
 def late_passes(
-    embedder: Any, turn_pieces: Sequence[Sequence[Piece]], *, own: bool = False,
+    embedder: Any,
+    turn_pieces: Sequence[Sequence[Piece]],
+    *,
+    own: bool = False,
     progress: Callable[[int], object] | None = None,
-) -> tuple[list[np.ndarray], list[np.ndarray | None]]:  # fmt: skip
+) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
     """Late chunking of many turns in one token pass: per turn, its pieces' context vectors, and with ``own``
     the pieces' own embeddings where that pass gives them (``None`` elsewhere).
 

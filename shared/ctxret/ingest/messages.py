@@ -324,8 +324,14 @@ class Message:
 
 
 #: OpenAI Responses API items read as messages (``{"type": ..., ...}`` without a ``role``).
-_RESPONSES_ITEMS = ("message", "function_call", "function_call_output", "custom_tool_call",
-                    "custom_tool_call_output", "reasoning")  # fmt: skip
+_RESPONSES_ITEMS = (
+    "message",
+    "function_call",
+    "function_call_output",
+    "custom_tool_call",
+    "custom_tool_call_output",
+    "reasoning",
+)
 
 
 def _responses_item(msg: Mapping[str, Any], where: str) -> Mapping[str, Any]:
@@ -415,10 +421,13 @@ def message_fingerprint(msg: Message) -> str:
     results, and its own time when it has one. A stored user or assistant source gives the same hash
     (:func:`source_fingerprint`), so stores written before messages carried keys are read the same way."""
     data = [
-        "user" if msg.role == "user" else msg.role, msg.name, _norm(msg.text),
-        [[c.name, _norm(c.args)] for c in msg.calls], [[r.call_id, _norm(r.text), r.is_error] for r in msg.results],
+        "user" if msg.role == "user" else msg.role,
+        msg.name,
+        _norm(msg.text),
+        [[c.name, _norm(c.args)] for c in msg.calls],
+        [[r.call_id, _norm(r.text), r.is_error] for r in msg.results],
         msg.timestamp.isoformat() if msg.timestamp is not None else None,
-    ]  # fmt: skip
+    ]
     return "fp:" + hashlib.sha256(json.dumps(data, ensure_ascii=True).encode("ascii")).hexdigest()[:32]
 
 
@@ -509,14 +518,29 @@ def group_messages(msgs: Iterable[Message]) -> list[list[Message]]:
     for msg in msgs:
         if msg.role == "user" and msg.results:
             # Anthropic: tool results travel in a user message; they belong to the current turn.
-            results = Message(msg.index, "tool", "", [], msg.results, msg.timestamp, None, msg.key, msg.strong,
-                               msg.stamped)
+            results = Message(
+                msg.index, "tool", "", [], msg.results, msg.timestamp, None, msg.key, msg.strong, msg.stamped
+            )
             if not groups:
                 groups.append([])
             groups[-1].append(results)
             if msg.text:
-                groups.append([Message(msg.index, "user", msg.text, [], [], msg.timestamp, msg.name, msg.key,
-                                        msg.strong, msg.stamped)])  # fmt: skip
+                groups.append(
+                    [
+                        Message(
+                            msg.index,
+                            "user",
+                            msg.text,
+                            [],
+                            [],
+                            msg.timestamp,
+                            msg.name,
+                            msg.key,
+                            msg.strong,
+                            msg.stamped,
+                        )
+                    ]
+                )
             continue
         if msg.role == "user" or not groups:
             groups.append([])
@@ -524,9 +548,7 @@ def group_messages(msgs: Iterable[Message]) -> list[list[Message]]:
     return groups
 
 
-def group_turns(
-    msgs: Iterable[Message], thread_id: str, first_turn: int, include_system: bool = False
-) -> list[Turn]:
+def group_turns(msgs: Iterable[Message], thread_id: str, first_turn: int, include_system: bool = False) -> list[Turn]:
     """Read messages → turns numbered from ``first_turn`` (consecutive over the turns returned)."""
     turns: list[Turn] = []
     index = first_turn
@@ -586,11 +608,13 @@ def group_sources(group: list[Message], include_system: bool, prior: Iterable[So
             continue
         if msg.role == "assistant":
             if msg.text:
-                sources.append(Source("assistant", name or "Assistant", msg.text, len(sources), ts, name, key,
-                                      stamped=st))
+                sources.append(
+                    Source("assistant", name or "Assistant", msg.text, len(sources), ts, name, key, stamped=st)
+                )
             for call in msg.calls:
-                sources.append(Source("tool", f"Tool {call.name}", "", len(sources), ts, call.name, key, call.id,
-                                      stamped=st))
+                sources.append(
+                    Source("tool", f"Tool {call.name}", "", len(sources), ts, call.name, key, call.id, stamped=st)
+                )
                 call_text[len(sources) - 1] = (call.name, call.args, None, None)
                 if call.id is not None:
                     calls[call.id] = len(sources) - 1
@@ -610,8 +634,9 @@ def group_sources(group: list[Message], include_system: bool, prior: Iterable[So
                     msg.index,
                     result.call_id,
                 )
-                sources.append(Source("tool", f"Tool {tool}", "", len(sources), ts, tool, key, result.call_id,
-                                      stamped=st))
+                sources.append(
+                    Source("tool", f"Tool {tool}", "", len(sources), ts, tool, key, result.call_id, stamped=st)
+                )
                 call_text[len(sources) - 1] = (tool, "", result, key)
     for idx, (tool, args, outcome, result_key) in call_text.items():
         if idx in reopened and outcome is None:

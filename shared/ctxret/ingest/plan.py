@@ -22,9 +22,16 @@ from .pieces import fit_pieces, piece_metadata
 from .turns import Piece, Source, Turn, parse_time
 
 __all__ = [
-    "DEFAULT_MAX_TURN_BYTES", "PlannedTurn", "StoredReader", "WriteUnit", "diff_units", "plan_turns", "stored_pieces",
-    "turns_from_records", "write_units",
-]  # fmt: skip
+    "DEFAULT_MAX_TURN_BYTES",
+    "PlannedTurn",
+    "StoredReader",
+    "WriteUnit",
+    "diff_units",
+    "plan_turns",
+    "stored_pieces",
+    "turns_from_records",
+    "write_units",
+]
 
 
 @dataclass

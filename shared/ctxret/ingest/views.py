@@ -225,8 +225,10 @@ def write_views(
     for kind in kinds:
         answer = writers[kind](passage, list(bodies))
         if isinstance(answer, str) or not isinstance(answer, Sequence) or len(answer) != len(bodies):
-            got = "a string" if isinstance(answer, str) else (
-                f"{len(answer)} items" if isinstance(answer, Sequence) else type(answer).__name__
+            got = (
+                "a string"
+                if isinstance(answer, str)
+                else (f"{len(answer)} items" if isinstance(answer, Sequence) else type(answer).__name__)
             )
             raise InputError(
                 f"the {kind!r} view writer returned {got} for {where}, which has {len(bodies)} pieces; it must return "

@@ -51,9 +51,15 @@ if TYPE_CHECKING:
 
 # PlannedTurn, plan_turns, turns_from_records, DEFAULT_MAX_TURN_BYTES: from .plan, for the index's imports
 __all__ = [
-    "DEFAULT_MAX_TURN_BYTES", "PieceSink", "PlannedTurn", "plan_turns", "rebuild_store", "turns_from_records",
-    "write_batches", "write_turns",
-]  # fmt: skip
+    "DEFAULT_MAX_TURN_BYTES",
+    "PieceSink",
+    "PlannedTurn",
+    "plan_turns",
+    "rebuild_store",
+    "turns_from_records",
+    "write_batches",
+    "write_turns",
+]
 
 
 class PieceSink(StoredReader, Protocol):
@@ -250,9 +256,13 @@ class _Ready:
         new = set(self.ids) - old
         turns = sum(len(u.write) for u in self.units)
         counts = IndexResult(
-            added=len(new), unchanged=len(self.ids) - len(new), replaced=len(stale), turns=turns, turns_changed=turns,
+            added=len(new),
+            unchanged=len(self.ids) - len(new),
+            replaced=len(stale),
+            turns=turns,
+            turns_changed=turns,
             changed=tuple(u.key for u in self.units),
-        )  # fmt: skip
+        )
         return counts, stale, new
 
 
@@ -300,8 +310,9 @@ class _Writes:
     batch's turns and documents again first; a turn that this batch kept as it was but another
     writer changed meanwhile is embedded again, under the lock (``embed``; rare)."""
 
-    def __init__(self, sink: PieceSink, embed: Callable[[list[WriteUnit]], _Ready], generation: int, *,
-                 overlap: bool) -> None:  # fmt: skip
+    def __init__(
+        self, sink: PieceSink, embed: Callable[[list[WriteUnit]], _Ready], generation: int, *, overlap: bool
+    ) -> None:
         self.sink = sink
         self.embed = embed
         self.generation = generation
@@ -415,9 +426,13 @@ def _passes(
 
 
 def _contexts(
-    batch: Sequence[PlannedTurn], embedder: Embedder, config: IndexConfig, vectors: np.ndarray,
-    lines: list[list[str]] | None, bar: Any,
-) -> list[np.ndarray]:  # fmt: skip
+    batch: Sequence[PlannedTurn],
+    embedder: Embedder,
+    config: IndexConfig,
+    vectors: np.ndarray,
+    lines: list[list[str]] | None,
+    bar: Any,
+) -> list[np.ndarray]:
     """Every turn's context (:func:`context_vectors`; not ``late``: :func:`_passes`). With a progress bar and the
     ``turn`` context, the turns go in steps of about :data:`EMBED_CHUNK` pieces, taken by size (so the model's
     length-sorted runs pad little) and the bar moves after each step, not once per write batch."""
@@ -434,9 +449,13 @@ def _contexts(
             continue
         rows = np.concatenate([np.arange(starts[j], starts[j + 1]) for j in step]).astype(np.int64)
         done = context_vectors(
-            config.context, embedder, [batch[j].pieces for j in step], vectors[rows], [texts[j] for j in step],
+            config.context,
+            embedder,
+            [batch[j].pieces for j in step],
+            vectors[rows],
+            [texts[j] for j in step],
             [lines[j] for j in step] if lines is not None else None,
-        )  # fmt: skip
+        )
         for j, ctx in zip(step, done, strict=True):
             out[j] = ctx
         if config.weight == 0.0:  # the pieces' own vectors were not embedded: the context is their only pass
@@ -475,9 +494,14 @@ def _view_records(
                     records.ids.append(view_id(piece.id, kind, j))
                     records.documents.append(text)
                     records.metadatas.append(
-                        {"piece_id": piece.id, "thread_id": piece.thread_id, "turn_id": piece.turn_id,
-                         "view_kind": kind, "view_ordinal": j}
-                    )  # fmt: skip
+                        {
+                            "piece_id": piece.id,
+                            "thread_id": piece.thread_id,
+                            "turn_id": piece.turn_id,
+                            "view_kind": kind,
+                            "view_ordinal": j,
+                        }
+                    )
     vectors = embed_fitting(embedder, records.documents)
     check_vectors(vectors, len(records.documents), config.dims, str(config.model_id))
     records.vectors = np.asarray(vectors, dtype=np.float32).reshape(len(records.documents), config.dims)
@@ -485,9 +509,14 @@ def _view_records(
 
 
 def rebuild_store(
-    store: PieceStore, embedder: Embedder, config: IndexConfig, *, contextualizer: Contextualizer | None = None,
-    progress: bool | None = None, view_writers: Mapping[str, ViewWriter] | None = None,
-) -> IndexResult:  # fmt: skip
+    store: PieceStore,
+    embedder: Embedder,
+    config: IndexConfig,
+    *,
+    contextualizer: Contextualizer | None = None,
+    progress: bool | None = None,
+    view_writers: Mapping[str, ViewWriter] | None = None,
+) -> IndexResult:
     """Re-embed every stored piece of ``store`` under ``config`` into a new collection swapped in when
     complete (:func:`~ctxret.storage.rebuild.rebuild`). The stored views are re-embedded, never written again (a piece
     is known by its id)."""
@@ -498,8 +527,16 @@ def rebuild_store(
 
     def refill(target: str) -> IndexResult:  # one call: write_turns batches it (bounded memory, overlapped writes)
         return write_turns(
-            store, embedder, config, turns, contextualizer=contextualizer, progress=progress, name=target,
-            max_turn_bytes=None, view_writers=view_writers, known_views=known,
-        )  # fmt: skip
+            store,
+            embedder,
+            config,
+            turns,
+            contextualizer=contextualizer,
+            progress=progress,
+            name=target,
+            max_turn_bytes=None,
+            view_writers=view_writers,
+            known_views=known,
+        )
 
     return rebuild(store, config.as_dict(), refill)

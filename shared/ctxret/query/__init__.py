@@ -27,13 +27,24 @@ if TYPE_CHECKING:
     from .vectors import aquery_vectors, query_vectors
 
 _NAMES = {
-    "FusionMethod": ".fusion", "FusionSettings": ".fusion", "convex": ".fusion", "fuse": ".fusion",
-    "passes_floor": ".fusion", "rrf": ".fusion", "expand_parents": ".parents", "SearchPlan": ".search",
-    "arun_search": ".deadline", "plan_search": ".search", "run_search": ".deadline", "Backends": ".executor",
+    "FusionMethod": ".fusion",
+    "FusionSettings": ".fusion",
+    "convex": ".fusion",
+    "fuse": ".fusion",
+    "passes_floor": ".fusion",
+    "rrf": ".fusion",
+    "expand_parents": ".parents",
+    "SearchPlan": ".search",
+    "arun_search": ".deadline",
+    "plan_search": ".search",
+    "run_search": ".deadline",
+    "Backends": ".executor",
     "QueryVectors": ".executor",
-    "aquery_vectors": ".vectors", "query_vectors": ".vectors", "split_prompt_chunks": ".split.splitter",
+    "aquery_vectors": ".vectors",
+    "query_vectors": ".vectors",
+    "split_prompt_chunks": ".split.splitter",
     "render_groups": ".render",
-}  # fmt: skip
+}
 __getattr__ = lazy_getattr(__name__, _NAMES)
 __all__ = [
     "Backends",

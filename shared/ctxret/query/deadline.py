@@ -66,27 +66,38 @@ def stage_pool() -> concurrent.futures.ThreadPoolExecutor:
 
 
 def run_search(
-    plan: SearchPlan, query: str | QueryVectors, scope: Scope, embedder: Embedder | None,
+    plan: SearchPlan,
+    query: str | QueryVectors,
+    scope: Scope,
+    embedder: Embedder | None,
     source: Backends | SearchSource,
-) -> list[Group]:  # fmt: skip
+) -> list[Group]:
     """The whole search, synchronously: one group per part of ``query`` (a message, or parts and their
     vectors), on ``source`` (a store whose backends are resolved on the clock, or :class:`Backends`)."""
     return _drive(timed_search_steps(plan, query, scope, embedder, source))
 
 
 async def arun_search(
-    plan: SearchPlan, query: str | QueryVectors, scope: Scope, embedder: Embedder | None,
+    plan: SearchPlan,
+    query: str | QueryVectors,
+    scope: Scope,
+    embedder: Embedder | None,
     source: Backends | SearchSource,
-) -> list[Group]:  # fmt: skip
+) -> list[Group]:
     """:func:`run_search` on the event loop: the embedding and HyDE await their async paths (a deadline
     cancels them), store reads run in threads."""
     return await _adrive(timed_search_steps(plan, query, scope, embedder, source))
 
 
 def run_candidates(
-    plan: SearchPlan, parts: Sequence[str], vectors: np.ndarray, scope: Scope, backends: Backends, *,
+    plan: SearchPlan,
+    parts: Sequence[str],
+    vectors: np.ndarray,
+    scope: Scope,
+    backends: Backends,
+    *,
     idf_coverage_for: IdfCoverageFor = "below_floor",
-) -> list[PartCandidates]:  # fmt: skip
+) -> list[PartCandidates]:
     """The same loop up to every part's fused candidates with their exact scores, before the floor and
     the cut to ``k`` (``idf_coverage_for="all"``: every candidate's ``idf_coverage``, for any floor)."""
     run = SearchRun(plan, scope, None, idf_coverage_for=idf_coverage_for)
@@ -185,6 +196,7 @@ async def _ado(work: Work, started: list[Any]) -> Any:
         return tasks
     if all(job.done() for job in work.handles):
         return [job.result() for job in work.handles]
-    waiting = asyncio.gather(*(asyncio.wrap_future(j) if isinstance(j, concurrent.futures.Future) else j
-                               for j in work.handles))  # fmt: skip
+    waiting = asyncio.gather(
+        *(asyncio.wrap_future(j) if isinstance(j, concurrent.futures.Future) else j for j in work.handles)
+    )
     return list(await (waiting if work.timeout is None else asyncio.wait_for(waiting, work.timeout)))

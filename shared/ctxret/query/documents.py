@@ -31,9 +31,16 @@ from ..results import Group, Hit
 from .parents import assemble_parent, parent_texts, piece_place
 
 __all__ = [
-    "DEFAULT_RULE", "PIECES_PER_DOCUMENT", "RULES", "DocumentHit", "collapse_groups", "document_key",
-    "document_texts", "rank_documents", "section_key",
-]  # fmt: skip
+    "DEFAULT_RULE",
+    "PIECES_PER_DOCUMENT",
+    "RULES",
+    "DocumentHit",
+    "collapse_groups",
+    "document_key",
+    "document_texts",
+    "rank_documents",
+    "section_key",
+]
 
 #: A per-document search (``per="document"``) asks the executor for this many pieces per document wanted (at
 #: least: a part's hybrid candidates count too), so that ``k`` distinct documents are found.

@@ -88,9 +88,22 @@ from .views import ViewMatch, annotate, merge_views
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "STAGES", "Answer", "Backends", "Call", "Clock", "Embed", "QueryVectors", "SearchRun", "SearchSource", "Start",
-    "Wait", "Work", "candidate_steps", "search_steps", "store_backends",
-]  # fmt: skip
+    "STAGES",
+    "Answer",
+    "Backends",
+    "Call",
+    "Clock",
+    "Embed",
+    "QueryVectors",
+    "SearchRun",
+    "SearchSource",
+    "Start",
+    "Wait",
+    "Work",
+    "candidate_steps",
+    "search_steps",
+    "store_backends",
+]
 
 #: Every stage, in the order it runs.
 STAGES = ("embed", "dense", "lexical", "views", "hyde", "parents")
@@ -236,9 +249,13 @@ class SearchRun:
     """One search's inputs, backends and record of stages; its methods are the stages' computations."""
 
     def __init__(
-        self, plan: SearchPlan, scope: Scope, embedder: Embedder | None, *,
+        self,
+        plan: SearchPlan,
+        scope: Scope,
+        embedder: Embedder | None,
+        *,
         idf_coverage_for: IdfCoverageFor = "below_floor",
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.plan, self.scope, self.embedder, self.idf_coverage_for = plan, scope, embedder, idf_coverage_for
         self.clock = Clock(plan.deadline_ms)
         self.parts: list[str] = []
@@ -250,8 +267,14 @@ class SearchRun:
         self._set_wanted()
 
     def _set_wanted(self) -> None:
-        on = (self.embeds, True, self.lexical is not None, self.views is not None, self.plan.hyde is not None,
-              self.plan.parents)  # fmt: skip
+        on = (
+            self.embeds,
+            True,
+            self.lexical is not None,
+            self.views is not None,
+            self.plan.hyde is not None,
+            self.plan.parents,
+        )
         self.wanted = [s for s, yes in zip(STAGES, on, strict=True) if yes]
 
     def bind(self, backends: Backends) -> None:
@@ -308,9 +331,18 @@ class SearchRun:
             rows, won = merge_views(rows, state.vrows, state.qvecs, self.dense, self.scope, self.n)
         if state.lex is not None and self.lexical is not None:
             cands = hybrid_candidates(
-                self.dense, self.lexical, self.plan, self.parts, state.qvecs, self.scope, rows, state.lex,
-                idf_coverage_for=self.idf_coverage_for, prefetched=state.fetched, known=state.known,
-            )  # fmt: skip
+                self.dense,
+                self.lexical,
+                self.plan,
+                self.parts,
+                state.qvecs,
+                self.scope,
+                rows,
+                state.lex,
+                idf_coverage_for=self.idf_coverage_for,
+                prefetched=state.fetched,
+                known=state.known,
+            )
         else:
             cands = dense_candidates(self.parts, rows)
         return self.reranked(cands), won
@@ -340,17 +372,21 @@ class SearchRun:
         if complete is None:
             return cands
         asking = {i for i, c in enumerate(cands) if asks(c.part)}
-        wanted = list(dict.fromkeys(
-            rid for i in asking for rid, (_, meta) in cands[i].info.items() if isinstance(meta, Deferred)
-        ))  # fmt: skip
+        wanted = list(
+            dict.fromkeys(rid for i in asking for rid, (_, meta) in cands[i].info.items() if isinstance(meta, Deferred))
+        )
         if not wanted:
             return cands
         got = complete(wanted)  # a piece deleted since the search began keeps its deferred row
         out = []
         for i, c in enumerate(cands):
             if i in asking:
-                c = replace(c, info={rid: got.get(rid, row) if isinstance(row[1], Deferred) else row
-                                     for rid, row in c.info.items()})  # fmt: skip
+                c = replace(
+                    c,
+                    info={
+                        rid: got.get(rid, row) if isinstance(row[1], Deferred) else row for rid, row in c.info.items()
+                    },
+                )
             out.append(c)
         return out
 
@@ -385,9 +421,11 @@ class SearchRun:
 
 # -- the loop ---------------------------------------------------------------------------------------------
 def candidate_steps(
-    run: SearchRun, query: str | QueryVectors, source: Backends | SearchSource,
+    run: SearchRun,
+    query: str | QueryVectors,
+    source: Backends | SearchSource,
     split: tuple[list[str], str] | None = None,
-) -> Steps[_Result | None]:  # fmt: skip
+) -> Steps[_Result | None]:
     """Stages 1–5 (``embed`` to ``hyde``): every part's candidates, or ``None`` when there are no parts
     (``run.parts`` empty) or ``embed`` / ``dense`` did not finish in time. ``split``: the message's parts and
     whole text when the caller split it already (:mod:`.time.search`), so a message is split once."""
@@ -437,8 +475,9 @@ def candidate_steps(
         try:
             known = yield from run.stage("lexical", Call(run.dense_side, (rows,)))  # while the worker reads
             ((lex, fetched),) = yield from run.stage("lexical", Wait((lex_job,)))
-            state, done = yield from run.stage("lexical", Call(run.staged, (replace(state, lex=lex, fetched=fetched,
-                                                                                    known=known),)))  # fmt: skip
+            state, done = yield from run.stage(
+                "lexical", Call(run.staged, (replace(state, lex=lex, fetched=fetched, known=known),))
+            )
             run.ran.append("lexical")
             best = done or best
         except _Skip:
@@ -471,9 +510,11 @@ def candidate_steps(
 
 
 def search_steps(
-    run: SearchRun, query: str | QueryVectors, source: Backends | SearchSource,
+    run: SearchRun,
+    query: str | QueryVectors,
+    source: Backends | SearchSource,
     split: tuple[list[str], str] | None = None,
-) -> Steps[list[Group]]:  # fmt: skip
+) -> Steps[list[Group]]:
     """The whole search (see the module docstring): the candidates, the groups, then ``parents``."""
     best = yield from candidate_steps(run, query, source, split)
     if not run.parts:

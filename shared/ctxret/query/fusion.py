@@ -92,8 +92,10 @@ def fusion_method(method: FusionMethod | str) -> FusionMethod:
 
 
 def check_weight(lexical_weight: Any) -> float:
-    if isinstance(lexical_weight, bool) or not isinstance(lexical_weight, (int, float)) or not (
-        0.0 <= float(lexical_weight) <= 1.0
+    if (
+        isinstance(lexical_weight, bool)
+        or not isinstance(lexical_weight, (int, float))
+        or not (0.0 <= float(lexical_weight) <= 1.0)
     ):
         raise InputError(f"lexical_weight must be a number between 0 and 1, got {lexical_weight!r}")
     return float(lexical_weight)
@@ -108,8 +110,10 @@ def check_rrf_k(rrf_k: Any) -> float:
 def check_lexical_floor(lexical_floor: Any) -> float | None:
     if lexical_floor is None:
         return None
-    if isinstance(lexical_floor, bool) or not isinstance(lexical_floor, (int, float)) or not (
-        0.0 <= float(lexical_floor) <= 1.0
+    if (
+        isinstance(lexical_floor, bool)
+        or not isinstance(lexical_floor, (int, float))
+        or not (0.0 <= float(lexical_floor) <= 1.0)
     ):
         raise InputError(
             f"lexical_floor (share of the query's term weight) must be between 0 and 1, got {lexical_floor!r}"
@@ -225,18 +229,27 @@ def _convex_label(s: FusionSettings) -> str:
 #: CLI's ``--fusion`` choices read.
 FUSION_RULES: dict[str, FusionRule] = {
     FusionMethod.CONVEX.value: FusionRule(
-        _fuse_convex, _convex_label, weighted=True, rank_offset=False,
+        _fuse_convex,
+        _convex_label,
+        weighted=True,
+        rank_offset=False,
         help="convex: lexical_weight x min-max(BM25) + (1 - lexical_weight) x min-max(cosine)",
     ),
     FusionMethod.RRF.value: FusionRule(
-        _fuse_rrf, lambda s: f"rrf k={s.rrf_k:g}", weighted=False, rank_offset=True,
+        _fuse_rrf,
+        lambda s: f"rrf k={s.rrf_k:g}",
+        weighted=False,
+        rank_offset=True,
         help="rrf: reciprocal rank fusion, 1 / (rrf_k + rank) summed over both sides",
     ),
     FusionMethod.WEIGHTED_RRF.value: FusionRule(
-        _fuse_weighted_rrf, lambda s: f"weighted_rrf w={s.lexical_weight:g} k={s.rrf_k:g}", weighted=True,
-        rank_offset=True, help="weighted_rrf: rrf with the BM25 side weighted by lexical_weight",
+        _fuse_weighted_rrf,
+        lambda s: f"weighted_rrf w={s.lexical_weight:g} k={s.rrf_k:g}",
+        weighted=True,
+        rank_offset=True,
+        help="weighted_rrf: rrf with the BM25 side weighted by lexical_weight",
     ),
-}  # fmt: skip
+}
 
 
 def fusion_rule(method: FusionMethod | str) -> FusionRule:
@@ -276,27 +289,38 @@ class FusionSettings:
     both, so one number means one weight."""
 
     method: FusionMethod = option(
-        DEFAULT_FUSION, parse=str, choices=lambda: tuple(FUSION_RULES), flags=("--fusion",),
+        DEFAULT_FUSION,
+        parse=str,
+        choices=lambda: tuple(FUSION_RULES),
+        flags=("--fusion",),
         shown_default=DEFAULT_FUSION.value,
         help="how each part's dense and BM25 hits are fused: " + "; ".join(r.help for r in FUSION_RULES.values()),
     )
     lexical_weight: float = option(
-        DEFAULT_LEXICAL_WEIGHT, parse=parse_float, metavar="W",
+        DEFAULT_LEXICAL_WEIGHT,
+        parse=parse_float,
+        metavar="W",
         help="weight of the BM25 side for convex / weighted_rrf, 0-1 (given alone, also for a search by document or "
         "section)",
     )
     rrf_k: float = option(DEFAULT_RRF_K, parse=parse_float, metavar="K", help="rrf's rank offset, >= 0")
     candidates: int = option(
-        DEFAULT_CANDIDATES, parse=parse_int, metavar="N",
+        DEFAULT_CANDIDATES,
+        parse=parse_int,
+        metavar="N",
         help="candidates per part fetched from each side before fusion",
     )
     lexical_floor: float | None = option(
-        DEFAULT_LEXICAL_FLOOR, parse=partial(parse_float, none=True), metavar="SHARE",
+        DEFAULT_LEXICAL_FLOOR,
+        parse=partial(parse_float, none=True),
+        metavar="SHARE",
         help="a hit under the cosine floor is kept when it holds this share (0-1) of its part's IDF-weighted words "
         "and half the floor's cosine; 'none': the cosine floor alone",
     )
     document_lexical_weight: float | None = option(
-        DEFAULT_DOCUMENT_LEXICAL_WEIGHT, parse=partial(parse_float, none=True), metavar="W",
+        DEFAULT_DOCUMENT_LEXICAL_WEIGHT,
+        parse=partial(parse_float, none=True),
+        metavar="W",
         help="weight of the BM25 side for a search by document or section (--per); 'none': --lexical-weight",
     )
 

@@ -25,9 +25,16 @@ __all__ = ["nearest"]
 
 
 def nearest(
-    store: Any, vector: Any, k: int, scope: Scope, *, dims: int, calibration: RelevanceCalibration | None = None,
-    fetch_k: int = DEFAULT_FETCH_K, lambda_mult: float | None = None,
-) -> list[Hit]:  # fmt: skip
+    store: Any,
+    vector: Any,
+    k: int,
+    scope: Scope,
+    *,
+    dims: int,
+    calibration: RelevanceCalibration | None = None,
+    fetch_k: int = DEFAULT_FETCH_K,
+    lambda_mult: float | None = None,
+) -> list[Hit]:
     """The ``k`` pieces nearest ``vector`` inside ``scope`` (best first), or their MMR order with ``lambda_mult``.
 
     ``store``: anything with ``resolve(scope) -> (dense backend, lexical)`` (``PieceStore``).
@@ -43,8 +50,12 @@ def nearest(
     ids = [r[0] for r in rows if r[0] in fetched]
     cosines = [float(r[2]) for r in rows if r[0] in fetched]
     if lambda_mult is not None:
-        order = mmr_order(cosines, np.stack([fetched[i][2] for i in ids]) if ids else np.zeros((0, dims)), int(k),
-                          check_lambda_mult(lambda_mult))  # fmt: skip
+        order = mmr_order(
+            cosines,
+            np.stack([fetched[i][2] for i in ids]) if ids else np.zeros((0, dims)),
+            int(k),
+            check_lambda_mult(lambda_mult),
+        )
     else:
         order = list(range(min(int(k), len(ids))))
     chosen = [ids[i] for i in order]

@@ -133,8 +133,14 @@ class RelevanceModel:
     margin_weight: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("intercept", "cosine_weight", "coverage_weight", "coverage_sq_weight", "top_weight",
-                     "margin_weight"):  # fmt: skip
+        for name in (
+            "intercept",
+            "cosine_weight",
+            "coverage_weight",
+            "coverage_sq_weight",
+            "top_weight",
+            "margin_weight",
+        ):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
                 raise InputError(f"RelevanceModel.{name} must be a finite number, got {v!r}")
@@ -185,7 +191,11 @@ class RelevanceCalibration:
 #: "Relevance calibration").
 LOCAL_MINILM = RelevanceCalibration(
     hybrid=RelevanceModel(
-        intercept=-3.739, cosine_weight=5.375, coverage_weight=-0.615, coverage_sq_weight=4.095, top_weight=0.751,
+        intercept=-3.739,
+        cosine_weight=5.375,
+        coverage_weight=-0.615,
+        coverage_sq_weight=4.095,
+        top_weight=0.751,
         margin_weight=4.963,
     ),
     dense=RelevanceModel(intercept=-3.501, cosine_weight=6.000, top_weight=0.921, margin_weight=6.601),
@@ -297,9 +307,14 @@ def reliability(
     for lo, hi in zip(edges[:-1], edges[1:], strict=False):
         m = (pa >= lo) & (pa < hi)
         n = int(m.sum())
-        rows.append({"bin": f"{lo:.1f}-{min(hi, 1.0):.1f}", "n": n,
-                     "mean_relevance": float(pa[m].mean()) if n else math.nan,
-                     "right_share": float(y[m].mean()) if n else math.nan})  # fmt: skip
+        rows.append(
+            {
+                "bin": f"{lo:.1f}-{min(hi, 1.0):.1f}",
+                "n": n,
+                "mean_relevance": float(pa[m].mean()) if n else math.nan,
+                "right_share": float(y[m].mean()) if n else math.nan,
+            }
+        )
     return rows
 
 
@@ -344,8 +359,10 @@ def expected_calibration_error(p: Any, labels: Any, bins: int = 10) -> float:
     if not len(pa):
         return math.nan
     idx = np.minimum((pa * bins).astype(int), bins - 1)
-    return float(sum(abs(pa[idx == b].mean() - y[idx == b].mean()) * (idx == b).sum()
-                     for b in range(bins) if (idx == b).any()) / len(pa))  # fmt: skip
+    return float(
+        sum(abs(pa[idx == b].mean() - y[idx == b].mean()) * (idx == b).sum() for b in range(bins) if (idx == b).any())
+        / len(pa)
+    )
 
 
 # -- what the adapters show -------------------------------------------------------------------------

@@ -156,9 +156,12 @@ def recency_hits(hits: Sequence[Hit], half_life: float, now: Any = None) -> list
 
 
 def _with_relevance(
-    hits: list[Hit], part: str, cal: RelevanceCalibration | None, best: float | None = None,
+    hits: list[Hit],
+    part: str,
+    cal: RelevanceCalibration | None,
+    best: float | None = None,
     lifted: Mapping[str, str] | None = None,
-) -> list[Hit]:  # fmt: skip
+) -> list[Hit]:
     """Coverage and relevance on each hit; ``best``: the highest cosine among the part's candidates (the
     hit's margin under it and whether it is the part's best dense match are features of the relevance:
     :func:`.relevance.best_features`). ``lifted``: hit id -> the id of the hit it was lifted above (a stored

@@ -116,29 +116,51 @@ class SearchPlan:
 
 
 def plan_search(
-    settings: SearchSettings, *, default_floor: float | None, stored_weight: float, has_lexical: bool,
+    settings: SearchSettings,
+    *,
+    default_floor: float | None,
+    stored_weight: float,
+    has_lexical: bool,
     relevance: RelevanceCalibration | None = None,
-) -> SearchPlan:  # fmt: skip
+) -> SearchPlan:
     """Resolve ``settings`` against an index: its default floor, its blend weight, whether it has a lexical index
     (``has_lexical=True`` for a store whose backends say so per search: :meth:`SearchPlan.for_backends`)."""
     hybrid = settings.hybrid.for_per(settings.per) if settings.lexical is not False else None
     floor = default_floor if settings.cosine_floor == "auto" else settings.cosine_floor
     weight = stored_weight if settings.query_weight is None else settings.query_weight
     stages = GroupStages(
-        relevance=settings.relevance or relevance, min_relevance=settings.min_relevance, rerank=settings.rerank,
+        relevance=settings.relevance or relevance,
+        min_relevance=settings.min_relevance,
+        rerank=settings.rerank,
         rerank_candidates=settings.rerank_candidates,
         mmr=MMRSettings(fetch_k=settings.fetch_k, lambda_mult=settings.lambda_mult) if settings.mmr else None,
-        recency_half_life=settings.recency_half_life, now=settings.now,
-    )  # fmt: skip
+        recency_half_life=settings.recency_half_life,
+        now=settings.now,
+    )
     per = per_document(settings.k, settings.per)
     return SearchPlan(
-        k=per.pop("k", settings.k), floor=floor, weight=float(weight), max_parts=settings.max_parts,
-        split=settings.split, hybrid=hybrid, parents=settings.parents, max_message_bytes=settings.max_message_bytes,
-        stages=stages, hyde=settings.hyde, hyde_weight=settings.hyde_weight, views=settings.views,
-        deadline_ms=settings.deadline_ms, lexical_required=settings.lexical is True,
-        now=settings.now, since=settings.since, until=settings.until, time_windows=settings.time_windows,
-        answers_first=settings.answers_first, latest_first=settings.latest_first, **per,
-    ).for_backends(has_lexical)  # fmt: skip
+        k=per.pop("k", settings.k),
+        floor=floor,
+        weight=float(weight),
+        max_parts=settings.max_parts,
+        split=settings.split,
+        hybrid=hybrid,
+        parents=settings.parents,
+        max_message_bytes=settings.max_message_bytes,
+        stages=stages,
+        hyde=settings.hyde,
+        hyde_weight=settings.hyde_weight,
+        views=settings.views,
+        deadline_ms=settings.deadline_ms,
+        lexical_required=settings.lexical is True,
+        now=settings.now,
+        since=settings.since,
+        until=settings.until,
+        time_windows=settings.time_windows,
+        answers_first=settings.answers_first,
+        latest_first=settings.latest_first,
+        **per,
+    ).for_backends(has_lexical)
 
 
 def per_document(k: int, per: str) -> dict[str, Any]:
@@ -160,11 +182,14 @@ class SearchRequest:
 
 
 def prepare_search(
-    settings: SearchSettings, *, k: int | None = None,
+    settings: SearchSettings,
+    *,
+    k: int | None = None,
     score_threshold: float | None | Literal["auto"] | EllipsisType = ...,
-    thread_id: str | Sequence[str] | None = None, where: Mapping[str, Any] | None = None,
+    thread_id: str | Sequence[str] | None = None,
+    where: Mapping[str, Any] | None = None,
     options: Mapping[str, Any] | None = None,
-) -> SearchRequest:  # fmt: skip
+) -> SearchRequest:
     """A search call's arguments checked and resolved (``score_threshold=...``: not given). Bad options
     fail here, before any work."""
     if not isinstance(settings, SearchSettings):
@@ -333,9 +358,13 @@ def _idf_coverage_asked(plan: SearchPlan, idf_coverage_for: IdfCoverageFor, cosi
 
 
 def dense_side(
-    lexical: LexicalBackend, plan: SearchPlan, parts: Sequence[str], scope: Scope, dense_rows: Sequence[Sequence[Row]],
+    lexical: LexicalBackend,
+    plan: SearchPlan,
+    parts: Sequence[str],
+    scope: Scope,
+    dense_rows: Sequence[Sequence[Row]],
     idf_coverage_for: IdfCoverageFor = "below_floor",
-) -> list[tuple[dict[str, float], dict[str, float]]]:  # fmt: skip
+) -> list[tuple[dict[str, float], dict[str, float]]]:
     """Per part, what the dense hits need from the lexical index and no lexical list gives: the
     exact BM25 of every dense hit and the ``idf_coverage`` of those the floor asks about. The
     executor runs it while the lexical worker still reads its hits' vectors (:func:`lexical_side`):
@@ -345,10 +374,12 @@ def dense_side(
     for part, rows in zip(parts, dense_rows, strict=False):
         cosine = {r[0]: float(r[2]) for r in rows}
         asked = _idf_coverage_asked(plan, idf_coverage_for, cosine)
-        out.append((
-            lexical.scores(part, list(cosine), thread_ids) if cosine else {},
-            lexical.coverage(part, asked) if asked else {},
-        ))  # fmt: skip
+        out.append(
+            (
+                lexical.scores(part, list(cosine), thread_ids) if cosine else {},
+                lexical.coverage(part, asked) if asked else {},
+            )
+        )
     return out
 
 
@@ -406,10 +437,13 @@ def assemble(
             raise TypeError("deferred rows need the backend's complete(ids)")
         got = complete(deferred)  # a piece deleted since the search began is gone from its group
         lists = [
-            [replace(h, text=got[h.id][0], metadata=got[h.id][1]) if isinstance(h.metadata, Deferred) else h
-             for h in hits if not isinstance(h.metadata, Deferred) or h.id in got]
+            [
+                replace(h, text=got[h.id][0], metadata=got[h.id][1]) if isinstance(h.metadata, Deferred) else h
+                for h in hits
+                if not isinstance(h.metadata, Deferred) or h.id in got
+            ]
             for hits in lists
-        ]  # fmt: skip
+        ]
     return finish_groups(plan.stages, plan.k, candidates, lists, fetch=fetch, floor=(plan.floor, lexical_floor))
 
 

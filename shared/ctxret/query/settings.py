@@ -30,13 +30,20 @@ _MAX_DEADLINE_MS = 86_400_000  # a day
 #: ``per=``: what one hit of a group is (see :mod:`ctxret.query.documents`).
 PER_CHOICES = ("piece", "section", "document")
 #: Flat option names that set a field of ``SearchSettings.hybrid`` (a :class:`FusionSettings`): name -> its field.
-HYBRID_OPTIONS = {"fusion": "method", "lexical_weight": "lexical_weight", "rrf_k": "rrf_k",
-                  "candidates": "candidates", "lexical_floor": "lexical_floor",
-                  "document_lexical_weight": "document_lexical_weight"}  # fmt: skip
+HYBRID_OPTIONS = {
+    "fusion": "method",
+    "lexical_weight": "lexical_weight",
+    "rrf_k": "rrf_k",
+    "candidates": "candidates",
+    "lexical_floor": "lexical_floor",
+    "document_lexical_weight": "document_lexical_weight",
+}
 #: The option that is no field: ``score_threshold``, the adapters' relevance floor (resolved when the settings are
 #: made; see :class:`SearchSettings`).
 SCORE_THRESHOLD = Option(
-    parse=partial(parse_float, none=True, auto=True), metavar="R", shown_default="auto: none",
+    parse=partial(parse_float, none=True, auto=True),
+    metavar="R",
+    shown_default="auto: none",
     help="a floor on the relevance (0-1, the score the adapters show): a number sets --min-relevance, 'none' turns "
     "every floor off (the cosine floor too, unless --cosine-floor is a number)",
 )
@@ -138,8 +145,11 @@ class SearchSettings:
 
     k: int = option(5, parse=parse_int, flags=("-k",), metavar="K", help="hits per part (per group), not in total")
     cosine_floor: float | None | Literal["auto"] = option(
-        "auto", parse=partial(parse_float, none=True, auto=True), flags=("--cosine-floor", "--threshold"),
-        metavar="COS", shown_default="auto: the embedder's",
+        "auto",
+        parse=partial(parse_float, none=True, auto=True),
+        flags=("--cosine-floor", "--threshold"),
+        metavar="COS",
+        shown_default="auto: the embedder's",
         help="cosine floor: a part is empty unless one of its first hits clears it, hits are kept down to half of "
         "it; a number, 'none', or 'auto'",
     )
@@ -148,11 +158,15 @@ class SearchSettings:
         True, switch=True, help="split the message into parts (--no-split: one whole-message vector, the baseline)"
     )
     query_weight: float | None = option(
-        OWN_WEIGHT, parse=partial(parse_float, none=True), metavar="W",
+        OWN_WEIGHT,
+        parse=partial(parse_float, none=True),
+        metavar="W",
         help="blend weight of a part against its whole message, 0-1 ('none': the collection's weight)",
     )
     lexical: bool | None = option(
-        None, switch=True, shown_default="on for an embedded or in-memory store, off for a Chroma server",
+        None,
+        switch=True,
+        shown_default="on for an embedded or in-memory store, off for a Chroma server",
         help="hybrid search: BM25 per part fused with the dense search",
     )
     hybrid: FusionSettings = option(
@@ -160,23 +174,33 @@ class SearchSettings:
         help="the fusion settings, set by their flat options: " + ", ".join(HYBRID_OPTIONS),
     )
     parents: bool = option(
-        False, switch=True,
+        False,
+        switch=True,
         help="attach each hit's whole turn or section (one hit per parent in a part; --json: parent_text)",
     )
     max_message_bytes: int | None = option(
-        65_536, parse=partial(parse_int, none=True), metavar="BYTES",
+        65_536,
+        parse=partial(parse_int, none=True),
+        metavar="BYTES",
         help="refuse a longer message (0 or 'none': no limit)",
     )
     relevance: RelevanceCalibration | None = option(
-        None, parse=_calibration, metavar="NAME", shown_default="the embedder's",
+        None,
+        parse=_calibration,
+        metavar="NAME",
+        shown_default="the embedder's",
         help="the relevance calibration: a fitted one by model id (" + ", ".join(FITTED) + ") or module:attribute",
     )
     min_relevance: float | None = option(
-        None, parse=partial(parse_float, none=True), metavar="R",
+        None,
+        parse=partial(parse_float, none=True),
+        metavar="R",
         help="drop hits whose relevance (0-1, the score the adapters show) is under R",
     )
     rerank: Any = option(
-        None, parse=parse_python, metavar="MODULE:FN",
+        None,
+        parse=parse_python,
+        metavar="MODULE:FN",
         help="a callable (part, hits) -> scores run inside each group on its top --rerank-candidates hits",
     )
     rerank_candidates: int = option(
@@ -188,7 +212,9 @@ class SearchSettings:
         DEFAULT_LAMBDA_MULT, parse=parse_float, metavar="L", help="MMR's trade-off, 0 (diverse) to 1 (relevant)"
     )
     hyde: Any = option(
-        None, parse=parse_python, metavar="MODULE:FN",
+        None,
+        parse=parse_python,
+        metavar="MODULE:FN",
         help="HyDE: a callable part -> hypothetical answer (or an LLM object); each part's vector is blended with "
         "its answer's",
     )
@@ -197,23 +223,35 @@ class SearchSettings:
     )
     views: bool = option(True, switch=True, help="search the index's LLM-written views too (when it has any)")
     deadline_ms: float | None = option(
-        None, parse=partial(parse_float, none=True), metavar="MS", shown_default="none",
+        None,
+        parse=partial(parse_float, none=True),
+        metavar="MS",
+        shown_default="none",
         help="return within MS milliseconds: a stage that would overrun (lexical, views, parents) is skipped and "
         "the output says so",
     )
     now: Any = option(
-        None, parse=parse_time, metavar="TIME", shown_default="the current time",
+        None,
+        parse=parse_time,
+        metavar="TIME",
+        shown_default="the current time",
         help="the search's time, ISO 8601 (e.g. 2024-03-01T12:00): what 'yesterday' or 'last week' in the message "
         "are read against",
     )
     since: Any = option(None, parse=parse_time, metavar="TIME", help="only pieces stamped at or after TIME (ISO 8601)")
     until: Any = option(None, parse=parse_time, metavar="TIME", help="only pieces stamped before TIME (ISO 8601)")
     time_windows: bool | Literal["asking"] = option(
-        True, parse=_time_windows, choices=("on", "off", "asking"), shown_default="on",
+        True,
+        parse=_time_windows,
+        choices=("on", "off", "asking"),
+        shown_default="on",
         help="a part that names a time searches inside its window ('asking': only parts that ask)",
     )
     recency_half_life: Any = option(
-        None, parse=partial(parse_float, none=True), metavar="SECONDS", shown_default="off",
+        None,
+        parse=partial(parse_float, none=True),
+        metavar="SECONDS",
+        shown_default="off",
         help="blend recency into each part's order: a hit's score times 0.5 ** (age / SECONDS), e.g. 604800 for a "
         "week (see docs/time.md)",
     )
@@ -225,7 +263,9 @@ class SearchSettings:
     )
     # per-document results (query/documents.py)
     per: str = option(
-        "piece", parse=str, choices=PER_CHOICES,
+        "piece",
+        parse=str,
+        choices=PER_CHOICES,
         help="what one hit is: a stored piece, a section, or a document (one hit per document, scored by its best "
         "piece + 0.25 x its second best; -k documents per part)",
     )
@@ -391,9 +431,12 @@ def check_search_keys(keys: Iterable[str], *, extra: Iterable[str] = (), what: s
 
 
 def check_search_options(
-    options: Mapping[str, Any], *, extra: Iterable[str] = (), what: str = "search_kwargs",
+    options: Mapping[str, Any],
+    *,
+    extra: Iterable[str] = (),
+    what: str = "search_kwargs",
     settings: SearchSettings | None = None,
-) -> SearchSettings:  # fmt: skip
+) -> SearchSettings:
     """``options`` checked as search options (an adapter's ``search_kwargs``): the keys by
     :func:`check_search_keys`, each value by the settings' own check (an :class:`InputError` naming the option and
     what it takes). Returns ``settings`` (default: the defaults) with the options (not those of ``extra``)

@@ -147,14 +147,22 @@ class VectorBackend(Protocol):
 
     # writes
     def upsert(
-        self, ids: Sequence[str], vectors: np.ndarray, documents: Sequence[str],
-        metadatas: Sequence[Mapping[str, Any]], name: str | None = None,
-    ) -> None: ...  # fmt: skip
+        self,
+        ids: Sequence[str],
+        vectors: np.ndarray,
+        documents: Sequence[str],
+        metadatas: Sequence[Mapping[str, Any]],
+        name: str | None = None,
+    ) -> None: ...
 
     def add(
-        self, ids: Sequence[str], vectors: Any, documents: Sequence[str] | None,
-        metadatas: Sequence[Mapping[str, Any]], name: str | None = None,
-    ) -> None: ...  # fmt: skip
+        self,
+        ids: Sequence[str],
+        vectors: Any,
+        documents: Sequence[str] | None,
+        metadatas: Sequence[Mapping[str, Any]],
+        name: str | None = None,
+    ) -> None: ...
 
     def delete_ids(self, ids: Sequence[str], name: str | None = None) -> None: ...
 
@@ -164,17 +172,23 @@ class VectorBackend(Protocol):
 
     # reads
     def iter_records(
-        self, where: Mapping[str, Any] | None = None, include: Sequence[str] = ("metadatas",),
-        name: str | None = None, limit: int | None = None,
-    ) -> Iterator[dict[str, Any]]:  # fmt: skip
+        self,
+        where: Mapping[str, Any] | None = None,
+        include: Sequence[str] = ("metadatas",),
+        name: str | None = None,
+        limit: int | None = None,
+    ) -> Iterator[dict[str, Any]]:
         """Records matching ``where``: dicts with ``id`` and the included fields (``metadata``, ``document``,
         ``embedding``)."""
         ...
 
     def get(
-        self, ids: Sequence[str], include: Sequence[str] = ("documents", "metadatas"),
-        where: Mapping[str, Any] | None = None, name: str | None = None,
-    ) -> list[dict[str, Any]]:  # fmt: skip
+        self,
+        ids: Sequence[str],
+        include: Sequence[str] = ("documents", "metadatas"),
+        where: Mapping[str, Any] | None = None,
+        name: str | None = None,
+    ) -> list[dict[str, Any]]:
         """The records of ``ids`` that exist (and match ``where``), as :meth:`iter_records` gives them."""
         ...
 
@@ -189,9 +203,14 @@ class VectorBackend(Protocol):
     def document_pieces(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[dict[str, Any]]]: ...
 
     def query(
-        self, vectors: np.ndarray, n_results: int, where: Mapping[str, Any] | None = None, name: str | None = None,
-        *, texts: bool = True,
-    ) -> list[list[Row]]:  # fmt: skip
+        self,
+        vectors: np.ndarray,
+        n_results: int,
+        where: Mapping[str, Any] | None = None,
+        name: str | None = None,
+        *,
+        texts: bool = True,
+    ) -> list[list[Row]]:
         """Per query vector, the ``n_results`` nearest records matching ``where``, best first; ``texts=False``:
         the document ``""`` and the metadata :data:`DEFERRED`."""
         ...
@@ -207,9 +226,12 @@ class RecordQueries:
     backends: the same filters on every one)."""
 
     def iter_records(
-        self, where: Mapping[str, Any] | None = None, include: Sequence[str] = ("metadatas",),
-        name: str | None = None, limit: int | None = None,
-    ) -> Iterator[dict[str, Any]]:  # fmt: skip
+        self,
+        where: Mapping[str, Any] | None = None,
+        include: Sequence[str] = ("metadatas",),
+        name: str | None = None,
+        limit: int | None = None,
+    ) -> Iterator[dict[str, Any]]:
         raise NotImplementedError
 
     def records_of(

@@ -102,9 +102,12 @@ class BM25Corpus:
             return {}
         terms = self.analysis.coverage_terms(query)
         n = self.n
-        idf = {t: max(math.log((n - len(self._post[t][0]) + 0.5) / (len(self._post[t][0]) + 0.5)), 0.0)
-                  if t in self._post else math.log((n + 0.5) / 0.5)
-               for t in terms}  # fmt: skip
+        idf = {
+            t: max(math.log((n - len(self._post[t][0]) + 0.5) / (len(self._post[t][0]) + 0.5)), 0.0)
+            if t in self._post
+            else math.log((n + 0.5) / 0.5)
+            for t in terms
+        }
         total = sum(idf.values())
         if total <= 0:
             return {rid: 0.0 for rid, _ in wanted}

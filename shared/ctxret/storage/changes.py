@@ -95,8 +95,13 @@ class ChangeLog:
             rid, body = self._unsent[0]
             now = self._clock()
             try:
-                self.backend.add([rid], np.ones((1, 1), np.float32), [body], [{"ts": now, "writer": self.writer}],
-                                 name=self._collection())  # fmt: skip
+                self.backend.add(
+                    [rid],
+                    np.ones((1, 1), np.float32),
+                    [body],
+                    [{"ts": now, "writer": self.writer}],
+                    name=self._collection(),
+                )
             except CtxretError as e:
                 self._open = False  # open it again next time (the server may have restarted, the log been dropped)
                 err = f"could not {what}: {e}"

@@ -411,9 +411,14 @@ class ChromaStore(RecordQueries):
 
     @_calls_chroma("search the collection")
     def query(
-        self, vectors: np.ndarray, n_results: int, where: Mapping[str, Any] | None = None, name: str | None = None,
-        *, texts: bool = True,
-    ) -> list[list[Row]]:  # fmt: skip
+        self,
+        vectors: np.ndarray,
+        n_results: int,
+        where: Mapping[str, Any] | None = None,
+        name: str | None = None,
+        *,
+        texts: bool = True,
+    ) -> list[list[Row]]:
         """One batched query: per row, ``(id, document, cosine, metadata)`` best first.
 
         ``texts=False``: ids and cosines only, the document ``""`` and the metadata

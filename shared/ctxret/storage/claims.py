@@ -62,9 +62,12 @@ class _Reader:
         self.claims = claims
 
     def iter_records(
-        self, where: Mapping[str, Any] | None = None, include: Sequence[str] = ("metadatas",),
-        name: str | None = None, limit: int | None = None,
-    ) -> Iterator[dict[str, Any]]:  # fmt: skip
+        self,
+        where: Mapping[str, Any] | None = None,
+        include: Sequence[str] = ("metadatas",),
+        name: str | None = None,
+        limit: int | None = None,
+    ) -> Iterator[dict[str, Any]]:
         return self.claims.backend.iter_records(where, include, name=self.claims.collection(), limit=limit)
 
 
@@ -104,8 +107,18 @@ class TurnClaims:
             return set()
         now = self._clock()
         ids = [self.slot_id(thread_id, n, 0) for n in numbers]
-        metas = [{"thread_id": thread_id, "kind": "turn", "turn_index": int(n), "turn_id": turn_key(thread_id, n),
-                  "version": 0, "token": self.token, "ts": now} for n in numbers]  # fmt: skip
+        metas = [
+            {
+                "thread_id": thread_id,
+                "kind": "turn",
+                "turn_index": int(n),
+                "turn_id": turn_key(thread_id, n),
+                "version": 0,
+                "token": self.token,
+                "ts": now,
+            }
+            for n in numbers
+        ]
         self.backend.add(ids, [[1.0]] * len(ids), None, metas, name=self.collection())
         mine = {r["id"] for r in self._read(ids) if (r["metadata"] or {}).get("token") == self.token}
         return {n for n, rid in zip(numbers, ids, strict=True) if rid in mine}
@@ -118,8 +131,14 @@ class TurnClaims:
         if attempt is None:
             return None
         rid = self.slot_id(thread_id, turn, version, attempt)
-        meta = {"thread_id": thread_id, "kind": "continued", "turn_index": int(turn), "version": int(version),
-                "token": self.token, "ts": now}  # fmt: skip
+        meta = {
+            "thread_id": thread_id,
+            "kind": "continued",
+            "turn_index": int(turn),
+            "version": int(version),
+            "token": self.token,
+            "ts": now,
+        }
         self.backend.add([rid], [[1.0]], None, [meta], name=self.collection())
         page = self._read([rid])
         held = (page[0]["metadata"] or {}) if page else {}

@@ -48,8 +48,9 @@ def record(lexical: Any, collection: str, config: Mapping[str, Any] | None) -> N
             else:
                 db.execute(f"DELETE FROM {TABLE} WHERE collection = ?", (collection,))
     except sqlite3.Error as e:
-        logger.warning("could not copy the index config of %r into %s (%s); stats will read Chroma", collection,
-                       path, e)  # fmt: skip
+        logger.warning(
+            "could not copy the index config of %r into %s (%s); stats will read Chroma", collection, path, e
+        )
         try:
             with _connect(str(path)) as db:
                 db.execute(f"DELETE FROM {TABLE} WHERE collection = ?", (collection,))

@@ -276,8 +276,12 @@ class InProcessBackend(RecordQueries):
         if not rows:
             return [[] for _ in range(len(q))]
         qn = q.astype(np.float64)
-        qn = np.divide(qn, np.linalg.norm(qn, axis=1, keepdims=True), out=np.zeros_like(qn),
-                       where=np.linalg.norm(qn, axis=1, keepdims=True) > 0)  # fmt: skip
+        qn = np.divide(
+            qn,
+            np.linalg.norm(qn, axis=1, keepdims=True),
+            out=np.zeros_like(qn),
+            where=np.linalg.norm(qn, axis=1, keepdims=True) > 0,
+        )
         scores = unit[rows] @ qn.T
         out: list[list[Row]] = []
         for j in range(len(q)):

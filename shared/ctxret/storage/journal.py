@@ -90,9 +90,12 @@ class Journal:
             listed = json.dumps({"clear": True})
         elif new is not None or stale:
             listed = json.dumps(
-                {"new": sorted({str(i) for i in new or ()}), "rewritten": sorted({str(i) for i in ids or ()}),
-                 "stale": sorted({str(i) for i in stale})}
-            )  # fmt: skip
+                {
+                    "new": sorted({str(i) for i in new or ()}),
+                    "rewritten": sorted({str(i) for i in ids or ()}),
+                    "stale": sorted({str(i) for i in stale}),
+                }
+            )
         else:
             listed = None if ids is None else json.dumps(sorted({str(i) for i in ids}))
         with self._tx():

@@ -140,8 +140,11 @@ class LexicalIndex:
                 if row is not None:
                     logger.warning(
                         "lexical index %s was written by another version (%s); refilling it as %s from the stored "
-                        "texts (no re-embedding)", self.path, row[0], self.version,
-                    )  # fmt: skip
+                        "texts (no re-embedding)",
+                        self.path,
+                        row[0],
+                        self.version,
+                    )
                 db.execute("DROP TABLE IF EXISTS pieces_vocab")
                 db.execute("DROP TABLE IF EXISTS pieces_fts")
                 db.execute("DROP TABLE IF EXISTS pieces")
@@ -236,8 +239,10 @@ class LexicalIndex:
             raise InputError("ids, texts, thread_ids and turn_ids must have the same length")
         if stored is not None and len(stored) != len(ids):
             raise InputError("stored must give one (document, metadata) per id")
-        rows = [(str(i), safe_text(str(th)), safe_text(str(tu)))
-                for i, th, tu in zip(ids, thread_ids, turn_ids, strict=False)]  # fmt: skip
+        rows = [
+            (str(i), safe_text(str(th)), safe_text(str(tu)))
+            for i, th, tu in zip(ids, thread_ids, turn_ids, strict=False)
+        ]
         toks = [" ".join(self.analysis.index_tokens(t)) for t in texts]  # before the transaction: nothing half-written
         kept = [encode_copy(d, m) for d, m in stored] if stored is not None else [(None, None)] * len(rows)
         gone = [str(i) for i in ids] + [str(i) for i in delete]

@@ -53,9 +53,13 @@ def _records(store: VectorBackend, ids: Sequence[str]) -> Iterator[Record]:
 def write_records(lexical: LexicalIndex, records: Sequence[Record], delete: Sequence[str] = ()) -> None:
     """One :meth:`LexicalIndex.write` of records as :func:`_records` gives them."""
     lexical.write(
-        [r[0] for r in records], [r[1] for r in records], [r[2] for r in records], [r[3] for r in records],
-        delete=list(delete), stored=[(r[4], r[5]) for r in records],
-    )  # fmt: skip
+        [r[0] for r in records],
+        [r[1] for r in records],
+        [r[2] for r in records],
+        [r[3] for r in records],
+        delete=list(delete),
+        stored=[(r[4], r[5]) for r in records],
+    )
 
 
 def sync_from_store(

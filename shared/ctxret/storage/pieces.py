@@ -309,8 +309,9 @@ class PieceStore:
                     vectors = np.asarray(vectors)[order]
                     documents = [documents[i] for i in order]
                     metadatas = [metadatas[i] for i in order]
-                journal.mark_pending([i for i in ids if i not in fresh], new=[i for i in ids if i in fresh],
-                                     stale=stale)  # fmt: skip
+                journal.mark_pending(
+                    [i for i in ids if i not in fresh], new=[i for i in ids if i in fresh], stale=stale
+                )
             if main:  # searches beside it see the store before it until its new pieces are all stored
                 self.inflight.adding(change, ids if fresh is None else [i for i in ids if i in fresh])
             fault_point("write:before-chroma")
@@ -665,9 +666,16 @@ def open_piece_store(
         vec = InProcessBackend(collection=collection)
     else:
         vec = ChromaStore(
-            path, collection=collection, host=host, port=port, ssl=ssl, headers=headers, client=client,
-            in_memory=in_memory, lock_timeout=lock_timeout,
-        )  # fmt: skip
+            path,
+            collection=collection,
+            host=host,
+            port=port,
+            ssl=ssl,
+            headers=headers,
+            client=client,
+            in_memory=in_memory,
+            lock_timeout=lock_timeout,
+        )
     if snapshot is not None:
         vec.location = str(snapshot.source)
     index: LexicalIndex | None = None

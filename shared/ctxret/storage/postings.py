@@ -279,4 +279,3 @@ class Postings:
         if total <= 0:
             return {pid: 0.0 for pid, _ in wanted}
         return {pid: float(h / total) for (pid, _), h in zip(wanted, held.tolist(), strict=True)}
-

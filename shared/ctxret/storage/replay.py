@@ -114,8 +114,10 @@ def repair_writes(store: ReplayedStore) -> int:
                 gone = list(found["stale"]) if finish else present
                 logger.warning(
                     "%s an interrupted write to %r: %d piece(s) removed",
-                    "finishing" if finish else "undoing", store.collection_name, len(gone),
-                )  # fmt: skip
+                    "finishing" if finish else "undoing",
+                    store.collection_name,
+                    len(gone),
+                )
                 store.backend.delete_ids(gone)
                 store.views.delete_pieces(gone)  # views hook
             else:

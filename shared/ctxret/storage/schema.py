@@ -70,12 +70,31 @@ __all__ = [
 #: Metadata keys ctxret writes on every piece.
 RESERVED_KEYS = frozenset(
     {
-        "thread_id", "turn_id", "turn_index", "turn_label", "parent_id", "kind", "source_kind", "source_label",
-        "source_name", "source_ordinal", "ordinal", "timestamp", "ts_epoch", "header", "body", "doc_id",
-        "caller_keys", "context_text", "view_texts", "message_key", "tool_call_id", "result_key",
+        "thread_id",
+        "turn_id",
+        "turn_index",
+        "turn_label",
+        "parent_id",
+        "kind",
+        "source_kind",
+        "source_label",
+        "source_name",
+        "source_ordinal",
+        "ordinal",
+        "timestamp",
+        "ts_epoch",
+        "header",
+        "body",
+        "doc_id",
+        "caller_keys",
+        "context_text",
+        "view_texts",
+        "message_key",
+        "tool_call_id",
+        "result_key",
         "time_added",
     }
-)  # fmt: skip
+)
 #: Keys the adapters add to every retrieved Document / node (plus ``score_<name>`` per named score).
 RETRIEVAL_KEYS = frozenset(
     {
@@ -383,9 +402,11 @@ class Scope:
     __slots__ = ("thread_ids", "where", "caller_where", "window")
 
     def __init__(
-        self, thread_ids: str | Sequence[str] | None = None, where: Mapping[str, Any] | None = None,
+        self,
+        thread_ids: str | Sequence[str] | None = None,
+        where: Mapping[str, Any] | None = None,
         window: tuple[Any, Any] | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.thread_ids: tuple[str, ...] | None = _thread_tuple(thread_ids)
         if where is not None and not isinstance(where, Mapping):
             raise InputError(f"where must be a Chroma filter dict, got {type(where).__name__}")

@@ -21,8 +21,14 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 __all__ = [
-    "RecordReader", "chat_head", "chat_head_scan", "chat_turns", "stored_keys", "taken_turns", "turns_of_calls",
-]  # fmt: skip
+    "RecordReader",
+    "chat_head",
+    "chat_head_scan",
+    "chat_turns",
+    "stored_keys",
+    "taken_turns",
+    "turns_of_calls",
+]
 
 _IN_CHUNK = 256
 
@@ -99,17 +105,23 @@ def chat_head(store: RecordReader, thread_id: str, hint: int = 0) -> int:
 def chat_head_scan(store: RecordReader, thread_id: str) -> int:
     """The thread's last chat turn number from every one of its pieces (the slow, sure read)."""
     return max(
-        (int(r["metadata"]["turn_index"]) for r in store.iter_records({"thread_id": thread_id}) if
-         _mine(r["metadata"], thread_id)),
+        (
+            int(r["metadata"]["turn_index"])
+            for r in store.iter_records({"thread_id": thread_id})
+            if _mine(r["metadata"], thread_id)
+        ),
         default=0,
-    )  # fmt: skip
+    )
 
 
 def chat_turns(store: RecordReader, thread_id: str, first: int, last: int | None = None) -> list[dict[str, Any]]:
     """Every piece (metadata) of the thread's chat turns numbered ``first`` .. ``last`` (to the end by default)."""
     if last is None:
-        return [r["metadata"] for r in store.iter_records({"thread_id": thread_id}) if _mine(r["metadata"], thread_id)
-                and int(r["metadata"]["turn_index"]) >= first]  # fmt: skip
+        return [
+            r["metadata"]
+            for r in store.iter_records({"thread_id": thread_id})
+            if _mine(r["metadata"], thread_id) and int(r["metadata"]["turn_index"]) >= first
+        ]
     keys = [turn_key(thread_id, n) for n in range(max(1, int(first)), int(last) + 1)]
     return [rec["metadata"] for rec in _records_in(store, "turn_id", keys, thread_id)]
 

@@ -40,8 +40,7 @@ MAX_TOKEN_CHARS = 64
 MAX_QUERY_TOKENS = 256
 # Accents removed: combining diacritical marks after a Latin or Greek letter (after NFKD).
 _LATIN_GREEK = (
-    "A-Za-z\u00aa\u00ba\u00c0-\u024f\u0370-\u03ff\u1d00-\u1dbf\u1e00-\u1fff"
-    "\u2c60-\u2c7f\ua720-\ua7ff\uab30-\uab6f"
+    "A-Za-z\u00aa\u00ba\u00c0-\u024f\u0370-\u03ff\u1d00-\u1dbf\u1e00-\u1fff\u2c60-\u2c7f\ua720-\ua7ff\uab30-\uab6f"
 )
 _DIACRITICS = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
 _STRIP_ACCENTS = re.compile(f"(?<=[{_LATIN_GREEK}])[{_DIACRITICS}]+")
@@ -164,8 +163,6 @@ def query_tokens(text: str) -> list[str]:
     return list(dict.fromkeys(tokenize(text)))[:MAX_QUERY_TOKENS]
 
 
-
-
 # -- the analysis: stopwords and Snowball stemming on top of tokenize() ----------------------------
 #: Lucene's English stop set (bm25s ``stopwords="en"``, what LlamaIndex's BM25Retriever uses): removed at index time.
 LUCENE_EN = (
@@ -190,9 +187,31 @@ _LATIN = "a-z\u00df-\u00f6\u00f8-\u00ff\u0100-\u024f"
 SCRIPTS: dict[str, str] = {
     **dict.fromkeys(
         (
-            "english", "porter", "danish", "dutch", "dutch_porter", "finnish", "french", "german", "hungarian",
-            "indonesian", "irish", "italian", "norwegian", "portuguese", "romanian", "spanish", "swedish", "turkish",
-            "catalan", "basque", "czech", "estonian", "lithuanian", "polish", "esperanto",
+            "english",
+            "porter",
+            "danish",
+            "dutch",
+            "dutch_porter",
+            "finnish",
+            "french",
+            "german",
+            "hungarian",
+            "indonesian",
+            "irish",
+            "italian",
+            "norwegian",
+            "portuguese",
+            "romanian",
+            "spanish",
+            "swedish",
+            "turkish",
+            "catalan",
+            "basque",
+            "czech",
+            "estonian",
+            "lithuanian",
+            "polish",
+            "esperanto",
         ),
         _LATIN,
     ),
@@ -205,7 +224,7 @@ SCRIPTS: dict[str, str] = {
     "nepali": "\u0900-\u097f",
     "tamil": "\u0b80-\u0bff",
     "yiddish": "\u05d0-\u05ea\u05f0-\u05f4\u05b0-\u05c7",
-}  # fmt: skip
+}
 _QUESTION_END = re.compile(r"[?\uff1f\u061f\u037e][\"'\u201d\u2019\u00bb)\]\s]*$")
 
 

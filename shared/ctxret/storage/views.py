@@ -41,8 +41,15 @@ from .schema import Scope
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "VIEWS_SUFFIX", "ViewRecords", "ViewRow", "ViewedBlock", "MemoryViews", "ChromaViews", "ViewIndex", "view_id"
-]  # fmt: skip
+    "VIEWS_SUFFIX",
+    "ViewRecords",
+    "ViewRow",
+    "ViewedBlock",
+    "MemoryViews",
+    "ChromaViews",
+    "ViewIndex",
+    "view_id",
+]
 
 #: The views of collection ``X`` live in ``X-views``.
 VIEWS_SUFFIX = "-views"
@@ -84,9 +91,7 @@ class ViewedBlock(Block):
     ) -> None:
         super().__init__(block.ids, block.vectors, block.documents, block.metadatas)
         self.view_vectors = (
-            np.asarray(vectors, dtype=np.float32).reshape(len(rows), -1)
-            if len(rows)
-            else np.zeros((0, 0), np.float32)
+            np.asarray(vectors, dtype=np.float32).reshape(len(rows), -1) if len(rows) else np.zeros((0, 0), np.float32)
         )
         self.view_rows = np.asarray(rows, dtype=np.int64)
         self.view_kinds = list(kinds)

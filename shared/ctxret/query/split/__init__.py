@@ -25,8 +25,12 @@ if TYPE_CHECKING:
     from .units import LONG_PART_WORDS, WINDOW_WORDS
 
 _NAMES = {
-    "split_prompt_chunks": ".splitter", "asks": ".asking", "LONG_PART_WORDS": ".units", "WINDOW_WORDS": ".units",
-    "MIN_PART_CHARS": ".groups", "MAX_PARTS": "...text",
-}  # fmt: skip
+    "split_prompt_chunks": ".splitter",
+    "asks": ".asking",
+    "LONG_PART_WORDS": ".units",
+    "WINDOW_WORDS": ".units",
+    "MIN_PART_CHARS": ".groups",
+    "MAX_PARTS": "...text",
+}
 __getattr__ = lazy_getattr(__name__, _NAMES)
 __all__ = ["LONG_PART_WORDS", "MAX_PARTS", "MIN_PART_CHARS", "WINDOW_WORDS", "asks", "split_prompt_chunks"]

@@ -8,9 +8,17 @@ import re
 import unicodedata
 
 __all__ = [
-    "AUXILIARIES", "CLOSERS", "INLINE_ENUM", "LIST_MARKER", "OPEN_PUNCT", "WH_WORDS", "WORD_PUNCT", "has_cjk",
-    "norm_word", "width",
-]  # fmt: skip
+    "AUXILIARIES",
+    "CLOSERS",
+    "INLINE_ENUM",
+    "LIST_MARKER",
+    "OPEN_PUNCT",
+    "WH_WORDS",
+    "WORD_PUNCT",
+    "has_cjk",
+    "norm_word",
+    "width",
+]
 
 #: Closing quotes and brackets that stay with the sentence end before them.
 CLOSERS = "\"'\u201d\u2019\u00bb\u300d\u300f\uff09)]}\u203a"

@@ -25,12 +25,20 @@ if TYPE_CHECKING:
     from .window import TimeExpression, TimeWindow, resolve_now
 
 _NAMES = {
-    "TimeExpression": ".window", "TimeWindow": ".window", "resolve_now": ".window",
-    "find_time": ".expressions", "strip_time": ".expressions", "time_expressions": ".expressions",
-    "TOLERANCE": ".search", "decide_windows": ".search", "part_windows": ".search",
-    "timed_search_steps": ".search", "window_steps": ".search",
-    "has_time_words": ".vocabulary", "trigger_categories": ".vocabulary",
-}  # fmt: skip
+    "TimeExpression": ".window",
+    "TimeWindow": ".window",
+    "resolve_now": ".window",
+    "find_time": ".expressions",
+    "strip_time": ".expressions",
+    "time_expressions": ".expressions",
+    "TOLERANCE": ".search",
+    "decide_windows": ".search",
+    "part_windows": ".search",
+    "timed_search_steps": ".search",
+    "window_steps": ".search",
+    "has_time_words": ".vocabulary",
+    "trigger_categories": ".vocabulary",
+}
 __getattr__ = lazy_getattr(__name__, _NAMES)
 __all__ = [
     "TOLERANCE",

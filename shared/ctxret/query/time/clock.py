@@ -45,7 +45,6 @@ def add_months(d: date, n: int) -> date:
     return date(year, month, min(d.day, calendar.monthrange(year, month)[1]))
 
 
-
 def safe_date(year: int, month: int, day: int) -> date | None:
     try:
         return date(year, month, day)

@@ -183,8 +183,10 @@ def _r_rel_unit(m: re.Match[str], c: Clock) -> tuple[datetime | None, datetime |
         if unit == "hour":
             return c.now - timedelta(hours=count), c.cap
         back = {
-            "day": timedelta(days=count), "week": timedelta(days=7 * count), "fortnight": timedelta(days=14 * count),
-        }.get(unit)  # fmt: skip
+            "day": timedelta(days=count),
+            "week": timedelta(days=7 * count),
+            "fortnight": timedelta(days=14 * count),
+        }.get(unit)
         if back is not None:
             return c.at(c.today - back), c.cap
         if unit == "month":
@@ -329,6 +331,7 @@ _PREP_OPT = rf"(?:{_PREP}\s+)?"
 _END = r"(?P<end>\s*(?:[.,;:!?)]|$))"
 _POSS = r"(?:['’]s)?(?![\w'’])"
 
+
 def _one_line(pattern: str) -> str:
     """``pattern`` with its whitespace classes kept on one line (an expression never spans a line break:
     "December\n3) book flights" is a month and a list item)."""
@@ -340,38 +343,75 @@ def _one_line(pattern: str) -> str:
 RULES: list[tuple[str, bool, frozenset[str], re.Pattern[str], Resolver]] = [
     (kind, absolute, frozenset(needs.split()), re.compile(_B + _one_line(pattern), re.IGNORECASE), fn)
     for kind, absolute, needs, pattern, fn in [
-        ("date", True, "month year",
-         rf"(?:the\s+|last\s+)?(?:(?P<n>{_NUM})\s+(?P<u>days?|weeks?)|(?P<wd>{_WEEKDAY})|(?P<w>day|week|weekend))"
-         rf"\s+(?P<dir>before|after)\s+(?:{_ADMY}|{_BMDY}|{_CISO})", _anchored),
+        (
+            "date",
+            True,
+            "month year",
+            rf"(?:the\s+|last\s+)?(?:(?P<n>{_NUM})\s+(?P<u>days?|weeks?)|(?P<wd>{_WEEKDAY})|(?P<w>day|week|weekend))"
+            rf"\s+(?P<dir>before|after)\s+(?:{_ADMY}|{_BMDY}|{_CISO})",
+            _anchored,
+        ),
         ("date", True, "year", _PREP_OPT + _ISO, _r_iso),
         ("date", True, "month", _PREP_OPT + _DMY, _r_date),
         ("date", True, "month", _PREP_OPT + _MDY, _r_date),
         ("date", True, "ordinal", r"(?:on\s+)the\s+(?P<d>(?:[12]\d|3[01]|0?[1-9])(?:st|nd|rd|th))" + _END, _r_on_the),
-        ("month", True, "month",
-         _PREP_OPT + rf"(?:{_QUAL}[\s-]+)?(?:(?P<rel>last|this|past)\s+)?(?P<m>{_MONTH})"
-         rf"(?:,?\s+(?P<y>{_YEAR}))?(?![\w'])(?!\s+\d)", _r_month),
-        ("year", True, "year",
-         rf"(?:{_YEAR_PREP}\s+(?:the\s+year\s+)?|the\s+year\s+)(?:{_QUAL}[\s-]+)?(?P<y>{_YEAR})(?![\w'/:-])", _r_year),
+        (
+            "month",
+            True,
+            "month",
+            _PREP_OPT + rf"(?:{_QUAL}[\s-]+)?(?:(?P<rel>last|this|past)\s+)?(?P<m>{_MONTH})"
+            rf"(?:,?\s+(?P<y>{_YEAR}))?(?![\w'])(?!\s+\d)",
+            _r_month,
+        ),
+        (
+            "year",
+            True,
+            "year",
+            rf"(?:{_YEAR_PREP}\s+(?:the\s+year\s+)?|the\s+year\s+)(?:{_QUAL}[\s-]+)?(?P<y>{_YEAR})(?![\w'/:-])",
+            _r_year,
+        ),
         ("year", True, "year", rf"(?P<prep>){_QUAL}[\s-]+(?P<y>{_YEAR})(?![\w'/:-])", _r_year),
-        ("season", True, "season",
-         rf"(?:(?P<prep>in|during|since|over|throughout|back\s+in)\s+)?(?:(?P<rel>last|this|past|the)\s+)?"
-         rf"(?:early|mid|late)?[\s-]*(?P<s>spring|summer|autumn|fall|winter)(?:\s+(?:of\s+)?(?P<y>{_YEAR}))?(?![\w'])",
-         _r_season),
-        ("future", False, "future unit weekday month season day",
-         rf"(?:tomorrow|the\s+day\s+after\s+tomorrow|next\s+(?:{_UNIT}|weekend|{_WEEKDAY}|{_MONTH}|spring|summer"
-         rf"|autumn|fall|winter)|in\s+(?:{_NUM})\s+(?:{_UNIT})|later\s+(?:today|this\s+(?:week|month|year)))(?![\w'])",
-         _r_future),
-        ("day", False, "day",
-         r"(?:(?P<prep>since|until|till|before|after)\s+)?(?P<w>earlier\s+today|today|tonight|yesterday"
-         r"|(?:the\s+)?day\s+before\s+yesterday|last\s+night|this\s+(?:morning|afternoon|evening))"
-         r"(?:\s+(?P<pod>morning|afternoon|evening|night))?" + _POSS, _r_rel_day),
+        (
+            "season",
+            True,
+            "season",
+            rf"(?:(?P<prep>in|during|since|over|throughout|back\s+in)\s+)?(?:(?P<rel>last|this|past|the)\s+)?"
+            rf"(?:early|mid|late)?[\s-]*(?P<s>spring|summer|autumn|fall|winter)(?:\s+(?:of\s+)?(?P<y>{_YEAR}))?(?![\w'])",
+            _r_season,
+        ),
+        (
+            "future",
+            False,
+            "future unit weekday month season day",
+            rf"(?:tomorrow|the\s+day\s+after\s+tomorrow|next\s+(?:{_UNIT}|weekend|{_WEEKDAY}|{_MONTH}|spring|summer"
+            rf"|autumn|fall|winter)|in\s+(?:{_NUM})\s+(?:{_UNIT})|later\s+(?:today|this\s+(?:week|month|year)))(?![\w'])",
+            _r_future,
+        ),
+        (
+            "day",
+            False,
+            "day",
+            r"(?:(?P<prep>since|until|till|before|after)\s+)?(?P<w>earlier\s+today|today|tonight|yesterday"
+            r"|(?:the\s+)?day\s+before\s+yesterday|last\s+night|this\s+(?:morning|afternoon|evening))"
+            r"(?:\s+(?P<pod>morning|afternoon|evening|night))?" + _POSS,
+            _r_rel_day,
+        ),
         ("ago", False, "ago", rf"(?P<n>{_NUM})\s+(?P<u>{_UNIT})\s+(?:ago|back)(?![\w'])", _r_ago),
-        ("rolling", False, "unit",
-         rf"(?:{_PREP}\s+|(?P<earlier>earlier)\s+|over\s+)?(?P<the>the\s+)?(?P<rel>last|this|past|previous|prior|current"
-         rf"|recent|next)\s+(?:(?P<n>{_NUM})\s+)?(?P<u>{_UNIT}|weekends?)" + _POSS, _r_rel_unit),
-        ("weekday", False, "weekday",
-         rf"(?:(?P<prep>on|since|until|till|before|after|from|by)\s+)?(?:(?P<rel>last|this\s+past|past|this|next)\s+)?"
-         rf"(?P<wd>{_WEEKDAY})(?P<poss>['’]s)?(?:\s+(?P<pod>morning|afternoon|evening|night))?(?![\w']){_END}?",
-         _r_weekday),
+        (
+            "rolling",
+            False,
+            "unit",
+            rf"(?:{_PREP}\s+|(?P<earlier>earlier)\s+|over\s+)?(?P<the>the\s+)?(?P<rel>last|this|past|previous|prior|current"
+            rf"|recent|next)\s+(?:(?P<n>{_NUM})\s+)?(?P<u>{_UNIT}|weekends?)" + _POSS,
+            _r_rel_unit,
+        ),
+        (
+            "weekday",
+            False,
+            "weekday",
+            rf"(?:(?P<prep>on|since|until|till|before|after|from|by)\s+)?(?:(?P<rel>last|this\s+past|past|this|next)\s+)?"
+            rf"(?P<wd>{_WEEKDAY})(?P<poss>['’]s)?(?:\s+(?P<pod>morning|afternoon|evening|night))?(?![\w']){_END}?",
+            _r_weekday,
+        ),
     ]
-]  # fmt: skip
+]

@@ -77,7 +77,7 @@ def _instant(dt: datetime) -> float:
 
 def part_windows(
     parts: Sequence[str], now: datetime | str | None, *, tolerance: timedelta = TOLERANCE, asking: bool = False
-) -> list[TimeWindow | None]:  # fmt: skip
+) -> list[TimeWindow | None]:
     """Each part's own window (widened by ``tolerance``), or ``None`` for a part that names no time (``asking``:
     also for a part that does not ask — a statement that names its own time is not a search for that time)."""
     at = resolve_now(now)
@@ -92,9 +92,12 @@ def part_windows(
 
 
 def timed_search_steps(
-    plan: SearchPlan, query: str | QueryVectors, scope: Scope, embedder: Embedder | None,
+    plan: SearchPlan,
+    query: str | QueryVectors,
+    scope: Scope,
+    embedder: Embedder | None,
     source: Backends | SearchSource,
-) -> Steps[list[Group]]:  # fmt: skip
+) -> Steps[list[Group]]:
     """The search with time windows (see the module docstring); without any, exactly :func:`search_steps`."""
     bounds: Window | None = (plan.since, plan.until) if plan.since is not None or plan.until is not None else None
     holds_any = getattr(source, "holds_any", None)
@@ -148,7 +151,7 @@ def _floorless(plan: SearchPlan) -> SearchPlan:
 
 def window_steps(
     named: Sequence[TimeWindow | None], bounds: Window | None, scope: Scope, holds_any: Any
-) -> Steps[tuple[list[Window | None], list[str]]]:  # fmt: skip
+) -> Steps[tuple[list[Window | None], list[str]]]:
     """Each part's window (``None``: unbounded) and note, from its own window (``named``, widened already) and the
     search's ``since`` / ``until`` (``bounds``): the fallback and no-timestamp rules of the module docstring. Yields
     ``Call(holds_any, (scope,))`` for each scope it asks about (:func:`decide_windows` runs it without a driver)."""
@@ -192,7 +195,7 @@ def window_steps(
 
 def decide_windows(
     named: Sequence[TimeWindow | None], bounds: Window | None, scope: Scope, holds_any: Any
-) -> tuple[list[Window | None], list[str]]:  # fmt: skip
+) -> tuple[list[Window | None], list[str]]:
     """:func:`window_steps` run inline (the evaluation harness's time-aware representation uses it)."""
     steps = window_steps(named, bounds, scope, holds_any)
     value: Any = None

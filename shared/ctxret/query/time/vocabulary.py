@@ -11,17 +11,48 @@ __all__ = ["MONTHS", "SEASONS", "TRIGGER_WORDS", "WEEKDAYS", "has_time_words", "
 
 MONTHS = {
     **{m.lower(): i for i, m in enumerate(calendar.month_name) if m},
-    "jan": 1, "feb": 2, "mar": 3, "apr": 4, "jun": 6, "jul": 7, "aug": 8, "sep": 9, "sept": 9, "oct": 10,
-    "nov": 11, "dec": 12,
-}  # fmt: skip
+    "jan": 1,
+    "feb": 2,
+    "mar": 3,
+    "apr": 4,
+    "jun": 6,
+    "jul": 7,
+    "aug": 8,
+    "sep": 9,
+    "sept": 9,
+    "oct": 10,
+    "nov": 11,
+    "dec": 12,
+}
 WEEKDAYS = {
     **{d.lower(): i for i, d in enumerate(calendar.day_name)},
-    "mon": 0, "tue": 1, "tues": 1, "wed": 2, "thu": 3, "thur": 3, "thurs": 3, "fri": 4, "sat": 5, "sun": 6,
-}  # fmt: skip
+    "mon": 0,
+    "tue": 1,
+    "tues": 1,
+    "wed": 2,
+    "thu": 3,
+    "thur": 3,
+    "thurs": 3,
+    "fri": 4,
+    "sat": 5,
+    "sun": 6,
+}
 _NUMBER_WORDS = {
-    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
-}  # fmt: skip
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+}
 #: Fuzzy counts: (fewest, most) units back.
 _FUZZY = {"couple": (1, 3), "few": (2, 5)}
 SEASONS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
@@ -29,10 +60,33 @@ SEASONS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
 
 #: Words without which a part names no time (a part holding none is done after one tokenising pass).
 TRIGGER_WORDS = frozenset(
-    {*MONTHS, *WEEKDAYS, *SEASONS, "today", "tonight", "yesterday", "tomorrow", "ago", "night", "morning",
-     "afternoon", "evening", "weekend", "weekends", "week", "weeks", "fortnight", "days", "month", "months", "year",
-     "years", "hour", "hours"}
-)  # fmt: skip
+    {
+        *MONTHS,
+        *WEEKDAYS,
+        *SEASONS,
+        "today",
+        "tonight",
+        "yesterday",
+        "tomorrow",
+        "ago",
+        "night",
+        "morning",
+        "afternoon",
+        "evening",
+        "weekend",
+        "weekends",
+        "week",
+        "weeks",
+        "fortnight",
+        "days",
+        "month",
+        "months",
+        "year",
+        "years",
+        "hour",
+        "hours",
+    }
+)
 _TOKENS = re.compile(r"[a-z]+|\d+(?:st|nd|rd|th)?")
 _NUMERIC_TRIGGER = re.compile(r"(?:19|20)\d\d|\d+(?:st|nd|rd|th)")
 
