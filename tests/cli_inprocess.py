@@ -38,10 +38,10 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def _shared_model(settings: Any) -> Any:
+def _shared_model(settings: Any, **options: Any) -> Any:
     """The CLI's ``make_embedder``, with the session's one local model for the local embedder."""
     if settings.embedder == "openai":
-        return _make_embedder(settings)
+        return _make_embedder(settings, **options)
     from ctxret.embedders.local import shared_local_embedder
 
     return shared_local_embedder()

@@ -11,8 +11,8 @@ from ctxret.cli import settings as cli_settings
 @pytest.fixture
 def run(monkeypatch, local_embedder, capsys):
     """``ctxret ARGS`` in-process with the session's model, no ``CTXRET_*`` variables: (exit code, stdout, stderr)."""
-    monkeypatch.setattr(cli_settings, "make_embedder", lambda settings: local_embedder)
-    monkeypatch.setattr(cli_commands, "make_embedder", lambda settings: local_embedder)
+    monkeypatch.setattr(cli_settings, "make_embedder", lambda settings, **_: local_embedder)
+    monkeypatch.setattr(cli_commands, "make_embedder", lambda settings, **_: local_embedder)
     for name in cli.ENV.values():
         monkeypatch.delenv(name, raising=False)
 

@@ -4,6 +4,7 @@ misspelt argument named with its family."""
 
 from __future__ import annotations
 
+import ast
 import inspect
 from pathlib import Path
 
@@ -29,9 +30,22 @@ def test_the_constructor_takes_at_most_ten_parameters() -> None:
 
 
 def test_index_py_stays_small() -> None:
-    """The facade wires stages together and holds no logic of its own: it stays a short file."""
+    """The facade wires stages together and holds no logic of its own: its code (docstrings, comments and blank
+    lines aside: the entry points' ``Args:`` and examples live there) stays short."""
     source = Path(inspect.getfile(ContextualIndex)).read_text(encoding="utf-8")
-    assert len(source.splitlines()) <= 340
+    docstrings: set[int] = set()
+    for node in ast.walk(ast.parse(source)):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            value = body[0].value
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                docstrings.update(range(body[0].lineno, (body[0].end_lineno or body[0].lineno) + 1))
+    code = [
+        line
+        for n, line in enumerate(source.splitlines(), 1)
+        if n not in docstrings and line.strip() and not line.strip().startswith("#")
+    ]
+    assert len(code) <= 300, len(code)
 
 
 def test_a_memory_store_handed_to_the_index(hash_embedder) -> None:
