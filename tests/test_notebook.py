@@ -71,6 +71,7 @@ def outputs_of(nb) -> tuple[str, list[str]]:
     return "".join(text), mimes
 
 
+@pytest.mark.slow  # a Jupyter kernel running the notebook: the full suite's
 def test_quickstart_notebook_executes(kernel_name, tmp_path):
     nb = execute(NOTEBOOKS / "quickstart.ipynb", kernel_name, tmp_path)
     text, mimes = outputs_of(nb)

@@ -187,6 +187,7 @@ def _claim_holds(text: str, line: str) -> bool:
     return found is not None and all(abs(float(g) - n) <= 0.05 for g, n in zip(found.groups(), numbers, strict=True))
 
 
+@pytest.mark.slow  # each block a process with the real model: the full suite's, not the fast loop's
 @pytest.mark.parametrize(("page", "line", "body", "flags"), python_blocks(), ids=_block_id)
 def test_python_block_runs(page, line, body, flags, tmp_path):
     """Every ```python block runs as a script in an empty folder and prints (```python skip exempts one), and what a

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.timeout(600)
+# `ctxret search` as a process (the console entry, the real model per call): the full suite's; the flags are
+# checked in-process by test_cli_search_options.py in the fast loop.
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 
 THREAD = [
     {"role": "user", "content": "Book a hotel in Lisbon from the 15th to the 18th, somewhere quiet in Alfama please."},

@@ -109,6 +109,7 @@ def test_a_notebook_kernel_is_watched_and_gets_tqdm_auto(monkeypatch):
     assert progress.watched() is None
 
 
+@pytest.mark.slow  # the LangChain adapters' bulk paths with the real model
 def test_langchain_bulk_paths_take_the_switch(make, capsys, lines):
     from langchain_core.documents import Document
 
@@ -132,6 +133,7 @@ def test_langchain_bulk_paths_take_the_switch(make, capsys, lines):
     assert_reported(capsys.readouterr().err, len(DOCS))
 
 
+@pytest.mark.slow  # the LlamaIndex adapters' bulk paths with the real model
 def test_llamaindex_bulk_paths_take_the_switch(make, capsys, lines):
     from llama_index.core import Document
     from llama_index.core.ingestion import IngestionPipeline

@@ -401,6 +401,7 @@ def test_pack_two_megabytes_in_one_word():
     assert "".join(pieces) == text
 
 
+@pytest.mark.slow  # ten megabytes: the full suite's
 def test_splitter_ten_megabytes_without_punctuation():
     unit_text = "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod "
     text = unit_text * (10_000_000 // len(unit_text) + 1)

@@ -84,6 +84,7 @@ def test_tokens_read_per_token_of_a_long_text_stay_near_one():
         assert read / n <= 1 + local_mod.WINDOW_OVERLAP / (254 - local_mod.WINDOW_OVERLAP) + 0.01, n
 
 
+@pytest.mark.slow  # 15 drawn threads through the real model: the full suite's
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(turns=turns_strategy)
 def test_embed_late_is_pool_spans_over_the_joined_turn(local_embedder, turns):

@@ -159,6 +159,7 @@ def test_context_separates_the_contexts(result):
         assert by[(rep, "message_any", "all")] >= by[(rep, "message", "all")] - 1e-12
 
 
+@pytest.mark.slow  # the controlled test run a second time
 def test_same_seed_same_rows(result, local_embedder):
     again = run_controlled(SMALL, local_embedder, seed=0)
     assert again.rows == result.rows

@@ -323,6 +323,7 @@ def test_locomo_loader_maps_sessions_utterances_and_evidence():
         assert q.gold and all(int(e[1:].split(":")[0]) in q.gold for e in q.evidence)
 
 
+@pytest.mark.slow  # a whole LoCoMo conversation through the harness
 @needs_locomo
 def test_locomo_smoke_one_conversation(local_embedder):
     res = run_threads(load_threads(LOCOMO / "30.json"), local_embedder, limit_queries=60, seed=0)

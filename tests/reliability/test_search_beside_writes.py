@@ -142,6 +142,7 @@ def test_a_search_during_each_step_of_a_rewrite_sees_one_version(index, point):
     other.close()
 
 
+@pytest.mark.slow  # threads searching beside rewrites for seconds: the full suite's
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 10_000), rewrites=st.integers(8, 16))
 def test_searches_beside_continuous_rewrites_never_fail_and_never_mix_versions(tmp_path_factory, seed, rewrites):
