@@ -69,7 +69,7 @@ def run_index(folder: Path, threads: int, turns: int) -> dict:
     for t in range(threads):  # each thread's last turn rewritten: the stale pieces go
         msgs = _messages(t, turns)
         msgs[-2:] = _messages(t, 1, salt="x")
-        index.add_messages(msgs, f"t{t}")
+        index.replace_messages(msgs, f"t{t}")  # add_messages appends since Dec 4: a rewrite is explicit
     index.delete(thread_id="t0")
     cpu = time.process_time() - start
     stats = index.store.stats()
