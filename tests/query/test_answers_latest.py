@@ -3,13 +3,15 @@ model, both adapters' scores."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from datetime import datetime
 
 import numpy as np
 import pytest
-from ctxret import ContextualIndex
+from ctxret import ContextualIndex, EmbeddingError
 from ctxret.query.answers import is_question, lift_answers
-from ctxret.query.latest import SAME_SUBJECT, asks_now, same_subject
+from ctxret.query.latest import CONTEXT, SAME_SUBJECT, asks_now, same_subject
 from ctxret.query.search import PartCandidates
 from hypothesis import given
 from hypothesis import strategies as st
@@ -166,13 +168,19 @@ def test_statements_without_a_time_never_move(local_embedder):
         ix.close()
 
 
-def test_same_subject_takes_the_shared_context_away():
-    context = np.array([[1.0, 0.0, 0.0], [1.0, 0.1, 0.0], [1.0, 0.0, 0.1], [1.0, -0.1, -0.1]])
-    sim = same_subject(context[:3], context)
+def test_same_subject_takes_the_shared_direction_out_of_the_own_text_vectors():
+    rng = np.random.default_rng(0)
+    shared = np.array([1.0, 0.0, 0.0])
+    context = shared + 0.1 * rng.standard_normal((CONTEXT, 3))  # what every candidate shares: the first axis
+    own = np.array([[1.0, 0.1, 0.0], [1.0, 0.12, 0.01], [1.0, 0.0, 0.1]])
+    sim = same_subject(own, context)
     assert np.isneginf(np.diag(sim)).all()
-    assert sim[0, 1] < 0.9  # raw cosine ~0.995: what every candidate shares does not count
-    with_words = same_subject(context[:3], context, np.full((3, 3), 0.5))
+    assert sim[0, 1] > 0.9 > 0.3 > sim[0, 2]  # raw cosines 0.99+ both: only what differs from the shared counts
+    with_words = same_subject(own, context, np.full((3, 3), 0.5))
     assert with_words[0, 1] == pytest.approx(sim[0, 1] + 0.5)
+    # fewer candidates than CONTEXT (a small thread): their mean is mostly the pair itself, nothing is taken out
+    raw = own / np.linalg.norm(own, axis=1, keepdims=True)
+    assert same_subject(own, context[:4])[0, 2] == pytest.approx(raw[0] @ raw[2])
     assert SAME_SUBJECT > 0
 
 
@@ -196,3 +204,66 @@ def test_asks_now(part, now):
 @given(st.text(max_size=120))
 def test_asks_now_is_false_for_any_text_that_says_did(text):
     assert not asks_now(f"What did {text} is now?")
+
+
+# -- the latest stage in the search loop ----------------------------------------------------------------------------
+def test_the_latest_stage_runs_only_for_a_question_about_now_over_a_restated_fact(index):
+    """Most searches pay nothing: the stage embeds hits' texts only when a part asks about now and two of its first
+    hits were said by one source at different times."""
+    now = datetime(2026, 11, 20, 12)
+    (changed,) = index.search("When is the cutover?", k=4, thread_id="work", now=now)
+    assert changed.stages[-1] == "latest" and not changed.degraded
+    (past,) = index.search("When was the cutover planned first?", k=4, thread_id="work")
+    assert "latest" not in past.stages and not past.degraded
+    (one_time,) = index.search("When does my flight to Lisbon leave?", k=3, thread_id="trip")
+    assert len({h.metadata.get("ts_epoch") for h in one_time.hits}) == 1  # written in one call: one time
+    assert "latest" not in one_time.stages
+    (off,) = index.search("When is the cutover?", k=4, thread_id="work", now=now, latest_first=False)
+    assert "latest" not in off.stages
+
+
+def test_the_async_search_puts_the_latest_fact_first_too(index):
+    now = datetime(2026, 11, 20, 12)
+    (sync,) = index.search("When is the cutover?", k=4, thread_id="work", now=now)
+    (got,) = asyncio.run(index.asearch("When is the cutover?", k=4, thread_id="work", now=now))
+    assert [h.id for h in got.hits] == [h.id for h in sync.hits]
+    assert "November 21" in got.hits[0].body and got.stages == sync.stages
+
+
+class FailsOnStoredTexts:
+    """The local model, failing when asked for stored turns' texts (an embedding API erroring mid-search)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        for name in ("model_id", "dims", "max_tokens", "default_piece_bytes", "default_score_threshold"):
+            setattr(self, name, getattr(inner, name))
+        self.failing = False
+
+    def embed(self, texts):
+        if self.failing and any(t.startswith("[Turn") for t in texts):
+            raise ConnectionError("embedding service unavailable")
+        return self.inner.embed(texts)
+
+    def count_tokens(self, texts):
+        return self.inner.count_tokens(texts)
+
+
+def test_a_failing_latest_stage_under_a_deadline_keeps_the_groups_order_and_says_so(local_embedder, caplog):
+    embedder = FailsOnStoredTexts(local_embedder)
+    ix = ContextualIndex(in_memory=True, embedder=embedder)
+    try:
+        ix.add_messages([{"role": "user", "content": t, "timestamp": ts} for ts, t in CUTOVER], thread_id="work")
+        now = datetime(2026, 11, 20, 12)
+        (good,) = ix.search("When is the cutover?", k=4, thread_id="work", now=now, deadline_ms=60_000)
+        assert good.stages[-1] == "latest" and "November 21" in good.hits[0].body
+        (before,) = ix.search("When is the cutover?", k=4, thread_id="work", now=now, latest_first=False)
+        embedder.failing = True
+        with caplog.at_level(logging.WARNING):
+            (got,) = ix.search("When is the cutover?", k=4, thread_id="work", now=now, deadline_ms=60_000)
+        assert got.degraded and got.skipped == ("latest",) and "latest" not in got.stages
+        assert [h.id for h in got.hits] == [h.id for h in before.hits]  # the order the stages before it gave
+        assert "embedding service unavailable" in caplog.text
+        with pytest.raises(EmbeddingError, match="embedding service unavailable"):  # no deadline: the caller's error
+            ix.search("When is the cutover?", k=4, thread_id="work", now=now)
+    finally:
+        ix.close()

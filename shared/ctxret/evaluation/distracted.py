@@ -137,7 +137,9 @@ def unsplit_default(ix: ConversationIndex, message: str) -> Retrieval:
     parts, q = ix.query(message, split=False)
     if not parts:
         return Retrieval("pieces", True, [])
-    cands = hybrid_candidates(ix.exact_store(ix.default_stored), ix.conv.id, parts, q, k=ix.k, fusion=RUNTIME_DEFAULT)
+    cands = hybrid_candidates(
+        ix.exact_store(ix.default_stored), ix.conv.id, parts, q, k=ix.k, fusion=RUNTIME_DEFAULT, embedder=ix.emb
+    )
     return Retrieval("pieces", True, ix.ranked(cands, RUNTIME_DEFAULT.lexical_floor))
 
 

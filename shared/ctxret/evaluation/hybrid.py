@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ..embedders.base import Embedder
 from ..query.deadline import run_candidates
 from ..query.executor import Backends
 from ..query.floor import hit_floor, part_answered
@@ -73,15 +74,26 @@ def hybrid_candidates(
     where: Mapping[str, Any] | None = None,
     answers_first: bool = True,
     latest_first: bool = True,
+    embedder: Embedder | None = None,
 ) -> list[PartCandidates]:
     """The runtime's hybrid candidates of each part in one thread (every candidate's ``idf_coverage``
     included, for any floor): the store's thread view, as the product serves a thread-scoped search.
     ``where``: a metadata filter applied inside the thread view before ranking (a time window on ``ts_epoch``).
-    ``answers_first`` / ``latest_first``: the search options of the same names (the runtime's defaults: on)."""
+    ``answers_first`` / ``latest_first``: the search options of the same names (the runtime's defaults: on).
+    ``embedder``: what the ``latest`` stage embeds hits' texts with (the conversation's; ``None``: it does not run)."""
     scope = Scope(thread_id, where)
     dense, lexical = store.resolve(scope)
     return scope_candidates(
-        dense, lexical, scope, parts, qvecs, k=k, fusion=fusion, answers_first=answers_first, latest_first=latest_first
+        dense,
+        lexical,
+        scope,
+        parts,
+        qvecs,
+        k=k,
+        fusion=fusion,
+        answers_first=answers_first,
+        latest_first=latest_first,
+        embedder=embedder,
     )
 
 
@@ -96,10 +108,12 @@ def scope_candidates(
     fusion: FusionSettings | None,
     answers_first: bool = True,
     latest_first: bool = True,
+    embedder: Embedder | None = None,
 ) -> list[PartCandidates]:
     """The runtime's candidates of each part (the product's search loop up to its candidates,
     :func:`ctxret.query.deadline.run_candidates`) from the given backends: hybrid under ``fusion`` (every
-    candidate's ``idf_coverage`` included, for any floor), or dense only (``fusion=None``: the top ``k`` by cosine)."""
+    candidate's ``idf_coverage`` included, for any floor), or dense only (``fusion=None``: the top ``k`` by cosine).
+    ``embedder``: as for :func:`hybrid_candidates`."""
     plan = SearchPlan(
         k=k,
         floor=None,
@@ -112,7 +126,7 @@ def scope_candidates(
         latest_first=latest_first,
     )
     backends = Backends(dense, lexical if fusion is not None else None)
-    return run_candidates(plan, parts, qvecs, scope, backends, idf_coverage_for="all")
+    return run_candidates(plan, parts, qvecs, scope, backends, idf_coverage_for="all", embedder=embedder)
 
 
 def with_candidates(fusion: FusionSettings, candidates: int, lexical_floor: float | None) -> FusionSettings:

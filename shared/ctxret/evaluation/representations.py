@@ -154,7 +154,15 @@ def hybrid_groups(
         return []
     store = ix.exact_store(ix.default_stored if stored is None else stored)
     cands = hybrid_candidates(
-        store, ix.conv.id, parts, q, k=ix.k, fusion=fusion, answers_first=answers_first, latest_first=latest_first
+        store,
+        ix.conv.id,
+        parts,
+        q,
+        k=ix.k,
+        fusion=fusion,
+        answers_first=answers_first,
+        latest_first=latest_first,
+        embedder=ix.emb,
     )
     return ix.ranked(cands, fusion.lexical_floor)
 

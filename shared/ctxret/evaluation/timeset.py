@@ -113,7 +113,14 @@ class TimeAware:
         for where in [w for i, w in enumerate(wheres) if w not in wheres[:i]]:  # parts sharing a scope: one search
             idx = [i for i, w in enumerate(wheres) if w == where]
             got = hybrid_candidates(
-                store, ix.conv.id, [texts[i] for i in idx], qvecs[idx], k=ix.k, fusion=fusion, where=where
+                store,
+                ix.conv.id,
+                [texts[i] for i in idx],
+                qvecs[idx],
+                k=ix.k,
+                fusion=fusion,
+                where=where,
+                embedder=ix.emb,
             )
             for i, c in zip(idx, got, strict=True):
                 if self.fallback and found[i] is not None and not c.ranked:
@@ -125,6 +132,7 @@ class TimeAware:
                         k=ix.k,
                         fusion=fusion,
                         where=_where(None, now, latest),
+                        embedder=ix.emb,
                     )[0]
                 cands[i] = _recency(c, now, self.half_life) if self.half_life is not None else c
         groups = ix.ranked([c for c in cands if c is not None], fusion.lexical_floor)
@@ -158,6 +166,7 @@ class TimeAware:
                 k=ix.k,
                 fusion=fusion,
                 where=thread.with_window(key).where,
+                embedder=ix.emb,
             )
             for i, c in zip(idx, got, strict=True):
                 cands[i] = c

@@ -209,7 +209,7 @@ def search(
     if v is not None:
         dense = _ViewedDense(dense, MemoryViews([v.block]))
     if hybrid:
-        cands = scope_candidates(dense, lexical, scope, parts, q, k=ix.k, fusion=RUNTIME_DEFAULT)
+        cands = scope_candidates(dense, lexical, scope, parts, q, k=ix.k, fusion=RUNTIME_DEFAULT, embedder=ix.emb)
         return ix.ranked(cands, RUNTIME_DEFAULT.lexical_floor)
     return ix.ranked(scope_candidates(dense, None, scope, parts, q, k=len(ix.pieces), fusion=None), None)
 

@@ -97,10 +97,12 @@ def run_candidates(
     backends: Backends,
     *,
     idf_coverage_for: IdfCoverageFor = "below_floor",
+    embedder: Embedder | None = None,
 ) -> list[PartCandidates]:
     """The same loop up to every part's fused candidates with their exact scores, before the floor and
-    the cut to ``k`` (``idf_coverage_for="all"``: every candidate's ``idf_coverage``, for any floor)."""
-    run = SearchRun(plan, scope, None, idf_coverage_for=idf_coverage_for)
+    the cut to ``k`` (``idf_coverage_for="all"``: every candidate's ``idf_coverage``, for any floor). ``embedder``:
+    what the ``latest`` stage embeds hits' texts with (``None``: the stage does not run)."""
+    run = SearchRun(plan, scope, embedder, idf_coverage_for=idf_coverage_for)
     best = _drive(candidate_steps(run, QueryVectors(parts, vectors), backends))
     return [] if best is None else best[0]
 

@@ -7,7 +7,10 @@ Stages, in order of value (what a later stage adds is worth less than what an ea
 3. ``lexical`` — BM25 per part, fused with the dense side (:mod:`.search`);
 4. ``views`` — the LLM-written views merged into the dense side (:mod:`.views`);
 5. ``hyde`` — each part's vector blended with its hypothetical answer (:mod:`.hyde`), searched again;
-6. ``parents`` — each hit's whole turn or section.
+6. ``latest`` — for a part that asks about now and whose group holds two statements of one source made at different
+   times, those hits' own texts embedded (one request) and the later of two same-subject statements moved above the
+   earlier (:mod:`.latest`); no work at all for any other search;
+7. ``parents`` — each hit's whole turn or section.
 
 Each of stages 3–5 produces a complete candidate set from the stages before it; a stage that does
 not finish replaces nothing, so the result is always exactly what the stages that ran found.
@@ -28,7 +31,7 @@ that follow the last stage):
 * if ``embed`` or ``dense`` does not finish in time, every part comes back as an **empty group**
   (no exception): nothing can be ranked without the part's vector. With ``dense`` done, the groups
   hold the dense results; each later stage that finished improves them;
-* an error in an optional stage (``lexical``, ``views``, ``hyde``, ``parents``) is logged and the
+* an error in an optional stage (``lexical``, ``views``, ``hyde``, ``latest``, ``parents``) is logged and the
   stage skipped; an error in ``embed`` or ``dense`` is raised, as without a deadline (it is not slow,
   it failed). Input errors are always raised.
 
@@ -66,7 +69,7 @@ from ..storage.schema import Scope
 from .answers import lift_answers
 from .documents import collapse_groups, document_texts
 from .hyde import blend_hyde
-from .latest import asks_now, latest_first
+from .latest import LatestRequest, latest_first, latest_request, may_restate
 from .parents import expand_parents
 from .search import (
     IdfCoverageFor,
@@ -106,7 +109,7 @@ __all__ = [
 ]
 
 #: Every stage, in the order it runs.
-STAGES = ("embed", "dense", "lexical", "views", "hyde", "parents")
+STAGES = ("embed", "dense", "lexical", "views", "hyde", "latest", "parents")
 _T = TypeVar("_T")
 #: What a driver's timeout raises (one class from Python 3.11 on).
 TIMEOUTS = (TimeoutError, concurrent.futures.TimeoutError, asyncio.TimeoutError)
@@ -264,6 +267,7 @@ class SearchRun:
         self.lexical: LexicalBackend | None = None
         self.views: Any = None
         self.ran: list[str] = []
+        self.restated = False  # a group may hold a changed fact: the ``latest`` stage has work
         self._set_wanted()
 
     def _set_wanted(self) -> None:
@@ -273,6 +277,7 @@ class SearchRun:
             self.lexical is not None,
             self.views is not None,
             self.plan.hyde is not None,
+            self.restated,
             self.plan.parents,
         )
         self.wanted = [s for s, yes in zip(STAGES, on, strict=True) if yes]
@@ -348,22 +353,36 @@ class SearchRun:
         return self.reranked(cands), won
 
     def reranked(self, cands: list[PartCandidates]) -> list[PartCandidates]:
-        """The candidates' ranking after fusion: stored questions' answers lifted (:mod:`.answers`), then the later
-        of two statements of one subject first (:mod:`.latest`)."""
+        """The candidates' ranking after fusion: stored questions' answers lifted (:mod:`.answers`). The latest fact
+        first is the ``latest`` stage (:meth:`latest_requests`, :meth:`with_latest`)."""
         plan = self.plan
         if plan.answers_first:
             cands = self._known(cands)
             depth = plan.stages.pool(plan.k)
             cands = [lift_answers(c, depth) for c in cands]
-        if plan.latest_first and any(asks_now(c.part) for c in cands):
-            dense, scope, lexical = self.dense, self.scope, self.lexical
-
-            def fetch(ids: list[str]) -> Any:
-                return dense.fetch(ids, scope)
-
-            coverage = (lambda text, ids: lexical.coverage(text, ids)) if lexical is not None else None
-            cands = [latest_first(c, plan.k, fetch, coverage) for c in cands]
         return cands
+
+    def latest_requests(self, cands: list[PartCandidates]) -> list[LatestRequest | None]:
+        """Each part's :class:`~.latest.LatestRequest` (``None``: nothing to move); reads the store only for a part
+        that asks about now and whose first hits' metadata is deferred or shows a restated fact."""
+        dense, scope, k = self.dense, self.scope, self.plan.k
+
+        def fetch(ids: list[str]) -> Any:
+            return dense.fetch(ids, scope)
+
+        return [latest_request(c, k, fetch) for c in cands]
+
+    def with_latest(self, result: _Result, requests: Sequence[LatestRequest | None], own: np.ndarray) -> _Result:
+        """``result`` with the latest fact first in each group that has a request; ``own``: the embeddings of
+        :func:`latest_texts`'s texts."""
+        lexical = self.lexical
+        coverage = (lambda text, ids: lexical.coverage(text, ids)) if lexical is not None else None
+        row = {text: i for i, text in enumerate(latest_texts(requests))}
+        cands = [
+            c if req is None else latest_first(c, self.plan.k, req, own[[row[t] for t in req.texts]], coverage)
+            for c, req in zip(result[0], requests, strict=True)
+        ]
+        return cands, result[1]
 
     def _known(self, cands: list[PartCandidates]) -> list[PartCandidates]:
         """The candidates of parts that ask with their metadata read (an unscoped store defers it), so that a
@@ -506,7 +525,33 @@ def candidate_steps(
             pass
     if not run.clock.bounded:
         best = yield Call(run.complete, (state,))
+    if best is not None and run.plan.latest_first and run.embedder is not None:
+        if any(may_restate(c, run.plan.k) for c in best[0]):  # most searches: no work, no store read
+            best = yield from latest_steps(run, best)
     return best
+
+
+def latest_texts(requests: Sequence[LatestRequest | None]) -> list[str]:
+    """The texts the ``latest`` stage embeds: every request's, each once."""
+    return list(dict.fromkeys(t for req in requests if req is not None for t in req.texts))
+
+
+def latest_steps(run: SearchRun, best: _Result) -> Steps[_Result]:
+    """Stage 6, ``latest`` (:mod:`.latest`): ``best`` with the later of two same-subject statements first in each
+    group that may hold a changed fact; ``best`` unchanged when no group can, or when the stage does not finish."""
+    try:
+        requests = yield from run.stage("latest", Call(run.latest_requests, (best[0],)))
+        texts = latest_texts(requests)
+        if not texts:
+            return best
+        run.restated = True
+        run._set_wanted()
+        own = yield from run.stage("latest", Embed(run.embedder, texts))
+        done = yield from run.stage("latest", Call(run.with_latest, (best, requests, np.asarray(own))))
+        run.ran.append("latest")
+        return done
+    except _Skip:
+        return best
 
 
 def search_steps(
