@@ -546,6 +546,7 @@ def latest_steps(run: SearchRun, best: _Result) -> Steps[_Result]:
             return best
         run.restated = True
         run._set_wanted()
+        assert run.embedder is not None  # candidate_steps runs this stage only with an embedder
         own = yield from run.stage("latest", Embed(run.embedder, texts))
         done = yield from run.stage("latest", Call(run.with_latest, (best, requests, np.asarray(own))))
         run.ran.append("latest")

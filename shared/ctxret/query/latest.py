@@ -151,8 +151,9 @@ def latest_request(c: Any, k: int, fetch: Fetch) -> LatestRequest | None:
 
 def same_subject(own: np.ndarray, context: np.ndarray, containment: np.ndarray | None = None) -> np.ndarray:
     """The pairwise same-subject similarity of a group's hits (see the module docstring): the cosine of their ``own``
-    vectors once the direction of ``context``'s mean is taken out (when it holds :data:`CONTEXT` vectors), plus the mean of ``containment[a, b]`` and
-    ``[b, a]`` (the share of hit ``a``'s IDF-weighted words hit ``b`` holds). The diagonal is ``-inf``."""
+    vectors once the direction of ``context``'s mean is taken out (when it holds :data:`CONTEXT` vectors), plus the
+    mean of ``containment[a, b]`` and ``[b, a]`` (the share of hit ``a``'s IDF-weighted words hit ``b`` holds). The
+    diagonal is ``-inf``."""
     v = np.asarray(own, dtype=np.float64)
     v = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
     context = np.asarray(context, dtype=np.float64)
