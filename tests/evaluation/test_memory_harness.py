@@ -5,12 +5,14 @@ from __future__ import annotations
 import gzip
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from ctxret.evaluation.datasets import load_threads
 from ctxret.evaluation.longmemeval import (
     BM25Okapi,
+    latest_evidence_first,
     load_longmemeval,
     parse_lme_date,
     ranking_metrics,
@@ -104,7 +106,8 @@ def test_longmemeval_loads_orders_sessions_and_scores_against_the_peers(tmp_path
     first = run_longmemeval(questions, HashEmbedder(), cache=tmp_path / "cache", depth=10)
     assert first.config["counts"]["abstention (not scored)"] == 1 and first.config["counts"]["pieces_embedded"] > 0
     systems = {r["system"] for r in first.rows}
-    assert systems == {"ctxret_default", "ctxret_parts", "paper_bm25", "peer_bm25s"}
+    assert systems == {"ctxret_default", "ctxret_parts", "ctxret_no_latest", "paper_bm25", "peer_bm25s"}
+    assert any(c["peer"] == "ctxret_no_latest" for c in first.config["comparison"])
     # one part: the best group and the parts rank by rank are the same ranking
     by = {(r["representation"], r["query_id"]): r for r in first.per_query}
     assert {k: v for k, v in by[("ctxret_parts", q.id)].items() if k != "representation"} == {
@@ -115,6 +118,17 @@ def test_longmemeval_loads_orders_sessions_and_scores_against_the_peers(tmp_path
     again = run_longmemeval(questions, HashEmbedder(), cache=tmp_path / "cache", depth=10)
     assert again.config["counts"]["pieces_embedded"] == 0  # the store is the cache: every message is known
     assert [r for r in again.per_query] == [r for r in first.per_query]
+
+
+def test_latest_evidence_first_needs_the_latest_session_on_top_of_the_earlier_ones(tmp_path):
+    q = load_longmemeval(_lme_file(tmp_path))[0]
+    dates = {sid: date for sid, date, _ in q.sessions}  # s_a, answer_1, s_b in time order
+    q2 = replace(q, evidence_sessions=frozenset({"s_a", "s_b"}))
+    assert dates["s_b"] > dates["s_a"]
+    assert latest_evidence_first(["s_b", "x", "s_a"], q2) == 1.0
+    assert latest_evidence_first(["s_a", "s_b"], q2) == 0.0  # the earlier statement first
+    assert latest_evidence_first(["s_b"], q2) == 1.0  # the earlier one not ranked at all
+    assert latest_evidence_first(["a", "b", "c", "d", "e", "s_b"], q2) == 0.0  # not in the top 5
 
 
 def test_ranking_metrics_are_the_papers():

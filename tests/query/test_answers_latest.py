@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from datetime import datetime
 
 import numpy as np
 import pytest
 from ctxret import ContextualIndex, EmbeddingError
 from ctxret.query.answers import is_question, lift_answers
-from ctxret.query.latest import CONTEXT, SAME_SUBJECT, asks_now, same_subject
+from ctxret.query.latest import CONTEXT, DEPTH, SAME_SUBJECT, asks_now, same_subject
 from ctxret.query.search import PartCandidates
 from hypothesis import given
 from hypothesis import strategies as st
@@ -195,15 +196,31 @@ def test_same_subject_takes_the_shared_direction_out_of_the_own_text_vectors():
         ("What was the plan last week?", False),
         ("Caroline drives a Mazda.", False),
         ("Who won Caroline's game?", False),
+        # the latest state asked for in any tense, and tallies or durations up to now (LongMemEval's updates)
+        ("What type of camera lens did I purchase most recently?", True),
+        ("How many tops have I bought from H&M so far?", True),
+        ("How many Korean restaurants have I tried in my city?", True),
+        ("How long have I had my cat, Luna?", True),
+        ("What is my current highest score in Ticket to Ride?", True),
+        ("What books has Melanie read?", False),
+        ("How many sessions of the support group did I attend?", False),
     ],
 )
 def test_asks_now(part, now):
     assert asks_now(part) is now
 
 
+LATEST_WORDS = re.compile(r"now|current|latest|recent|so far|these days|lately|anymore|still|how|have|has|'ve", re.I)
+
+
+@given(st.text(max_size=120).filter(lambda t: not LATEST_WORDS.search(t)))
+def test_asks_now_is_false_for_any_text_that_says_did_and_not_latest(text):
+    assert not asks_now(f"What did {text} is?")
+
+
 @given(st.text(max_size=120))
-def test_asks_now_is_false_for_any_text_that_says_did(text):
-    assert not asks_now(f"What did {text} is now?")
+def test_asks_now_is_true_for_any_question_asking_for_the_latest(text):
+    assert asks_now(f"What {text} did she buy most recently?")
 
 
 # -- the latest stage in the search loop ----------------------------------------------------------------------------
@@ -265,5 +282,35 @@ def test_a_failing_latest_stage_under_a_deadline_keeps_the_groups_order_and_says
         assert "embedding service unavailable" in caplog.text
         with pytest.raises(EmbeddingError, match="embedding service unavailable"):  # no deadline: the caller's error
             ix.search("When is the cutover?", k=4, thread_id="work", now=now)
+    finally:
+        ix.close()
+
+
+class RecordsStoredTexts(FailsOnStoredTexts):
+    """The local model, remembering the stored turns' texts it was asked for (what the ``latest`` stage embeds)."""
+
+    def __init__(self, inner):
+        super().__init__(inner)
+        self.asked: list[list[str]] = []
+
+    def embed(self, texts):
+        if any(t.startswith("[Turn") for t in texts):
+            self.asked.append(list(texts))
+        return super().embed(texts)
+
+
+def test_the_latest_stage_embeds_at_most_depth_texts_whatever_k(local_embedder):
+    embedder = RecordsStoredTexts(local_embedder)
+    ix = ContextualIndex(in_memory=True, embedder=embedder)
+    try:
+        more = [(f"2026-11-0{d}T12:00:00", f"The cutover checklist item {d} is done.") for d in range(3, 9)]
+        ix.add_messages(
+            [{"role": "user", "content": t, "timestamp": ts} for ts, t in sorted(CUTOVER + more)], thread_id="work"
+        )
+        embedder.asked.clear()  # the write embedded them too
+        (group,) = ix.search("When is the cutover?", k=10, thread_id="work", now=datetime(2026, 11, 20, 12))
+        assert len(group.hits) > DEPTH and group.stages[-1] == "latest"
+        assert len(embedder.asked) == 1 and len(embedder.asked[0]) == DEPTH  # one request, the first DEPTH hits
+        assert [h.body for h in group.hits].index(CUTOVER[3][1]) < [h.body for h in group.hits].index(CUTOVER[0][1])
     finally:
         ix.close()

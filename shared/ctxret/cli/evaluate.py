@@ -331,7 +331,15 @@ def _longmemeval(args: argparse.Namespace) -> int:
         f"({c.get('pieces_embedded', 0)} pieces embedded in this run); embedder {res.config['embedder']}, "
         f"search depth {args.depth}; store: {cache}"
     )
-    metrics = ["recall_all@5", "recall_all@10", "ndcg_any@5", "ndcg_any@10", "turn_recall_all@5", "turn_ndcg_any@5"]
+    metrics = [
+        "recall_all@5",
+        "recall_all@10",
+        "ndcg_any@5",
+        "ndcg_any@10",
+        "turn_recall_all@5",
+        "turn_ndcg_any@5",
+        "latest_first",
+    ]
     body = [[r["system"], r["type"], str(r["n"]), *(pct(r[m]) if m in r else "—" for m in metrics)] for r in res.rows]
     print()
     print(
@@ -346,6 +354,7 @@ def _longmemeval(args: argparse.Namespace) -> int:
                 "nDCG_any@10",
                 "Turn R_all@5",
                 "Turn nDCG@5",
+                "Latest first",
             ],
             body,
             ["l", "l", "r", *["r"] * len(metrics)],
@@ -353,8 +362,8 @@ def _longmemeval(args: argparse.Namespace) -> int:
     )
     print()
     print(
-        "ctxret's default against each peer, paired per question (points; 95% intervals; the bootstrap "
-        "resamples within question types):"
+        "ctxret's default against each peer and against itself with the latest fact first off, paired per question "
+        "(points; 95% intervals; the bootstrap resamples within question types):"
     )
     print()
     print(paired_table(res.config["comparison"]))

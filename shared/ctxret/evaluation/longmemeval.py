@@ -27,6 +27,11 @@ Peers, on the same questions in the same run:
 
 Each system against each peer is compared paired per question, with a 95% interval (normal, and a bootstrap
 within question types), overall and per question type.
+
+**The latest fact first on real updates.** ``ctxret_no_latest`` is the same search with ``latest_first=False``, paired
+against the default. ``latest_first`` is scored for questions with two or more evidence sessions (in
+``knowledge-update`` questions, the fact as first said and as it changed): 1 when the latest evidence session is in
+the top 5 sessions and ranks above every earlier evidence session that is ranked.
 """
 
 from __future__ import annotations
@@ -53,11 +58,13 @@ from .stats import compare
 
 __all__ = ["LME_SYSTEMS", "LMEQuestion", "LMEResult", "BM25Okapi", "load_longmemeval", "run_longmemeval"]
 
-LME_SYSTEMS = ("ctxret_default", "ctxret_parts", "paper_bm25", "peer_bm25s")
+LME_SYSTEMS = ("ctxret_default", "ctxret_parts", "ctxret_no_latest", "paper_bm25", "peer_bm25s")
 #: The product's two readings: its best group alone (as the thread protocol scores), and every part's group rank by
 #: rank (each part's first hit, then each part's second, ...: the order the memory text gives the model, as
 #: ``render_groups`` and the agent middleware spend their budget).
 CTXRET_SYSTEMS = ("ctxret_default", "ctxret_parts")
+#: The metrics the default is compared on against ``ctxret_no_latest`` (the latest fact first turned off).
+LATEST_METRICS = ("latest_first", "recall_all@5", "ndcg_any@5", "turn_ndcg_any@5")
 PEERS = ("paper_bm25", "peer_bm25s")
 KS = (5, 10)
 _DATE = re.compile(r"(\d{4})/(\d{1,2})/(\d{1,2})(?:\s*\(\w+\))?\s*(\d{1,2}):(\d{2})")
@@ -280,6 +287,9 @@ def _score_question(q: LMEQuestion, index: Any, texts: list[str], msg_of: list[s
         best = max(groups, key=lambda g: g.hits[0].score)
         messages = [_message_id(h.metadata) for h in best.hits]
     out.append({**base, "representation": "ctxret_default", "empty": float(not groups), **_metrics(q, messages)})
+    off = [g for g in index.search(q.question, k=depth, thread_id=q.id, now=q.date, latest_first=False) if g.hits]
+    off_messages = [_message_id(h.metadata) for h in max(off, key=lambda g: g.hits[0].score).hits] if off else []
+    out.append({**base, "representation": "ctxret_no_latest", "empty": float(not off), **_metrics(q, off_messages)})
     by_rank = [_message_id(g.hits[r].metadata) for r in range(depth) for g in groups if r < len(g.hits)]
     out.append({**base, "representation": "ctxret_parts", "empty": float(not groups), **_metrics(q, by_rank)})
     # the paper's flat BM25: sessions (user turns joined) and user turns, whitespace tokens
@@ -309,10 +319,25 @@ def _score_question(q: LMEQuestion, index: Any, texts: list[str], msg_of: list[s
 
 def _metrics(q: LMEQuestion, messages: Sequence[str]) -> dict[str, float]:
     sessions = _first_seen([_session(m) for m in messages])
-    return {
+    out = {
         **ranking_metrics(sessions, q.evidence_sessions, ""),
         **ranking_metrics(_first_seen(messages), q.evidence_turns, "turn_"),
     }
+    if len(q.evidence_sessions) >= 2:
+        out["latest_first"] = latest_evidence_first(sessions, q)
+    return out
+
+
+def latest_evidence_first(sessions: Sequence[str], q: LMEQuestion) -> float:
+    """1.0 when ``q``'s latest evidence session (by date) is in the top 5 of ``sessions`` and above every earlier
+    evidence session ranked there."""
+    dated = {sid: date for sid, date, _ in q.sessions}
+    latest = max(q.evidence_sessions, key=lambda sid: (dated.get(sid, datetime.min), sid))
+    top = list(sessions[:5])
+    if latest not in top:
+        return 0.0
+    at = {sid: i for i, sid in enumerate(sessions)}
+    return float(all(at[latest] < at[sid] for sid in q.evidence_sessions if sid != latest and sid in at))
 
 
 METRICS = tuple(f"{p}{m}@{k}" for p in ("", "turn_") for m in ("recall_all", "ndcg_any") for k in KS)
@@ -327,11 +352,11 @@ def _summarise(per_query: list[dict], counts: Counter, index: Any, depth: int, p
             if not vals:
                 continue
             row: dict[str, Any] = {"system": system, "type": qtype, "n": len(vals)}
-            for m in (*METRICS, "recall_all@5", "recall_any@5"):
+            for m in (*METRICS, "recall_all@5", "recall_any@5", "latest_first"):
                 xs = [r[m] for r in vals if m in r]
                 if xs:
                     row[m] = mean(xs)
-            if system in CTXRET_SYSTEMS:
+            if system in (*CTXRET_SYSTEMS, "ctxret_no_latest"):
                 row["empty"] = mean([r["empty"] for r in vals])
             rows.append(row)
     comparison = []
@@ -346,6 +371,13 @@ def _summarise(per_query: list[dict], counts: Counter, index: Any, depth: int, p
                     cmp = compare(mine, by[peer], metric)
                     if cmp is not None:
                         comparison.append({"system": system, "peer": peer, "query_set": qtype, "metric": metric, **cmp})
+    for qtype in ("all", *types):
+        mine = {i: r for i, r in by["ctxret_default"].items() if qtype in ("all", r["type"])}
+        for metric in LATEST_METRICS:
+            cmp = compare(mine, by["ctxret_no_latest"], metric)
+            if cmp is not None:
+                pair = {"system": "ctxret_default", "peer": "ctxret_no_latest", "query_set": qtype, "metric": metric}
+                comparison.append({**pair, **cmp})
     config = {
         "harness": "longmemeval",
         "embedder": index.embedder.model_id,

@@ -6,16 +6,19 @@ statement, worded like the question, usually outranks the correction. A global r
 every old fact that never changed (``recency_half_life``, docs/time.md); this rule moves only a hit that restates
 another hit of the same group, and only for a part that asks how things are **now**:
 
-* **the part asks in the present tense** (:func:`asks_now`: a question or request, "What car does Caroline drive?",
-  "When is the cutover?", "Where's the key?", with no past-tense auxiliary such as "did" or "was"). A question about
-  what happened ("When did Caroline go camping?") wants the event, and a statement (a fact being looked up) its own
-  source: they keep their ranking;
-* **two of the group's first ``k`` hits were said by the same source at different times** (the stored
-  ``source_name`` and ``ts_epoch``; a hit without a time never moves). Only then is anything computed
+* **the part asks how things are now** (:func:`asks_now`: a question or request in the present tense, "What car does
+  Caroline drive?", "When is the cutover?", with no past-tense auxiliary such as "did" or "was"; one that asks for
+  the latest state in any tense, "What lens did I buy most recently?", "... so far?"; or a tally or a duration in the
+  present perfect, "How many tops have I bought?", "How long have I had my cat?"). A question about what happened
+  ("When did Caroline go camping?") wants the event, and a statement (a fact being looked up) its own source: they
+  keep their ranking;
+* **two of the group's first ``k`` hits (at most :data:`DEPTH`) were said by the same source at different times**
+  (the stored ``source_name`` and ``ts_epoch``; a hit without a time never moves). Only then is anything computed
   (:func:`latest_request`), so most searches pay nothing;
-* **they are about the same subject** (:func:`same_subject`): each is the other's nearest neighbour among those hits,
+* **they are about the same subject** (:func:`same_subject`): each is the other's nearest neighbour among those hits
+  said by the same source at another time (two pieces of one message never compete),
   and their similarity is at least :data:`SAME_SUBJECT`. The similarity is the cosine of the hits' **own-text
-  vectors** (each stored text embedded alone, at search time: the ``k`` texts in one request) once the direction of
+  vectors** (each stored text embedded alone, at search time: those hits' texts in one request) once the direction of
   the part's first :data:`CONTEXT` stored vectors is taken out (what the candidates all share: the thread's people,
   its tone; a part with fewer candidates, in a small thread, has too few to tell that from the pair itself, and
   nothing is taken out), plus the mean of how much of each hit's IDF-weighted words the other holds (the lexical index's
@@ -47,6 +50,7 @@ from .split.asking import asks
 
 __all__ = [
     "CONTEXT",
+    "DEPTH",
     "SAME_SUBJECT",
     "LatestRequest",
     "asks_now",
@@ -58,6 +62,9 @@ __all__ = [
 
 #: The part's first candidates whose mean stored vector gives the direction taken out before two hits are compared.
 CONTEXT = 20
+#: The most hits of a group the rule compares (its first ``min(k, DEPTH)``): what was measured (``k=5``), and a bound on
+#: the texts the ``latest`` stage embeds whatever ``k`` a search asks for.
+DEPTH = 5
 #: Two hits are about the same subject when their similarity (own-text cosine with the shared direction taken out,
 #: plus mean lexical containment) is at least this, and each is the other's nearest neighbour among the group's hits.
 SAME_SUBJECT = 0.5
@@ -69,15 +76,26 @@ _PRESENT = re.compile(
 )
 #: Markers of a question about the past ("did", "was", "used to").
 _PAST = re.compile(r"\b(?:did|didn't|was|wasn't|were|weren't|had|hadn't|used to|ago|last)\b")
+#: Words that ask for the latest state whatever the tense ("What lens did I buy most recently?", "... so far?").
+_RECENT = re.compile(
+    r"\b(?:now|currently|current|latest|most recent|most recently|so far|these days|lately|anymore|still)\b"
+)
+#: A tally or a duration up to now, in the present perfect ("How many tops have I bought?", "How long has she had it?").
+_TALLY = re.compile(r"\bhow (?:many|much|long|often)\b.*(?:\b(?:have|has|haven't|hasn't)\b|'ve\b)")
 
 Fetch = Callable[[list[str]], Mapping[str, tuple[str, Mapping[str, Any], Any]]]
 
 
 def asks_now(part: str) -> bool:
-    """Whether ``part`` asks about the present: a question or request (:func:`~.split.asking.asks`) with a present-tense
-    marker and no past-tense one."""
+    """Whether ``part`` asks about the present: a question or request (:func:`~.split.asking.asks`) that asks for the
+    latest state ("now", "currently", "most recently", "so far", ...), or a tally or a duration in the present perfect
+    ("How many ... have I ...?", "How long has ...?"), or has a present-tense marker and no past-tense one."""
+    if not asks(part):
+        return False
     text = " ".join(part.lower().replace("\u2019", "'").split())
-    return bool(_PRESENT.search(text)) and not _PAST.search(text) and asks(part)
+    if _RECENT.search(text) or _TALLY.search(text):
+        return True
+    return bool(_PRESENT.search(text)) and not _PAST.search(text)
 
 
 @dataclass(frozen=True)
@@ -128,6 +146,7 @@ def may_restate(c: Any, k: int) -> bool:
     """Whether :func:`latest_request` may find work in ``c`` (a part's ranked :class:`~.search.PartCandidates`): the
     part asks about now, and its first ``k`` hits' metadata shows two statements of one source at different times, or
     is not read yet (an unscoped store defers it). Reads nothing."""
+    k = min(k, DEPTH)
     if len(c.ranked) < 2 or k < 2 or not asks_now(c.part):
         return False
     metas = [c.info[rid][1] if rid in c.info else None for rid, _ in c.ranked[:k]]
@@ -140,6 +159,7 @@ def latest_request(c: Any, k: int, fetch: Fetch) -> LatestRequest | None:
     source at different times. ``fetch(ids)`` reads stored ``(document, metadata, vector)`` rows (only when needed)."""
     if not may_restate(c, k):
         return None
+    k = min(k, DEPTH)
     top = [rid for rid, _ in c.ranked[: max(k, CONTEXT)]]
     rows = fetch(top)
     pool = [rid for rid in top[:k] if rid in rows]
@@ -177,10 +197,11 @@ def latest_first(
     own: np.ndarray,
     coverage: Callable[[str, list[str]], Mapping[str, float]] | None = None,
 ) -> Any:
-    """``c`` with, among its first ``k`` candidates, each later statement of a subject moved directly above the
-    earlier one (see the module docstring). ``request``: :func:`latest_request`'s for ``c``; ``own``: the embeddings
+    """``c`` with, among its first ``min(k, DEPTH)`` candidates, each later statement of a subject moved directly above
+    the earlier one (see the module docstring). ``request``: :func:`latest_request`'s for ``c``; ``own``: the embeddings
     of its :attr:`~LatestRequest.texts`; ``coverage(text, ids)``: the share of ``text``'s IDF-weighted words each of
     ``ids`` holds (``None``: no lexical index)."""
+    k = min(k, DEPTH)
     pool, rows = request.pool, request.rows
     containment = None
     if coverage is not None:
@@ -191,12 +212,12 @@ def latest_first(
             containment[a] = [float(got.get(other, 0.0)) for other in pool]
     sim = same_subject(own, request.context, containment)
     sources = [_source(rows[rid][1]) for rid in pool]
+    stamp = {rid: _epoch(rows[rid][1]) for rid in pool}
     for a in range(len(pool)):
         for b in range(len(pool)):
-            if sources[a] != sources[b]:
-                sim[a, b] = -np.inf  # a statement restates its own source's
+            if sources[a] != sources[b] or stamp[pool[a]] == stamp[pool[b]]:
+                sim[a, b] = -np.inf  # a statement restates its own source's, said at another time
     nearest = sim.argmax(axis=1)
-    stamp = {rid: _epoch(rows[rid][1]) for rid in pool}
     order = [rid for rid, _ in c.ranked]
     moved: set[str] = set()
     shares: dict[str, str] = {}
