@@ -314,3 +314,27 @@ def test_the_latest_stage_embeds_at_most_depth_texts_whatever_k(local_embedder):
         assert [h.body for h in group.hits].index(CUTOVER[3][1]) < [h.body for h in group.hits].index(CUTOVER[0][1])
     finally:
         ix.close()
+
+
+def test_the_latest_stage_reads_the_store_once_for_every_part(index, monkeypatch):
+    """Two parts asking about now over restated facts: one read of their rows, not one per part (thread-scoped: the
+    thread's cached view; the same count for Chroma's ``fetch`` in an unscoped search)."""
+    from ctxret.storage.cache import ScopeView
+
+    reads: list[list[str]] = []
+    fetch = ScopeView.fetch
+
+    def counted(self, ids, scope):
+        reads.append(list(ids))
+        return fetch(self, ids, scope)
+
+    monkeypatch.setattr(ScopeView, "fetch", counted)
+    now = datetime(2026, 11, 20, 12)
+    message = "When is the cutover? And who is visiting from Porto now?"
+    index.search(message, k=4, thread_id="work", now=now, latest_first=False)
+    before = len(reads)  # what the rest of the search reads
+    groups = index.search(message, k=4, thread_id="work", now=now)
+    assert len(groups) == 2 and all(g.stages[-1] == "latest" for g in groups)
+    assert len(reads) == 2 * before + 1  # the stage's one read, for both parts (one per part: 2 * before + 2)
+    assert all(len(r) == len(set(r)) for r in reads)  # each row once, though both parts rank the same hits
+    assert "November 21" in groups[0].hits[0].body

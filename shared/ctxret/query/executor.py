@@ -69,7 +69,7 @@ from ..storage.schema import Scope
 from .answers import lift_answers
 from .documents import collapse_groups, document_texts
 from .hyde import blend_hyde
-from .latest import LatestRequest, latest_first, latest_request, may_restate
+from .latest import LatestRequest, latest_first, latest_request, may_restate, request_ids
 from .parents import expand_parents
 from .search import (
     IdfCoverageFor,
@@ -363,14 +363,12 @@ class SearchRun:
         return cands
 
     def latest_requests(self, cands: list[PartCandidates]) -> list[LatestRequest | None]:
-        """Each part's :class:`~.latest.LatestRequest` (``None``: nothing to move); reads the store only for a part
-        that asks about now and whose first hits' metadata is deferred or shows a restated fact."""
-        dense, scope, k = self.dense, self.scope, self.plan.k
-
-        def fetch(ids: list[str]) -> Any:
-            return dense.fetch(ids, scope)
-
-        return [latest_request(c, k, fetch) for c in cands]
+        """Each part's :class:`~.latest.LatestRequest` (``None``: nothing to move). The rows of every part that asks
+        about now and whose first hits' metadata is deferred or shows a restated fact are read in one store read."""
+        k = self.plan.k
+        ids = list(dict.fromkeys(rid for c in cands if may_restate(c, k) for rid in request_ids(c, k)))
+        rows = self.dense.fetch(ids, self.scope) if ids else {}
+        return [latest_request(c, k, lambda _ids: rows) for c in cands]
 
     def with_latest(self, result: _Result, requests: Sequence[LatestRequest | None], own: np.ndarray) -> _Result:
         """``result`` with the latest fact first in each group that has a request; ``own``: the embeddings of

@@ -57,6 +57,7 @@ __all__ = [
     "latest_first",
     "latest_request",
     "may_restate",
+    "request_ids",
     "same_subject",
 ]
 
@@ -153,14 +154,21 @@ def may_restate(c: Any, k: int) -> bool:
     return any(isinstance(m, Deferred) for m in metas) or _restated(metas)
 
 
+def request_ids(c: Any, k: int) -> list[str]:
+    """The ids whose stored rows :func:`latest_request` reads for ``c``: its first :data:`CONTEXT` candidates (the
+    first ``min(k, DEPTH)`` among them)."""
+    return [rid for rid, _ in c.ranked[: max(min(k, DEPTH), CONTEXT)]]
+
+
 def latest_request(c: Any, k: int, fetch: Fetch) -> LatestRequest | None:
     """The :class:`LatestRequest` of ``c`` (a part's ranked :class:`~.search.PartCandidates`), or ``None`` when the
     rule cannot move anything: the part does not ask about now, or no two of its first ``k`` hits were said by one
-    source at different times. ``fetch(ids)`` reads stored ``(document, metadata, vector)`` rows (only when needed)."""
+    source at different times. ``fetch(ids)`` reads stored ``(document, metadata, vector)`` rows (only when needed;
+    rows of other ids in its answer are ignored, so one read may serve every part)."""
     if not may_restate(c, k):
         return None
     k = min(k, DEPTH)
-    top = [rid for rid, _ in c.ranked[: max(k, CONTEXT)]]
+    top = request_ids(c, k)
     rows = fetch(top)
     pool = [rid for rid in top[:k] if rid in rows]
     if len(pool) < 2 or not _restated([rows[rid][1] for rid in pool]):
