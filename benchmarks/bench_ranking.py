@@ -7,9 +7,12 @@ each round runs every question as a thread-scoped search from its query vectors 
 embedding of hits' own texts is, as it is part of the search) twice — with the defaults and with
 ``answers_first=False, latest_first=False`` — in ABBA order. Each round's ratio is the process CPU time of the
 defaults over the time with both off; the median ratio and a bootstrap 95% interval are printed, with the share of
-questions whose hits differ (the two steps change rankings: that is their job). Then the wall time per search as a
-user sees it (``index.search`` of the message, its embedding included), 3 rounds alternating, and how many questions
-ran the ``latest`` stage. ``--unscoped`` searches without a
+questions whose hits differ (the two steps change rankings: that is their job). The ``latest`` stage remembers the
+own-text vectors it embedded (``query.latest.own_vectors``): "on" is timed cold (forgotten before each search, as for
+memories met for the first time) and "warm" with them remembered (each search asked once before, untimed: an agent
+asking about the same memories again).
+Then the wall time per search as a user sees it (``index.search`` of the message, its embedding included), 3 rounds
+alternating cold, warm and off, and how many questions ran the ``latest`` stage. ``--unscoped`` searches without a
 thread (the store's Chroma index: an asking part's candidates' metadata is read).
 
     python benchmarks/bench_ranking.py ../shared/data/locomo-dev/30.json --rounds 6
@@ -38,6 +41,7 @@ def main() -> int:
     from ctxret.evaluation.datasets import load_locomo
     from ctxret.query.deadline import run_search
     from ctxret.query.executor import QueryVectors
+    from ctxret.query.latest import own_vectors
     from ctxret.storage.schema import Scope
 
     conv = load_locomo(args.conversation)
@@ -58,41 +62,58 @@ def main() -> int:
     scope = Scope(None if args.unscoped else conv.id)
     plans = {
         "on": index.plan(k=5),
+        "warm": index.plan(k=5),
         "off": index.plan(k=5, answers_first=False, latest_first=False),
     }
+    memo = own_vectors(index.embedder)
+    assert memo is not None
 
     def run(name: str) -> tuple[float, list]:
-        plan = plans[name]
+        plan, hits = plans[name], []
+        if name == "warm":  # every hit's text embedded once, untimed
+            for p, v in vectors:
+                run_search(plan, QueryVectors(p, v), scope, index.embedder, index.store)
         start = time.process_time()
-        hits = [
-            [h.id for g in run_search(plan, QueryVectors(p, v), scope, index.embedder, index.store) for h in g]
-            for p, v in vectors
-        ]
+        for p, v in vectors:
+            if name == "on":
+                memo.clear()  # cold: memories met for the first time
+            hits.append(
+                [h.id for g in run_search(plan, QueryVectors(p, v), scope, index.embedder, index.store) for h in g]
+            )
         return time.process_time() - start, hits
 
-    run("on"), run("off")  # warm: the thread cache, the postings
-    ratios, on_hits, off_hits = [], None, None
+    run("on"), run("warm"), run("off")  # warm: the thread cache, the postings
+    ratios, warm_ratios, on_hits, off_hits = [], [], None, None
     for r in range(args.rounds):
-        order = ("on", "off", "off", "on") if r % 2 == 0 else ("off", "on", "on", "off")
-        cpu: dict[str, list[float]] = {"on": [], "off": []}
+        order = ("on", "warm", "off", "off", "warm", "on") if r % 2 == 0 else ("off", "warm", "on", "on", "warm", "off")
+        cpu: dict[str, list[float]] = {"on": [], "warm": [], "off": []}
         for name in order:
             t, hits = run(name)
             cpu[name].append(t)
-            on_hits, off_hits = (hits, off_hits) if name == "on" else (on_hits, hits)
+            if name == "on":
+                on_hits = hits
+            elif name == "off":
+                off_hits = hits
         ratios.append(sum(cpu["on"]) / sum(cpu["off"]))
+        warm_ratios.append(sum(cpu["warm"]) / sum(cpu["off"]))
         print(
-            f"round {r + 1}: on {sum(cpu['on']) / 2:.3f}s off {sum(cpu['off']) / 2:.3f}s ratio {ratios[-1]:.3f}",
+            f"round {r + 1}: on {sum(cpu['on']) / 2:.3f}s warm {sum(cpu['warm']) / 2:.3f}s off "
+            f"{sum(cpu['off']) / 2:.3f}s ratio {ratios[-1]:.3f} warm {warm_ratios[-1]:.3f}",
             file=sys.stderr,
             flush=True,
         )
-    # wall per search as a user sees it: the message embedded, then searched, on and off alternating
-    wall: dict[str, list[float]] = {"on": [], "off": []}
+    # wall per search as a user sees it: the message embedded, then searched; cold, warm and off alternating
+    wall: dict[str, list[float]] = {"on": [], "warm": [], "off": []}
     ran = 0
     for r in range(3):
         for q in questions:
-            for name in ("on", "off") if r % 2 == 0 else ("off", "on"):
+            for name in ("on", "warm", "off") if r % 2 == 0 else ("off", "warm", "on"):
+                if name == "on":
+                    memo.clear()
+                elif name == "warm":  # the same search asked before: its hits' texts embedded already
+                    index.search(q, k=5, thread_id=None if args.unscoped else conv.id)
                 start = time.perf_counter()
-                groups = index.search(q, k=5, thread_id=None if args.unscoped else conv.id, latest_first=name == "on")
+                groups = index.search(q, k=5, thread_id=None if args.unscoped else conv.id, latest_first=name != "off")
                 wall[name].append(time.perf_counter() - start)
                 ran += r == 0 and name == "on" and any("latest" in g.stages for g in groups)
     for name, ts in wall.items():
@@ -105,12 +126,15 @@ def main() -> int:
     print(f"the latest stage ran for {ran}/{len(questions)} questions", file=sys.stderr)
     rng = random.Random(0)
     boots = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(2000))
+    warm_boots = sorted(statistics.median(rng.choices(warm_ratios, k=len(warm_ratios))) for _ in range(2000))
     changed = sum(a != b for a, b in zip(on_hits or [], off_hits or [], strict=True))
     n = len(questions)
     print(
         f"{conv.id}: {n} questions, {len(index.store.thread_ids())} thread(s), "
         f"{'unscoped' if args.unscoped else 'thread-scoped'}; CPU per search on/off "
-        f"{statistics.median(ratios):.3f} [{boots[50]:.3f}, {boots[1949]:.3f}] over {args.rounds} ABBA rounds; "
+        f"{statistics.median(ratios):.3f} [{boots[50]:.3f}, {boots[1949]:.3f}], warm/off "
+        f"{statistics.median(warm_ratios):.3f} [{warm_boots[50]:.3f}, {warm_boots[1949]:.3f}] "
+        f"over {args.rounds} ABBA rounds; "
         f"hits differ for {changed}/{n} questions"
     )
     return 0

@@ -12,7 +12,15 @@ import numpy as np
 import pytest
 from ctxret import ContextualIndex, EmbeddingError
 from ctxret.query.answers import is_question, lift_answers
-from ctxret.query.latest import CONTEXT, DEPTH, SAME_SUBJECT, asks_now, same_subject
+from ctxret.query.latest import (
+    CONTEXT,
+    DEPTH,
+    SAME_SUBJECT,
+    OwnVectors,
+    asks_now,
+    own_vectors,
+    same_subject,
+)
 from ctxret.query.search import PartCandidates
 from hypothesis import given
 from hypothesis import strategies as st
@@ -261,6 +269,9 @@ class FailsOnStoredTexts:
             raise ConnectionError("embedding service unavailable")
         return self.inner.embed(texts)
 
+    async def aembed(self, texts):
+        return self.embed(texts)
+
     def count_tokens(self, texts):
         return self.inner.count_tokens(texts)
 
@@ -271,10 +282,8 @@ def test_a_failing_latest_stage_under_a_deadline_keeps_the_groups_order_and_says
     try:
         ix.add_messages([{"role": "user", "content": t, "timestamp": ts} for ts, t in CUTOVER], thread_id="work")
         now = datetime(2026, 11, 20, 12)
-        (good,) = ix.search("When is the cutover?", k=4, thread_id="work", now=now, deadline_ms=60_000)
-        assert good.stages[-1] == "latest" and "November 21" in good.hits[0].body
         (before,) = ix.search("When is the cutover?", k=4, thread_id="work", now=now, latest_first=False)
-        embedder.failing = True
+        embedder.failing = True  # before the stage ever embedded these texts (it remembers what it embedded)
         with caplog.at_level(logging.WARNING):
             (got,) = ix.search("When is the cutover?", k=4, thread_id="work", now=now, deadline_ms=60_000)
         assert got.degraded and got.skipped == ("latest",) and "latest" not in got.stages
@@ -282,6 +291,9 @@ def test_a_failing_latest_stage_under_a_deadline_keeps_the_groups_order_and_says
         assert "embedding service unavailable" in caplog.text
         with pytest.raises(EmbeddingError, match="embedding service unavailable"):  # no deadline: the caller's error
             ix.search("When is the cutover?", k=4, thread_id="work", now=now)
+        embedder.failing = False
+        (good,) = ix.search("When is the cutover?", k=4, thread_id="work", now=now, deadline_ms=60_000)
+        assert good.stages[-1] == "latest" and not good.degraded and "November 21" in good.hits[0].body
     finally:
         ix.close()
 
@@ -314,6 +326,60 @@ def test_the_latest_stage_embeds_at_most_depth_texts_whatever_k(local_embedder):
         assert [h.body for h in group.hits].index(CUTOVER[3][1]) < [h.body for h in group.hits].index(CUTOVER[0][1])
     finally:
         ix.close()
+
+
+def test_the_latest_stage_embeds_a_text_once_for_the_searches_after_it(local_embedder):
+    """An agent asks about the same memories again: the stage embeds only texts it has not embedded before with this
+    embedder, and ranks as it did."""
+    embedder = RecordsStoredTexts(local_embedder)
+    ix = ContextualIndex(in_memory=True, embedder=embedder)
+    try:
+        ix.add_messages([{"role": "user", "content": t, "timestamp": ts} for ts, t in CUTOVER], thread_id="work")
+        embedder.asked.clear()  # the write embedded them too
+        now = datetime(2026, 11, 20, 12)
+        (first,) = ix.search("When is the cutover?", k=4, thread_id="work", now=now)
+        assert first.stages[-1] == "latest" and len(embedder.asked) == 1
+        seen = set(embedder.asked[0])
+        (again,) = ix.search("When is the cutover?", k=4, thread_id="work", now=now)
+        (rephrased,) = asyncio.run(ix.asearch("When is the cutover now?", k=4, thread_id="work", now=now))
+        assert len(embedder.asked) == 1  # nothing more embedded, sync or async
+        assert [h.id for h in again.hits] == [h.id for h in first.hits] and again.stages == first.stages
+        assert rephrased.stages[-1] == "latest" and "November 21" in rephrased.hits[0].body
+        later = "My sister pushed her visit from Porto to January, so no tram rides this year."
+        ix.add_messages([{"role": "user", "content": later, "timestamp": "2026-11-12T09:00:00"}], thread_id="work")
+        embedder.asked.clear()
+        (visit,) = ix.search("When is my sister visiting from Porto?", k=4, thread_id="work", now=now)
+        assert visit.stages[-1] == "latest" and "January" in visit.hits[0].body
+        (asked,) = embedder.asked  # one request: the hits it has not embedded before, none it has
+        assert any("January" in t for t in asked) and not seen & set(asked)
+        assert len(asked) < len({h.text for h in visit.hits})
+    finally:
+        ix.close()
+
+
+def test_own_vectors_keep_the_most_recently_used_texts():
+    memo = OwnVectors(size=2)
+    memo.put(["a", "b"], np.eye(2, dtype=np.float32))
+    assert set(memo.get(["a"])) == {"a"}  # "a" is now the most recently used
+    memo.put(["c"], np.ones((1, 2), dtype=np.float32))
+    got = memo.get(["a", "b", "c"])
+    assert set(got) == {"a", "c"} and len(memo) == 2
+    np.testing.assert_array_equal(got["a"], [1.0, 0.0])
+
+
+def test_own_vectors_are_one_per_embedder_and_go_with_it(local_embedder):
+    import gc
+    import weakref
+
+    from ctxret.embedders.guard import guarded
+
+    mine, other = RecordsStoredTexts(local_embedder), RecordsStoredTexts(local_embedder)
+    memo = own_vectors(mine)
+    assert memo is not None and own_vectors(guarded(mine)) is memo and own_vectors(other) is not memo
+    gone = weakref.ref(memo)
+    del memo, mine
+    gc.collect()
+    assert gone() is None  # an embedder's memo does not outlive it
 
 
 def test_the_latest_stage_reads_the_store_once_for_every_part(index, monkeypatch):

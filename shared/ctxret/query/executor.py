@@ -8,8 +8,9 @@ Stages, in order of value (what a later stage adds is worth less than what an ea
 4. ``views`` — the LLM-written views merged into the dense side (:mod:`.views`);
 5. ``hyde`` — each part's vector blended with its hypothetical answer (:mod:`.hyde`), searched again;
 6. ``latest`` — for a part that asks about now and whose group holds two statements of one source made at different
-   times, those hits' own texts embedded (one request) and the later of two same-subject statements moved above the
-   earlier (:mod:`.latest`); no work at all for any other search;
+   times, those hits' own texts embedded (one request, only for texts the stage has not embedded before with this
+   embedder) and the later of two same-subject statements moved above the earlier (:mod:`.latest`); no work at all
+   for any other search;
 7. ``parents`` — each hit's whole turn or section.
 
 Each of stages 3–5 produces a complete candidate set from the stages before it; a stage that does
@@ -69,7 +70,7 @@ from ..storage.schema import Scope
 from .answers import lift_answers
 from .documents import collapse_groups, document_texts
 from .hyde import blend_hyde
-from .latest import LatestRequest, latest_first, latest_request, may_restate, request_ids
+from .latest import LatestRequest, latest_first, latest_request, may_restate, own_vectors, request_ids
 from .parents import expand_parents
 from .search import (
     IdfCoverageFor,
@@ -545,8 +546,16 @@ def latest_steps(run: SearchRun, best: _Result) -> Steps[_Result]:
         run.restated = True
         run._set_wanted()
         assert run.embedder is not None  # candidate_steps runs this stage only with an embedder
-        own = yield from run.stage("latest", Embed(run.embedder, texts))
-        done = yield from run.stage("latest", Call(run.with_latest, (best, requests, np.asarray(own))))
+        memo = own_vectors(run.embedder)
+        known = memo.get(texts) if memo is not None else {}
+        missing = [t for t in texts if t not in known]
+        if missing:  # an agent asking about the same memories again embeds nothing
+            fresh = np.asarray((yield from run.stage("latest", Embed(run.embedder, missing))), dtype=np.float32)
+            if memo is not None:
+                memo.put(missing, fresh)
+            known = {**known, **dict(zip(missing, fresh, strict=True))}
+        own = np.stack([known[t] for t in texts])
+        done = yield from run.stage("latest", Call(run.with_latest, (best, requests, own)))
         run.ran.append("latest")
         return done
     except _Skip:

@@ -31,7 +31,9 @@ another hit of the same group, and only for a part that asks how things are **no
 
 Nothing enters or leaves the group: the first ``k`` candidates only change places, so a fact never restated keeps its
 place whatever its age. The search runs it as its ``latest`` stage (:mod:`.executor`): on the clock under a deadline,
-and skipped (the group keeps its order) when the search has no embedder or no time left. Measured on the ``updates``
+and skipped (the group keeps its order) when the search has no embedder or no time left. The stage remembers the
+own-text vectors it embedded (:func:`own_vectors`: the last :data:`REMEMBERED` texts per embedder), so a search that
+meets the same hits again embeds nothing. Measured on the ``updates``
 query set (:mod:`ctxret.evaluation.updates`: 150 controlled update threads on LoCoMo dev) and on LoCoMo's facts and
 questions.
 """
@@ -39,6 +41,9 @@ questions.
 from __future__ import annotations
 
 import re
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -51,12 +56,15 @@ from .split.asking import asks
 __all__ = [
     "CONTEXT",
     "DEPTH",
+    "REMEMBERED",
     "SAME_SUBJECT",
     "LatestRequest",
+    "OwnVectors",
     "asks_now",
     "latest_first",
     "latest_request",
     "may_restate",
+    "own_vectors",
     "request_ids",
     "same_subject",
 ]
@@ -69,6 +77,9 @@ DEPTH = 5
 #: Two hits are about the same subject when their similarity (own-text cosine with the shared direction taken out,
 #: plus mean lexical containment) is at least this, and each is the other's nearest neighbour among the group's hits.
 SAME_SUBJECT = 0.5
+#: How many own-text vectors the ``latest`` stage remembers per embedder (:func:`own_vectors`): 1.5 MB at 384
+#: dimensions, 6 MB at 1,536.
+REMEMBERED = 1024
 
 #: Auxiliaries and markers of a question about the present ("does", "is", "what's", "will", "now").
 _PRESENT = re.compile(
@@ -175,6 +186,69 @@ def latest_request(c: Any, k: int, fetch: Fetch) -> LatestRequest | None:
         return None
     context = np.stack([np.asarray(rows[rid][2], dtype=np.float64) for rid in top if rid in rows])
     return LatestRequest(pool, {rid: rows[rid] for rid in top if rid in rows}, context)
+
+
+class OwnVectors:
+    """The own-text vectors the ``latest`` stage embedded, by text: at most ``size``, the least recently used out
+    first. A text's vector depends only on the text and the embedder, so nothing a write does makes one stale.
+    Safe to share between threads."""
+
+    def __init__(self, size: int = REMEMBERED) -> None:
+        self.size = size
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._vectors)
+
+    def get(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """The vectors of those of ``texts`` it holds (each becomes the most recently used)."""
+        with self._lock:
+            found = {t: self._vectors[t] for t in texts if t in self._vectors}
+            for t in found:
+                self._vectors.move_to_end(t)
+        return found
+
+    def put(self, texts: Sequence[str], vectors: np.ndarray) -> None:
+        """Remember ``vectors[i]`` as the vector of ``texts[i]``."""
+        with self._lock:
+            for text, vector in zip(texts, np.asarray(vectors, dtype=np.float32), strict=True):
+                self._vectors[text] = vector.copy()
+                self._vectors.move_to_end(text)
+            while len(self._vectors) > self.size:
+                self._vectors.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._vectors.clear()
+
+
+_MEMOS: dict[int, tuple[weakref.ref[Any], OwnVectors]] = {}
+_MEMOS_LOCK = threading.Lock()
+
+
+def own_vectors(embedder: Any) -> OwnVectors | None:
+    """The :class:`OwnVectors` of ``embedder`` (the embedder a guard wraps, when it is one): one per embedder object
+    for as long as it lives, so an agent that asks about the same memories again embeds nothing more. ``None`` for an
+    embedder that cannot be weakly referenced (nothing is remembered for it)."""
+    inner = getattr(embedder, "guarded_embedder", embedder)
+    key = id(inner)
+    with _MEMOS_LOCK:
+        entry = _MEMOS.get(key)
+        if entry is not None and entry[0]() is inner:
+            return entry[1]
+
+        def forget(ref: weakref.ref[Any], key: int = key) -> None:  # the embedder is gone: so is its memo
+            if _MEMOS.get(key, (None,))[0] is ref:
+                _MEMOS.pop(key, None)
+
+        try:
+            ref = weakref.ref(inner, forget)
+        except TypeError:
+            return None
+        memo = OwnVectors()
+        _MEMOS[key] = (ref, memo)
+        return memo
 
 
 def same_subject(own: np.ndarray, context: np.ndarray, containment: np.ndarray | None = None) -> np.ndarray:
