@@ -20,6 +20,7 @@ from ctxret.query.latest import (
     asks_now,
     own_vectors,
     same_subject,
+    subjects,
 )
 from ctxret.query.search import PartCandidates
 from hypothesis import given
@@ -144,6 +145,52 @@ def test_the_changed_fact_ranks_above_the_first_statement_and_both_stay(index):
     assert hits[new].relevance >= hits[old].relevance
     off = index.search("When is the cutover?", k=4, thread_id="work", now=now, latest_first=False)[0].hits
     assert [h.body for h in off].index(bodies[old]) < [h.body for h in off].index(bodies[new])
+
+
+def test_a_fact_changed_twice_ranks_its_latest_value_first(local_embedder):
+    """Three statements of one plan: the second and third are each other's nearest, the first's nearest is the second;
+    before, the pair swapped among themselves and the first value stayed on top."""
+    again = ("2026-11-12T09:00:00", "Update: the cutover moved again, to November 28, after the vendor's second delay.")
+    ix = ContextualIndex(in_memory=True, embedder=local_embedder)
+    try:
+        ix.add_messages(
+            [{"role": "user", "content": t, "timestamp": ts} for ts, t in [*CUTOVER, again]], thread_id="work"
+        )
+        now = datetime(2026, 11, 20, 12)
+        off = ix.search("When is the cutover?", k=5, thread_id="work", now=now, latest_first=False)[0].hits
+        assert "November 14" in off[0].body  # worded like the question
+        (group,) = ix.search("When is the cutover?", k=5, thread_id="work", now=now)
+        days = [d for h in group.hits for d in ("November 28", "November 21", "November 14") if d in h.body]
+        assert days == ["November 28", "November 21", "November 14"] and group.stages[-1] == "latest"
+        assert {h.id for h in group.hits} == {h.id for h in off}  # nothing enters or leaves the group
+        assert [h.score for h in group.hits] == sorted((h.score for h in group.hits), reverse=True)
+    finally:
+        ix.close()
+
+
+def test_subjects_pairs_mutual_neighbours_and_joins_a_third_to_them():
+    inf = -np.inf
+    chain = np.array([[inf, 0.81, 0.84, 0.2], [0.81, inf, 0.92, 0.3], [0.84, 0.92, inf, 0.3], [0.2, 0.3, 0.3, inf]])
+    assert subjects(chain, 0.5) == [[0, 1, 2]]
+    assert subjects(chain, 0.83) == [[0, 1, 2]] and subjects(chain, 0.85) == [[1, 2]]
+    assert subjects(chain, 0.95) == []
+    assert subjects(chain, 0.5, [1.0, 2.0, 3.0, 4.0]) == [[0, 1, 2]]  # the first statement joins the later two
+    assert subjects(chain, 0.5, [3.5, 2.0, 3.0, 4.0]) == [[1, 2]]  # a later one never joins: it would pass them
+    assert subjects(chain, 0.5, [None, 2.0, 3.0, 4.0]) == [[1, 2]]
+    assert subjects(np.array([[inf]]), 0.5) == []
+
+
+@given(st.integers(2, 6).flatmap(lambda n: st.lists(st.floats(-1, 2), min_size=n * n, max_size=n * n)))
+def test_subjects_puts_each_hit_in_at_most_one_group_of_similar_hits(values):
+    n = int(round(len(values) ** 0.5))
+    sim = np.array(values).reshape(n, n)
+    sim = (sim + sim.T) / 2
+    np.fill_diagonal(sim, -np.inf)
+    groups = subjects(sim, 0.5)
+    members = [m for g in groups for m in g]
+    assert len(members) == len(set(members))
+    for g in groups:
+        assert len(g) >= 2 and all(max(sim[m, o] for o in g if o != m) >= 0.5 for m in g)
 
 
 def test_a_question_about_the_past_keeps_its_ranking(index):

@@ -25,9 +25,11 @@ another hit of the same group, and only for a part that asks how things are **no
   ``coverage``; 0 without a lexical index). The stored vectors themselves carry their session (late chunking), so two
   statements from different sessions look less alike in them than they are: same-subject detection from the stored
   vectors moved 78% of the changed facts up, from the own-text vectors 95% (held out; BENCHMARKS, "The latest fact
-  first");
-* **the later one ranks directly above the earlier**, with the earlier one's score when that is higher, and a
-  ``relevance`` at least the earlier one's (it restates it).
+  first"). A fact changed twice has three statements: the first one's nearest neighbour is the second, while the
+  second and the third are each other's; a hit whose nearest neighbour is one of such a pair, as similar, joins it
+  (:func:`subjects`);
+* **the later ranks above the earlier**: a subject's statements take the place of its best-ranked one, the latest
+  first, each moved up with that one's score when it is higher and a ``relevance`` at least its (it restates it).
 
 Nothing enters or leaves the group: the first ``k`` candidates only change places, so a fact never restated keeps its
 place whatever its age. The search runs it as its ``latest`` stage (:mod:`.executor`): on the clock under a deadline,
@@ -67,6 +69,7 @@ __all__ = [
     "own_vectors",
     "request_ids",
     "same_subject",
+    "subjects",
 ]
 
 #: The part's first candidates whose mean stored vector gives the direction taken out before two hits are compared.
@@ -272,6 +275,39 @@ def same_subject(own: np.ndarray, context: np.ndarray, containment: np.ndarray |
     return sim
 
 
+def _before(a: float | None, b: float | None) -> bool | None:
+    return None if a is None or b is None else a < b
+
+
+def subjects(sim: np.ndarray, threshold: float, times: Sequence[float | None] | None = None) -> list[list[int]]:
+    """The groups of hits about one subject, from :func:`same_subject`'s masked similarity ``sim``: two hits that
+    are each other's nearest neighbour with a similarity of at least ``threshold``, and each other hit whose nearest
+    neighbour is one of them, at least as similar and, with ``times``, said before both (a fact changed twice: the
+    first statement's nearest is the second, the second's and the third's are each other). Each hit is in at most one
+    group; groups in order of their first hit."""
+    n = len(sim)
+    if n < 2:
+        return []
+    nearest = sim.argmax(axis=1)
+    group: dict[int, int] = {}
+    out: list[list[int]] = []
+    for a in range(n):
+        b = int(nearest[a])
+        if b > a and int(nearest[b]) == a and sim[a, b] >= threshold:
+            group[a] = group[b] = len(out)
+            out.append([a, b])
+    pairs = [list(g) for g in out]
+    for a in range(n):
+        b = int(nearest[a])
+        if a in group or b not in group or not sim[a, b] >= threshold:
+            continue
+        if times is not None and any(_before(times[a], times[m]) is not True for m in pairs[group[b]]):
+            continue  # a later statement never joins: it would pass the pair on a likeness to one of them
+        out[group[b]].append(a)
+        group[a] = group[b]
+    return [sorted(g) for g in out]
+
+
 def latest_first(
     c: Any,
     k: int,
@@ -279,8 +315,9 @@ def latest_first(
     own: np.ndarray,
     coverage: Callable[[str, list[str]], Mapping[str, float]] | None = None,
 ) -> Any:
-    """``c`` with, among its first ``min(k, DEPTH)`` candidates, each later statement of a subject moved directly above
-    the earlier one (see the module docstring). ``request``: :func:`latest_request`'s for ``c``; ``own``: the embeddings
+    """``c`` with, among its first ``min(k, DEPTH)`` candidates, the statements of each subject (:func:`subjects`) in
+    the place of the best-ranked one, the latest first (see the module docstring); each one moved up gets at least the
+    best score among them. ``request``: :func:`latest_request`'s for ``c``; ``own``: the embeddings
     of its :attr:`~LatestRequest.texts`; ``coverage(text, ids)``: the share of ``text``'s IDF-weighted words each of
     ``ids`` holds (``None``: no lexical index)."""
     k = min(k, DEPTH)
@@ -297,35 +334,32 @@ def latest_first(
     stamp = {rid: _epoch(rows[rid][1]) for rid in pool}
     for a in range(len(pool)):
         for b in range(len(pool)):
-            if sources[a] != sources[b] or stamp[pool[a]] == stamp[pool[b]]:
-                sim[a, b] = -np.inf  # a statement restates its own source's, said at another time
-    nearest = sim.argmax(axis=1)
+            ta, tb = stamp[pool[a]], stamp[pool[b]]
+            if sources[a] != sources[b] or ta is None or tb is None or ta == tb:
+                sim[a, b] = -np.inf  # a statement restates its own source's, said at another (known) time
     order = [rid for rid, _ in c.ranked]
-    moved: set[str] = set()
-    shares: dict[str, str] = {}
     lifted = getattr(c, "lifted", {}) or {}
-    for a, rid in enumerate(pool):
-        b = int(nearest[a])
-        other = pool[b]
-        if rid in moved or other in moved or int(nearest[b]) != a or not sim[a, b] >= SAME_SUBJECT:
-            continue
-        ta, tb = stamp[rid], stamp[other]
-        if ta is None or tb is None or ta == tb:
-            continue
-        early, late = (rid, other) if tb > ta else (other, rid)
-        at_early, at_late = order.index(early), order.index(late)
-        if at_early >= k or at_late < at_early:
-            continue  # already first, or the earlier one is not in the group
-        order.remove(late)
-        at = order.index(early)
-        if at > 0 and lifted.get(order[at - 1]) == early:  # keep a lifted answer right above its question
+    shares: dict[str, str] = {}
+    score = dict(c.ranked)
+    for members in subjects(sim, SAME_SUBJECT, [stamp[rid] for rid in pool]):
+        ids = [pool[m] for m in members]
+        ranked = sorted(ids, key=order.index)
+        if ranked[0] not in order[:k]:
+            continue  # none of its statements is in the group
+        latest = sorted(ranked, key=lambda rid: (-(stamp[rid] or 0.0), order.index(rid)))  # every member has a time
+        if latest == ranked:
+            continue  # already the latest first
+        top = ranked[0]
+        at = order.index(top)
+        if at > 0 and lifted.get(order[at - 1]) == top:  # keep a lifted answer right above its question
             at -= 1
-        order.insert(at, late)
-        moved.update((rid, other))
-        shares[late] = early
+        order = [rid for rid in order if rid not in set(ids)]
+        order[at:at] = latest
+        best = max(score[rid] for rid in ids)
+        for rid in latest:
+            if rid != top and latest.index(rid) < ranked.index(rid):  # moved up: it restates ``top``
+                shares[rid] = top
+                score[rid] = max(score[rid], best)
     if not shares:
         return c
-    score = dict(c.ranked)
-    for later, earlier in shares.items():
-        score[later] = max(score[later], score[earlier])
     return replace(c, ranked=[(rid, score[rid]) for rid in order], lifted={**lifted, **shares})
