@@ -5,6 +5,7 @@ conversations written here, with the real model."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -12,8 +13,9 @@ import pytest
 from ctxret.evaluation.datasets import load_threads
 from ctxret.evaluation.floorset import floor_report, foreign_queries
 from ctxret.evaluation.hybrid import group_floor_mask
+from ctxret.evaluation.index import Ranked
 from ctxret.evaluation.threads import run_threads
-from ctxret.evaluation.updates import MIN_GAP, UPDATE_TEMPLATES, update_thread
+from ctxret.evaluation.updates import MIN_GAP, UPDATE_TEMPLATES, UpdateQuery, score_update, update_thread
 
 #: Two conversations of two speakers each: (speaker, text) per session.
 SESSIONS = {
@@ -115,6 +117,52 @@ def test_update_threads_insert_both_statements_in_order_and_keep_the_data(conver
         assert s_old.name in q.text and q.template == tpl.id and q.old == f"U{n}:old"
 
 
+def test_a_fact_changed_twice_is_three_statements_of_one_speaker_in_order(conversations):
+    conv = conversations[1]
+    changed, queries = update_thread(conv, seed=0, twice=True)
+    assert len(queries) == len(UPDATE_TEMPLATES) and update_thread(conv, seed=0, twice=True)[1] == queries
+    assert [q.id for q in queries] != [q.id for q in update_thread(conv, seed=0)[1]]  # its own ids: w<n>, not u<n>
+    where = {changed.unit_of(t.index, s.ordinal): (t, s) for t in changed.turns for s in t.sources}
+    order = [t.index for t in sorted(conv.turns, key=lambda t: t.timestamp)]
+    for n, (q, tpl) in enumerate(zip(queries, UPDATE_TEMPLATES, strict=True)):
+        assert (q.old, q.between, q.new) == (f"U{n}:old", (f"U{n}:new",), f"U{n}:again")
+        (t1, s1), (t2, s2), (t3, s3) = where[q.old], where[q.between[0]], where[q.new]
+        assert (s1.text, s2.text, s3.text) == (tpl.old, tpl.new, tpl.again) and s1.name == s2.name == s3.name
+        assert order.index(t2.index) - order.index(t1.index) >= MIN_GAP
+        assert order.index(t3.index) - order.index(t2.index) >= MIN_GAP
+    originals = [
+        s.text for t in changed.turns for s in t.sources if not changed.unit_of(t.index, s.ordinal).startswith("U")
+    ]
+    assert originals == [s.text for t in conv.turns for s in t.sources]
+    short = replace(conv, turns=conv.turns[: 2 * MIN_GAP])  # too few sections for three statements MIN_GAP apart
+    assert update_thread(short, seed=0, twice=True)[1] == []
+
+
+class _Units:
+    def __init__(self, units):
+        self.piece_units = units
+
+
+def test_score_update_wants_the_latest_above_every_earlier_statement():
+    q = UpdateQuery("c/w0", "What car does Ana drive?", "U0:old", "U0:again", "car", ("U0:new",))
+    ix = _Units([{"U0:old"}, {"U0:new"}, {"U0:again"}, {"D1:1"}])
+
+    def group(*items):
+        return [Ranked("q", np.array(items), np.linspace(1.0, 0.5, len(items)), None)]
+
+    assert score_update(ix, group(2, 0, 1, 3), q, 5) == {
+        "latest_first": 1.0,
+        "latest_top1": 1.0,
+        "first_top1": 0.0,
+        "both_kept": 1.0,
+        "recall": 1.0,
+    }
+    assert score_update(ix, group(1, 2, 0), q, 5)["latest_first"] == 0.0  # the value between above the latest
+    assert score_update(ix, group(0, 2, 1), q, 5)["first_top1"] == 1.0
+    assert score_update(ix, group(2, 3), q, 5)["latest_first"] == 1.0  # the earlier ones not in the group
+    assert score_update(ix, group(3, 0, 1, 2), q, 3)["latest_first"] == 0.0  # the latest not in the first k
+
+
 def test_group_floor_mask_decides_the_part_on_its_first_k_hits():
     cos = np.array([0.25, 0.2, 0.18, 0.4])
     idf = np.zeros(4)
@@ -166,9 +214,10 @@ def test_a_run_reports_the_floor_the_updates_and_the_ranking_steps(conversations
         conversations,
         local_embedder,
         representations=["hybrid_default", "hybrid_before"],
-        query_sets=["facts", "qa", "foreign", "updates"],
+        query_sets=["facts", "qa", "foreign", "updates", "updates_twice"],
     )
     assert res.config["counts"]["foreign"] == 6 and res.config["counts"]["updates"] == 2 * len(UPDATE_TEMPLATES)
+    assert res.config["counts"]["updates_twice"] == 2 * len(UPDATE_TEMPLATES)
     sets = {r["query_set"] for r in res.config["floor_report"]}
     assert {"qa", "facts", "foreign"} <= sets
     foreign = next(r for r in res.config["floor_report"] if r["query_set"] == "foreign" and r["rule"] == "part")
@@ -178,5 +227,6 @@ def test_a_run_reports_the_floor_the_updates_and_the_ranking_steps(conversations
     assert all(set(r) >= {"latest_first", "latest_top1", "both_kept", "recall"} for r in updates)
     compared = {(r["query_set"], r["metric"]) for r in res.config["ranking_comparison"]}
     assert {("qa", "question_top"), ("updates", "latest_first"), ("facts", "top1_section")} <= compared
+    assert {("updates_twice", "latest_first"), ("updates_twice", "first_top1")} <= compared
     qa = [r for r in res.per_query if r["query_set"] == "qa"]
     assert all({"recall_floor", "emptied", "top1_evidence", "question_top"} <= set(r) for r in qa)

@@ -169,7 +169,7 @@ def register_eval(subparsers: Any, common: argparse.ArgumentParser | None = None
     t.add_argument(
         "--query-sets",
         default=None,
-        help="comma-separated: facts,qa,composite,time,time_qa,distracted,foreign,updates "
+        help="comma-separated: facts,qa,composite,time,time_qa,distracted,foreign,updates,updates_twice "
         "(default: facts,qa,composite)",
     )
     t.add_argument(
@@ -548,6 +548,13 @@ def _extra_reports(res: Any) -> None:
         print("Updates: a fact stated, then changed in a later section (ctxret.evaluation.updates):")
         print()
         print(updates_table(res.per_query))
+    if any(r["query_set"] == "updates_twice" for r in res.per_query):
+        print()
+        print(
+            "A fact changed twice: stated, changed, then changed again in later sections (ctxret.evaluation.updates):"
+        )
+        print()
+        print(updates_table(res.per_query, "updates_twice"))
     if res.config.get("ranking_comparison"):
         print()
         print(

@@ -17,9 +17,9 @@ Query sets
   representations are in :mod:`.timeset`.
 * ``distracted`` (not run unless named): each ``qa`` question after two long utterances of its conversation and a
   topic-switch phrase; built and scored in :mod:`.distracted`.
-* ``foreign`` and ``updates`` (not run unless named): questions from the run's other conversations (nothing in the
-  thread answers them: what the floor should empty; :mod:`.floorset`) and facts that change, inserted under control
-  (:mod:`.updates`).
+* ``foreign``, ``updates`` and ``updates_twice`` (not run unless named): questions from the run's other conversations
+  (nothing in the thread answers them: what the floor should empty; :mod:`.floorset`) and facts that change once or
+  twice, inserted under control (:mod:`.updates`).
 
 JSONL thread format (one thread per line)::
 
@@ -55,8 +55,8 @@ from .timequeries import TIME_QUERY_SETS, dated_questions
 from .timequeries import time_queries as _time_queries
 
 #: What ``--query-sets`` accepts; :data:`DEFAULT_QUERY_SETS` run when none are named.
-#: The last three: :mod:`.distracted`, :mod:`.floorset`, :mod:`.updates`.
-QUERY_SETS = ("facts", "qa", "composite", *TIME_QUERY_SETS, "distracted", "foreign", "updates")
+#: The last four: :mod:`.distracted`, :mod:`.floorset`, :mod:`.updates` (two).
+QUERY_SETS = ("facts", "qa", "composite", *TIME_QUERY_SETS, "distracted", "foreign", "updates", "updates_twice")
 DEFAULT_QUERY_SETS = ("facts", "qa", "composite")
 QA_CATEGORIES = (1, 2, 3, 4)
 FACTS_PER_COMPOSITE = 3

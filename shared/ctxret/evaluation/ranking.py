@@ -77,6 +77,9 @@ RANKING_METRICS = (
     ("updates", "latest_first"),
     ("updates", "latest_top1"),
     ("updates", "both_kept"),
+    ("updates_twice", "latest_first"),
+    ("updates_twice", "latest_top1"),
+    ("updates_twice", "first_top1"),
 )
 
 

@@ -282,7 +282,9 @@ def run_threads(
                             }
                         )
         ix.close()
-    if "updates" in query_sets:
+    for name in ("updates", "updates_twice"):
+        if name not in query_sets:
+            continue
         per_query.extend(
             run_updates(
                 convs,
@@ -291,12 +293,13 @@ def run_threads(
                 k=k,
                 seed=seed,
                 limit=limit_queries,
+                twice=name == "updates_twice",
                 piece_bytes=piece_bytes,
                 weight=weight,
                 fusion=fusion,
             )
         )
-        counts["updates"] = len({r["query_id"] for r in per_query if r["query_set"] == "updates"})
+        counts[name] = len({r["query_id"] for r in per_query if r["query_set"] == name})
     rows: list[dict[str, Any]] = []
     for rep in representations:
         for qs in query_sets:
