@@ -175,8 +175,13 @@ def test_subjects_pairs_mutual_neighbours_and_joins_a_third_to_them():
     assert subjects(chain, 0.83) == [[0, 1, 2]] and subjects(chain, 0.85) == [[1, 2]]
     assert subjects(chain, 0.95) == []
     assert subjects(chain, 0.5, [1.0, 2.0, 3.0, 4.0]) == [[0, 1, 2]]  # the first statement joins the later two
-    assert subjects(chain, 0.5, [3.5, 2.0, 3.0, 4.0]) == [[1, 2]]  # a later one never joins: it would pass them
-    assert subjects(chain, 0.5, [None, 2.0, 3.0, 4.0]) == [[1, 2]]
+    assert subjects(chain, 0.5, [4.0, 2.0, 3.0, 1.0]) == [[0, 1, 2]]  # the latest joins: it is like both
+    assert subjects(chain, 0.5, [None, 2.0, 3.0, 4.0]) == [[1, 2]]  # a hit without a time never joins
+    # a pair (0, 1); hit 3's nearest is 0, but it is not like 1: it joins only when said before both
+    like_one = np.array([[inf, 0.92, 0.3, 0.6], [0.92, inf, 0.3, 0.2], [0.3, 0.3, inf, 0.1], [0.6, 0.2, 0.1, inf]])
+    assert subjects(like_one, 0.5, [2.0, 3.0, 4.0, 1.0]) == [[0, 1, 3]]
+    assert subjects(like_one, 0.5, [1.0, 2.0, 3.0, 4.0]) == [[0, 1]]
+    assert subjects(like_one, 0.5, [1.0, 3.0, 4.0, 2.0]) == [[0, 1]]  # after one of them: it would pass that one
     assert subjects(np.array([[inf]]), 0.5) == []
 
 

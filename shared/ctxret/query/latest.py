@@ -25,9 +25,9 @@ another hit of the same group, and only for a part that asks how things are **no
   ``coverage``; 0 without a lexical index). The stored vectors themselves carry their session (late chunking), so two
   statements from different sessions look less alike in them than they are: same-subject detection from the stored
   vectors moved 78% of the changed facts up, from the own-text vectors 95% (held out; BENCHMARKS, "The latest fact
-  first"). A fact changed twice has three statements: the first one's nearest neighbour is the second, while the
-  second and the third are each other's; a hit whose nearest neighbour is one of such a pair, as similar, joins it
-  (:func:`subjects`);
+  first"). A fact changed twice has three statements, and only two of them are each other's nearest: a hit whose
+  nearest neighbour is one of such a pair, as similar, joins it, and one said after them only when it is as similar
+  to both (:func:`subjects`);
 * **the later ranks above the earlier**: a subject's statements take the place of its best-ranked one, the latest
   first, each moved up with that one's score when it is higher and a ``relevance`` at least its (it restates it).
 
@@ -282,9 +282,10 @@ def _before(a: float | None, b: float | None) -> bool | None:
 def subjects(sim: np.ndarray, threshold: float, times: Sequence[float | None] | None = None) -> list[list[int]]:
     """The groups of hits about one subject, from :func:`same_subject`'s masked similarity ``sim``: two hits that
     are each other's nearest neighbour with a similarity of at least ``threshold``, and each other hit whose nearest
-    neighbour is one of them, at least as similar and, with ``times``, said before both (a fact changed twice: the
-    first statement's nearest is the second, the second's and the third's are each other). Each hit is in at most one
-    group; groups in order of their first hit."""
+    neighbour is one of them, at least as similar (a fact changed twice: the first statement's nearest may be the
+    second while the second and the third are each other's, or the other way round). With ``times``, a hit said after
+    either of the pair joins only when it is that similar to both: it will pass them, and a later statement like one
+    of them by chance must not. Each hit is in at most one group; groups in order of their first hit."""
     n = len(sim)
     if n < 2:
         return []
@@ -301,8 +302,12 @@ def subjects(sim: np.ndarray, threshold: float, times: Sequence[float | None] | 
         b = int(nearest[a])
         if a in group or b not in group or not sim[a, b] >= threshold:
             continue
-        if times is not None and any(_before(times[a], times[m]) is not True for m in pairs[group[b]]):
-            continue  # a later statement never joins: it would pass the pair on a likeness to one of them
+        pair = pairs[group[b]]
+        if times is not None and times[a] is None:
+            continue  # a hit without a time is neither earlier nor later
+        later = times is not None and any(_before(times[a], times[m]) is not True for m in pair)
+        if later and not all(sim[a, m] >= threshold for m in pair):
+            continue  # it would pass them on a likeness to one of them
         out[group[b]].append(a)
         group[a] = group[b]
     return [sorted(g) for g in out]
