@@ -322,10 +322,10 @@ def update_thread(conv: Conversation, seed: int = 0, twice: bool = False) -> tup
             a = rng.randrange(third)
             b = rng.randrange(a + MIN_GAP, len(dated) - MIN_GAP)
             c = rng.randrange(b + MIN_GAP, len(dated))
-            units = (f"U{n}:old", f"U{n}:new", f"U{n}:again")
-            for section, text, unit in zip((a, b, c), (tpl.old, tpl.new, tpl.again), units, strict=True):
+            said = (f"U{n}:old", f"U{n}:new", f"U{n}:again")
+            for section, text, unit in zip((a, b, c), (tpl.old, tpl.new, tpl.again), said, strict=True):
                 inserts.setdefault(dated[section].index, []).append((who, text, unit))
-            queries.append(UpdateQuery(f"{conv.id}/w{n}", question, units[0], units[2], tpl.id, (units[1],)))
+            queries.append(UpdateQuery(f"{conv.id}/w{n}", question, said[0], said[2], tpl.id, (said[1],)))
             continue
         a = rng.randrange(half)
         b = rng.randrange(a + MIN_GAP, len(dated))
