@@ -409,6 +409,28 @@ def test_the_latest_stage_embeds_a_text_once_for_the_searches_after_it(local_emb
         ix.close()
 
 
+def test_an_embedding_api_gets_one_more_request_only_for_hits_it_has_not_embedded(fake_openai):
+    """With the OpenAI client over HTTP: a question about now makes two requests the first time (the message, then the
+    hits' own texts) and one the next time."""
+    from ctxret import OpenAIEmbedder
+
+    emb = OpenAIEmbedder(model="text-embedding-3-small", dimensions=384, api_key="sk-test", base_url=fake_openai.url)
+    ix = ContextualIndex(in_memory=True, embedder=emb)
+    try:
+        ix.add_messages([{"role": "user", "content": t, "timestamp": ts} for ts, t in CUTOVER], thread_id="work")
+        fake_openai.reset()
+        now = datetime(2026, 11, 20, 12)
+        (first,) = ix.search("When is the cutover?", k=4, thread_id="work", now=now)
+        assert first.stages[-1] == "latest" and "November 21" in first.hits[0].body
+        message, own = fake_openai.requests
+        assert message.n_inputs == 1 and 2 <= own.n_inputs <= DEPTH  # the hits' texts (the floor may cut some after)
+        (again,) = ix.search("When is the cutover?", k=4, thread_id="work", now=now)
+        assert [r.n_inputs for r in fake_openai.requests] == [1, own.n_inputs, 1]  # the message only
+        assert [h.id for h in again.hits] == [h.id for h in first.hits] and again.stages == first.stages
+    finally:
+        ix.close()
+
+
 def test_own_vectors_keep_the_most_recently_used_texts():
     memo = OwnVectors(size=2)
     memo.put(["a", "b"], np.eye(2, dtype=np.float32))
