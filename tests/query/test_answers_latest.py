@@ -185,6 +185,31 @@ def test_subjects_pairs_mutual_neighbours_and_joins_a_third_to_them():
     assert subjects(np.array([[inf]]), 0.5) == []
 
 
+def test_the_statements_of_a_subject_keep_the_group_ordered_by_score():
+    """A fact changed twice whose latest statement already ranks first, the first one third and the one between fourth:
+    the three come together, latest first, and the first one, now above a hit that scored higher, takes the best score
+    among them (the scores stay in order)."""
+    from ctxret.query.latest import LatestRequest, latest_first
+
+    said = {
+        "c": ("cutover moved again to the 28th", 3.0),
+        "a": ("cutover on the 14th", 1.0),
+        "b": ("cutover moved to the 21st", 2.0),
+    }
+    rows = {
+        rid: (text, {"source_name": "Ana", "ts_epoch": t, "body": text}, np.zeros(4)) for rid, (text, t) in said.items()
+    }
+    rows["x"] = ("the espresso machine works", {"source_name": "Ben", "ts_epoch": 5.0, "body": "espresso"}, np.zeros(4))
+    ranked = [("c", 1.0), ("x", 0.9), ("a", 0.8), ("b", 0.7)]
+    c = PartCandidates("When is the cutover?", ranked, {r: (rows[r][0], rows[r][1]) for r in rows}, {})
+    pool = [rid for rid, _ in ranked]
+    own = np.array([[1.0, 0.1, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [1.0, 0.0, 0.1, 0.0], [1.0, 0.05, 0.05, 0.0]])
+    got = latest_first(c, 5, LatestRequest(pool, rows, np.zeros((1, 4))), own)
+    assert [rid for rid, _ in got.ranked] == ["c", "b", "a", "x"]
+    scores = [s for _, s in got.ranked]
+    assert scores == sorted(scores, reverse=True) and scores[:3] == [1.0, 1.0, 1.0]
+
+
 @given(st.integers(2, 6).flatmap(lambda n: st.lists(st.floats(-1, 2), min_size=n * n, max_size=n * n)))
 def test_subjects_puts_each_hit_in_at_most_one_group_of_similar_hits(values):
     n = int(round(len(values) ** 0.5))

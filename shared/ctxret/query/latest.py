@@ -29,7 +29,8 @@ another hit of the same group, and only for a part that asks how things are **no
   nearest neighbour is one of such a pair, as similar, joins it, and one said after them only when it is as similar
   to both (:func:`subjects`);
 * **the later ranks above the earlier**: a subject's statements take the place of its best-ranked one, the latest
-  first, each moved up with that one's score when it is higher and a ``relevance`` at least its (it restates it).
+  first, each with the best score among them; each one moved up also gets a ``relevance`` at least that one's (it
+  restates it).
 
 Nothing enters or leaves the group: the first ``k`` candidates only change places, so a fact never restated keeps its
 place whatever its age. The search runs it as its ``latest`` stage (:mod:`.executor`): on the clock under a deadline,
@@ -321,8 +322,8 @@ def latest_first(
     coverage: Callable[[str, list[str]], Mapping[str, float]] | None = None,
 ) -> Any:
     """``c`` with, among its first ``min(k, DEPTH)`` candidates, the statements of each subject (:func:`subjects`) in
-    the place of the best-ranked one, the latest first (see the module docstring); each one moved up gets at least the
-    best score among them. ``request``: :func:`latest_request`'s for ``c``; ``own``: the embeddings
+    the place of the best-ranked one, the latest first, each with the best score among them (so the scores stay in
+    order; see the module docstring). ``request``: :func:`latest_request`'s for ``c``; ``own``: the embeddings
     of its :attr:`~LatestRequest.texts`; ``coverage(text, ids)``: the share of ``text``'s IDF-weighted words each of
     ``ids`` holds (``None``: no lexical index)."""
     k = min(k, DEPTH)
@@ -364,7 +365,7 @@ def latest_first(
         for rid in latest:
             if rid != top and latest.index(rid) < ranked.index(rid):  # moved up: it restates ``top``
                 shares[rid] = top
-                score[rid] = max(score[rid], best)
+            score[rid] = best  # together in ``top``'s place: above any hit that scored below ``top``
     if not shares:
         return c
     return replace(c, ranked=[(rid, score[rid]) for rid in order], lifted={**lifted, **shares})
