@@ -19,7 +19,7 @@ PACKAGE = ROOT / "shared" / "ctxret"
 #: The layers, lowest first: a unit (a subpackage, or a top-level module) imports only units of its own layer or
 #: earlier ones. ARCHITECTURE.md states the same list.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "_version", "_faults", "_lazy"),
+    ("errors", "_version", "_faults", "_lazy", "_lru"),
     ("text", "blend", "results"),
     ("embedders",),
     ("storage",),

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 pytest.importorskip("onnxruntime")
 pytest.importorskip("tokenizers")
 
+from ctxret._lru import TextLRU  # noqa: E402
 from ctxret.embedders import local as local_mod  # noqa: E402
 from ctxret.embedders.local import LateVectors, LocalEmbedder, model_runs, pool_spans, token_windows  # noqa: E402
 from ctxret.ingest.context import _joined, late_passes  # noqa: E402
@@ -134,17 +135,20 @@ def test_token_ids_reused_from_count_tokens_change_nothing(local_embedder):
     fresh = LocalEmbedder()
     text = "A sentence the tokenizer reads once: naïve café, 日本語."
     assert fresh.count_tokens([text]) == local_embedder.count_tokens([text])
-    assert fresh._token_cache.get([text])[0] is not None  # kept for the pass that follows
+    assert text in fresh._token_cache.get([text])  # kept for the pass that follows
     np.testing.assert_array_equal(fresh.embed([text]), LocalEmbedder().embed([text]))
     assert fresh.count_tokens([""]) == [2]
 
 
 def test_token_cache_is_bounded():
-    cache = local_mod._TokenCache(10)
+    cache = TextLRU(10, weigh=len)  # what LocalEmbedder keeps its token ids in, bounded in tokens
     cache.put(["a", "b"], [np.arange(6, dtype=np.uint16), np.arange(5, dtype=np.uint16)])
-    assert cache.get(["a", "b"])[0] is None and cache.get(["b"])[0] is not None  # the oldest went
+    assert "a" not in cache.get(["a", "b"]) and "b" in cache.get(["b"])  # the oldest went
     cache.put(["c"], [np.arange(11, dtype=np.uint16)])  # larger than the whole cache: not kept
-    assert cache.get(["c"]) == [None]
+    assert cache.get(["c"]) == {}
+    cache.put(["b"], [np.arange(5, dtype=np.uint16)])  # written again: counted once
+    cache.put(["d"], [np.arange(5, dtype=np.uint16)])
+    assert set(cache.get(["b", "d"])) == {"b", "d"} and len(cache) == 2
 
 
 def test_batch_tokens_must_be_positive():

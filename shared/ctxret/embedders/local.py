@@ -29,8 +29,6 @@ import functools
 import importlib
 import logging
 import math
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -39,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from .._lru import TextLRU
 from ..errors import InputError, InputTooLongError, MissingExtraError
 from ..text import clean_text
 from .base import EmbedderCapabilities
@@ -328,41 +327,6 @@ class LateVectors:
     tokens: int
 
 
-class _TokenCache:
-    """Token ids (without ``[CLS]``/``[SEP]``, uint16) of recently tokenized texts, least recently used
-    dropped first past ``limit`` tokens: the pieces :meth:`LocalEmbedder.count_tokens` fitted are not
-    tokenized again by the pass that embeds them. Thread-safe."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._ids: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._tokens = 0
-        self._lock = threading.Lock()
-
-    def get(self, texts: Sequence[str]) -> list[np.ndarray | None]:
-        with self._lock:
-            out: list[np.ndarray | None] = []
-            for t in texts:
-                ids = self._ids.get(t)
-                if ids is not None:
-                    self._ids.move_to_end(t)
-                out.append(ids)
-            return out
-
-    def put(self, texts: Sequence[str], ids: Sequence[np.ndarray]) -> None:
-        if self.limit <= 0:
-            return
-        with self._lock:
-            for t, arr in zip(texts, ids, strict=True):
-                if t in self._ids or len(arr) > self.limit:
-                    continue
-                self._ids[t] = arr
-                self._tokens += len(arr)
-            while self._tokens > self.limit:
-                _, old = self._ids.popitem(last=False)
-                self._tokens -= len(old)
-
-
 class LocalEmbedder:
     """all-MiniLM-L6-v2 (int8 ONNX, 384 dimensions) on CPU, offline, without PyTorch.
 
@@ -425,7 +389,7 @@ class LocalEmbedder:
         self._cls_id = self._tokenizer.token_to_id("[CLS]")
         self._sep_id = self._tokenizer.token_to_id("[SEP]")
         self._pad_id = self._tokenizer.token_to_id("[PAD]") or 0
-        self._token_cache = _TokenCache(TOKEN_CACHE_TOKENS)
+        self._token_cache = TextLRU(TOKEN_CACHE_TOKENS, weigh=len)
 
     def __repr__(self) -> str:
         return (
@@ -444,7 +408,8 @@ class LocalEmbedder:
 
     def _content_ids(self, cleaned: Sequence[str]) -> list[np.ndarray]:
         """Each cleaned text's token ids without ``[CLS]``/``[SEP]``: from the cache, else tokenized in one batch."""
-        ids = self._token_cache.get(cleaned)
+        found = self._token_cache.get(cleaned)
+        ids: list[np.ndarray | None] = [found.get(t) for t in cleaned]
         missing = [i for i, x in enumerate(ids) if x is None]
         if missing:
             texts = [cleaned[i] for i in missing]

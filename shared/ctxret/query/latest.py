@@ -46,13 +46,13 @@ from __future__ import annotations
 import re
 import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from .._lru import TextLRU
 from ..storage.base import Deferred
 from .split.asking import asks
 
@@ -192,39 +192,17 @@ def latest_request(c: Any, k: int, fetch: Fetch) -> LatestRequest | None:
     return LatestRequest(pool, {rid: rows[rid] for rid in top if rid in rows}, context)
 
 
-class OwnVectors:
+class OwnVectors(TextLRU):
     """The own-text vectors the ``latest`` stage embedded, by text: at most ``size``, the least recently used out
     first. A text's vector depends only on the text and the embedder, so nothing a write does makes one stale.
     Safe to share between threads."""
 
     def __init__(self, size: int = REMEMBERED) -> None:
-        self.size = size
-        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
+        super().__init__(size)
 
-    def __len__(self) -> int:
-        return len(self._vectors)
-
-    def get(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
-        """The vectors of those of ``texts`` it holds (each becomes the most recently used)."""
-        with self._lock:
-            found = {t: self._vectors[t] for t in texts if t in self._vectors}
-            for t in found:
-                self._vectors.move_to_end(t)
-        return found
-
-    def put(self, texts: Sequence[str], vectors: np.ndarray) -> None:
-        """Remember ``vectors[i]`` as the vector of ``texts[i]``."""
-        with self._lock:
-            for text, vector in zip(texts, np.asarray(vectors, dtype=np.float32), strict=True):
-                self._vectors[text] = vector.copy()
-                self._vectors.move_to_end(text)
-            while len(self._vectors) > self.size:
-                self._vectors.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._vectors.clear()
+    def put(self, texts: Sequence[str], values: Sequence[np.ndarray] | np.ndarray) -> None:
+        """Remember ``values[i]`` (a list of vectors or one matrix) as the vector of ``texts[i]`` (a float32 copy)."""
+        super().put(texts, [v.copy() for v in np.asarray(values, dtype=np.float32)])
 
 
 _MEMOS: dict[int, tuple[weakref.ref[Any], OwnVectors]] = {}
@@ -350,8 +328,6 @@ def latest_first(
     for members in subjects(sim, SAME_SUBJECT, [stamp[rid] for rid in pool]):
         ids = [pool[m] for m in members]
         ranked = sorted(ids, key=order.index)
-        if ranked[0] not in order[:k]:
-            continue  # none of its statements is in the group
         latest = sorted(ranked, key=lambda rid: (-(stamp[rid] or 0.0), order.index(rid)))  # every member has a time
         if latest == ranked:
             continue  # already the latest first
