@@ -66,6 +66,7 @@ ROUND_TRIP = {
     "recency_half_life": (["--recency-half-life", "604800"], 604800.0),
     "answers_first": (["--no-answers-first"], False),
     "latest_first": (["--no-latest-first"], False),
+    "speakers_first": (["--no-speakers-first"], False),
     "per": (["--per", "document"], "document"),
 }
 

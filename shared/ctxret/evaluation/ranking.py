@@ -1,12 +1,14 @@
-"""Answers above questions and the latest fact first, measured: opt-in representations with each turned off, the
-metrics that show them, and their paired comparison with the default.
+"""A named speaker's words first, answers above questions and the latest fact first, measured: opt-in
+representations with each turned off, the metrics that show them, and their paired comparison with the default.
 
 Representations (opt-in: name them in ``--representations``), each the runtime's default hybrid search with
 one ranking step of :meth:`ctxret.query.executor.SearchRun.reranked` off:
 
 * ``hybrid_no_answers``: ``answers_first=False`` (:mod:`ctxret.query.answers`);
 * ``hybrid_no_latest``: ``latest_first=False`` (:mod:`ctxret.query.latest`);
-* ``hybrid_before``: both off (the ranking before either).
+* ``hybrid_no_speakers``: ``speakers_first=False`` (:mod:`ctxret.query.speakers`);
+* ``hybrid_before``: answers and latest off (the ranking before either);
+* ``hybrid_no_latest_speakers``: latest and speakers off (the ranking before the two).
 
 Metrics (``facts`` and ``qa``; the best group, as for the other metrics):
 
@@ -34,9 +36,16 @@ from .stats import by_query, compare
 __all__ = ["RANKING_REPRESENTATIONS", "answer_metrics", "ranking_comparison"]
 
 
-def _without(*, answers_first: bool = True, latest_first: bool = True) -> Any:
+def _without(*, answers_first: bool = True, latest_first: bool = True, speakers_first: bool = True) -> Any:
     def rep(ix: ConversationIndex, message: str) -> Retrieval:
-        groups = hybrid_groups(ix, message, RUNTIME_DEFAULT, answers_first=answers_first, latest_first=latest_first)
+        groups = hybrid_groups(
+            ix,
+            message,
+            RUNTIME_DEFAULT,
+            answers_first=answers_first,
+            latest_first=latest_first,
+            speakers_first=speakers_first,
+        )
         return Retrieval("pieces", True, groups)
 
     return rep
@@ -45,7 +54,9 @@ def _without(*, answers_first: bool = True, latest_first: bool = True) -> Any:
 RANKING_REPRESENTATIONS = {
     "hybrid_no_answers": _without(answers_first=False),
     "hybrid_no_latest": _without(latest_first=False),
+    "hybrid_no_speakers": _without(speakers_first=False),
     "hybrid_before": _without(answers_first=False, latest_first=False),
+    "hybrid_no_latest_speakers": _without(latest_first=False, speakers_first=False),
 }
 for _name, _rep in RANKING_REPRESENTATIONS.items():
     register_representation(_name, _rep, default=False)
@@ -73,6 +84,7 @@ RANKING_METRICS = (
     ("qa", "top1_evidence"),
     ("qa", "question_top"),
     ("qa", "recall"),
+    ("qa", "mrr"),
     ("composite", "coverage"),
     ("updates", "latest_first"),
     ("updates", "latest_top1"),

@@ -141,14 +141,15 @@ def hybrid_groups(
     stored: np.ndarray | None = None,
     answers_first: bool = True,
     latest_first: bool = True,
+    speakers_first: bool = True,
 ) -> list[Ranked]:
     """The runtime's hybrid search of each part (:func:`.hybrid.hybrid_candidates`) under ``fusion``
     (its rule, its candidates per side — the runtime takes ``max(k, candidates)`` — and its lexical
     floor) as ranked groups; each hit carries its cosine and lexical coverage for the floor rule.
 
     ``stored``: the stored vectors searched (default: the runtime's default stored side for this
-    embedder, :attr:`ConversationIndex.default_stored`). ``answers_first`` / ``latest_first``: the search options of
-    the same names (:func:`.hybrid.hybrid_candidates`)."""
+    embedder, :attr:`ConversationIndex.default_stored`). ``answers_first`` / ``latest_first`` /
+    ``speakers_first``: the search options of the same names (:func:`.hybrid.hybrid_candidates`)."""
     parts, q = ix.query(message, split=True)
     if not parts:
         return []
@@ -162,6 +163,7 @@ def hybrid_groups(
         fusion=fusion,
         answers_first=answers_first,
         latest_first=latest_first,
+        speakers_first=speakers_first,
         embedder=ix.emb,
     )
     return ix.ranked(cands, fusion.lexical_floor)

@@ -85,6 +85,7 @@ from .search import (
     lexical_side,
     vector_fetcher,
 )
+from .speakers import speakers_first
 from .split.asking import asks
 from .vectors import blend_parts, embed_inputs, query_texts
 from .views import ViewMatch, annotate, merge_views
@@ -354,13 +355,16 @@ class SearchRun:
         return self.reranked(cands), won
 
     def reranked(self, cands: list[PartCandidates]) -> list[PartCandidates]:
-        """The candidates' ranking after fusion: stored questions' answers lifted (:mod:`.answers`). The latest fact
-        first is the ``latest`` stage (:meth:`latest_requests`, :meth:`with_latest`)."""
+        """The candidates' ranking after fusion: stored questions' answers lifted (:mod:`.answers`), then a named
+        speaker's own words first (:mod:`.speakers`). The latest fact first is the ``latest`` stage
+        (:meth:`latest_requests`, :meth:`with_latest`)."""
         plan = self.plan
         if plan.answers_first:
             cands = self._known(cands)
             depth = plan.stages.pool(plan.k)
             cands = [lift_answers(c, depth) for c in cands]
+        if plan.speakers_first:
+            cands = [speakers_first(c) for c in cands]
         return cands
 
     def latest_requests(self, cands: list[PartCandidates]) -> list[LatestRequest | None]:

@@ -97,6 +97,7 @@ class SearchPlan:
     time_windows: Any = True  # a part that names a time searches inside its window ("asking": only asking parts)
     answers_first: bool = True  # a stored question's answer ranks above it (query/answers.py)
     latest_first: bool = True  # of two hits about one subject, the later ranks first (query/latest.py)
+    speakers_first: bool = True  # a part naming one speaker: that speaker's hits first (query/speakers.py)
 
     def for_backends(self, has_lexical: bool) -> SearchPlan:
         """This plan on backends with (or without) a lexical index: no hybrid search without one."""
@@ -159,6 +160,7 @@ def plan_search(
         time_windows=settings.time_windows,
         answers_first=settings.answers_first,
         latest_first=settings.latest_first,
+        speakers_first=settings.speakers_first,
         **per,
     ).for_backends(has_lexical)
 

@@ -137,6 +137,9 @@ class SearchSettings:
     * ``latest_first``: when a part asks how things are now, of two hits in its group about the same subject said at
       different times the later ranks directly above the earlier; nothing else moves (:mod:`ctxret.query.latest`).
       ``False``: off.
+    * ``speakers_first``: when a part names exactly one of the speakers among its candidates ("How does Tim get to
+      work?"), what that speaker said ranks above what others said among its first 10 candidates
+      (:mod:`ctxret.query.speakers`). ``False``: off.
 
     Each field carries its :class:`~ctxret.query.options.Option` (help, flag, how a flag's text becomes a value):
     the one definition the CLI's search flags (``ctxret.cli.search_flags``) and the adapters' ``search_kwargs``
@@ -261,6 +264,9 @@ class SearchSettings:
     latest_first: bool = option(
         True, switch=True, help="when a part asks about now, the later of two hits about one subject ranks first"
     )
+    speakers_first: bool = option(
+        True, switch=True, help="when a part names one of the thread's speakers, what that speaker said ranks first"
+    )
     # per-document results (query/documents.py)
     per: str = option(
         "piece",
@@ -281,7 +287,7 @@ class SearchSettings:
         object.__setattr__(self, "k", _positive_int(self.k, "k (results per part)"))
         object.__setattr__(self, "max_parts", _positive_int(self.max_parts, "max_parts"))
         object.__setattr__(self, "cosine_floor", _threshold(self.cosine_floor))
-        for name in ("split", "parents", "views", "answers_first", "latest_first"):
+        for name in ("split", "parents", "views", "answers_first", "latest_first", "speakers_first"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.lexical is not None and not isinstance(self.lexical, bool):
