@@ -70,6 +70,7 @@ def test_the_named_speakers_hits_move_above_the_others_in_their_order_at_the_pas
     scores = [s for _, s in out.ranked]
     assert scores == sorted(scores, reverse=True)  # the group's scores stay in order
     assert out.lifted == {}  # a moved hit faces the floor on its own
+    assert out.passed == {"t2": "j1"}  # and keeps at least the relevance of the first hit it passed
 
 
 def test_a_lifted_answer_and_its_question_move_as_one():
@@ -146,9 +147,10 @@ def test_a_question_naming_a_speaker_ranks_their_own_words_first(index):
     assert on[0].metadata["source_name"] == "Tim" and on[0].body.startswith("Duolingo")
     assert {h.id for h in on} <= {h.id for h in index.search(q, k=5, thread_id="friends", speakers_first=False)[0].hits}
     assert [h.score for h in on] == sorted((h.score for h in on), reverse=True)
-    assert {h.id: h.relevance for h in on}.items() <= {
-        h.id: h.relevance for h in index.search(q, k=5, thread_id="friends", speakers_first=False)[0].hits
-    }.items()  # every hit keeps its own relevance
+    own = {h.id: h for h in index.search(q, k=5, thread_id="friends", speakers_first=False)[0].hits}
+    assert {h.id for h in on} <= set(own)
+    assert on[0].relevance == pytest.approx(max(own[on[0].id].relevance, off[0].relevance))  # the passed hit's
+    assert on[0].scores["cosine"] == pytest.approx(own[on[0].id].scores["cosine"])  # its own cosine
 
 
 def test_a_thread_without_names_documents_and_a_question_naming_two_keep_their_ranking(index):
@@ -173,6 +175,10 @@ def test_the_adapters_and_async_search_rank_the_named_speaker_first(index):
     retriever = ContextualRetriever(index=index, k=3, thread_id="friends", search_kwargs={"speakers_first": False})
     off = retriever.invoke(q)
     assert off[0].metadata["ctxret:source_name"] == "John"
+    # a threshold the top hit passed with the stage off still finds it, and Tim's line with it
+    floor = off[0].metadata["score"] - 1e-9
+    kept = ContextualRetriever(index=index, k=3, thread_id="friends", score_threshold=floor).invoke(q)
+    assert kept and kept[0].metadata["ctxret:source_name"] == "Tim" and kept[0].page_content == docs[0].page_content
     nodes = LIRetriever(index, similarity_top_k=3, thread_id="friends").retrieve(q)
     assert nodes[0].node.metadata["ctxret:source_name"] == "Tim"
     groups = asyncio.run(index.asearch(q, k=3, thread_id="friends"))

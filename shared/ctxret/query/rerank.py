@@ -161,11 +161,14 @@ def _with_relevance(
     cal: RelevanceCalibration | None,
     best: float | None = None,
     lifted: Mapping[str, str] | None = None,
+    candidates: Any = None,
 ) -> list[Hit]:
     """Coverage and relevance on each hit; ``best``: the highest cosine among the part's candidates (the
     hit's margin under it and whether it is the part's best dense match are features of the relevance:
     :func:`.relevance.best_features`). ``lifted``: hit id -> the id of the hit it was lifted above (a stored
-    question's answer, the later of two statements of a subject), whose relevance it keeps at least."""
+    question's answer, the later of two statements of a subject) or moved above (a named speaker's hit), whose
+    relevance it keeps at least; ``candidates``: the part's candidates, for that hit's relevance when the group no
+    longer holds it (a named speaker's hits can push the hit they passed out of the first ``k``)."""
     if not hits:
         return hits
     if best is None:
@@ -180,6 +183,12 @@ def _with_relevance(
         out.append(replace(h, scores=scores))
     if cal is not None and lifted:
         rel = {h.id: float(h.scores["relevance"]) for h in out}
+        gone = [rid for rid in dict.fromkeys(lifted.values()) if rid not in rel]
+        info, cosine = getattr(candidates, "info", None) or {}, getattr(candidates, "cosine", None) or {}
+        gone = [rid for rid in gone if rid in cosine and isinstance(info.get(rid, (None,))[0], str)]
+        if gone:
+            covered = content_coverage(part, [info[rid][0] for rid in gone])
+            rel.update({rid: cal(float(cosine[rid]), c, best) for rid, c in zip(gone, covered, strict=True)})
         for i, h in enumerate(out):
             above = lifted.get(h.id)
             if above in rel and rel[above] > rel[h.id]:
@@ -222,7 +231,8 @@ def finish_groups(
     (:func:`.floor.part_answered`; ``None``: no floor)."""
     lists: list[list[Hit]] = []
     for c, hits in zip(candidates, hit_lists, strict=False):
-        hits = _with_relevance(list(hits), c.part, stages.relevance, _best_cosine(c), getattr(c, "lifted", None))
+        shares = {**(getattr(c, "passed", None) or {}), **(getattr(c, "lifted", None) or {})}
+        hits = _with_relevance(list(hits), c.part, stages.relevance, _best_cosine(c), shares, c)
         if not _answered(hits, c, k, floor):
             hits = []
         if stages.min_relevance is not None:

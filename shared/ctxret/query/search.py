@@ -222,6 +222,9 @@ class PartCandidates:
     #: hits moved above another, each to that hit's place (a stored question's answer, the later of two statements
     #: of one subject): id -> the id whose score, floor and relevance it shares (query/answers.py, query/latest.py)
     lifted: dict[str, str] = field(default_factory=dict)
+    #: hits moved above another that share only its relevance, not its floor (a named speaker's hits,
+    #: query/speakers.py): id -> the id of the first hit it passed
+    passed: dict[str, str] = field(default_factory=dict)
 
 
 def fuse_candidates(c: PartCandidates, fusion: FusionSettings) -> PartCandidates:

@@ -11,9 +11,12 @@ the others among the part's first :data:`DEPTH` candidates (:func:`speakers_firs
 hit stays in the group. A part that names no speaker, or two ("Did Tim and John ..."), keeps its ranking, and so do
 threads whose messages carry no names (the adapters store a message's ``name`` when it has one).
 
-A moved hit takes the score of the first hit it passed, so the group's scores stay in order; it keeps its own cosine
-and ``relevance``, and faces the floor on its own (unlike a stored question's answer, it does not stand or fall with
-the hit it passed: a weak line of the named speaker is no answer for being theirs).
+A moved hit takes the score of the first hit it passed and keeps at least its ``relevance`` (``passed``), so the
+group's scores stay in order and a threshold on the relevance the adapters show keeps what it kept before, the moved
+hits with it (the adapters show a group's relevance non-increasing: a moved hit shown at its own, lower relevance
+would cut every hit under it). It keeps its own cosine and faces the floor on its own: unlike a stored question's
+answer it does not stand or fall with the hit it passed, as a line far from the part is no answer for being the
+named speaker's.
 
 The stage runs after the answers of stored questions are lifted (:mod:`.answers`), and a lifted answer and the
 question under it move as one: "When does Alice's flight leave?" keeps the assistant's booking above Alice's
@@ -71,7 +74,8 @@ def named_speaker(part: str, names: Iterable[str]) -> str | None:
 
 def speakers_first(c: Any, depth: int = DEPTH) -> Any:
     """``c`` (a part's :class:`~.search.PartCandidates`, ranked) with the hits of the one speaker its part names
-    moved above the others among its first ``depth`` candidates, at the score of the first hit they passed; a lifted
+    moved above the others among its first ``depth`` candidates, at the score of the first hit they passed (and at
+    least its relevance: ``c.passed``); a lifted
     answer and the stored question right under it move as one, when either was said by that speaker (see the module
     docstring)."""
     if len(c.ranked) < 2:
@@ -96,4 +100,5 @@ def speakers_first(c: Any, depth: int = DEPTH) -> Any:
     ranked = [(rid, s) for u in mine[:first] for rid, s in u]
     ranked += [(rid, above) for u in mine[first:] for rid, _ in u]
     ranked += [hit for u in others for hit in u] + list(c.ranked[depth:])
-    return replace(c, ranked=ranked)
+    passed = {rid: others[0][0][0] for u in mine[first:] for rid, _ in u}
+    return replace(c, ranked=ranked, passed={**c.passed, **passed})
