@@ -27,11 +27,6 @@ def index_embedder(local_embedder):
 
 
 @pytest.fixture(scope="module")
-def index_options():
-    return {"in_memory": True}
-
-
-@pytest.fixture(scope="module")
 def index_data():
     def fill(ix):
         ix.add_messages(
