@@ -47,7 +47,12 @@ def _candidates(part, rows):
     """PartCandidates from ``(id, score, speaker)`` rows, ranked as given (``speaker`` None: no name stored;
     ``...``: metadata not read yet)."""
     info = {
-        rid: (rid, Deferred() if who is ... else {"thread_id": "t", **({"source_name": who} if who else {})})
+        rid: (
+            rid,
+            Deferred()
+            if who is ...
+            else {"thread_id": "t", "source_kind": "user", **({"source_name": who} if who else {})},
+        )
         for rid, _, who in rows
     }
     return PartCandidates(part, [(rid, sc) for rid, sc, _ in rows], info, {rid: 0.5 for rid in info})
@@ -99,6 +104,15 @@ def test_only_the_first_depth_candidates_take_part():
 def test_a_part_naming_none_or_two_speakers_keeps_its_ranking(part):
     c = _candidates(part, [("j1", 0.9, "John"), ("t1", 0.8, "Tim"), ("j2", 0.7, "John")])
     assert speakers_first(c).ranked == c.ranked
+
+
+def test_a_tool_is_no_speaker():
+    """A part that says "search" asks for no tool's output first."""
+    c = _candidates("Can you search my notes for the dentist?", [("a", 0.9, "Ann"), ("t", 0.8, "search")])
+    c.info["t"][1]["source_kind"] = "tool"
+    assert speakers_first(c).ranked == c.ranked
+    c.info["t"][1]["source_kind"] = "assistant"
+    assert [rid for rid, _ in speakers_first(c).ranked] == ["t", "a"]
 
 
 def test_unread_metadata_and_nameless_hits_never_move():
