@@ -3,14 +3,14 @@ above what others said, among its first candidates.
 
 A memory is mostly said in the first person by the one it is about ("I bike to work every day", said by Tim), and a
 question about it names that person in the third ("How does Tim get to work?"). The two are worded apart: the local
-model scores that pair 0.09 while the other speaker's "Wow! Impressive you're learning German" scores 0.33 for
-"What language is John learning?". The search already knows who said each candidate (the ``source_name`` a user's
-or assistant's message's ``name`` was stored as; tools are not speakers), so when a part names **exactly one** of
-the speakers among its candidates (the whole name, as a word, in its case: "Tim", "Tim's"), the candidates that
-speaker said move, in their order, above the others among the part's first :data:`DEPTH` candidates
-(:func:`speakers_first`); nothing else moves, and every hit stays in the group. A part that names no speaker, or
-two ("Did Tim and John ..."), keeps its ranking, and so do threads whose messages carry no names (the adapters store
-a message's ``name`` when it has one).
+model scores that pair 0.09; and for "What language is John learning?" the other speaker's "I'm learning German now"
+ranks above John's own "I'm learning Spanish on Duolingo every night". The search already knows who said each candidate
+(the ``source_name`` a user's or assistant's message's ``name`` was stored as; tools are not speakers), so when a part
+names **exactly one** of the speakers among its candidates (the whole name, as a word, in its case: "Tim", "Tim's"), the
+candidates that speaker said move, in their order, above the others among the part's first :data:`DEPTH` candidates
+(:func:`speakers_first`); nothing else moves, and every hit stays in the group. A part that names no speaker, or two
+("Did Tim and John ..."), keeps its ranking, and so do threads whose messages carry no names (the adapters store a
+message's ``name`` when it has one).
 
 A moved hit takes the score of the first hit it passed and keeps at least its ``relevance`` (``passed``), so the
 group's scores stay in order and a threshold on the relevance the adapters show keeps what it kept before, the moved
