@@ -81,9 +81,8 @@ def named_speaker(part: str, names: Iterable[str]) -> str | None:
 def speakers_first(c: Any, depth: int = DEPTH) -> Any:
     """``c`` (a part's :class:`~.search.PartCandidates`, ranked) with the hits of the one speaker its part names
     moved above the others among its first ``depth`` candidates, at the score of the first hit they passed (and at
-    least its relevance: ``c.passed``); a lifted
-    answer and the stored question right under it move as one, when either was said by that speaker (see the module
-    docstring)."""
+    least its relevance: ``c.passed``); a lifted answer and the stored question right under it move as one, when
+    either was said by that speaker (see the module docstring)."""
     if len(c.ranked) < 2:
         return c
     head = c.ranked[:depth]
