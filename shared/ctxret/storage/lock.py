@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -188,9 +188,13 @@ def _busy_message(folder: Path, waited: float = 0.0) -> str:
 
 
 class _Cache(Protocol):
-    """A thread cache (:class:`~.cache.ThreadCache`): what a write drops its threads from."""
+    """A thread cache (:class:`~.cache.ThreadCache`): what a write drops its threads from, or updates them in."""
 
     def invalidate(self, thread_ids: Iterable[str] | None = None) -> None: ...
+
+    def update(self, written: Mapping[str, Any], stale: Collection[str] = ()) -> None: ...
+
+    def holding(self, thread_ids: Iterable[str]) -> set[str]: ...
 
 
 class Writers:

@@ -26,7 +26,7 @@ from .._faults import fault_point
 from ..errors import ClosedError, CtxretError, InputError, StoreError
 from . import config_copy
 from .base import DEFAULT_COLLECTION, DEFERRED, Fetched, Row, StoredPieces, VectorBackend, group_parents
-from .cache import DEFAULT_CACHE_PIECES, Block, ScopeView, ThreadCache, read_thread
+from .cache import DEFAULT_CACHE_PIECES, Block, ScopeView, ThreadCache, Written, read_thread
 from .changes import ChangeLog
 from .chroma import ChromaStore
 from .claims import TurnClaims
@@ -108,7 +108,9 @@ class PieceStore:
         #: This process's changes in flight, which searches see whole (:mod:`.visibility`).
         self.inflight = self._writers.inflight
         #: Recently searched threads, read once and searched from memory (see :mod:`.cache`).
-        self.cache = ThreadCache(self._load_thread, cache_pieces, self.inflight)
+        self.cache = ThreadCache(
+            self._load_thread, cache_pieces, self.inflight, analysis=self.analysis if scoped_lexical else None
+        )
         self._writers.caches.add(self.cache)
         #: Turn claims for appends from several processes (a Chroma server; :mod:`.claims`), else ``None``.
         self.claims: TurnClaims | None = TurnClaims(backend) if changes is not None else None
@@ -141,24 +143,45 @@ class PieceStore:
         return self._writers.generation
 
     @contextlib.contextmanager
-    def changing(self, threads: Iterable[str] | None) -> Iterator[Change]:
+    def changing(self, threads: Iterable[str] | None, written: list[Any] | None = None) -> Iterator[Change]:
         """One change of the pieces: under the write lock, declared to the searches beside it (the
         :class:`~.visibility.Change` it yields says what it adds and removes, so they see it whole); afterwards
-        (even if it failed part-way) the changed threads leave every cache of the store in this process and the
-        write counter moves on. A thread cached before stays cached while it changes: searches see it as before."""
+        (even if it failed part-way) the changed threads leave every cache of the store in this process, or take
+        their next version (``written``), and the write counter moves on. A thread cached before stays cached while
+        it changes: searches see it as before.
+
+        ``written``: a list the change fills with ``(rows by thread, stale ids, threads to drop)`` once it is stored
+        whole (what :meth:`write` does); the cached threads then become their next version in place
+        (:meth:`.cache.ThreadCache.update`) instead of leaving the cache. A change that fails, or fills nothing,
+        drops them."""
         threads = None if threads is None else set(threads)
         with self._writers.lock:
             self.backend.check_present()  # a folder deleted under this process: nothing is written to what is left
+            whole = False
             try:
                 with self.inflight.change(threads) as change:
                     yield change
+                whole = True
             finally:  # after the change is declared over: a thread read meanwhile is read again
-                self._invalidate(threads)
+                if whole and written and threads is not None:
+                    rows, stale, drop = written[0]
+                    self._invalidate(drop)
+                    self._update(threads - drop, rows, stale)
+                else:
+                    self._invalidate(threads)
                 self._writers.generation += 1
 
-    def _invalidate(self, threads: set[str] | None) -> None:
+    def _invalidate(self, threads: Collection[str] | None) -> None:
         for cache in list(self._writers.caches):
             cache.invalidate(threads)
+
+    def _update(self, threads: set[str], rows: Mapping[str, Written], stale: Sequence[str]) -> None:
+        """The cached ``threads`` of every cache of the store, after a write stored ``rows`` and removed ``stale``."""
+        touched = {t: rows.get(t) or Written([], np.zeros((0, 0), np.float32), [], []) for t in threads}
+        if not touched:
+            return
+        for cache in list(self._writers.caches):
+            cache.update(touched, stale)
 
     def _load_thread(self, thread_id: str) -> Block:
         block = read_thread(self.backend, self.lexical, thread_id)
@@ -297,7 +320,8 @@ class PieceStore:
         lexical = self.lexical if main else None
         journal = self.journal if main else None
         threads = {str(m.get("thread_id")) for m in metadatas} if main else set()  # stale ids: the same threads
-        with self.changing(threads) as change:
+        written: list[Any] = []  # what the cached threads become once the write is whole
+        with self.changing(threads, written) as change:
             again = lexical.known(ids) if lexical is not None else set()  # written before: Chroma merges their metadata
             fresh = set(new) if new is not None else set(ids) - again if lexical is not None else None
             if journal is not None and fresh is None:
@@ -346,8 +370,37 @@ class PieceStore:
             fault_point("write:after-lexical")
             if main and self.changes is not None:  # after the data: other processes replay it
                 self.changes.record(list(ids), list(stale), threads)
+            if main:
+                written.append(self._written(ids, metadatas, stale))
         if main and stale:
             self._deleted_some(len(stale))
+
+    def _written(
+        self, ids: Sequence[str], metadatas: Sequence[Mapping[str, Any]], stale: Sequence[str]
+    ) -> tuple[dict[str, Written], list[str], set[str]]:
+        """A whole write's rows per thread, for :meth:`changing`: those of the threads a cache holds, read back from the
+        store (one read by id, proportional to the write), so a cached thread holds exactly what a read of it would:
+        the vectors as the store keeps them (Chroma normalizes them for cosine), the metadata as it merged them."""
+        threads: dict[str, str] = {rid: str(m.get("thread_id")) for rid, m in zip(ids, metadatas, strict=True)}
+        cached = set().union(*(c.holding(set(threads.values())) for c in list(self._writers.caches)))
+        wanted = [rid for rid in ids if threads[rid] in cached]
+        out: dict[str, Written] = {}
+        if wanted:
+            recs = self.backend.get(wanted, include=("embeddings", "documents", "metadatas"))
+            by_thread: dict[str, list[dict[str, Any]]] = defaultdict(list)
+            for r in recs:
+                by_thread[threads[r["id"]]].append(r)
+            for t, rs in by_thread.items():
+                out[t] = Written(
+                    [r["id"] for r in rs],
+                    np.asarray([r["embedding"] for r in rs], dtype=np.float32),
+                    [r.get("document") or "" for r in rs],
+                    [dict(r.get("metadata") or {}) for r in rs],
+                )
+            found = {r["id"] for r in recs}
+            unsure = {threads[i] for i in wanted if i not in found}  # not held after writing them: read them again
+            return {t: w for t, w in out.items() if t not in unsure}, list(stale), unsure
+        return out, list(stale), set()
 
     def delete(self, scope: Scope) -> int:
         """Delete every piece inside ``scope``; returns how many."""
