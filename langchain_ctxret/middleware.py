@@ -10,6 +10,10 @@
 * **after each model call and when the run ends** it appends the conversation's new messages to the scope (each
   message once, however often the state shows it: LangGraph gives every message an id), tool calls and results as
   ``tool_calls`` says (all by default: a tool's arguments and full result are what ctxret stores as a tool source).
+  The write runs in the background by default (``background=True``): the agent never waits for the exchange to be
+  embedded and stored, a failing write is logged and tried again, never raised into the run; a recall waits for the
+  scope's pending writes it could miss, and :meth:`CtxretMemoryMiddleware.flush`, ``index.close()`` and the
+  interpreter's exit store what is pending (:class:`ctxret.agent_memory.AgentMemory` says what is guaranteed).
 
 The recall and the write are :class:`ctxret.agent_memory.AgentMemory`'s; this class only reads the agent's request,
 state and run. ``scope`` is the thread of ctxret the memory lives in: by default the LangGraph thread id (the
@@ -60,6 +64,8 @@ class CtxretMemoryMiddleware(AgentMiddleware):
         tool_calls: what of the tools is written: ``True`` (every call with its arguments and result), ``False``
             (none: only what the user and the assistant said), or a collection of tool names (those tools' calls).
         write: ``False`` reads memory only (another process writes it).
+        background: write off the agent's path (the default); ``False``: each write inside the model call's step,
+            a failure raised.
         deadline_ms: the recall's time budget (``None``: none); the search returns within it with what it found.
         include_system: also write system messages of the state.
         template: how the memory text is put in the system message (``{memory}``).
@@ -75,6 +81,7 @@ class CtxretMemoryMiddleware(AgentMiddleware):
         max_chars: int | None = DEFAULT_MAX_CHARS,
         tool_calls: bool | Collection[str] = True,
         write: bool = True,
+        background: bool = True,
         deadline_ms: float | None = 1000,
         include_system: bool = False,
         template: str = DEFAULT_TEMPLATE,
@@ -97,6 +104,7 @@ class CtxretMemoryMiddleware(AgentMiddleware):
             deadline_ms=deadline_ms,
             tool_calls=tool_calls,
             include_system=include_system,
+            background=background,
             search_options=search_kwargs,
         )
         self.scope = scope
@@ -106,6 +114,15 @@ class CtxretMemoryMiddleware(AgentMiddleware):
     def index(self) -> Any:
         """The :class:`ctxret.ContextualIndex` the memory lives in."""
         return self.memory.index
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until the writes handed to the background are stored (``timeout`` seconds at most; ``True`` when none
+        is left): before reading memory some other way right after a run, or at the end of a serverless handler."""
+        return self.memory.flush(timeout)
+
+    async def aflush(self, timeout: float | None = None) -> bool:
+        """Async :meth:`flush`."""
+        return await self.memory.aflush(timeout)
 
     # -- the scope ----------------------------------------------------------------------------------
     def scope_of(self, runtime: Runtime[Any] | None) -> str:

@@ -1,13 +1,21 @@
-"""A memory block for LlamaIndex's ``Memory``: what ``Memory`` flushes is written to ctxret, recall comes back grouped.
+"""A memory block for LlamaIndex's ``Memory``: every exchange is written to ctxret, recall comes back grouped.
 
-``llama_index.core.memory.Memory`` keeps recent messages in its short-term queue and, when the queue is over its
-token limit, flushes the oldest to its memory blocks. :class:`CtxretMemoryBlock` is such a block:
+``llama_index.core.memory.Memory`` keeps recent messages in its short-term queue and gives them to its memory blocks
+at every ``get`` (``aget``: the agent calls it before each model call, and once more after the run's answer), and
+flushes its oldest messages to them (``aput``) only when the queue is over its token limit (30,000 tokens by
+default: a short session never reaches it). :class:`CtxretMemoryBlock` is such a block:
 
-* ``aput`` (the flush) appends the flushed messages to a ctxret thread (``ContextualIndex.add_messages``: the next
-  turns; a message sent again adds nothing);
-* ``aget`` searches that thread with the latest user message and returns the per-part groups as text (one section
-  per part, as ``render_groups`` renders them; a part that finds nothing says so), within ``max_chars``; an empty
-  string when nothing passes the floor, so ``Memory`` adds no block.
+* ``aget`` appends what it is given that it has not written yet (the queue, known by position: what follows the
+  messages it starts by repeating; the answer that ends a run is given by the ``get`` after it), so every exchange
+  reaches ctxret under ``Memory.from_defaults`` whatever its limits, the end of a session included; then it searches
+  the thread with the latest user message, leaving out the messages the model sees (by key), and returns the
+  per-part groups as text (one section per part, as ``render_groups`` renders them; a part that finds nothing says
+  so), within ``max_chars``; an empty string when nothing passes the floor, so ``Memory`` adds no block;
+* ``aput`` (a flush) appends the flushed messages it has not written yet (already written by ``aget``: nothing).
+
+Writes run in the background by default (``background=True``, :class:`ctxret.agent_memory.AgentMemory`): the agent
+never waits for them, a failure is logged and tried again, the next recall waits for what it could miss, and
+:meth:`CtxretMemoryBlock.flush`, ``index.close()`` and the interpreter's exit store what is pending.
 
 >>> block = CtxretMemoryBlock(index=index)                                           # doctest: +SKIP
 >>> memory = Memory.from_defaults(session_id="user-42", memory_blocks=[block])       # doctest: +SKIP
@@ -23,10 +31,10 @@ from __future__ import annotations
 from typing import Any
 
 from ctxret import ContextualIndex, InputError
-from ctxret.adapters import render_groups
-from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from ctxret.adapters import AgentMemory, render_groups
+from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory import BaseMemoryBlock
-from pydantic import Field, field_validator
+from pydantic import Field, PrivateAttr, field_validator
 
 from .messages import chat_messages_to_openai
 
@@ -37,17 +45,22 @@ class CtxretMemoryBlock(BaseMemoryBlock[str]):
     """ctxret as a ``Memory`` block (see the module docstring).
 
     ``index``: a :class:`ctxret.ContextualIndex`; ``thread_id``: the thread (default: the ``Memory``'s
-    ``session_id``); ``k``: hits per part; ``max_chars``: the size of the text returned (hits are taken rank by rank
-    across the parts); ``search_kwargs``: any other search option (``score_threshold``, ``lexical``, ``now``...).
+    ``session_id``); ``k``: hits per part (``None``: the index's default, 5, as the other memory classes);
+    ``max_chars``: the size of the text returned (hits are taken rank by rank across the parts); ``background``:
+    writes off the agent's path (the default); ``deadline_ms``: the recall's time budget; ``search_kwargs``: any
+    other search option (``score_threshold``, ``lexical``, ``now``...).
     """
 
     name: str = Field(default="ctxret_memory", description="The block's name in the memory template.")
     index: Any = Field(description="The ContextualIndex the messages are written to and searched in.")
     thread_id: str | None = Field(default=None, description="The thread (default: the Memory's session_id).")
-    k: int = Field(default=3, ge=1, description="Hits per part.")
+    k: int | None = Field(default=None, ge=1, description="Hits per part (None: the index's default).")
     max_chars: int | None = Field(default=4000, description="At most this many characters of memory text.")
     search_kwargs: dict[str, Any] = Field(default_factory=dict, description="More search options.")
     include_system: bool = Field(default=False, description="Also store system messages.")
+    background: bool = Field(default=True, description="Write in the background (never holding the agent).")
+    deadline_ms: float | None = Field(default=1000, description="The recall's time budget (None: none).")
+    _memory: AgentMemory | None = PrivateAttr(default=None)
 
     @field_validator("index")
     @classmethod
@@ -56,6 +69,21 @@ class CtxretMemoryBlock(BaseMemoryBlock[str]):
         if not isinstance(index, ContextualIndex):
             raise InputError(f"CtxretMemoryBlock needs a ctxret ContextualIndex, got {type(value).__name__}")
         return index
+
+    @property
+    def memory(self) -> AgentMemory:
+        """The core's agent memory the block writes and recalls through."""
+        if self._memory is None:
+            self._memory = AgentMemory(
+                self.index,
+                k=self.k,
+                max_chars=self.max_chars,
+                deadline_ms=self.deadline_ms,
+                include_system=self.include_system,
+                background=self.background,
+                search_options=self.search_kwargs,
+            )
+        return self._memory
 
     def _thread(self, session_id: Any = None) -> str:
         thread = self.thread_id or session_id
@@ -66,20 +94,39 @@ class CtxretMemoryBlock(BaseMemoryBlock[str]):
         return thread
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
-        latest = next((m for m in reversed(messages or []) if m.role == MessageRole.USER and m.content), None)
-        if latest is None:
+        thread = self._thread(block_kwargs.get("session_id"))
+        given = chat_messages_to_openai(messages or [])
+        await self.memory.awrite(_said(given), thread, by_position=True)
+        recall = await self.memory.arecall(given, thread)
+        if not any(g.hits for g in recall.groups):
             return ""
-        groups = await self.index.asearch(
-            str(latest.content), k=self.k, thread_id=self._thread(block_kwargs.get("session_id")), **self.search_kwargs
-        )
-        if not any(g.hits for g in groups):
-            return ""
-        return render_groups(groups, max_chars=self.max_chars)
+        return render_groups(recall.groups, max_chars=self.max_chars)
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
         if not messages:
             return
         session = next((m.additional_kwargs.get("session_id") for m in messages if m.additional_kwargs), None)
-        await self.index.aadd_messages(
-            chat_messages_to_openai(messages), self._thread(session), include_system=self.include_system
-        )
+        await self.memory.awrite(chat_messages_to_openai(messages), self._thread(session))
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until the writes handed to the background are stored (``timeout`` seconds at most; ``True`` when none
+        is left)."""
+        return self.memory.flush(timeout)
+
+    async def aflush(self, timeout: float | None = None) -> bool:
+        """Async :meth:`flush`."""
+        return await self.memory.aflush(timeout)
+
+
+def _said(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages of a ``get`` that were said: without a last user message that repeats the one before it
+    (``Memory.aget(input=...)`` adds the input as a user message, and an agent gives it the run's own message again
+    after a tool call; a new input is written at the next ``get``, which holds it)."""
+    if len(messages) < 2 or messages[-1].get("role") != "user":
+        return messages
+    before = next((m for m in reversed(messages[:-1]) if m.get("role") == "user"), None)
+    same = before is not None and (before.get("content"), before.get("name")) == (
+        messages[-1].get("content"),
+        messages[-1].get("name"),
+    )
+    return messages[:-1] if same else messages

@@ -20,18 +20,46 @@ conversations); everything else is here.
   ``tool_calls`` decides what of the tools is written: every call with its arguments and result (``True``, the
   default: ctxret stores a tool call and its full result as one source), none (``False``: only what the user and
   the assistant said), or the calls of the named tools.
+
+**Background writes** (``background=True``, the default): :meth:`AgentMemory.write` hands the append to the index's
+:class:`BackgroundWriter` and returns at once, so the model call never waits for the exchange to be embedded and
+stored. What is guaranteed:
+
+* **nothing is lost while the process lives**: at least once, with the append's retry safety (a message sent again
+  adds nothing). A write that fails (the store or the embedder: a ctxret error, a lost connection) is logged and tried
+  again (after 0.5 s, the wait doubling to 30 s), never raised into the model call; a message that cannot be stored
+  as given (an :class:`~ctxret.errors.InputError`, or any other error it raises) is logged and left out, the others
+  written. The queue is bounded (:data:`MAX_QUEUED_MESSAGES`); a write that finds it full waits for room.
+* **a recall sees the exchange before it**: a recall of a scope first waits for the scope's pending writes (at most
+  half its ``deadline_ms``), except those whose every message is in the model's input (left out of the search by key
+  anyway: within a conversation, the recall never waits).
+* **flushed on close and at exit**: :meth:`AgentMemory.flush` (and ``ContextualIndex.flush()``) waits until every
+  pending write is stored; ``ContextualIndex.close()`` flushes first; at interpreter exit (a script's end, ``sys.exit``,
+  Ctrl-C, an uncaught exception, a server's graceful shutdown) the pending writes are flushed for up to
+  :data:`EXIT_FLUSH_SECONDS`. A process killed outright (``SIGKILL``, the OOM killer, a power cut) loses what was not
+  yet stored, about one exchange's write (~0.1 s with the local model); the middleware's next write of that
+  conversation sends it again (the agent's state holds it), so only a conversation never resumed loses it. A
+  serverless function frozen after it returns should call ``flush()`` before returning (or use
+  ``background=False``).
+
+``background=False`` writes inside the call (what the model call then waits for), and raises a failure.
 """
 
 from __future__ import annotations
 
+import asyncio
+import atexit
+import itertools
 import logging
 import threading
+import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import EmbeddingError, InputError, StoreError
+from .errors import ClosedError, CtxretError, EmbeddingError, InputError, StoreError
 from .index import ContextualIndex
 from .ingest.messages import read_messages
 from .query.render import render_groups
@@ -40,7 +68,16 @@ from .storage.schema import check_id
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_MAX_CHARS", "DEFAULT_TEMPLATE", "AgentMemory", "Recall", "select_tool_calls"]
+__all__ = [
+    "DEFAULT_MAX_CHARS",
+    "DEFAULT_TEMPLATE",
+    "EXIT_FLUSH_SECONDS",
+    "MAX_QUEUED_MESSAGES",
+    "AgentMemory",
+    "BackgroundWriter",
+    "Recall",
+    "select_tool_calls",
+]
 
 #: How the memory text is put in the model's input (``{memory}``: the rendered groups).
 DEFAULT_TEMPLATE = (
@@ -52,6 +89,15 @@ DEFAULT_MAX_CHARS = 4000
 _RECALL_OPTIONS = ("thread_id", "k", "deadline_ms")
 #: Scopes whose written keys are remembered (least recently used dropped first: only a cost, never a duplicate).
 MAX_SCOPES = 4096
+#: Keys remembered per scope (the most recent; the same).
+MAX_KEYS = 4096
+#: Messages the background queue of one index holds at most; a write that finds it full waits for room.
+MAX_QUEUED_MESSAGES = 10_000
+#: Seconds the flush at interpreter exit waits for the pending background writes (what is left then is logged).
+EXIT_FLUSH_SECONDS = 30.0
+#: The first and the longest wait before a failed background write is tried again.
+RETRY_FIRST_SECONDS = 0.5
+RETRY_MAX_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -66,23 +112,328 @@ class Recall:
 
 @dataclass
 class _Written:
-    keys: OrderedDict[str, set[str]] = field(default_factory=OrderedDict)
+    """What one memory wrote (or handed to the background), per scope: the keys of those messages (the most recent
+    :data:`MAX_KEYS` of each scope; a message whose key was dropped is sent again and the append finds it stored: a
+    cost, never a duplicate), and the keys of the last messages in the order handed over (:data:`MAX_KEYS` of them),
+    which a memory that knows messages by position reads (:meth:`AgentMemory.write`, ``by_position``)."""
+
+    keys: OrderedDict[str, OrderedDict[str, None]] = field(default_factory=OrderedDict)
+    tails: dict[str, list[str | None]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def known(self, scope: str) -> set[str]:
+    def known(self, scope: str, keys: Collection[str | None]) -> set[str]:
+        """Which of ``keys`` were written to ``scope``."""
         with self.lock:
-            keys = self.keys.get(scope)
-            if keys is None:
+            held = self.keys.get(scope)
+            if held is None:
                 return set()
             self.keys.move_to_end(scope)
-            return set(keys)
+            return {k for k in keys if k is not None and k in held}
 
-    def add(self, scope: str, keys: Collection[str]) -> None:
+    def tail(self, scope: str) -> list[str | None]:
         with self.lock:
-            self.keys.setdefault(scope, set()).update(keys)
-            self.keys.move_to_end(scope)
-            while len(self.keys) > MAX_SCOPES:
-                self.keys.popitem(last=False)
+            return list(self.tails.get(scope, ()))
+
+    def add(self, scope: str, keys: Sequence[str | None]) -> None:
+        """``keys`` were written to ``scope``."""
+        with self.lock:
+            held = self.keys.setdefault(scope, OrderedDict())
+            for k in keys:
+                if k is not None:
+                    held[k] = None
+                    held.move_to_end(k)
+            while len(held) > MAX_KEYS:
+                held.popitem(last=False)
+            self._touch(scope)
+
+    def extend_tail(self, scope: str, keys: Sequence[str | None]) -> None:
+        """``keys`` follow the last ones handed over for ``scope``, in this order."""
+        with self.lock:
+            tail = self.tails.setdefault(scope, [])
+            tail.extend(keys)
+            del tail[:-MAX_KEYS]
+            self.keys.setdefault(scope, OrderedDict())
+            self._touch(scope)
+
+    def _touch(self, scope: str) -> None:
+        self.keys.move_to_end(scope)
+        while len(self.keys) > MAX_SCOPES:
+            old, _ = self.keys.popitem(last=False)
+            self.tails.pop(old, None)
+
+
+def _resent(keys: Sequence[str | None], tail: Sequence[str | None]) -> int:
+    """The largest ``j`` with ``keys[:j] == tail[-j:]`` (no unreadable message among them): the messages a list
+    starts by giving again (a short-term queue given whole at every call, its oldest messages dropped over time)."""
+    if not keys or not tail or keys[0] is None:
+        return 0
+    n = len(tail)
+    for p in range(max(n - len(keys), 0), n):  # where the run could start in the tail: at the list's first message
+        if tail[p] == keys[0] and None not in tail[p:] and list(keys[: n - p]) == list(tail[p:]):
+            return n - p
+    return 0
+
+
+class _Job:
+    """One pending append: messages for one scope (later writes to the scope join it while it waits)."""
+
+    __slots__ = ("index", "scope", "messages", "keys", "include_system", "written", "seq", "running", "attempts", "due")
+
+    def __init__(
+        self,
+        index: ContextualIndex,
+        scope: str,
+        messages: list[dict[str, Any]],
+        keys: list[str | None],
+        include_system: bool,
+        written: _Written,
+        seq: int,
+    ) -> None:
+        self.index, self.scope, self.messages, self.keys = index, scope, messages, keys
+        self.include_system, self.written, self.seq = include_system, written, seq
+        self.running = False
+        self.attempts = 0
+        self.due = 0.0  # when it may run (after a failure: later)
+
+
+class BackgroundWriter:
+    """The appends handed to the background on one index: a bounded queue and one worker thread.
+
+    Jobs of one scope run in the order they came (a write to a scope whose last job still waits joins that job: one
+    append of both, which stores what two would); scopes take turns. A failed job is tried again later (doubling waits,
+    :data:`RETRY_FIRST_SECONDS` to :data:`RETRY_MAX_SECONDS`), the scope's later jobs behind it; a message the store
+    refuses is left out (logged). :meth:`wait` and :meth:`flush` wait for them. One writer per index
+    (:func:`writer_of`), flushed by ``ContextualIndex.flush()`` / ``close()`` and at interpreter exit.
+    """
+
+    def __init__(self, index: ContextualIndex, max_messages: int = MAX_QUEUED_MESSAGES) -> None:
+        self._index = weakref.ref(index)
+        self.max_messages = max_messages
+        self._cond = threading.Condition()
+        self._jobs: list[_Job] = []  # in the order they came
+        self._queued = 0  # messages in the jobs
+        self._seq = itertools.count()
+        self._worker: threading.Thread | None = None
+        #: Appends stored and attempts that failed (for tests and benchmarks).
+        self.stored = 0
+        self.failures = 0
+
+    # -- the callers' side ----------------------------------------------------------------------------------
+    def submit(
+        self,
+        scope: str,
+        messages: Sequence[dict[str, Any]],
+        keys: Sequence[str | None],
+        include_system: bool,
+        written: _Written,
+    ) -> None:
+        """Queue an append of ``messages`` (their ``keys``) to ``scope``; ``written`` learns the keys once stored."""
+        index = self._index()
+        if index is None or not messages:
+            return
+        with self._cond:
+            if self._queued + len(messages) > self.max_messages and self._jobs:
+                logger.warning(
+                    "ctxret memory: %d messages wait to be written in the background (the most: %d); this write waits "
+                    "for room",
+                    self._queued,
+                    self.max_messages,
+                )
+                self._cond.wait_for(lambda: self._queued + len(messages) <= self.max_messages or not self._jobs)
+            last = next((j for j in reversed(self._jobs) if j.scope == scope), None)
+            if (
+                last is not None
+                and not last.running
+                and not last.attempts
+                and last.include_system == include_system
+                and last.written is written
+            ):
+                last.messages.extend(messages)
+                last.keys.extend(keys)
+            else:
+                job = _Job(index, scope, list(messages), list(keys), include_system, written, next(self._seq))
+                self._jobs.append(job)
+            self._queued += len(messages)
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._run, name="ctxret-memory-writer", daemon=True)
+                self._worker.start()
+            self._cond.notify_all()
+
+    def pending_keys(self, scope: str) -> set[str]:
+        """The keys of the messages waiting to be written to ``scope`` (or being written)."""
+        with self._cond:
+            return {k for j in self._jobs if j.scope == scope for k in j.keys if k is not None}
+
+    def full(self, n: int = 1) -> bool:
+        with self._cond:
+            return bool(self._jobs) and self._queued + n > self.max_messages
+
+    def must_wait(self, scope: str, seen: Collection[str] | None = None) -> bool:
+        """Whether a pending write of ``scope`` holds a message not among ``seen`` (keys; ``None``: any message)."""
+        with self._cond:
+            return self._holds(scope, seen)
+
+    def _holds(self, scope: str, seen: Collection[str] | None) -> bool:
+        return any(
+            j.scope == scope and (seen is None or any(k is None or k not in seen for k in j.keys)) for j in self._jobs
+        )
+
+    def wait(self, scope: str | None = None, seen: Collection[str] | None = None, timeout: float | None = None) -> bool:
+        """Wait until no pending write of ``scope`` (``None``: of any scope) holds a message not among ``seen`` (keys;
+        ``None``: any), ``timeout`` seconds at most; ``True`` when none does."""
+        with self._cond:
+            if scope is None:
+                return self._cond.wait_for(lambda: not self._jobs, timeout)
+            return self._cond.wait_for(lambda: not self._holds(scope, seen), timeout)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every pending write is stored (``timeout`` seconds at most); ``True`` when none is left."""
+        return self.wait(None, None, timeout)
+
+    @property
+    def queued(self) -> int:
+        """Messages waiting to be written (or being written)."""
+        with self._cond:
+            return self._queued
+
+    # -- the worker -------------------------------------------------------------------------------------------
+    def _next(self) -> _Job | None:
+        """Under the lock: the first job that may run now (the first of its scope, not waiting to be tried again)."""
+        now = time.monotonic()
+        heads: dict[str, _Job] = {}
+        for j in self._jobs:
+            heads.setdefault(j.scope, j)
+        ready = [j for j in heads.values() if not j.running and j.due <= now]
+        return min(ready, key=lambda j: j.seq) if ready else None
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                job = self._next()
+                while job is None:
+                    if not self._jobs:
+                        self._worker = None  # the next submit starts another
+                        return
+                    soonest = min(j.due for j in self._jobs) - time.monotonic()
+                    self._cond.wait(max(soonest, 0.01))
+                    job = self._next()
+                job.running = True
+                messages, keys = list(job.messages), list(job.keys)
+            settled = self._write(job, messages, keys)
+            with self._cond:
+                job.running = False
+                if settled:
+                    del job.messages[:settled], job.keys[:settled]
+                    self._queued -= settled
+                if not job.messages:
+                    self._jobs.remove(job)
+                    self.stored += 1
+                self._cond.notify_all()
+
+    def _write(self, job: _Job, messages: list[dict[str, Any]], keys: list[str | None]) -> int:
+        """One attempt at ``job``: how many of its first messages are settled (stored, or refused for good); the rest
+        is tried again later."""
+        try:
+            job.index.add_messages(messages, job.scope, include_system=job.include_system)
+        except ClosedError:
+            self._lost(job, messages)
+            return len(messages)
+        except Exception as e:  # noqa: BLE001 - a background write never raises: it is logged, and tried again
+            if _passing(e):
+                self._failed(job, len(messages), e)
+                return 0
+            if len(messages) == 1:
+                logger.error("ctxret memory: a message for scope %r is not stored: %s", job.scope, _named(e))
+                return 1
+            return self._one_by_one(job, messages, keys)  # the message at fault is left out, the others written
+        job.written.add(job.scope, [k for k in keys if k is not None])
+        return len(messages)
+
+    def _one_by_one(self, job: _Job, messages: list[dict[str, Any]], keys: list[str | None]) -> int:
+        for i, (m, k) in enumerate(zip(messages, keys, strict=True)):
+            try:
+                job.index.add_messages([m], job.scope, include_system=job.include_system)
+            except ClosedError:
+                self._lost(job, messages[i:])
+                return len(messages)
+            except Exception as e:  # noqa: BLE001 - as in _write
+                if _passing(e):
+                    self._failed(job, len(messages) - i, e)
+                    return i
+                logger.error("ctxret memory: a message for scope %r is not stored: %s", job.scope, _named(e))
+            else:
+                if k is not None:
+                    job.written.add(job.scope, [k])
+        return len(messages)
+
+    def _failed(self, job: _Job, n: int, e: Exception) -> None:
+        self.failures += 1
+        job.attempts += 1
+        wait = min(RETRY_FIRST_SECONDS * 2 ** (job.attempts - 1), RETRY_MAX_SECONDS)
+        job.due = time.monotonic() + wait
+        log = logger.warning if job.attempts == 1 or job.attempts % 10 == 0 else logger.debug
+        log(
+            "ctxret memory: writing %d message(s) to scope %r failed (attempt %d), trying again in %.1f s: %s",
+            n,
+            job.scope,
+            job.attempts,
+            wait,
+            e,
+        )
+
+    @staticmethod
+    def _lost(job: _Job, messages: Sequence[Any]) -> None:
+        logger.error(
+            "ctxret memory: the index was closed with %d message(s) for scope %r not yet written; they are lost "
+            "(close the index after the agent, or flush() first)",
+            len(messages),
+            job.scope,
+        )
+
+
+def _passing(e: BaseException) -> bool:
+    """Whether a failed write may succeed when tried again: the store's or the embedder's failure (a ctxret error
+    other than the caller's input), or the system's (a lost connection, a full disk); anything else is the message's
+    fault (a bad input): it would fail again."""
+    return (isinstance(e, CtxretError) and not isinstance(e, InputError)) or isinstance(e, OSError)
+
+
+def _named(e: BaseException) -> str:
+    return str(e) if isinstance(e, CtxretError) else f"{type(e).__name__}: {e}"
+
+
+_WRITERS: weakref.WeakKeyDictionary[ContextualIndex, BackgroundWriter] = weakref.WeakKeyDictionary()
+_WRITERS_LOCK = threading.Lock()
+
+
+def writer_of(index: ContextualIndex) -> BackgroundWriter:
+    """The background writer of ``index`` (made on first use; ``index.flush()`` and ``index.close()`` flush it)."""
+    with _WRITERS_LOCK:
+        writer = _WRITERS.get(index)
+        if writer is None:
+            writer = _WRITERS[index] = BackgroundWriter(index)
+            index.on_flush(writer.flush)
+        return writer
+
+
+def _flush_at_exit() -> None:
+    """At interpreter exit: the pending background writes of every index, for up to :data:`EXIT_FLUSH_SECONDS`."""
+    with _WRITERS_LOCK:
+        writers = list(_WRITERS.values())
+    deadline = time.monotonic() + EXIT_FLUSH_SECONDS
+    for w in writers:
+        if not w.flush(max(deadline - time.monotonic(), 0.0)):
+            logger.error(
+                "ctxret memory: %d message(s) were not written before the process ended (the store kept failing for "
+                "%.0f s)",
+                w.queued,
+                EXIT_FLUSH_SECONDS,
+            )
+
+
+# Before the interpreter joins its threads and stops thread pools (what ``concurrent.futures`` does itself), so the
+# writes can still run; a plain ``atexit`` hook where that is not available.
+getattr(threading, "_register_atexit", atexit.register)(_flush_at_exit)
 
 
 def select_tool_calls(
@@ -172,7 +523,8 @@ class AgentMemory:
     ``k``: hits per part (``None``: the index's default); ``max_chars``: the size of the memory text;
     ``template``: how the text is put in the model's input (``{memory}``); ``deadline_ms``: the recall's time
     budget (``None``: none); ``tool_calls``: what of the tools is written; ``include_system``: also write system
-    messages; ``search_options``: any other search option (``score_threshold``, ``lexical``, ``where``, ...).
+    messages; ``background``: writes off the model call's path (the default; see the module docstring);
+    ``search_options``: any other search option (``score_threshold``, ``lexical``, ``where``, ...).
     """
 
     def __init__(
@@ -185,6 +537,7 @@ class AgentMemory:
         deadline_ms: float | None = 1000,
         tool_calls: bool | Collection[str] = True,
         include_system: bool = False,
+        background: bool = True,
         search_options: Mapping[str, Any] | None = None,
     ) -> None:
         index = getattr(index, "index", index)
@@ -200,6 +553,8 @@ class AgentMemory:
             raise InputError(f"tool_calls must be True, False or a collection of tool names, got {tool_calls!r}")
         if not isinstance(include_system, bool):
             raise InputError(f"include_system must be True or False, got {include_system!r}")
+        if not isinstance(background, bool):
+            raise InputError(f"background must be True or False, got {background!r}")
         options = dict(search_options or {})
         bad = [o for o in options if o in _RECALL_OPTIONS]
         if bad:
@@ -211,9 +566,14 @@ class AgentMemory:
         self.search_options = options
         index.plan(**{**options, "k": k or index.settings.k, "deadline_ms": deadline_ms})  # bad options fail now
         self._written = _Written()
+        #: Whether writes go to the index's background writer (:class:`BackgroundWriter`).
+        self.background = background
+        self._writer = writer_of(index)
 
     # -- recall -------------------------------------------------------------------------------------
-    def _request(self, messages: Sequence[Mapping[str, Any]], scope: str) -> tuple[str, dict[str, Any]] | None:
+    def _request(
+        self, messages: Sequence[Mapping[str, Any]], scope: str
+    ) -> tuple[str, dict[str, Any], list[str]] | None:
         check_id(scope, "memory scope")
         query = _latest_user_text(messages)
         if not query:
@@ -229,10 +589,23 @@ class AgentMemory:
         }
         if self.k is not None:
             kwargs["k"] = self.k
-        return query, kwargs
+        return query, kwargs, keys
 
-    def _recall(self, query: str, groups: Sequence[Group]) -> Recall:
-        degraded = any(g.degraded for g in groups)
+    def _late(self, scope: str, seen: Collection[str], kwargs: dict[str, Any], wait: Any) -> bool:
+        """Before a recall of ``scope``: wait (``wait``) for the scope's pending background writes that hold a message
+        the model does not see (``seen``: the keys of its input), half the recall's deadline at most; the search's
+        deadline is shortened by the wait. ``True`` when some are still pending (the recall is degraded)."""
+        budget = None if self.deadline_ms is None else self.deadline_ms / 2000
+        started = time.monotonic()
+        done = wait(scope, seen, budget)
+        if self.deadline_ms is not None:
+            kwargs["deadline_ms"] = max(self.deadline_ms - (time.monotonic() - started) * 1000, self.deadline_ms / 2)
+        if not done:
+            logger.info("memory recall of scope %r runs before the scope's pending writes are stored", scope)
+        return not done
+
+    def _recall(self, query: str, groups: Sequence[Group], late: bool = False) -> Recall:
+        degraded = late or any(g.degraded for g in groups)
         if degraded:
             logger.info(
                 "memory recall for %r ran out of its %s ms: %s",
@@ -251,53 +624,106 @@ class AgentMemory:
         request = self._request(messages, scope)
         if request is None:
             return Recall("")
-        query, kwargs = request
+        query, kwargs, seen = request
+        late = self._writer.must_wait(scope, seen) and self._late(scope, seen, kwargs, self._writer.wait)
         try:
             groups = self.index.search(query, **kwargs)
         except (StoreError, EmbeddingError) as e:
             logger.warning("memory recall failed, the model is called without memory: %s", e)
             return Recall("", (), query, True)
-        return self._recall(query, groups)
+        return self._recall(query, groups, late)
 
     async def arecall(self, messages: Sequence[Mapping[str, Any]], scope: str) -> Recall:
         """Async :meth:`recall`."""
         request = self._request(messages, scope)
         if request is None:
             return Recall("")
-        query, kwargs = request
+        query, kwargs, seen = request
+        late = False
+        if self._writer.must_wait(scope, seen):  # off the event loop
+            late = await asyncio.to_thread(self._late, scope, seen, kwargs, self._writer.wait)
         try:
             groups = await self.index.asearch(query, **kwargs)
         except (StoreError, EmbeddingError) as e:
             logger.warning("memory recall failed, the model is called without memory: %s", e)
             return Recall("", (), query, True)
-        return self._recall(query, groups)
+        return self._recall(query, groups, late)
 
     # -- write --------------------------------------------------------------------------------------
-    def _new(self, messages: Sequence[Mapping[str, Any]], scope: str) -> tuple[list[dict[str, Any]], list[str]]:
+    def _new(
+        self, messages: Sequence[Mapping[str, Any]], scope: str, by_position: bool
+    ) -> tuple[list[dict[str, Any]], list[str | None]]:
+        """The messages to write and their keys: those not written yet, nor waiting to be (known by key); with
+        ``by_position``, those after the run that repeats the last ones handed over."""
         check_id(scope, "memory scope")
         chosen = select_tool_calls(messages, self.tool_calls)
         if not self.include_system:
             chosen = [m for m in chosen if m.get("role") not in ("system", "developer")]
-        known = self._written.known(scope)
         keys = _keys(chosen)
+        if by_position:
+            start = _resent(keys, self._written.tail(scope))
+            return [dict(m) for m in chosen[start:]], keys[start:]
+        known = self._written.known(scope, keys) | (self._writer.pending_keys(scope) & {k for k in keys if k})
         new = [(m, k) for m, k in zip(chosen, keys, strict=True) if k is None or k not in known]
-        return [m for m, _ in new], [k for _, k in new if k is not None]
+        return [m for m, _ in new], [k for _, k in new]
 
-    def write(self, messages: Sequence[Mapping[str, Any]], scope: str) -> IndexResult:
-        """Append the messages of ``messages`` not written yet to ``scope`` (see the module docstring); a failure
-        raises, and the messages are sent again at the next write."""
-        new, keys = self._new(messages, scope)
+    def write(self, messages: Sequence[Mapping[str, Any]], scope: str, *, by_position: bool = False) -> IndexResult:
+        """Append the messages of ``messages`` not written yet to ``scope`` (see the module docstring). In the
+        background (the default) it returns at once, with an empty result; else a failure raises, and the messages
+        are sent again at the next write.
+
+        A message is known by its key (its id, else what it says and its time): ``messages`` may be the whole
+        conversation at every call (LangGraph's state). ``by_position``: ``messages`` is a window that moves on (a
+        short-term queue given whole at every call, its oldest messages dropped): what follows the run of messages it
+        starts by giving again is new, so a message said twice ("ok", later "ok" again) is written twice even without
+        an id or a time."""
+        new, keys = self._new(messages, scope, by_position)
         if not new:
+            return IndexResult()
+        if self.background:
+            self._submit(scope, new, keys, by_position)
             return IndexResult()
         result = self.index.add_messages(new, scope, include_system=self.include_system)
         self._written.add(scope, keys)
+        if by_position:
+            self._written.extend_tail(scope, keys)
         return result
 
-    async def awrite(self, messages: Sequence[Mapping[str, Any]], scope: str) -> IndexResult:
-        """Async :meth:`write` (the append in a worker thread)."""
-        new, keys = self._new(messages, scope)
+    async def awrite(
+        self, messages: Sequence[Mapping[str, Any]], scope: str, *, by_position: bool = False
+    ) -> IndexResult:
+        """Async :meth:`write` (the append in a worker thread, or handed to the background)."""
+        new, keys = self._new(messages, scope, by_position)
         if not new:
+            return IndexResult()
+        if self.background:
+            if self._writer.full(len(new)):  # it would wait for room: off the event loop
+                await asyncio.to_thread(self._submit, scope, new, keys, by_position)
+            else:
+                self._submit(scope, new, keys, by_position)
             return IndexResult()
         result = await self.index.aadd_messages(new, scope, include_system=self.include_system)
         self._written.add(scope, keys)
+        if by_position:
+            self._written.extend_tail(scope, keys)
         return result
+
+    def _submit(self, scope: str, new: list[dict[str, Any]], keys: list[str | None], by_position: bool) -> None:
+        if by_position:  # the next window is read against what is handed over now (written in this order)
+            self._written.extend_tail(scope, keys)
+        self._writer.submit(scope, new, keys, self.include_system, self._written)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every write handed to the background on this memory's index is stored (``timeout`` seconds at
+        most); ``True`` when none is left. ``ContextualIndex.close()`` does it first, and so does the interpreter's
+        exit."""
+        return self._writer.flush(timeout)
+
+    async def aflush(self, timeout: float | None = None) -> bool:
+        """Async :meth:`flush`."""
+        return await asyncio.to_thread(self._writer.flush, timeout)
+
+    @property
+    def pending(self) -> int:
+        """Messages waiting to be written in the background on this memory's index."""
+        return self._writer.queued

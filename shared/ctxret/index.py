@@ -12,7 +12,7 @@ import asyncio
 import functools
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from .embedders.base import Embedder
@@ -42,6 +42,9 @@ from .storage.schema import Scope, as_list, check_metadata_arg, stored_where
 from .store import STORE_ARGUMENTS, Store, refuse_unknown
 
 logger = logging.getLogger(__name__)
+
+#: Seconds :meth:`ContextualIndex.close` waits for the writes handed to the background (agent memory).
+CLOSE_FLUSH_SECONDS = 60.0
 
 __all__ = ["ContextualIndex", "INDEX_ARGUMENTS"]
 
@@ -155,6 +158,7 @@ class ContextualIndex:
         self.settings: SearchSettings = settings or SearchSettings()
         self.contextualizer, self.view_writer = contextualizer, view_writer  # context="llm" / views writers
         self.progress, self.max_turn_bytes = progress, max_turn_bytes or None
+        self._flushes: list[Callable[[float | None], bool]] = []  # writes handed to the background (agent memory)
         self.store: PieceStore = spec.open()
         recover(self.store)  # finish an interrupted rebuild first: its collection holds the config to read
         stored = self.store.stored_config()
@@ -196,12 +200,26 @@ class ContextualIndex:
         """The BM25 file kept in step with the collection (unscoped searches), or ``None``."""
         return self.store.lexical
 
+    def on_flush(self, flush: Callable[[float | None], bool]) -> None:
+        """Register what :meth:`flush` and :meth:`close` call: ``flush(timeout)`` of a writer that stores writes in the
+        background (agent memory's :class:`~ctxret.agent_memory.BackgroundWriter`)."""
+        self._flushes.append(flush)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every write handed to the background on this index is stored (agent memory with
+        ``background=True``: ``CtxretMemoryMiddleware``, ``CtxretMemoryBlock``), ``timeout`` seconds at most; ``True``
+        when none is left. :meth:`close` does it first."""
+        return all([f(timeout) for f in list(self._flushes)])
+
     def close(self) -> None:
-        """Release the store (its lexical file and folder lock); afterwards every call that needs the store
-        raises :class:`~ctxret.errors.ClosedError` (closing again does nothing)."""
+        """Release the store (its lexical file and folder lock) once the writes handed to the background are stored
+        (:meth:`flush`, a minute at most); afterwards every call that needs the store raises
+        :class:`~ctxret.errors.ClosedError` (closing again does nothing)."""
         store = self.store
         if isinstance(store, ClosedStore):
             return
+        if not self.flush(CLOSE_FLUSH_SECONDS):
+            logger.error("closing the index before its background writes were stored (they kept failing)")
         self.store = ClosedStore(store.location, store.collection_name)  # type: ignore[assignment]
         store.close()
 

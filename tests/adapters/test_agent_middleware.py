@@ -65,10 +65,11 @@ def test_each_message_is_written_once_and_the_store_equals_one_call():
     agent = create_agent(model, middleware=[CtxretMemoryMiddleware(index)], checkpointer=InMemorySaver())
     for text in ("My dog is called Biscuit.", "I moved to Berlin in March.", "My sister Ana is a pilot."):
         agent.invoke({"messages": [HumanMessage(text)]}, config("c1"))
+    assert index.flush()  # the writes ran in the background
     state = agent.get_state(config("c1")).values["messages"]
     assert len(state) == 6 and index.stats()["turns"] == 3
     # the state again, through a middleware that has written nothing in this process: the store finds it all
-    again = CtxretMemoryMiddleware(index)
+    again = CtxretMemoryMiddleware(index, background=False)
     assert again.memory.write(messages_to_openai(state), "c1").duplicates == 6
     one_call = ContextualIndex(Store.memory(), embedder=HashEmbedder())
     one_call.add_messages(messages_to_openai(state), "c1")
@@ -90,6 +91,7 @@ def test_timed_messages_leave_exactly_the_pieces_of_one_call():
         sent += [msg, answers[i]]
         agent.invoke({"messages": [msg]}, config("c1"))
     agent.invoke({"messages": [sent[0]]}, config("c1"))  # a message sent again: the state keeps one (its id)
+    index.flush()
     state = agent.get_state(config("c1")).values["messages"]
     assert [m.id for m in state] == ["h0", "a0", "h1", "a1", "h2", "a2", "a3"]
     one_call = ContextualIndex(Store.memory(), embedder=HashEmbedder())
@@ -107,6 +109,7 @@ def test_tool_calls_are_written_as_the_setting_says():
         mw = CtxretMemoryMiddleware(index, tool_calls=tool_calls)
         agent = create_agent(model, tools=[weather, clock], middleware=[mw], checkpointer=InMemorySaver())
         agent.invoke({"messages": [HumanMessage("Weather and time in Oslo?")]}, config("t"))
+        mw.flush()
         return index, thread_messages(index.store.chroma, "t")
 
     index, stored = run(True)
@@ -138,6 +141,7 @@ def test_a_run_that_a_tool_ends_is_written_when_it_ends():
     )
     out = agent.invoke({"messages": [HumanMessage("Book me a flight to Lisbon.")]}, config("t"))
     assert out["messages"][-1].type == "tool"  # no model call after the tool: after_agent wrote its result
+    index.flush()
     stored = thread_messages(index.store.chroma, "t")
     assert [m["role"] for m in stored] == ["user", "assistant", "tool"]
     assert stored[2]["content"] == "Booked: flight TP 541 to Lisbon, 9:40."
@@ -151,8 +155,9 @@ async def test_async_writes_each_message_once():
     await agent.ainvoke({"messages": [HumanMessage("first")]}, config("t"))
     await agent.ainvoke({"messages": [HumanMessage("second")]}, config("t"))
     state = (await agent.aget_state(config("t"))).values["messages"]
+    assert await CtxretMemoryMiddleware(index).aflush()
     assert [m["id"] for m in thread_messages(index.store.chroma, "t")] == [m.id for m in state]
-    again = await CtxretMemoryMiddleware(index).memory.awrite(messages_to_openai(state), "t")
+    again = await CtxretMemoryMiddleware(index, background=False).memory.awrite(messages_to_openai(state), "t")
     assert again.added == 0 and again.duplicates == 4
 
 
@@ -192,6 +197,7 @@ def test_two_agents_writing_one_scope_at_once_lose_and_duplicate_nothing():
 
     with ThreadPoolExecutor(2) as pool:
         list(pool.map(converse, ["alpha", "beta"]))
+    index.flush()
     stored = thread_messages(index.store.chroma, "u1")
     texts = [m["content"] for m in stored]
     assert sorted(texts) == sorted(
@@ -285,6 +291,7 @@ def test_sync_and_async_runs_recall_and_write_alike(local_embedder, mode):
 
         asyncio.run(consume())
     assert "My dog is called Biscuit." in model.system_texts()[0]
+    index.flush()
     assert [m["id"] for m in thread_messages(index.store.chroma, "u")][:2] == ["old", "q"]
     assert index.stats()["turns"] == 2
 
@@ -328,6 +335,7 @@ def test_scope_defaults_to_the_thread_and_takes_strings_and_callables():
     agent.invoke({"messages": [HumanMessage("hello")]}, config("conv-7"))
     agent2 = create_agent(scripted("c"), middleware=[CtxretMemoryMiddleware(index, scope="user-9")])
     agent2.invoke({"messages": [HumanMessage("hi")]})
+    index.flush()
     assert set(index.stats()["pieces_per_thread"]) == {"conv-7", "user-9"}
 
 

@@ -151,6 +151,7 @@ def test_memory_block_stores_what_memory_flushes_and_a_function_agent_recalls_it
             await agent.run(user_msg=text, memory=memory)
 
     asyncio.run(chat())
+    assert block.flush(10)  # the writes ran in the background
     stored = " ".join(r["metadata"]["body"] for r in index.store.records())
     assert "Biscuit" in stored  # the oldest messages were flushed to the block
     assert all(r["metadata"]["thread_id"] == "ana" for r in index.store.records())
@@ -164,7 +165,7 @@ def test_memory_block_stores_what_memory_flushes_and_a_function_agent_recalls_it
     before = index.store.count()
     again = [ChatMessage(role=m["role"], content=m["content"]) for m in last]
     asyncio.run(block.aput(again, session_id="ana"))
-    assert index.store.count() == before
+    assert block.flush(10) and index.store.count() == before
 
 
 def test_memory_block_without_a_thread_is_an_error():
@@ -216,6 +217,7 @@ def test_locomo_sessions_through_each_memory_class_hold_the_one_call_pieces(loca
             for m in session
         ]
         asyncio.run(block.aput(li))
+    assert block.flush(60)
     for index in (via_history, via_retriever, via_block):
         got = snapshot(index)
         assert got.keys() == reference.keys()

@@ -17,6 +17,7 @@ from ctxret import ContextualIndex, Store
 from ctxret.storage import cache as cache_module
 from ctxret.storage.cache import Block, ScopeView, read_thread, where_mask
 from ctxret.storage.tokenize import analysis
+from ctxret.storage.where import compile_where
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reliability.hash_embedder import HashEmbedder
@@ -69,14 +70,27 @@ def assert_same(got: Block, fresh: Block) -> None:
         assert ours.coverage(q, live) == theirs.coverage(q, live)
         for k in (1, 3, 50):
             assert ours.search(q, k) == theirs.search(q, k)
-    for where in ({"message_key": {"$nin": ["k0", "k2"]}}, {"message_key": "k1"}, {"n": {"$gte": 1}}):
+    for where in WHERES:  # the columns' answers are Chroma's reading, row by row
         kept = {got.ids[i] for i in np.flatnonzero(where_mask(where, got)) if got.live is None or got.live[i]}
-        assert kept == {fresh.ids[i] for i in np.flatnonzero(where_mask(where, fresh))}
+        ok = compile_where(where)
+        assert kept == {fresh.ids[i] for i, m in enumerate(fresh.metadatas) if ok(m)}
     view = ScopeView([got], {"message_key": {"$ne": "k3"}}, a)
     fresh_view = ScopeView([fresh], {"message_key": {"$ne": "k3"}}, a)
     q = np.asarray([[1, 0, -1, 2]], np.float32)
     assert sorted(r[0] for r in view.dense(q, 100, None)[0]) == sorted(r[0] for r in fresh_view.dense(q, 100, None)[0])
 
+
+WHERES = [
+    {"message_key": {"$nin": ["k0", "k2"]}},
+    {"message_key": "k1"},
+    {"message_key": {"$ne": "k3"}},
+    {"message_key": {"$in": ["k3", "zz"]}},
+    {"n": {"$gte": 1}},
+    {"n": {"$lt": 2}},
+    {"$and": [{"n": {"$gt": 0}}, {"message_key": {"$nin": ["k1"]}}]},
+    {"$or": [{"n": {"$lte": 0}}, {"parent_id": "s2"}, {"v": 1}]},
+    {"context_text": {"$gt": 1}},  # text: no number, never matches
+]
 
 # one write: (new pieces, existing pieces written again, existing pieces removed)
 WRITES = st.lists(

@@ -112,6 +112,8 @@ class Block:
         "_row",
         "_parents",
         "_columns",
+        "_numbers",
+        "_lock",
     )
 
     def __init__(
@@ -139,6 +141,8 @@ class Block:
         self._row: dict[str, int] | None = None
         self._parents: dict[ParentKey, list[int]] | None = None
         self._columns: dict[str, dict[str, tuple[int, ...]]] = {}
+        self._numbers: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         """Rows held (live or not): what the cache counts."""
@@ -189,12 +193,23 @@ class Block:
             col = self._columns[key] = {v: tuple(r) for v, r in found.items()}
         return col
 
+    def numbers(self, key: str) -> np.ndarray:
+        """Each row's value of metadata ``key`` as a float (NaN when it is not a number: missing, text or a boolean;
+        worked out once): what an order condition (``$gt`` ...) on the key reads, as Chroma compares numbers."""
+        col = self._numbers.get(key)
+        if col is None:
+            col = self._numbers[key] = _numbers_of(self.metadatas, key)
+        return col
+
     def bm25(self, analysis: Analysis) -> BM25Corpus:
         corpus = self._bm25.get(analysis.version)
         if corpus is None:
-            corpus = self._bm25[analysis.version] = BM25Corpus(
-                self.ids, self.tokens(analysis), analysis, live=self.live, row=self.row()
-            )
+            with self._lock:  # one build, however many stages of a search ask for it at once
+                corpus = self._bm25.get(analysis.version)
+                if corpus is None:
+                    corpus = self._bm25[analysis.version] = BM25Corpus(
+                        self.ids, self.tokens(analysis), analysis, live=self.live, row=self.row()
+                    )
         return corpus
 
     def nbytes(self) -> int:
@@ -257,6 +272,10 @@ class Block:
             out._parents = _moved(self._parents, dead, new_rows, lambda i: _parent_key(out.metadatas[i]), list)
         columns = list(self._columns.items())
         out._columns = {key: _moved_column(col, key, dead, new_rows, out.metadatas) for key, col in columns}
+        out._numbers = {
+            key: np.concatenate([col, _numbers_of(out.metadatas[n:], key)]) for key, col in list(self._numbers.items())
+        }
+        out._lock = threading.Lock()
         out._tokens = {}
         out._bm25 = {}
         for version, (analysis, toks) in list(self._tokens.items()):
@@ -294,6 +313,8 @@ class Block:
             out.parent_rows()
         for key in list(self._columns):
             out.column(key)
+        for key in list(self._numbers):
+            out.numbers(key)
         return out
 
 
@@ -313,6 +334,15 @@ def _index_tokens(
     from .lexical_sync import lexical_text
 
     return [analysis.index_tokens(lexical_text(d, m)) for d, m in zip(documents, metadatas, strict=False)]
+
+
+def _numbers_of(metadatas: Sequence[Mapping[str, Any]], key: str) -> np.ndarray:
+    out = np.full(len(metadatas), np.nan)
+    for i, m in enumerate(metadatas):
+        v = m.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[i] = float(v)
+    return out
 
 
 def _parent_key(meta: Mapping[str, Any]) -> ParentKey | None:
@@ -589,12 +619,12 @@ class ScopeView:
         if rows is not None and 2 * len(rows) >= len(self.ids):
             # most rows allowed: every row scored, the others put last (a copy of the allowed rows' vectors
             # would cost more than the product over all of them)
-            scores = self.vectors @ q.T
+            scores = _products(self.vectors, q)
             scores[~self.allowed] = -np.inf  # type: ignore[operator]
             n = min(n, len(rows))
             rows = None
         else:
-            scores = (self.vectors if rows is None else self.vectors[rows]) @ q.T
+            scores = _products(self.vectors if rows is None else self.vectors[rows], q)
         out: list[list[Row]] = []
         for j in range(q.shape[0]):
             col = scores[:, j]
@@ -662,11 +692,30 @@ class ScopeView:
         return self.corpus.coverage(query, ids)
 
 
+def _products(vectors: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``vectors @ q.T``, as float32. One or two query vectors (most searches: a message of one part) go through
+    numpy's own loops, which read the rows once without BLAS threads: measured 1.7-4x faster than the BLAS product at
+    20K rows of 384 dims on two shared cores, where BLAS's threads wait for each other."""
+    if len(q) <= 2 and len(vectors):
+        return np.einsum("ij,kj->ik", vectors, q)
+    return vectors @ q.T
+
+
+_ORDER: dict[str, Callable[[np.ndarray, float], np.ndarray]] = {
+    "$gt": np.greater,
+    "$gte": np.greater_equal,
+    "$lt": np.less,
+    "$lte": np.less_equal,
+}
+
+
 def where_mask(where: Mapping[str, Any], block: Block) -> np.ndarray:
     """Which rows of ``block`` (live or not) Chroma's reading of ``where`` keeps (:func:`.where.compile_where`). A
     condition on strings (``$eq`` / ``$ne`` / ``$in`` / ``$nin`` of strings, or a string) reads the block's column
     of the key (:meth:`Block.column`): its cost is the values it names, not the thread's rows (an agent's recall
-    leaves out the messages in view by key at every search); any other condition is evaluated on each row."""
+    leaves out the messages in view by key at every search); an order condition (``$gt`` ...) on a number compares
+    the block's numbers of the key at once (a time window: ``ts_epoch``); any other condition is evaluated on each
+    row."""
     ((key, value),) = where.items()
     n = len(block.ids)  # its pieces' rows (a block with views counts those too in its length)
     if key in ("$and", "$or"):
@@ -685,6 +734,9 @@ def where_mask(where: Mapping[str, Any], block: Block) -> np.ndarray:
     elif op in ("$in", "$nin") and isinstance(operand, list) and operand and all(type(v) is str for v in operand):
         names = operand
     if names is None:
+        if op in _ORDER and isinstance(operand, (int, float)) and not isinstance(operand, bool):
+            with np.errstate(invalid="ignore"):  # NaN (not a number) compares false, as Chroma's reading does
+                return np.asarray(_ORDER[op](block.numbers(key), float(operand)), dtype=bool)
         ok = compile_where(where)
         return np.fromiter((ok(m) for m in block.metadatas), dtype=bool, count=n)
     col = block.column(key)
