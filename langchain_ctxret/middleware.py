@@ -175,13 +175,25 @@ class CtxretMemoryMiddleware(AgentMiddleware):
     def after_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Append the state's new messages to memory."""
         if self.write:
-            self.memory.write(_state_messages(state), self.scope_of(runtime))
+            scope = self.scope_of(runtime)
+            self.memory.write(self._unwritten(state, scope), scope)
         return None
 
     async def aafter_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
         if self.write:
-            await self.memory.awrite(_state_messages(state), self.scope_of(runtime))
+            scope = self.scope_of(runtime)
+            await self.memory.awrite(self._unwritten(state, scope), scope)
         return None
+
+    def _unwritten(self, state: Any, scope: str) -> list[dict[str, Any]]:
+        """The state's messages as OpenAI dicts, but those written (or handed to the background) before, known by their
+        ids: the state is the whole conversation at every call, and only its new messages need converting."""
+        messages = state.get("messages", []) if isinstance(state, Mapping) else getattr(state, "messages", [])
+        messages = [m for m in messages if isinstance(m, BaseMessage)]
+        if isinstance(self.memory.tool_calls, bool):  # what is written of a message depends on that message alone
+            known = self.memory.written(scope, [f"id:{m.id}" for m in messages if m.id])
+            messages = [m for m in messages if not m.id or f"id:{m.id}" not in known]
+        return messages_to_openai(messages)
 
     def after_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Append what the run added after the last model call (a tool that ended it)."""
@@ -192,20 +204,38 @@ class CtxretMemoryMiddleware(AgentMiddleware):
 
 
 def _visible(messages: Any) -> list[dict[str, Any]]:
-    """The model's input as OpenAI dicts, for the recall (a message of a kind ctxret does not read is left out of
-    it: it is neither the query nor stored)."""
+    """The model's input as the recall reads it: the latest user message as an OpenAI dict (the query), every other
+    message with an id as its role and id only (what the recall leaves out by key; converting each message of the
+    conversation at every model call would cost its length), a message without an id whole (a message of a kind
+    ctxret does not read is left out: it is neither the query nor stored)."""
+    messages = list(messages)
+    latest = next((i for i in range(len(messages) - 1, -1, -1) if getattr(messages[i], "type", None) == "human"), None)
     out = []
-    for m in messages:
-        try:
-            out.append(message_to_openai(m))
-        except InputError:
-            logger.debug("recall: a %s in the model's input is not read", type(m).__name__)
+    for i, m in enumerate(messages):
+        if i != latest and isinstance(m, BaseMessage) and isinstance(m.id, str) and m.id:
+            out.append({"role": _ROLES.get(m.type, "assistant"), "content": "", "id": m.id})
+        elif (d := _convert(m)) is not None:
+            out.append(d)
+            if i == latest and not _says(d):  # the latest user message says nothing: the recall reads further back
+                return [x for x in (_convert(m) for m in messages) if x is not None]
     return out
 
 
-def _state_messages(state: Any) -> list[dict[str, Any]]:
-    messages = state.get("messages", []) if isinstance(state, Mapping) else getattr(state, "messages", [])
-    return messages_to_openai([m for m in messages if isinstance(m, BaseMessage)])
+def _says(message: Mapping[str, Any]) -> bool:
+    content = message.get("content")
+    return bool(content.strip()) if isinstance(content, str) else bool(content)
+
+
+#: The roles of LangChain's message types (a message in view needs only its role and id).
+_ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system", "function": "function"}
+
+
+def _convert(message: Any) -> dict[str, Any] | None:
+    try:
+        return message_to_openai(message)
+    except InputError:
+        logger.debug("recall: a %s in the model's input is not read", type(message).__name__)
+        return None
 
 
 def _with_memory(request: ModelRequest[Any], recall: Recall) -> ModelRequest[Any]:

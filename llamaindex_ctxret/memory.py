@@ -6,8 +6,9 @@ flushes its oldest messages to them (``aput``) only when the queue is over its t
 default: a short session never reaches it). :class:`CtxretMemoryBlock` is such a block:
 
 * ``aget`` appends what it is given that it has not written yet (the queue, known by position: what follows the
-  messages it starts by repeating; the answer that ends a run is given by the ``get`` after it), so every exchange
-  reaches ctxret under ``Memory.from_defaults`` whatever its limits, the end of a session included; then it searches
+  messages it starts by repeating), up to its last message that is not the user's (the question being asked is
+  written with its answer: the agent calls ``get`` once more after the run's answer), so every exchange reaches
+  ctxret under ``Memory.from_defaults`` whatever its limits, the end of a session included; then it searches
   the thread with the latest user message, leaving out the messages the model sees (by key), and returns the
   per-part groups as text (one section per part, as ``render_groups`` renders them; a part that finds nothing says
   so), within ``max_chars``; an empty string when nothing passes the floor, so ``Memory`` adds no block;
@@ -119,14 +120,11 @@ class CtxretMemoryBlock(BaseMemoryBlock[str]):
 
 
 def _said(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The messages of a ``get`` that were said: without a last user message that repeats the one before it
-    (``Memory.aget(input=...)`` adds the input as a user message, and an agent gives it the run's own message again
-    after a tool call; a new input is written at the next ``get``, which holds it)."""
-    if len(messages) < 2 or messages[-1].get("role") != "user":
-        return messages
-    before = next((m for m in reversed(messages[:-1]) if m.get("role") == "user"), None)
-    same = before is not None and (before.get("content"), before.get("name")) == (
-        messages[-1].get("content"),
-        messages[-1].get("name"),
-    )
-    return messages[:-1] if same else messages
+    """What a ``get`` may write: its messages up to the last one that is not the user's. The user messages it ends
+    with wait for the next ``get`` (the one after the answer), so an exchange is written once, whole, after the
+    answer and not during the model's call; ``Memory.aget(input=...)`` adds the input as a last user message (an
+    agent gives the run's own message again after a tool call), which is not said twice."""
+    end = len(messages)
+    while end and messages[end - 1].get("role") == "user":
+        end -= 1
+    return messages[:end]

@@ -95,6 +95,9 @@ MAX_KEYS = 4096
 MAX_QUEUED_MESSAGES = 10_000
 #: Seconds the flush at interpreter exit waits for the pending background writes (what is left then is logged).
 EXIT_FLUSH_SECONDS = 30.0
+#: Seconds the background writer's thread waits for work before it ends (one thread for a stream of writes: a thread
+#: per write costs the allocator's and the store's per-thread memory each time).
+WORKER_IDLE_SECONDS = 60.0
 #: The first and the longest wait before a failed background write is tried again.
 RETRY_FIRST_SECONDS = 0.5
 RETRY_MAX_SECONDS = 30.0
@@ -310,12 +313,13 @@ class BackgroundWriter:
         while True:
             with self._cond:
                 job = self._next()
+                idle_since = time.monotonic()
                 while job is None:
-                    if not self._jobs:
+                    if not self._jobs and time.monotonic() - idle_since > WORKER_IDLE_SECONDS:
                         self._worker = None  # the next submit starts another
                         return
-                    soonest = min(j.due for j in self._jobs) - time.monotonic()
-                    self._cond.wait(max(soonest, 0.01))
+                    soonest = min((j.due for j in self._jobs), default=time.monotonic() + WORKER_IDLE_SECONDS)
+                    self._cond.wait(min(max(soonest - time.monotonic(), 0.01), WORKER_IDLE_SECONDS))
                     job = self._next()
                 job.running = True
                 messages, keys = list(job.messages), list(job.keys)
@@ -727,3 +731,8 @@ class AgentMemory:
     def pending(self) -> int:
         """Messages waiting to be written in the background on this memory's index."""
         return self._writer.queued
+
+    def written(self, scope: str, keys: Collection[str]) -> set[str]:
+        """Which of the message ``keys`` this memory wrote to ``scope``, or handed to the background (an adapter leaves
+        those out before converting a framework's messages: the state of a conversation is sent at every call)."""
+        return self._written.known(scope, keys) | (self._writer.pending_keys(scope) & set(keys))

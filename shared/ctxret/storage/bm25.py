@@ -65,14 +65,14 @@ class _Postings:
 
 
 class _Shared:
-    """What the versions of one corpus share: every row's length, its token set, and the postings.
-    ``rows``: how many rows are written (a version extends it only when it holds them all)."""
+    """What the versions of one corpus share: every row's length, and the postings (which also say which terms a
+    row holds: its rows are sorted). ``rows``: how many rows are written (a version extends it only when it holds
+    them all)."""
 
-    __slots__ = ("dl", "sets", "post", "rows")
+    __slots__ = ("dl", "post", "rows")
 
     def __init__(self) -> None:
         self.dl = np.zeros(0, np.float64)
-        self.sets: list[frozenset[str]] = []
         self.post: dict[str, _Postings] = {}
         self.rows = 0
 
@@ -89,7 +89,6 @@ class _Shared:
         for i, toks in enumerate(tokens, start):
             for t in toks:
                 found[t][i] += 1
-            self.sets.append(frozenset(toks))
         for t, d in found.items():
             rows, tfs = np.fromiter(d.keys(), np.int64, len(d)), np.fromiter(d.values(), np.float64, len(d))
             p = self.post.get(t)
@@ -139,7 +138,6 @@ class BM25Corpus:
         #: Live pieces: the ``N`` of BM25.
         self.n = self.rows if self._live is None else int(np.count_nonzero(self._live))
         self._dl = shared.dl[: self.rows]
-        self._sets = shared.sets
         if row is None:
             alive = range(self.rows) if self._live is None else np.flatnonzero(self._live).tolist()
             row = {ids[i]: i for i in alive}
@@ -166,8 +164,7 @@ class BM25Corpus:
         live[np.fromiter(dead, np.int64)] = False
         shared = self._shared
         if shared.rows != self.rows:  # another version was extended from this one: start afresh
-            sets = [*self._sets[: self.rows], *(frozenset(t) for t in tokens)]
-            return _fresh_from_sets(everyone, sets, tokens, self, live, row)
+            return _afresh(everyone, tokens, self, live, row)
         shared.add(tokens)
         out = BM25Corpus.__new__(BM25Corpus)
         out._init(everyone, self.analysis, shared, live, row)
@@ -249,20 +246,28 @@ class BM25Corpus:
         terms = self.analysis.coverage_terms(query)
         n = self.n
         idf: dict[str, float] = {}
+        held: dict[str, np.ndarray] = {}
         for t in terms:
             p = self._shared.post.get(t)
-            df = self._df(p.upto(self.rows)[0]) if p is not None else 0
+            rows = p.upto(self.rows)[0] if p is not None else np.zeros(0, np.int64)
+            df = self._df(rows) if len(rows) else 0
             idf[t] = max(math.log((n - df + 0.5) / (df + 0.5)), 0.0) if df else math.log((n + 0.5) / 0.5)
+            held[t] = rows
         total = sum(idf.values())
         if total <= 0:
             return {rid: 0.0 for rid, _ in wanted}
-        sets = self._sets
-        return {rid: sum(w for t, w in idf.items() if t in sets[i]) / total for rid, i in wanted}
+        at = np.array([i for _, i in wanted], dtype=np.int64)
+        got = np.zeros(len(at))
+        for t, w in idf.items():  # the terms in order, as a sum over each row's terms would add them
+            rows = held[t]
+            if len(rows):
+                k = np.minimum(np.searchsorted(rows, at), len(rows) - 1)
+                got[rows[k] == at] += w  # the row holds the term: it is in the term's (sorted) rows
+        return {rid: float(got[j]) / total for j, (rid, _) in enumerate(wanted)}
 
 
-def _fresh_from_sets(
+def _afresh(
     ids: list[str],
-    sets: list[frozenset[str]],
     new_tokens: Sequence[Sequence[str]],
     old: BM25Corpus,
     live: np.ndarray,
@@ -271,7 +276,7 @@ def _fresh_from_sets(
     """A corpus built afresh for :meth:`BM25Corpus.extended` when its storage was extended by another version:
     the old rows' tokens are read back from the postings (their counts), the new rows' as given."""
     counts: list[dict[str, int]] = [{} for _ in range(old.rows)]
-    for t, p in old._shared.post.items():
+    for t, p in list(old._shared.post.items()):
         rows, tfs = p.upto(old.rows)
         for r, f in zip(rows.tolist(), tfs.tolist(), strict=True):
             counts[r][t] = int(f)

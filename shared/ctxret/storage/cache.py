@@ -20,6 +20,7 @@ on the metadata (:mod:`.where`; a condition on strings from the block's column o
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -132,7 +133,7 @@ class Block:
             else np.zeros((0, 0), np.float32)
         )
         self.documents = [d or "" for d in documents]
-        self.metadatas = [dict(m or {}) for m in metadatas]
+        self.metadatas = [_held(m) for m in metadatas]
         #: Which rows are the thread's pieces (``None``: all); the others were removed or written again since.
         self.live: np.ndarray | None = None if live is None or bool(np.all(live)) else np.asarray(live, dtype=bool)
         self._vecs: _Vectors | None = None
@@ -255,7 +256,7 @@ class Block:
         out = Block.__new__(Block)
         out.ids = [*self.ids, *ids]
         out.documents = [*self.documents, *(d or "" for d in documents)]
-        out.metadatas = [*self.metadatas, *(dict(m or {}) for m in metadatas)]
+        out.metadatas = [*self.metadatas, *(_held(m) for m in metadatas)]
         out.live = live
         if self._vecs is None or self._vecs.rows != n:
             self._vecs = _Vectors(self.vectors, k)  # the first write to a block read whole (or a second branch)
@@ -334,6 +335,12 @@ def _index_tokens(
     from .lexical_sync import lexical_text
 
     return [analysis.index_tokens(lexical_text(d, m)) for d, m in zip(documents, metadatas, strict=False)]
+
+
+def _held(meta: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A piece's metadata as a block holds it: a copy whose keys are interned (every piece has the same few dozen
+    keys; as read from the store each is a string of its own, ~1.5 KB a piece)."""
+    return {sys.intern(k) if type(k) is str else k: v for k, v in (meta or {}).items()}
 
 
 def _numbers_of(metadatas: Sequence[Mapping[str, Any]], key: str) -> np.ndarray:
