@@ -70,6 +70,8 @@ def assert_same(got: Block, fresh: Block) -> None:
         assert ours.coverage(q, live) == theirs.coverage(q, live)
         for k in (1, 3, 50):
             assert ours.search(q, k) == theirs.search(q, k)
+        found = dict(ours.search(q, 10_000))  # the scores of given pieces are the ranking's own numbers
+        assert {i: v for i, v in ours.scores(q, live).items() if i in found} == found
     for where in WHERES:  # the columns' answers are Chroma's reading, row by row
         kept = {got.ids[i] for i in np.flatnonzero(where_mask(where, got)) if got.live is None or got.live[i]}
         ok = compile_where(where)

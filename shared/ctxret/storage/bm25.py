@@ -231,12 +231,31 @@ class BM25Corpus:
         return [(ids[i], float(s[i])) for i in order]
 
     def scores(self, query: str, ids: Iterable[str], thread_ids: Sequence[str] | None = None) -> dict[str, float]:
-        """Exact BM25 of given pieces (0.0 for a piece holding none of the query's terms); unknown ids left out."""
+        """Exact BM25 of given pieces (0.0 for a piece holding none of the query's terms); unknown ids left out.
+        Only their rows are scored (each term's postings searched for them: they are sorted), with the same arithmetic
+        as :meth:`search`, so the numbers are the same."""
         wanted = [(rid, self._row[rid]) for rid in dict.fromkeys(ids) if rid in self._row]
-        if not wanted:
-            return {}
-        s, _ = self._scores(self.analysis.query_terms(query))
-        return {rid: float(s[i]) for rid, i in wanted}
+        if not wanted or not self.n:
+            return {rid: 0.0 for rid, _ in wanted}
+        at = np.array([i for _, i in wanted], dtype=np.int64)
+        s = np.zeros(len(at))
+        norm = self._norms()[at]
+        for t in self.analysis.query_terms(query):
+            p = self._shared.post.get(t)
+            if p is None:
+                continue
+            rows, tf = p.upto(self.rows)
+            if not len(rows):
+                continue
+            df = self._df(rows)
+            if not df:
+                continue
+            k = np.minimum(np.searchsorted(rows, at), len(rows) - 1)
+            hit = np.flatnonzero(rows[k] == at)
+            if len(hit):
+                f = tf[k[hit]]
+                s[hit] += self._idf(df) * f * (K1 + 1.0) / (f + norm[hit])
+        return {rid: float(s[j]) for j, (rid, _) in enumerate(wanted)}
 
     def coverage(self, query: str, ids: Iterable[str]) -> dict[str, float]:
         """Share of the part's IDF-weighted terms each piece holds (see ``LexicalIndex.coverage``)."""

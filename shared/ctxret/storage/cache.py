@@ -636,10 +636,12 @@ class ScopeView:
         for j in range(q.shape[0]):
             col = scores[:, j]
             top = top_n(col, n)
+            cosines = np.clip(col[top], -1.0, 1.0).tolist()  # one call, not one a row
+            at = top.tolist() if rows is None else rows[top].tolist()
             out.append(
                 [
-                    (self.ids[r], self.documents[r], float(np.clip(col[i], -1.0, 1.0)), dict(self.metadatas[r]))
-                    for i, r in ((int(i), int(i) if rows is None else int(rows[i])) for i in top)
+                    (self.ids[r], self.documents[r], float(c), dict(self.metadatas[r]))
+                    for r, c in zip(at, cosines, strict=True)
                 ]
             )
         return out
