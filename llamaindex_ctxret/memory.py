@@ -97,8 +97,8 @@ class CtxretMemoryBlock(BaseMemoryBlock[str]):
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
         thread = self._thread(block_kwargs.get("session_id"))
         given = chat_messages_to_openai(messages or [])
+        recall = await self.memory.arecall(given, thread)  # first: the write it hands over would compete with it
         await self.memory.awrite(_said(given), thread, by_position=True)
-        recall = await self.memory.arecall(given, thread)
         if not any(g.hits for g in recall.groups):
             return ""
         return render_groups(recall.groups, max_chars=self.max_chars)
