@@ -36,11 +36,11 @@ stored. What is guaranteed:
 * **flushed on close and at exit**: :meth:`AgentMemory.flush` (and ``ContextualIndex.flush()``) waits until every
   pending write is stored; ``ContextualIndex.close()`` flushes first; at interpreter exit (a script's end, ``sys.exit``,
   Ctrl-C, an uncaught exception, a server's graceful shutdown) the pending writes are flushed for up to
-  :data:`EXIT_FLUSH_SECONDS`. A process killed outright (``SIGKILL``, the OOM killer, a power cut) loses what was not
-  yet stored, about one exchange's write (~0.1 s with the local model); the middleware's next write of that
-  conversation sends it again (the agent's state holds it), so only a conversation never resumed loses it. A
-  serverless function frozen after it returns should call ``flush()`` before returning (or use
-  ``background=False``).
+  :data:`EXIT_FLUSH_SECONDS`. A process killed outright (``SIGKILL``, the OOM killer, a power cut, ``SIGTERM`` in a
+  program that does not handle it) loses what was not yet stored, about one exchange's write (~0.1 s with the local
+  model); the middleware's next write of that conversation sends it again (the agent's state holds it), so only a
+  conversation never resumed loses it. A serverless function frozen after it returns should call ``flush()`` before
+  returning (or use ``background=False``).
 
 ``background=False`` writes inside the call (what the model call then waits for), and raises a failure.
 """
@@ -98,6 +98,9 @@ EXIT_FLUSH_SECONDS = 30.0
 #: Seconds the background writer's thread waits for work before it ends (one thread for a stream of writes: a thread
 #: per write costs the allocator's and the store's per-thread memory each time).
 WORKER_IDLE_SECONDS = 60.0
+#: Seconds a recall without a deadline waits at most for the pending writes of its scope (a store that keeps failing
+#: never holds the model call).
+RECALL_WAIT_SECONDS = 5.0
 #: The first and the longest wait before a failed background write is tried again.
 RETRY_FIRST_SECONDS = 0.5
 RETRY_MAX_SECONDS = 30.0
@@ -318,7 +321,9 @@ class BackgroundWriter:
                     if not self._jobs and time.monotonic() - idle_since > WORKER_IDLE_SECONDS:
                         self._worker = None  # the next submit starts another
                         return
-                    soonest = min((j.due for j in self._jobs), default=time.monotonic() + WORKER_IDLE_SECONDS)
+                    heads = {j.scope: j for j in reversed(self._jobs)}.values()  # each scope's first job
+                    due = [j.due for j in heads if not j.running]  # a job waits for its scope's first one
+                    soonest = min(due, default=time.monotonic() + WORKER_IDLE_SECONDS)
                     self._cond.wait(min(max(soonest - time.monotonic(), 0.01), WORKER_IDLE_SECONDS))
                     job = self._next()
                 job.running = True
@@ -598,8 +603,9 @@ class AgentMemory:
     def _late(self, scope: str, seen: Collection[str], kwargs: dict[str, Any], wait: Any) -> bool:
         """Before a recall of ``scope``: wait (``wait``) for the scope's pending background writes that hold a message
         the model does not see (``seen``: the keys of its input), half the recall's deadline at most; the search's
-        deadline is shortened by the wait. ``True`` when some are still pending (the recall is degraded)."""
-        budget = None if self.deadline_ms is None else self.deadline_ms / 2000
+        deadline is shortened by the wait (without a deadline: :data:`RECALL_WAIT_SECONDS` at most). ``True`` when some
+        are still pending (the recall is degraded)."""
+        budget = RECALL_WAIT_SECONDS if self.deadline_ms is None else self.deadline_ms / 2000
         started = time.monotonic()
         done = wait(scope, seen, budget)
         if self.deadline_ms is not None:

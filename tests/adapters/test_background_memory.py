@@ -111,6 +111,19 @@ def test_a_recall_waits_at_most_half_its_deadline_and_says_so(caplog):
     assert "Biscuit" in memory.recall([{"role": "user", "content": "What is my dog called?", "id": "q"}], "ana").text
 
 
+def test_a_recall_without_a_deadline_still_waits_a_bounded_time(monkeypatch):
+    monkeypatch.setattr("ctxret.agent_memory.RECALL_WAIT_SECONDS", 0.2)
+    embedder = GatedWrites()
+    index = ContextualIndex(Store.memory(), embedder=embedder)
+    memory = AgentMemory(index, deadline_ms=None)
+    embedder.gate.clear()  # a write that never ends while the recall runs
+    memory.write([{"role": "user", "content": "My dog is called Biscuit.", "id": "m1"}], "ana")
+    recall = memory.recall([{"role": "user", "content": "What is my dog called?", "id": "q"}], "ana")
+    assert recall.degraded and memory.pending == 1  # it went on without the write
+    embedder.gate.set()
+    assert memory.flush(10)
+
+
 def test_a_failing_write_is_logged_and_tried_again_never_raised(caplog, monkeypatch):
     monkeypatch.setattr("ctxret.agent_memory.RETRY_FIRST_SECONDS", 0.05)
     embedder = GatedWrites(failures=3)
