@@ -241,12 +241,13 @@ def diff_units(units: Sequence[WriteUnit], stored: StoredPieces) -> None:
     def same(p: PlannedTurn, u: WriteUnit) -> bool:
         if known is None:
             return True
-        differ = {
-            x.id
-            for x, m in zip(p.pieces, p.metadatas, strict=True)
-            if x.id in known and not same_metadata(m, known[x.id])
-        }
-        u.updated |= differ
+        differ = False
+        for x, m in zip(p.pieces, p.metadatas, strict=True):
+            if x.id in known and not same_metadata(m, known[x.id]):
+                differ = True
+                u.updated.add(x.id)
+                # Chroma's upsert merges metadata: a key the piece no longer has is written as None (removed)
+                m.update(dict.fromkeys(set(known[x.id]) - set(m) - WRITER_KEYS))
         return not differ
 
     for u in units:
@@ -263,14 +264,18 @@ def diff_units(units: Sequence[WriteUnit], stored: StoredPieces) -> None:
 
 def same_metadata(planned: Mapping[str, Any], stored: Mapping[str, Any] | None) -> bool:
     """Whether a stored piece holds the metadata a write planned for it: every planned key with the same value, and
-    no caller key the write leaves out (``caller_keys``). The keys the write path adds after planning (context
+    no other key. The keys the write path adds after planning (context
     lines, views) are not compared: they follow from the text, which the piece id holds. A piece with the same text
     but a new caller key or value (a document re-added with new metadata, an item's new value) is written again."""
     if stored is None:
         return False
     if any(stored.get(k) != v for k, v in planned.items()):
         return False
-    return "caller_keys" in planned or "caller_keys" not in stored
+    return not set(stored) - set(planned) - WRITER_KEYS
+
+
+#: The keys the write path adds to a piece's metadata after planning (context lines, views): not compared.
+WRITER_KEYS = frozenset({"context_text", "view_texts"})
 
 
 def turns_from_records(records: Iterable[Mapping[str, Any]]) -> list[Turn]:
