@@ -21,10 +21,10 @@ from ctxret.agent_memory import AgentMemory
 from ctxret.ingest import turns_from_messages
 from ctxret.items import ItemStore
 from langchain_core.documents import Document
-from langchain_ctxret import ContextualVectorStore, CtxretStore
 from llama_index.core import Document as LIDocument
-from llamaindex_ctxret import ContextualIndexWriter, ContextualNodeParser, add_documents_to_index
 
+from langchain_ctxret import ContextualVectorStore, CtxretStore
+from llamaindex_ctxret import ContextualIndexWriter, ContextualNodeParser, add_documents_to_index
 from reliability.hash_embedder import HashEmbedder
 
 NS = ("users", "alice")
@@ -131,7 +131,9 @@ def _as_written_before(folder, collection: str = "ctxret") -> None:
         meta.update(turn_id=f"{key}#1", parent_id=f"{key}#1")
         metas.append(meta)
     col.delete(ids=got["ids"])
-    col.add(ids=[f"old-{i}" for i in got["ids"]], embeddings=got["embeddings"], documents=got["documents"], metadatas=metas)
+    col.add(
+        ids=[f"old-{i}" for i in got["ids"]], embeddings=got["embeddings"], documents=got["documents"], metadatas=metas
+    )
     half = {k: v for k, v in metas[0].items() if not k.startswith("item_")} | {**HALF, "item_value": "{broken"}
     half.update(thread_id="notes", kind="turn", caller_keys="item_depth,item_ns_0,item_value")
     col.add(ids=["old-half"], embeddings=[got["embeddings"][0]], documents=["half"], metadatas=[half])
