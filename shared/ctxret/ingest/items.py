@@ -77,9 +77,6 @@ ITEM_KEYS = (
 )
 #: The metadata key of the ``i``-th namespace label.
 LABEL_KEY = ITEM_LABEL_PREFIX + "{}"
-#: How long a namespace label may be, in UTF-8 bytes (the namespace's labels joined are a thread id:
-#: :data:`~ctxret.storage.schema.MAX_ID_BYTES`).
-MAX_LABEL_BYTES = 256
 #: How long an item's value may be as JSON, in UTF-8 bytes (it is stored on every piece of the item).
 MAX_VALUE_BYTES = 1_000_000
 #: Where a label may say "any label" (``list_namespaces``' prefix and suffix conditions).
@@ -120,16 +117,18 @@ def check_namespace(namespace: Any, what: str = "namespace", *, empty: bool = Fa
     for i, label in enumerate(labels):
         if not isinstance(label, str) or not label.strip():
             raise InputError(f"{what} label {i} is {shown(label)}; every label must be a non-empty string")
-        check_size(label, f"{what} label {i}", MAX_LABEL_BYTES)
+        check_size(label, f"{what} label {i}", MAX_ID_BYTES)
         if "." in label:
             raise InputError(
                 f"{what} label {i} ({shown(label)}) holds a '.'; labels cannot contain periods "
                 "(the namespace is stored as its labels joined by '.'): use '-' or '_' instead"
             )
-    if labels and len(namespace_thread(labels).encode("utf-8")) > MAX_ID_BYTES:
+    room = MAX_ID_BYTES - len(ITEM_THREAD_PREFIX)
+    if labels and len(legacy_thread(labels).encode("utf-8")) > room:  # the thread id it is stored as
         raise InputError(
-            f"{what} has {len(labels)} labels that join to over {MAX_ID_BYTES:,} bytes (the limit of a thread id, "
-            "which a namespace is stored as); use fewer or shorter labels"
+            f"{what} has {len(labels)} labels that join to over {room:,} bytes (a namespace is stored as the thread "
+            f"{ITEM_THREAD_PREFIX!r} + its labels joined by '.', and a thread id holds at most {MAX_ID_BYTES:,} "
+            "bytes); use fewer or shorter labels"
         )
     return labels
 
