@@ -47,7 +47,7 @@ from .ingest.items import (
 )
 from .query.relevance import shown_scores
 from .results import Group, IndexResult
-from .storage.schema import shown
+from .storage.schema import shown as shown_value
 
 __all__ = ["ItemStore", "ItemWrite", "PIECES_PER_ITEM", "StoredItem", "rank_items"]
 
@@ -77,12 +77,12 @@ def rank_items(groups: Sequence[Group]) -> list[StoredItem]:
     for group in groups:
         seen: set[str] = set()
         mine: list[StoredItem] = []
-        for hit, relevance in zip(group.hits, shown_scores(group.hits), strict=True):
+        for hit, shown in zip(group.hits, shown_scores(group.hits), strict=True):
             item_key = hit.metadata.get("item_id")
             if item_key is None or item_key in seen:
                 continue
             seen.add(str(item_key))
-            score = float(relevance[0]) if relevance is not None else None
+            score = float(shown[0]) if shown is not None else None
             item = read_item(hit.metadata, score=score, hit=hit)
             if item is not None:
                 mine.append(item)
@@ -133,7 +133,9 @@ class ItemStore:
             ns = check_namespace(w.namespace)
             key = check_key(w.key)
             value_json = (
-                None if w.value is None else item_value_json(w.value, f"the value of {shown(key)} in {shown(ns)}")
+                None
+                if w.value is None
+                else item_value_json(w.value, f"the value of {shown_value(key)} in {shown_value(ns)}")
             )
             texts = None if w.texts is None else [(str(f), t) for f, t in w.texts]
             checked[(ns, key)] = (ItemWrite(ns, key, w.value, texts), value_json)

@@ -218,3 +218,19 @@ def test_messages_written_again_with_new_metadata_are_stored(index):
         assert result.turns_changed == 1 and result.unchanged == 0
     metas = [r["metadata"] for r in index.store.records() if r["metadata"]["thread_id"] == "t"]
     assert len(metas) == 2 and {m["status"] for m in metas} == {"turns"}
+
+
+def test_the_cli_writes_no_item(tmp_path, local_embedder):
+    from cli_inprocess import run_cli
+
+    chat = [{"role": "user", "content": "the pin of alice is 0000"}, {"role": "assistant", "content": "noted"}]
+    (tmp_path / "chats.jsonl").write_text(json.dumps({"thread_id": "users.alice", "messages": chat}) + "\n")
+    (tmp_path / "forged.jsonl").write_text(json.dumps({"thread_id": "ctxret:items:users.alice", "messages": chat}))
+    store = str(tmp_path / "store")
+    assert run_cli("index", "chats.jsonl", "--store", store, cwd=tmp_path).returncode == 0
+    proc = run_cli("index", "forged.jsonl", "--store", store, cwd=tmp_path)
+    assert proc.returncode != 0 and "ctxret:items:" in proc.stderr and "Traceback" not in proc.stderr
+    with ContextualIndex(Store.embedded(store), embedder=local_embedder) as ix:
+        items = CtxretStore(ix)
+        assert items.search(()) == [] and items.list_namespaces() == [] and items.get(NS, "pin") is None
+        assert {r["metadata"]["thread_id"] for r in ix.store.records()} == {"users.alice"}
