@@ -789,6 +789,10 @@ def test_a_user_callable_that_raises_is_named_in_one_line(small_index, tmp_path,
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "badrr.rerank raised ValueError: model server refused" in lines[0], proc.stderr
+    (tmp_path / "badimport.py").write_text("raise RuntimeError('boom at import')\n")
+    proc = run_cli("search", "alpha", "--store", store, "--rerank", "badimport:rerank", cwd=tmp_path)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "importing 'badimport' raised RuntimeError: boom at import" in proc.stderr.splitlines()[-1]
 
 
 def test_the_cli_refuses_a_fifo_and_skips_one_in_a_folder(tmp_path):
