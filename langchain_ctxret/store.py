@@ -3,7 +3,8 @@
 Long-term memory in LangGraph lives in a ``BaseStore``: ``put`` / ``get`` / ``delete`` / ``search`` /
 ``list_namespaces`` (and their async twins), used by ``create_agent(..., store=...)``, by any tool through
 ``runtime.store``, and by LangMem's memory tools. ``CtxretStore(index)`` keeps those items in a ctxret index
-(:class:`ctxret.items.ItemStore`): a namespace is a ctxret thread (its labels joined by ``"."``), an item a document
+(:class:`ctxret.items.ItemStore`): a namespace is a ctxret thread of its own (``ctxret:items:`` and its labels joined by
+``"."``; no chat scope reads it, and no other writer sets an item's fields), an item a document
 whose value comes back whole, and ``search(prefix, query=...)`` is ctxret's search: the query split into its parts,
 each blended with the whole message and searched (dense and BM25, under the product's floor), an item scored by its
 best piece, the items listed rank by rank across the parts. So a message with two questions gets both subjects' items

@@ -30,6 +30,7 @@ PUBLIC_NAMES = [
     "LocalEmbedder",
     "OpenAIEmbedder",
     # errors
+    "CallableError",
     "ClosedError",
     "ConfigMismatchError",
     "CtxretError",
@@ -147,6 +148,7 @@ def test_error_hierarchy():
     assert issubclass(ctxret.InputTooLongError, ctxret.InputError)
     assert issubclass(ctxret.ConfigMismatchError, ctxret.CtxretError)
     assert issubclass(ctxret.EmbeddingError, ctxret.CtxretError)
+    assert issubclass(ctxret.CallableError, ctxret.CtxretError) and not issubclass(ctxret.CallableError, ValueError)
     assert issubclass(ctxret.MissingExtraError, ctxret.CtxretError)
     assert issubclass(ctxret.MissingExtraError, ImportError)
 

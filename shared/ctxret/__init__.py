@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from ._lazy import lazy_getattr
 from ._version import __version__
 from .errors import (
+    CallableError,
     ClosedError,
     ConfigMismatchError,
     CtxretError,
@@ -89,6 +90,7 @@ __all__ = [
     "InputTooLongError",
     "ConfigMismatchError",
     "EmbeddingError",
+    "CallableError",
     "StoreError",
     "MissingExtraError",
 ]

@@ -50,6 +50,9 @@ DEFAULT_TEMPLATE = (
 DEFAULT_MAX_CHARS = 4000
 #: Search options the recall sets itself.
 _RECALL_OPTIONS = ("thread_id", "k", "deadline_ms")
+#: How many in-view messages a recall leaves out of its search by key (the newest; a store query compares at most
+#: :data:`~ctxret.storage.where.MAX_WHERE_VALUES` values, and the caller's ``where`` may hold some).
+MAX_VIEW_KEYS = 5_000
 #: Scopes whose written keys are remembered (least recently used dropped first: only a cost, never a duplicate).
 MAX_SCOPES = 4096
 
@@ -166,6 +169,15 @@ def _latest_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
     return ""
 
 
+def _failed(query: str, error: Exception) -> Recall:
+    """No memory for a recall that failed: logged (a ctxret error by its message, anything else with its traceback)."""
+    if isinstance(error, (StoreError, EmbeddingError, InputError)):
+        logger.warning("memory recall failed, the model is called without memory: %s", error)
+    else:
+        logger.warning("memory recall failed, the model is called without memory", exc_info=error)
+    return Recall("", (), query, True)
+
+
 class AgentMemory:
     """An agent's memory in ``index`` (see the module docstring).
 
@@ -218,7 +230,13 @@ class AgentMemory:
         query = _latest_user_text(messages)
         if not query:
             return None
-        keys = sorted({k for k in _keys(messages) if k})
+        keys = list(dict.fromkeys(k for k in _keys(messages) if k))
+        if len(keys) > MAX_VIEW_KEYS:  # the newest stay out of memory; older ones in view may come back as memory
+            logger.info(
+                "memory recall: %d messages in view, the newest %d left out of the search", len(keys), MAX_VIEW_KEYS
+            )
+            keys = keys[-MAX_VIEW_KEYS:]
+        keys = sorted(keys)
         clauses = [c for c in (self._user_where, {"ctxret:message_key": {"$nin": keys}} if keys else None) if c]
         where = None if not clauses else clauses[0] if len(clauses) == 1 else {"$and": clauses}
         kwargs: dict[str, Any] = {
@@ -247,30 +265,30 @@ class AgentMemory:
 
     def recall(self, messages: Sequence[Mapping[str, Any]], scope: str) -> Recall:
         """Search ``scope`` with the latest user message of ``messages`` (the model's input, OpenAI dicts) and
-        return the memory text for the model (see the module docstring)."""
-        request = self._request(messages, scope)
-        if request is None:
-            return Recall("")
-        query, kwargs = request
+        return the memory text for the model (see the module docstring). It never raises: anything that fails (the
+        store, the embedder, a scope or message it cannot read, a search option's callable) is logged as a warning
+        and gives no memory (``Recall.degraded``)."""
+        query = ""
         try:
-            groups = self.index.search(query, **kwargs)
-        except (StoreError, EmbeddingError) as e:
-            logger.warning("memory recall failed, the model is called without memory: %s", e)
-            return Recall("", (), query, True)
-        return self._recall(query, groups)
+            request = self._request(messages, scope)
+            if request is None:
+                return Recall("")
+            query, kwargs = request
+            return self._recall(query, self.index.search(query, **kwargs))
+        except Exception as e:  # recall never fails the model call
+            return _failed(query, e)
 
     async def arecall(self, messages: Sequence[Mapping[str, Any]], scope: str) -> Recall:
-        """Async :meth:`recall`."""
-        request = self._request(messages, scope)
-        if request is None:
-            return Recall("")
-        query, kwargs = request
+        """Async :meth:`recall` (never raises either)."""
+        query = ""
         try:
-            groups = await self.index.asearch(query, **kwargs)
-        except (StoreError, EmbeddingError) as e:
-            logger.warning("memory recall failed, the model is called without memory: %s", e)
-            return Recall("", (), query, True)
-        return self._recall(query, groups)
+            request = self._request(messages, scope)
+            if request is None:
+                return Recall("")
+            query, kwargs = request
+            return self._recall(query, await self.index.asearch(query, **kwargs))
+        except Exception as e:  # recall never fails the model call
+            return _failed(query, e)
 
     # -- write --------------------------------------------------------------------------------------
     def _new(self, messages: Sequence[Mapping[str, Any]], scope: str) -> tuple[list[dict[str, Any]], list[str]]:

@@ -24,6 +24,7 @@ from .ingest.append import append_messages, replace_thread, write_numbered
 from .ingest.config import ContextStrategy, IndexConfig, check_piece_bytes
 from .ingest.context import Contextualizer
 from .ingest.documents import read_documents
+from .ingest.items import chat_scope
 from .ingest.pieces import fit_pieces
 from .ingest.progress import check_progress
 from .ingest.turns import Piece, Turn
@@ -368,6 +369,15 @@ class ContextualIndex:
             documents=documents,
         )
 
+    def write_items(self, turns: Sequence[Turn], documents: Iterable[tuple[str, str]]) -> IndexResult:
+        """The item store's write (:class:`ctxret.items.ItemStore`): item turns (:func:`.ingest.items.item_turn`)
+        and the ``(thread_id, key)`` documents they replace whole (a deleted item: one with no turn here). Every
+        turn must be an item's, stored where its fields say (:func:`.ingest.items.check_item_turn`)."""
+        for turn in turns:
+            if not isinstance(turn, Turn) or turn.item is None:
+                raise InputError("write_items writes item turns only (ctxret.ingest.items.item_turn)")
+        return self._write(list(turns), None, True, documents, None)
+
     def check_turns(self, turns: Sequence[Turn]) -> list[PlannedTurn]:
         """Raise the :class:`InputError` that :meth:`add_turns` would raise for ``turns``, writing nothing;
         else return them planned (fitted pieces and metadata), which :meth:`add_turns` takes as they are."""
@@ -456,8 +466,9 @@ class ContextualIndex:
             options=options,
         )
         plan = self.plan(request.settings, has_lexical=True)  # the backends say per search (SearchPlan.for_backends)
+        scope = chat_scope(self.store, request.scope)  # a chat scope never reads an item namespace's thread
         # errors: EmbeddingError (guarded)
-        return said_empty(run_search(plan, message, request.scope, guarded(self.embedder), self.store), where)
+        return said_empty(run_search(plan, message, scope, guarded(self.embedder), self.store), where)
 
     async def asearch(
         self,
@@ -480,7 +491,8 @@ class ContextualIndex:
             options=options,
         )
         plan = self.plan(request.settings, has_lexical=True)  # the backends say per search (SearchPlan.for_backends)
-        return said_empty(await arun_search(plan, message, request.scope, guarded(self.embedder), self.store), where)
+        scope = chat_scope(self.store, request.scope)  # a chat scope never reads an item namespace's thread
+        return said_empty(await arun_search(plan, message, scope, guarded(self.embedder), self.store), where)
 
     # -- maintenance --------------------------------------------------------------------------------
     def sync_lexical(self) -> SyncReport:

@@ -34,17 +34,20 @@ from .ingest.items import (
     check_filter,
     check_key,
     check_namespace,
-    item_from_metadata,
     item_id,
     item_turn,
     item_value_json,
+    legacy_thread,
     namespace_matches,
     namespace_thread,
     prefix_where,
+    read_item,
+    search_where,
     value_matches,
 )
 from .query.relevance import shown_scores
 from .results import Group, IndexResult
+from .storage.schema import shown as shown_value
 
 __all__ = ["ItemStore", "ItemWrite", "PIECES_PER_ITEM", "StoredItem", "rank_items"]
 
@@ -80,7 +83,9 @@ def rank_items(groups: Sequence[Group]) -> list[StoredItem]:
                 continue
             seen.add(str(item_key))
             score = float(shown[0]) if shown is not None else None
-            mine.append(item_from_metadata(hit.metadata, score=score, hit=hit))
+            item = read_item(hit.metadata, score=score, hit=hit)
+            if item is not None:
+                mine.append(item)
         per_group.append(mine)
     out: list[StoredItem] = []
     taken: set[str] = set()
@@ -127,14 +132,19 @@ class ItemStore:
                 raise InputError(f"write {i} must be an ItemWrite, got {type(w).__name__}")
             ns = check_namespace(w.namespace)
             key = check_key(w.key)
-            value_json = None if w.value is None else item_value_json(w.value, f"the value of {key!r} in {ns!r}")
+            value_json = (
+                None
+                if w.value is None
+                else item_value_json(w.value, f"the value of {shown_value(key)} in {shown_value(ns)}")
+            )
             texts = None if w.texts is None else [(str(f), t) for f, t in w.texts]
             checked[(ns, key)] = (ItemWrite(ns, key, w.value, texts), value_json)
         if not checked:
             return IndexResult()
         at = now or datetime.now(timezone.utc)
         puts = [(w, v) for w, v in checked.values() if v is not None]
-        known = self._read_ids([item_id(w.namespace, w.key) for w, _ in puts])
+        legacy: list[tuple[str, str]] = []
+        known = self._read_ids([item_id(ns, key) for ns, key in checked], legacy)
         turns = []
         for n, (w, value_json) in enumerate(puts):
             updated = at + timedelta(microseconds=n)  # one batch keeps its order (listing is by first write)
@@ -143,8 +153,8 @@ class ItemStore:
             turns.append(
                 item_turn(w.namespace, w.key, value_json or "{}", w.texts, created_at=created, updated_at=updated)
             )
-        documents = [(namespace_thread(ns), key) for ns, key in checked]
-        return self.index.add_turns(turns, documents=documents)
+        documents = [(namespace_thread(ns), key) for ns, key in checked] + legacy  # an old copy goes too
+        return self.index.write_items(turns, documents)
 
     async def awrite(self, writes: Iterable[ItemWrite], *, now: datetime | None = None) -> IndexResult:
         """Async :meth:`write` (in a worker thread)."""
@@ -157,7 +167,9 @@ class ItemStore:
         found = self._read_ids(wanted)
         return [found.get(i) for i in wanted]
 
-    def _read_ids(self, ids: Sequence[str]) -> dict[str, StoredItem]:
+    def _read_ids(self, ids: Sequence[str], legacy: list[tuple[str, str]] | None = None) -> dict[str, StoredItem]:
+        """The stored items of ``ids``; ``legacy``: gets the ``(thread, key)`` of each one stored the way stores
+        written before items had their own threads store it (in its namespace's plain thread)."""
         out: dict[str, StoredItem] = {}
         ids = list(dict.fromkeys(ids))
         for start in range(0, len(ids), 500):
@@ -165,7 +177,12 @@ class ItemStore:
             clause = {"item_id": chunk[0]} if len(chunk) == 1 else {"item_id": {"$in": chunk}}
             where = {"$and": [clause, {"source_ordinal": 0}, {"ordinal": 0}]}
             for rec in self.index.store.chroma.iter_records(where):
-                _keep_latest(out, item_from_metadata(rec["metadata"] or {}))
+                item = read_item(rec["metadata"] or {})
+                if item is None:
+                    continue
+                _keep_latest(out, item)
+                if legacy is not None and (rec["metadata"] or {}).get("kind") == "section":
+                    legacy.append((legacy_thread(item.namespace), item.key))
         return out
 
     def scan(self, prefix: Sequence[str] = (), *, wildcards: bool = False) -> list[StoredItem]:
@@ -173,7 +190,9 @@ class ItemStore:
         namespace's items in the order first written (``created_at``), as LangGraph's ``InMemoryStore`` lists."""
         out: dict[str, StoredItem] = {}
         for rec in self.index.store.chroma.iter_records(prefix_where(prefix, wildcards=wildcards, first_piece=True)):
-            _keep_latest(out, item_from_metadata(rec["metadata"] or {}))
+            item = read_item(rec["metadata"] or {})
+            if item is not None:
+                _keep_latest(out, item)
         first: dict[tuple[str, ...], datetime] = {}
         for it in out.values():
             first[it.namespace] = min(first.get(it.namespace, it.created_at), it.created_at)
@@ -274,7 +293,7 @@ class ItemStore:
             if not ids:
                 return None
             where = {"$and": [where, {"item_id": ids[0]} if len(ids) == 1 else {"item_id": {"$in": ids}}]}
-        return where, (offset + limit) * PIECES_PER_ITEM, opts
+        return search_where(where), (offset + limit) * PIECES_PER_ITEM, opts
 
 
 def _keep_latest(out: dict[str, StoredItem], item: StoredItem) -> None:

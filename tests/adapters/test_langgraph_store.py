@@ -274,9 +274,11 @@ def test_items_are_readable_by_the_retrievers_and_the_cli(local_embedder, tmp_pa
     store = CtxretStore(index)
     store.put(("memories", "ana"), "dog", {"content": "Ana's dog is called Biscuit."})
     store.put(("memories", "ben"), "cat", {"content": "Ben's cat is called Miso."})
-    docs = ContextualRetriever(index=index, thread_id="memories.ana", k=2, score_threshold=None).invoke("dog")
-    assert docs and all(d.metadata["thread_id"] == "memories.ana" for d in docs)
-    assert docs[0].metadata["item_key"] == "dog" and "Biscuit" in docs[0].page_content
+    thread = "ctxret:items:memories.ana"  # an item namespace's thread: no chat scope can be named so
+    docs = ContextualRetriever(index=index, thread_id=thread, k=2, score_threshold=None).invoke("dog")
+    assert docs and all(d.metadata["thread_id"] == thread for d in docs)
+    assert docs[0].metadata["ctxret:item_key"] == "dog" and "Biscuit" in docs[0].page_content
+    assert not ContextualRetriever(index=index, thread_id="memories.ana", k=2, score_threshold=None).invoke("dog")
     assert ItemStore(index).read([(("memories", "ana"), "dog")])[0].value == {"content": "Ana's dog is called Biscuit."}
     index.close()
     cli = [
@@ -288,7 +290,7 @@ def test_items_are_readable_by_the_retrievers_and_the_cli(local_embedder, tmp_pa
         "--store",
         str(tmp_path / "memory"),
         "--thread",
-        "memories.ana",
+        thread,
         "-k",
         "1",
         "--json",
@@ -297,4 +299,4 @@ def test_items_are_readable_by_the_retrievers_and_the_cli(local_embedder, tmp_pa
 
     proc = run_cli(*cli[3:], cwd=tmp_path)  # ``ctxret search ...`` in this process
     assert proc.returncode == 0, proc.stderr
-    assert "Biscuit" in proc.stdout and "Miso" not in proc.stdout and "memories.ana" in proc.stdout
+    assert "Biscuit" in proc.stdout and "Miso" not in proc.stdout and thread in proc.stdout

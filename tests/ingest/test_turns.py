@@ -426,16 +426,19 @@ def test_header_budget_counts_utf8_bytes_of_a_cjk_tool_name():
     assert len([p for p in pieces if p.source_kind == "tool"]) > 5
 
 
-def test_header_leaving_too_little_budget_is_refused():
+def test_a_header_too_long_for_its_piece_has_its_labels_cut_not_the_write():
     msgs = [
         {"role": "user", "content": "go"},
         {"role": "assistant", "tool_calls": [{"id": "1", "function": {"name": "x" * 60, "arguments": "{}"}}]},
     ]
     (turn,) = turns_from_messages(msgs)
-    with pytest.raises(InputError) as err:
-        label_pieces(turn, max_bytes=120)
-    msg = str(err.value)
-    assert "header" in msg and "max_bytes" in msg and "120" in msg
+    pieces = label_pieces(turn, max_bytes=120)  # was an InputError quoting the whole header
+    tool = [p for p in pieces if p.source_kind == "tool"]
+    assert tool and all(nbytes(p.text) <= 120 for p in pieces)
+    assert "\u2026" in tool[0].header and tool[0].source_label == "Tool " + "x" * 60  # the metadata keeps it whole
+    (long,) = turns_from_messages([{"role": "user", "content": "hi", "name": "é" * 2_000}])
+    (piece,) = label_pieces(long)
+    assert nbytes(piece.header) < 700 and piece.source_name == "é" * 2_000
 
 
 def test_header_with_just_enough_budget_is_accepted():

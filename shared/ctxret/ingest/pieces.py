@@ -95,6 +95,8 @@ def piece_metadata(turn: Turn, p: Piece) -> dict[str, Any]:
         meta["ts_epoch"] = _epoch(p.timestamp)
         if p.time_added:
             meta["time_added"] = True
+    if turn.item:  # an item's own fields (the item store's turn): ctxret's, never a caller's
+        meta.update(turn.item)
     return meta
 
 

@@ -16,8 +16,18 @@ from typing import Any, Protocol
 from ..embedders.base import Embedder
 from ..errors import InputError
 from ..storage.base import StoredPieces
-from ..storage.schema import caller_view, check_id, check_metadata_arg
+from ..storage.schema import (
+    MAX_ID_BYTES,
+    MAX_LABEL_BYTES,
+    caller_view,
+    check_id,
+    check_metadata_arg,
+    check_size,
+    check_writable_thread,
+    shown,
+)
 from .config import IndexConfig
+from .items import check_item_turn, legacy_item_fields
 from .pieces import fit_pieces, piece_metadata
 from .turns import Piece, Source, Turn, parse_time
 
@@ -28,6 +38,7 @@ __all__ = [
     "WriteUnit",
     "diff_units",
     "plan_turns",
+    "same_metadata",
     "stored_pieces",
     "turns_from_records",
     "write_units",
@@ -82,9 +93,14 @@ def plan_turns(
             raise InputError(
                 f"add_turns takes ctxret Turns (from turns_from_messages or document_turns), got {type(turn).__name__}"
             )
-        check_id(turn.thread_id)
+        if turn.item is None:
+            check_writable_thread(turn.thread_id)  # no chat or document thread in an item store's threads
+        else:
+            check_id(turn.thread_id)
+        check_item_turn(turn)
         if turn.doc_id is not None:
             check_id(turn.doc_id, "document id")
+        check_labels(turn)
         size = sum(len(s.text.encode("utf-8", "surrogatepass")) for s in turn.sources)
         if max_turn_bytes is not None and size > max_turn_bytes:
             raise InputError(
@@ -100,12 +116,32 @@ def plan_turns(
         if i in ready:
             planned.append(ready[i])
             continue
-        if metadata:
+        if metadata and turn.item is None:
             turn = replace(turn, metadata={**dict(metadata), **dict(turn.metadata)})
         check_shared_keys(turn)
         pieces = fit_pieces(turn, embedder, config.piece_bytes)
         planned.append(PlannedTurn(turn, pieces, [piece_metadata(turn, p) for p in pieces], plan))
     return planned
+
+
+def check_labels(turn: Turn) -> None:
+    """Every name a turn stores besides its text (its label; each source's label, speaker or tool name, message and
+    tool-call keys) is valid Unicode within its limit (:data:`~ctxret.storage.schema.MAX_LABEL_BYTES`, ids
+    :data:`~ctxret.storage.schema.MAX_ID_BYTES`): an :class:`InputError` naming it, never a store error."""
+    where = f"turn {turn.index} of thread {shown(turn.thread_id)}"
+    if not isinstance(turn.label, str):
+        raise InputError(f"{where}: its label must be a string, got {type(turn.label).__name__}")
+    check_size(turn.label, f"{where}: its label (a title or heading)", MAX_LABEL_BYTES)
+    for src in turn.sources:
+        for what, value, limit in (
+            ("label", src.label, MAX_LABEL_BYTES),
+            ("name", src.name, MAX_LABEL_BYTES),
+            ("message key", src.message_key, MAX_ID_BYTES + 64),
+            ("tool call id", src.call_id, MAX_ID_BYTES),
+            ("tool result key", src.result_key, MAX_ID_BYTES + 64),
+        ):
+            if value is not None:
+                check_size(str(value), f"{where}: source {src.ordinal}'s {what}", limit)
 
 
 def check_shared_keys(turn: Turn) -> None:
@@ -134,14 +170,16 @@ def check_shared_keys(turn: Turn) -> None:
 class WriteUnit:
     """What one write replaces whole: a document (``doc_id``: every section it has) or one turn.
 
-    ``write`` (the turns to embed and write: new or changed) and ``old`` (the piece ids stored for
-    the unit) come from :func:`diff_units`."""
+    ``write`` (the turns to embed and write: new or changed), ``old`` (the piece ids stored for
+    the unit) and ``updated`` come from :func:`diff_units`."""
 
     thread_id: str
     doc_id: str | None
     turns: list[PlannedTurn]
     write: list[PlannedTurn] = field(default_factory=list)
     old: set[str] = field(default_factory=set)
+    #: stored piece ids written again with other metadata (the same text: a new caller value, an item's new value)
+    updated: set[str] = field(default_factory=set)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -196,14 +234,48 @@ def stored_pieces(sink: StoredReader, units: Sequence[WriteUnit], name: str | No
 
 
 def diff_units(units: Sequence[WriteUnit], stored: StoredPieces) -> None:
-    """Set each unit's ``write`` (turns whose pieces differ from the stored ones) and ``old``."""
+    """Set each unit's ``write`` (turns whose pieces differ from the stored ones: other ids, or the same ids with
+    other metadata, :func:`same_metadata`) and ``old``."""
+    known = stored.metadata
+
+    def same(p: PlannedTurn, u: WriteUnit) -> bool:
+        if known is None:
+            return True
+        differ = False
+        for x, m in zip(p.pieces, p.metadatas, strict=True):
+            if x.id in known and not same_metadata(m, known[x.id]):
+                differ = True
+                u.updated.add(x.id)
+                # Chroma's upsert merges metadata: a key the piece no longer has is written as None (removed)
+                m.update(dict.fromkeys(set(known[x.id]) - set(m) - WRITER_KEYS))
+        return not differ
+
     for u in units:
         if u.doc_id is None:
             by_turn = {u.turns[0].turn.turn_id: stored.turns.get(u.turns[0].key, set())}
         else:
             by_turn = stored.documents.get(u.key, {})
         u.old = set().union(*by_turn.values())
-        u.write = [p for p in u.turns if {x.id for x in p.pieces} != by_turn.get(p.turn.turn_id, set())]
+        u.updated = set()
+        u.write = [
+            p for p in u.turns if not same(p, u) or {x.id for x in p.pieces} != by_turn.get(p.turn.turn_id, set())
+        ]
+
+
+def same_metadata(planned: Mapping[str, Any], stored: Mapping[str, Any] | None) -> bool:
+    """Whether a stored piece holds the metadata a write planned for it: every planned key with the same value, and
+    no other key. The keys the write path adds after planning (context
+    lines, views) are not compared: they follow from the text, which the piece id holds. A piece with the same text
+    but a new caller key or value (a document re-added with new metadata, an item's new value) is written again."""
+    if stored is None:
+        return False
+    if any(stored.get(k) != v for k, v in planned.items()):
+        return False
+    return not set(stored) - set(planned) - WRITER_KEYS
+
+
+#: The keys the write path adds to a piece's metadata after planning (context lines, views): not compared.
+WRITER_KEYS = frozenset({"context_text", "view_texts"})
 
 
 def turns_from_records(records: Iterable[Mapping[str, Any]]) -> list[Turn]:
@@ -240,16 +312,24 @@ def turns_from_records(records: Iterable[Mapping[str, Any]]) -> list[Turn]:
                 )
             )
         index = int(first["turn_index"])
+        item = legacy_item_fields(first)
+        if item is not None:  # an item's: its fields ctxret's again, in its own thread (a store written before moves)
+            metadata: Mapping[str, Any] = {}
+            thread, kind = item[0], "item"
+        else:
+            metadata = caller_view(first)
+            thread, kind = key[0], str(first.get("kind", "turn"))
         turns.append(
             Turn(
-                thread_id=key[0],
+                thread_id=thread,
                 index=index,
                 sources=tuple(srcs),
                 label=str(first.get("turn_label", f"Turn {index}")),
-                kind=str(first.get("kind", "turn")),
+                kind=kind,
                 timestamp=parse_time(first.get("timestamp")),
                 doc_id=first.get("doc_id"),
-                metadata=caller_view(first),  # by the caller's names: written again under the same stored ones
+                metadata=metadata,  # by the caller's names: written again under the same stored ones
+                item=None if item is None else item[1],
             )
         )
     turns.sort(key=lambda t: (t.thread_id, t.doc_id or "", t.index))

@@ -254,10 +254,11 @@ class _Ready:
         old: set[str] = set().union(*(u.old for u in self.units))
         stale = sorted(set().union(*(u.stale for u in self.units)))
         new = set(self.ids) - old
+        rewritten = len(set(self.ids) & set().union(*(u.updated for u in self.units)))  # same text, new metadata
         turns = sum(len(u.write) for u in self.units)
         counts = IndexResult(
-            added=len(new),
-            unchanged=len(self.ids) - len(new),
+            added=len(new) + rewritten,
+            unchanged=len(self.ids) - len(new) - rewritten,
             replaced=len(stale),
             turns=turns,
             turns_changed=turns,

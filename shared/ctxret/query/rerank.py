@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import CtxretError, InputError, callable_error
 from ..results import Group, Hit
 from .floor import part_answered
 from .mmr import MMRSettings, mmr_order
@@ -96,7 +96,12 @@ def rerank_hits(rerank: Reranker, part: str, hits: Sequence[Hit]) -> list[Hit]:
     """``hits`` re-scored by ``rerank`` and ordered by the new score; hits it drops (``None``) are gone."""
     if not hits:
         return []
-    scores = list(rerank(part, list(hits)))
+    try:
+        scores = list(rerank(part, list(hits)))
+    except CtxretError:
+        raise
+    except Exception as e:
+        raise callable_error("rerank callable", rerank, e) from e
     if len(scores) != len(hits):
         raise InputError(
             f"the reranker returned {len(scores)} scores for {len(hits)} hits; it must return one score "

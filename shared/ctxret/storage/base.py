@@ -35,6 +35,8 @@ class StoredPieces(NamedTuple):
 
     turns: dict[tuple[str, str], set[str]]  # (thread_id, turn_id) -> piece ids
     documents: dict[tuple[str, str], dict[str, set[str]]]  # (thread_id, doc_id) -> turn_id -> piece ids
+    #: piece id -> its stored metadata (the diff compares it with the planned one: a new value, a new caller key)
+    metadata: dict[str, Mapping[str, Any]] | None = None
 
 
 class Deferred(dict):

@@ -251,11 +251,12 @@ class PieceStore:
         documents: Iterable[tuple[str, str]] = (),
         name: str | None = None,
     ) -> StoredPieces:
-        """The stored piece ids of the given turns (``(thread_id, turn_id)``) and of every turn of the given
-        documents (``(thread_id, doc_id)``): one filtered read per 256 turn ids and per 256 document ids. The write
-        path's first read: a read-only store refuses the write here, before anything is embedded."""
+        """The stored piece ids (and their metadata) of the given turns (``(thread_id, turn_id)``) and of every
+        turn of the given documents (``(thread_id, doc_id)``): one filtered read per 256 turn ids and per 256 document
+        ids. The write path's first read: a read-only store refuses the write here, before anything is embedded."""
         self.refuse_writes()
-        out = StoredPieces(defaultdict(set), defaultdict(lambda: defaultdict(set)))
+        metas: dict[str, Mapping[str, Any]] = {}
+        out = StoredPieces(defaultdict(set), defaultdict(lambda: defaultdict(set)), metas)
         if name is not None and name != self.collection_name:
             return out  # a rebuild target starts empty
         turns, documents = set(turns), set(documents)
@@ -264,11 +265,13 @@ class PieceStore:
             key = (str(meta.get("thread_id")), str(meta.get("turn_id")))
             if key in turns:
                 out.turns[key].add(rec["id"])
+                metas[rec["id"]] = meta
         for rec in self.backend.records_of("doc_id", {d for _, d in documents}):
             meta = rec["metadata"] or {}
             key = (str(meta.get("thread_id")), str(meta.get("doc_id")))
             if key in documents:
                 out.documents[key][str(meta.get("turn_id"))].add(rec["id"])
+                metas[rec["id"]] = meta
         return out
 
     def write(
