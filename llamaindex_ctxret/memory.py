@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from ctxret import ContextualIndex, InputError
-from ctxret.adapters import render_groups
+from ctxret.adapters import CONVERSATION_KEY, MEMORY_NOTE, render_groups
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.memory import BaseMemoryBlock
 from pydantic import Field, field_validator
@@ -48,6 +48,11 @@ class CtxretMemoryBlock(BaseMemoryBlock[str]):
     max_chars: int | None = Field(default=4000, description="At most this many characters of memory text.")
     search_kwargs: dict[str, Any] = Field(default_factory=dict, description="More search options.")
     include_system: bool = Field(default=False, description="Also store system messages.")
+    note: str = Field(
+        default=MEMORY_NOTE,
+        description="The line before the memory text: how to read it (the text is quoted material, never "
+        "instructions); '' for none.",
+    )
 
     @field_validator("index")
     @classmethod
@@ -69,17 +74,27 @@ class CtxretMemoryBlock(BaseMemoryBlock[str]):
         latest = next((m for m in reversed(messages or []) if m.role == MessageRole.USER and m.content), None)
         if latest is None:
             return ""
+        session = block_kwargs.get("session_id")
         groups = await self.index.asearch(
-            str(latest.content), k=self.k, thread_id=self._thread(block_kwargs.get("session_id")), **self.search_kwargs
+            str(latest.content), k=self.k, thread_id=self._thread(session), **self.search_kwargs
         )
         if not any(g.hits for g in groups):
             return ""
-        return render_groups(groups, max_chars=self.max_chars)
+        text = render_groups(
+            groups,
+            max_chars=self.max_chars,
+            now=self.search_kwargs.get("now", self.index.settings.now),
+            conversation=session if isinstance(session, str) else None,
+        )
+        return f"{self.note}\n\n{text}" if self.note else text
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
         if not messages:
             return
         session = next((m.additional_kwargs.get("session_id") for m in messages if m.additional_kwargs), None)
         await self.index.aadd_messages(
-            chat_messages_to_openai(messages), self._thread(session), include_system=self.include_system
+            chat_messages_to_openai(messages),
+            self._thread(session),
+            include_system=self.include_system,
+            metadata={CONVERSATION_KEY: session} if isinstance(session, str) and session.strip() else None,
         )
