@@ -56,7 +56,9 @@ class CtxretMemoryMiddleware(AgentMiddleware):
         scope: the ctxret thread the memory lives in: ``None`` (the LangGraph thread id), a string, or a callable
             of the run's ``Runtime`` (``runtime.context``, ``runtime.execution_info.thread_id``...) returning one.
         k: hits per part of the message (``None``: the index's default, 5).
-        max_chars: the most characters of memory text put in the request (hits taken rank by rank across parts).
+        max_chars: the most characters of memory text put in the request (hits taken rank by rank across parts;
+            ``"auto"``, the default: room for the ``k`` hits of two parts at the index's largest piece, 7,400 with
+            the local model; ``None``: no bound).
         tool_calls: what of the tools is written: ``True`` (every call with its arguments and result), ``False``
             (none: only what the user and the assistant said), or a collection of tool names (those tools' calls).
         write: ``False`` reads memory only (another process writes it).
@@ -72,7 +74,7 @@ class CtxretMemoryMiddleware(AgentMiddleware):
         *,
         scope: Scope = None,
         k: int | None = None,
-        max_chars: int | None = DEFAULT_MAX_CHARS,
+        max_chars: int | str | None = DEFAULT_MAX_CHARS,
         tool_calls: bool | Collection[str] = True,
         write: bool = True,
         deadline_ms: float | None = 1000,

@@ -34,7 +34,14 @@ from typing import Any
 from .errors import EmbeddingError, InputError, StoreError
 from .index import ContextualIndex
 from .ingest.messages import read_messages
-from .query.render import CONVERSATION_KEY, MEMORY_NOTE, render_layout, template_delimiters
+from .query.render import (
+    CONVERSATION_KEY,
+    MEMORY_NOTE,
+    auto_max_chars,
+    check_max_chars,
+    render_layout,
+    template_delimiters,
+)
 from .results import Group, Hit, IndexResult
 from .storage.schema import check_id
 
@@ -45,7 +52,9 @@ __all__ = ["CONVERSATION_KEY", "DEFAULT_MAX_CHARS", "DEFAULT_TEMPLATE", "AgentMe
 #: How the memory text is put in the model's input (``{memory}``: the rendered groups): marked as quoted material, and
 #: how to read its entries (:data:`ctxret.query.render.MEMORY_NOTE`).
 DEFAULT_TEMPLATE = "<memory>\n" + MEMORY_NOTE + "\n\n{memory}\n</memory>"
-DEFAULT_MAX_CHARS = 4000
+#: The memory text's size: ``"auto"`` makes room for the ``k`` hits of two parts at the index's largest piece
+#: (:func:`ctxret.query.render.auto_max_chars`: 7,400 characters with the local model and ``k=5``).
+DEFAULT_MAX_CHARS = "auto"
 #: Search options the recall sets itself.
 _RECALL_OPTIONS = ("thread_id", "k", "deadline_ms")
 #: Scopes whose written keys are remembered (least recently used dropped first: only a cost, never a duplicate).
@@ -169,7 +178,8 @@ def _latest_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
 class AgentMemory:
     """An agent's memory in ``index`` (see the module docstring).
 
-    ``k``: hits per part (``None``: the index's default); ``max_chars``: the size of the memory text;
+    ``k``: hits per part (``None``: the index's default); ``max_chars``: the size of the memory text (``"auto"``:
+    room for the ``k`` hits of two parts at the index's largest piece; ``None``: no bound);
     ``template``: how the text is put in the model's input (``{memory}``); ``deadline_ms``: the recall's time
     budget (``None``: none); ``tool_calls``: what of the tools is written; ``include_system``: also write system
     messages; ``search_options``: any other search option (``score_threshold``, ``lexical``, ``where``, ...).
@@ -180,7 +190,7 @@ class AgentMemory:
         index: Any,
         *,
         k: int | None = None,
-        max_chars: int | None = DEFAULT_MAX_CHARS,
+        max_chars: int | str | None = DEFAULT_MAX_CHARS,
         template: str = DEFAULT_TEMPLATE,
         deadline_ms: float | None = 1000,
         tool_calls: bool | Collection[str] = True,
@@ -190,8 +200,7 @@ class AgentMemory:
         index = getattr(index, "index", index)
         if not isinstance(index, ContextualIndex):
             raise InputError(f"agent memory needs a ctxret ContextualIndex, got {type(index).__name__}")
-        if max_chars is not None and (isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1):
-            raise InputError(f"max_chars must be a positive number of characters or None, got {max_chars!r}")
+        max_chars = check_max_chars(max_chars)
         if not isinstance(template, str) or "{memory}" not in template:
             raise InputError(f"template must be a string holding '{{memory}}', got {template!r}")
         if not isinstance(tool_calls, bool) and (
@@ -206,11 +215,13 @@ class AgentMemory:
             raise InputError(f"pass {', '.join(bad)} as the memory's own argument (k=, scope=, deadline_ms=)")
         self._user_where = options.pop("where", None)
         self.index = index
+        plan = index.plan(**{**options, "k": k or index.settings.k, "deadline_ms": deadline_ms})  # bad options fail now
+        if max_chars == "auto":
+            max_chars = auto_max_chars(plan.k, index.config.piece_bytes)
         self.k, self.max_chars, self.template = k, max_chars, template
         self.deadline_ms, self.tool_calls, self.include_system = deadline_ms, tool_calls, include_system
         self.search_options = options
         self._delimiters = template_delimiters(template)
-        index.plan(**{**options, "k": k or index.settings.k, "deadline_ms": deadline_ms})  # bad options fail now
         self._written = _Written()
 
     # -- recall -------------------------------------------------------------------------------------
