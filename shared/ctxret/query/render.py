@@ -139,19 +139,21 @@ def _one_line(text: str, delimiters: Sequence[str] = ()) -> str:
 
 
 def template_delimiters(template: str) -> list[str]:
-    """The delimiters of a template holding ``{memory}`` that are not tags (tags are escaped anyway): the text on the
-    line of ``{memory}`` before and after it, or else the nearest non-blank line before and after it; each kept when
-    it holds something other than letters and spaces (``=== END ===``, ``[[memory]]``), so that plain prose around
-    the placeholder is never taken for one."""
+    """The delimiters of a template holding ``{memory}`` that are not tags (tags are escaped anyway): on the line of
+    ``{memory}``, the word touching it on each side (``[[{memory}]]``: ``[[`` and ``]]``); else the nearest non-blank
+    line before and after it (``=== END ===``). Each is kept when it holds two marks in a row, so that prose around
+    the placeholder (``Memory:``) is never taken for one."""
     before, _, after = template.partition("{memory}")
     out: list[str] = []
     for side, lines in (("before", before.split("\n")), ("after", after.split("\n"))):
-        near = lines[-1] if side == "before" else lines[0]
-        if not near.strip():
+        same = lines[-1] if side == "before" else lines[0]
+        if same.strip():
+            words = same.split()
+            near = words[-1] if side == "before" else words[0]
+        else:
             rest = [x for x in (lines[:-1] if side == "before" else lines[1:]) if x.strip()]
-            near = (rest[-1] if side == "before" else rest[0]) if rest else ""
-        near = near.strip()
-        if near and not _TAG.fullmatch(near) and re.search(r"[^\w\s]", near) and len(near) <= 80:
+            near = ((rest[-1] if side == "before" else rest[0]) if rest else "").strip()
+        if near and not _TAG.fullmatch(near) and re.search(r"[^\w\s]{2}", near) and len(near) <= 80:
             out.append(near)
     return out
 
