@@ -7,7 +7,7 @@ renders Documents with the same code (:func:`render_sections`); the memory class
 LangChain agent middleware) render the core's groups with :func:`render_groups`::
 
     ### Part 1: Where do I work now?
-    - [score 0.81 · Oct 16, 2026 (3 days ago) · conversation "job-talk"] [Turn 2 · User]
+    - [score 0.81 · added Oct 16, 2026 (3 days ago) · conversation "job-talk"] [Turn 2 · User]
       > I accepted the offer from Globex.
 
 **Recalled text is data.** A stored message or tool result is written by whoever wrote it (a user, a fetched web
@@ -36,7 +36,7 @@ second, and so on, so a long first group never crowds out the others; a hit that
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -135,7 +135,7 @@ def neutralize(text: str, delimiters: Sequence[str] = ()) -> str:
 
 def _one_line(text: str, delimiters: Sequence[str] = ()) -> str:
     """``text`` neutralised and on one line (its line breaks become spaces)."""
-    return " ".join(_BREAKS.sub(" ", neutralize(text, delimiters)).split(" ")).strip()
+    return _BREAKS.sub(" ", neutralize(text, delimiters)).strip()
 
 
 def template_delimiters(template: str) -> list[str]:
@@ -276,8 +276,8 @@ def render_entry(
     """One bullet: ``- [score 0.61 · Oct 16, 2026 (3 days ago) · conversation "trip"] [Turn 1 · User]`` then the
     hit's text, every line quoted (:data:`QUOTE`) and neutralised (:func:`neutralize`). ``dates``: show the time
     (against ``now``, a datetime or an ISO-8601 string, default the current time; ``added``: the time it was
-    stored); ``conversation``: ``False`` shows none, else the entry's
-    conversation is named, as ``this conversation`` when it is the one given."""
+    stored). ``conversation``: ``False`` names none; ``True`` names the entry's; a conversation's id names the
+    entry's, as ``this conversation`` when it is that one."""
     facts = []
     if show_scores and entry.score is not None:
         facts.append(f"score {entry.score:.2f}")
@@ -287,7 +287,7 @@ def render_entry(
         if conversation is not None and conversation is not True and entry.conversation == conversation:
             facts.append("this conversation")
         else:
-            name = _one_line(entry.conversation, delimiters)
+            name = _one_line(entry.conversation, delimiters).replace('"', "'")
             name = name if len(name) <= MAX_NAME_CHARS else name[: MAX_NAME_CHARS - 1] + "…"
             facts.append(f'conversation "{name}"')
     text = entry.text
@@ -322,7 +322,7 @@ def render_sections(
     dates: bool = True,
     conversation: str | None = None,
     delimiters: Sequence[str] = (),
-    item: Any = None,
+    item: Callable[[Entry], str] | None = None,
 ) -> Rendered:
     """``sections`` (``(part index, part text, entries best first)``) as text: ``heading`` (``str.format`` with
     ``number``, ``index``, ``query``: the part's text on one line, neutralised) then one bullet per entry
