@@ -151,12 +151,31 @@ def run_writes(conv: Any, emb: Any) -> dict[str, Any]:
     }
 
 
-def run_recall(conv: Any, emb: Any, limit_questions: int | None, deadline_ms: float | None) -> list[dict[str, Any]]:
+def pairs_of(questions: list[Any], seed: int = 0) -> list[tuple[Any, Any]]:
+    """Questions paired two by two (seeded order), a partner's evidence never the other's."""
+    import random
+
+    pool = list(questions)
+    random.Random(seed).shuffle(pool)
+    out = []
+    while len(pool) >= 2:
+        a = pool.pop()
+        j = next((i for i in range(len(pool) - 1, -1, -1) if not set(pool[i].evidence) & set(a.evidence)), None)
+        if j is None:
+            continue
+        out.append((a, pool.pop(j)))
+    return out
+
+
+def run_recall(
+    conv: Any, emb: Any, limit_questions: int | None, deadline_ms: float | None, pairs: bool = False
+) -> list[dict[str, Any]]:
     from agent_fakes import ScriptedChatModel
     from ctxret import ContextualIndex, Store
     from ctxret.evaluation.datasets import select_queries
     from ctxret.evaluation.memory import _message_id, conversation_sessions
     from ctxret.evaluation.metrics import evidence_recall
+    from ctxret.query.render import render_layout
     from langchain.agents import create_agent
     from langchain_core.messages import AIMessage, HumanMessage
     from langgraph.checkpoint.memory import InMemorySaver
@@ -184,7 +203,8 @@ def run_recall(conv: Any, emb: Any, limit_questions: int | None, deadline_ms: fl
             context={"user": conv.id},
         )
     questions = select_queries(conv, limit_questions, 0)["qa"]
-    model = ScriptedChatModel(messages=iter([AIMessage("(answer)") for _ in questions]))
+    paired = pairs_of(questions) if pairs else []
+    model = ScriptedChatModel(messages=iter([AIMessage("(answer)") for _ in range(len(questions) + len(paired))]))
     reading = CtxretMemoryMiddleware(index, scope=user_of, write=False, deadline_ms=deadline_ms)
     recalls: list[Any] = []
     make_recall = reading.memory.recall
@@ -196,6 +216,7 @@ def run_recall(conv: Any, emb: Any, limit_questions: int | None, deadline_ms: fl
     reading.memory.recall = kept  # type: ignore[method-assign]
     reader = create_agent(model, middleware=[reading], checkpointer=saver)
     rows = []
+    core_of: dict[str, list[set[str]]] = {}
     for i, q in enumerate(questions):
         thread = {"configurable": {"thread_id": f"{conv.id}/q{i}"}}
         reader.invoke({"messages": [HumanMessage(q.text)]}, thread, context={"user": conv.id})
@@ -208,6 +229,7 @@ def run_recall(conv: Any, emb: Any, limit_questions: int | None, deadline_ms: fl
         if groups:
             best = max(groups, key=lambda g: g.hits[0].score)
             core = [{where.get(_message_id(h.metadata), ("?", -1))[0]} for h in best.hits[:5]]
+        core_of[q.id] = core
         evidence = set(q.evidence)
         core_found = set().union(*core) if core else set()
         searched = {where.get(_message_id(h.metadata), ("?", -1))[0] for g in recalls[-1].groups for h in g.hits}
@@ -231,6 +253,38 @@ def run_recall(conv: Any, emb: Any, limit_questions: int | None, deadline_ms: fl
                     **(causes if system == "middleware" else {}),
                 }
             )
+    for i, (a, b) in enumerate(paired):  # two questions in one message: each against its own core top 5
+        thread = {"configurable": {"thread_id": f"{conv.id}/p{i}"}}
+        reader.invoke(
+            {"messages": [HumanMessage(f"{a.text.strip()} {b.text.strip()}")]}, thread, context={"user": conv.id}
+        )
+        seen = "\n".join(m.text for m in model.inputs[-1])
+        recall = recalls[-1]
+
+        def unit(h: Any) -> str:
+            return where.get(_message_id(h.metadata), ("?", -1))[0]
+
+        shown = {"middleware": {unit(h) for h in recall.hits if in_input(h, seen)}}
+        for budget in (4000, None):
+            layout = render_layout(recall.groups, max_chars=budget, conversation=f"{conv.id}/p{i}")
+            shown[f"budget_{budget}"] = {
+                unit(h) for g, n in zip(recall.groups, layout.shown, strict=True) for h in g.hits[:n]
+            }
+        for q in (a, b):
+            evidence = set(q.evidence)
+            for system, units in (*((k, [v]) for k, v in shown.items()), ("core_top5", core_of[q.id])):
+                found = set().union(*units) if units else set()
+                rows.append(
+                    {
+                        "conversation": conv.id,
+                        "representation": system,
+                        "query_set": "pairs",
+                        "query_id": f"p{i}:{q.id}",
+                        "recall": evidence_recall(units, evidence),
+                        "any": 1.0 if evidence & found else 0.0,
+                        "parts": len(recall.groups),
+                    }
+                )
     return rows
 
 
@@ -370,6 +424,7 @@ def main() -> None:
     ap.add_argument("--limit-conversations", type=int, default=None)
     ap.add_argument("--limit-questions", type=int, default=None, help="QA questions per conversation (default all)")
     ap.add_argument("--skip", nargs="*", default=[], choices=("writes", "recall"))
+    ap.add_argument("--pairs", action="store_true", help="also ask two questions of a conversation in one message")
     ap.add_argument("--longmemeval", default=None, help="a LongMemEval file or folder: the long-history run")
     ap.add_argument("--per-type", type=int, default=None, help="LongMemEval questions per type (default all)")
     ap.add_argument("--cache", default=None, help="an embedded store folder for the LongMemEval histories (reused)")
@@ -405,9 +460,9 @@ def main() -> None:
     if "recall" not in args.skip:
         rows: list[dict[str, Any]] = []
         for conv in convs:
-            mine = run_recall(conv, emb, args.limit_questions, args.deadline_ms)
+            mine = run_recall(conv, emb, args.limit_questions, args.deadline_ms, args.pairs)
             rows += mine
-            print(f"[recall] {conv.id}: {len(mine) // 2} questions", flush=True)
+            print(f"[recall] {conv.id}: {sum(r['query_set'] == 'qa' for r in mine) // 2} questions", flush=True)
         by = by_query(rows)
         out["recall"] = {}
         for metric in ("recall", "any"):
@@ -420,10 +475,20 @@ def main() -> None:
                 f"changed {cmp['changed']}; per conversation "
                 + " ".join(f"{v * 100:+.1f}" for v in cmp["per_conversation"].values())
             )
-        chars = [r["memory_chars"] for r in rows if r["memory_chars"] is not None]
+        if args.pairs:
+            for system in ("middleware", "budget_4000", "budget_None"):
+                cmp = compare(by[(system, "pairs")], by[("core_top5", "pairs")], "recall", changed=True)
+                out["recall"][f"pairs_{system}"] = cmp
+                d = cmp["diff"]
+                print(
+                    f"[recall] two questions a message, {system}: {cmp['system_value']:.3f} vs each question's core "
+                    f"top 5 {cmp['peer_value']:.3f}: {d['mean'] * 100:+.1f} [{d['lo'] * 100:+.1f}, "
+                    f"{d['hi'] * 100:+.1f}] points, n {d['n']}, changed {cmp['changed']}"
+                )
+        chars = [r.get("memory_chars") for r in rows if r.get("memory_chars") is not None]
         out["recall"]["system_chars_median"] = sorted(chars)[len(chars) // 2] if chars else 0
-        out["recall"]["degraded"] = sum(1 for r in rows if r["degraded"])
-        mids = [r for r in rows if r["representation"] == "middleware"]
+        out["recall"]["degraded"] = sum(1 for r in rows if r.get("degraded"))
+        mids = [r for r in rows if r["representation"] == "middleware" and r["query_set"] == "qa"]
         out["recall"]["lost"] = {k: sum(r[k] for r in mids) for k in ("lost_budget", "lost_search")}
         print(f"[recall] evidence units of the core's top 5 not in the model's input: {out['recall']['lost']}")
         print(
