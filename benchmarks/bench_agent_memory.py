@@ -288,7 +288,7 @@ def run_recall(
     return rows
 
 
-def run_lme_question(q: Any, index: Any, budgets: list[int | None], deadline_ms: float | None) -> dict[str, Any]:
+def run_lme_question(q: Any, index: Any, budgets: list[int | str | None], deadline_ms: float | None) -> dict[str, Any]:
     """One LongMemEval question (see the module docstring): its history written as the middleware writes it, the
     question asked through ``create_agent``; the evidence sessions in the model's input, in the core's top 5, and in
     the same recall rendered at each of ``budgets``."""
@@ -344,10 +344,51 @@ def run_lme_question(q: Any, index: Any, budgets: list[int | None], deadline_ms:
         "degraded": recall.degraded,
     }
     for budget in budgets:
-        layout = render_layout(recall.groups, max_chars=budget, now=q.date.isoformat(), conversation=f"{q.id}/ask")
+        limit = budget if budget != "auto" else auto_budget(index)
+        layout = render_layout(recall.groups, max_chars=limit, now=q.date.isoformat(), conversation=f"{q.id}/ask")
         shown = {session(h) for g, n in zip(recall.groups, layout.shown, strict=True) for h in g.hits[:n]}
         out[f"budget_{budget}"] = len(evidence & shown) / len(evidence)
     return out
+
+
+def lme_pairs(picked: list[Any], index: Any, budgets: list[int | str | None]) -> list[dict[str, Any]]:
+    """Two LongMemEval questions in one message, over both histories (``thread_id=[a, b]``, asked at the later
+    date): each question's evidence sessions among the hits of its own part that the text shows at each budget
+    (``budget_None``: every hit the search found, the core's top 5 of each part)."""
+    from ctxret.query.render import render_layout
+
+    rows: list[dict[str, Any]] = []
+    for i in range(0, len(picked) - 1, 2):
+        a, b = picked[i], picked[i + 1]
+        now = max(a.date, b.date).isoformat()
+        groups = index.search(f"{a.question.strip()} {b.question.strip()}", k=5, thread_id=[a.id, b.id], now=now)
+        if len(groups) != 2:
+            print(f"[longmemeval pairs] {a.id} + {b.id}: {len(groups)} parts, left out", flush=True)
+            continue
+        for budget in budgets:
+            limit = budget if budget != "auto" else auto_budget(index)
+            layout = render_layout(groups, max_chars=limit, now=now, conversation="ask")
+            for q, g, n in zip((a, b), groups, layout.shown, strict=True):
+                shown = {
+                    str(h.metadata.get("message_key", "")).removeprefix("id:").rsplit("/", 1)[0] for h in g.hits[:n]
+                }
+                ev = set(q.evidence_sessions)
+                rows.append(
+                    {
+                        "conversation": q.type,
+                        "representation": f"budget_{budget}",
+                        "query_set": "lme_pairs",
+                        "query_id": f"{a.id}+{b.id}:{q.id}",
+                        "recall": len(ev & shown) / len(ev),
+                    }
+                )
+    return rows
+
+
+def auto_budget(index: Any) -> int:
+    from ctxret.query.render import auto_max_chars
+
+    return auto_max_chars(index.settings.k, index.config.piece_bytes)
 
 
 def run_longmemeval_agent(args: Any, emb: Any) -> dict[str, Any]:
@@ -367,7 +408,9 @@ def run_longmemeval_agent(args: Any, emb: Any) -> dict[str, Any]:
             per[q.type] += 1
     store = Store.embedded(Path(args.cache) / "store") if args.cache else Store.memory()
     index = ContextualIndex(store, embedder=emb, progress=False)
-    budgets = [None if b == "none" else int(b) for b in args.budgets]
+    budgets: list[int | str | None] = [None if b == "none" else b if b == "auto" else int(b) for b in args.budgets]
+    if None in budgets:  # the unbounded text last: what the others are paired against
+        budgets = [b for b in budgets if b is not None] + [None]
     rows: list[dict[str, Any]] = []
     per_question = []
     started = time.perf_counter()
@@ -390,10 +433,25 @@ def run_longmemeval_agent(args: Any, emb: Any) -> dict[str, Any]:
                 f"{r['core_top5']:.2f}, {r['memory_chars']} chars ({time.perf_counter() - started:.0f} s)",
                 flush=True,
             )
+        pair_rows = lme_pairs(picked, index, budgets) if args.lme_pairs else []
     finally:
         index.close()
     by = by_query(rows)
     out: dict[str, Any] = {"questions": len(picked), "per_question": per_question, "compare": {}}
+    if pair_rows:
+        pby = by_query(pair_rows)
+        out["pairs"] = {}
+        for budget in budgets[:-1]:
+            cmp = compare(
+                pby[(f"budget_{budget}", "lme_pairs")], pby[("budget_None", "lme_pairs")], "recall", changed=True
+            )
+            out["pairs"][f"budget_{budget}"] = cmp
+            d = cmp["diff"]
+            print(
+                f"[longmemeval pairs] budget {budget}: {cmp['system_value']:.3f} vs no bound {cmp['peer_value']:.3f}: "
+                f"{d['mean'] * 100:+.1f} [{d['lo'] * 100:+.1f}, {d['hi'] * 100:+.1f}] points, n {d['n']}, "
+                f"changed {cmp['changed']}"
+            )
     for system in ("middleware", *(f"budget_{b}" for b in budgets)):
         cmp = compare(by[(system, "lme")], by[("core_top5", "lme")], "recall", changed=True)
         out["compare"][system] = cmp
@@ -429,8 +487,9 @@ def main() -> None:
     ap.add_argument("--per-type", type=int, default=None, help="LongMemEval questions per type (default all)")
     ap.add_argument("--cache", default=None, help="an embedded store folder for the LongMemEval histories (reused)")
     ap.add_argument(
-        "--budgets", nargs="*", default=["2000", "4000", "6000", "8000", "12000", "none"], help="max_chars to compare"
+        "--budgets", nargs="*", default=["2000", "4000", "auto", "12000", "none"], help="max_chars to compare"
     )
+    ap.add_argument("--lme-pairs", action="store_true", help="also two LongMemEval questions in one message")
     ap.add_argument("--deadline-ms", type=float, default=1000, help="the middleware's deadline_ms (default 1000)")
     ap.add_argument("--json", default=None, help="write every number here")
     args = ap.parse_args()
