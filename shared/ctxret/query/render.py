@@ -101,10 +101,10 @@ _LT = "<\uff1c\ufe64\u3008\u27e8\u2329\u276e\u02c2\u1438\u27ea\u29fc"
 _QUOTE_LT = "\u2039\u00ab\u226a"
 _GT = ">\uff1e\ufe65\u203a\u3009\u27e9\u232a\u276f\u02c3\u1433\u27eb\u29fd\u00bb\u226b"
 _SLASH = "/\uff0f\u2044\u2215\u29f8\u2571\\\\"
-#: Spaces and invisible characters a tag may hide between its marks.
+#: Spaces, invisible characters and combining marks a tag may hide between its marks.
 _GAP = (
-    r"[\s\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164"
-    r"\ufe00-\ufe0f\ufeff\uffa0]*"
+    r"[\s\u00ad\u0300-\u036f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f"
+    r"\u20d0-\u20ff\u3164\ufe00-\ufe0f\ufe20-\ufe2f\ufeff\uffa0]*"
 )
 #: A tag: an opening mark, then (past gaps) an optional slash and a letter, or ``!`` / ``?`` (``<!--``); up to the
 #: next mark on the same line (escaped too when it closes the tag).
