@@ -34,20 +34,27 @@ from typing import Any
 from .errors import EmbeddingError, InputError, StoreError
 from .index import ContextualIndex
 from .ingest.messages import read_messages
-from .query.render import render_groups
-from .results import Group, IndexResult
+from .query.render import (
+    CONVERSATION_KEY,
+    MEMORY_NOTE,
+    auto_max_chars,
+    check_max_chars,
+    render_layout,
+    template_delimiters,
+)
+from .results import Group, Hit, IndexResult
 from .storage.schema import check_id
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_MAX_CHARS", "DEFAULT_TEMPLATE", "AgentMemory", "Recall", "select_tool_calls"]
+__all__ = ["CONVERSATION_KEY", "DEFAULT_MAX_CHARS", "DEFAULT_TEMPLATE", "AgentMemory", "Recall", "select_tool_calls"]
 
-#: How the memory text is put in the model's input (``{memory}``: the rendered groups).
-DEFAULT_TEMPLATE = (
-    "<memory>\nWhat memory holds about the latest user message, one section per part of it (most relevant first; "
-    "score: relevance in [0, 1]):\n{memory}\n</memory>"
-)
-DEFAULT_MAX_CHARS = 4000
+#: How the memory text is put in the model's input (``{memory}``: the rendered groups): marked as quoted material, and
+#: how to read its entries (:data:`ctxret.query.render.MEMORY_NOTE`).
+DEFAULT_TEMPLATE = "<memory>\n" + MEMORY_NOTE + "\n\n{memory}\n</memory>"
+#: The memory text's size: ``"auto"`` makes room for the ``k`` hits of two parts at the index's largest piece
+#: (:func:`ctxret.query.render.auto_max_chars`: 7,400 characters with the local model and ``k=5``).
+DEFAULT_MAX_CHARS = "auto"
 #: Search options the recall sets itself.
 _RECALL_OPTIONS = ("thread_id", "k", "deadline_ms")
 #: How many in-view messages a recall leaves out of its search by key (the newest; a store query compares at most
@@ -59,12 +66,14 @@ MAX_SCOPES = 4096
 
 @dataclass(frozen=True)
 class Recall:
-    """What one recall found: the ``text`` for the model's input (empty: nothing) and the search's ``groups``."""
+    """What one recall found: the ``text`` for the model's input (empty: nothing), the search's ``groups`` and the
+    ``hits`` the text shows (the groups' first hits that fit ``max_chars``, group by group)."""
 
     text: str
     groups: tuple[Group, ...] = ()
     query: str = ""
     degraded: bool = False
+    hits: tuple[Hit, ...] = ()
 
 
 @dataclass
@@ -181,7 +190,8 @@ def _failed(query: str, error: Exception) -> Recall:
 class AgentMemory:
     """An agent's memory in ``index`` (see the module docstring).
 
-    ``k``: hits per part (``None``: the index's default); ``max_chars``: the size of the memory text;
+    ``k``: hits per part (``None``: the index's default); ``max_chars``: the size of the memory text (``"auto"``:
+    room for the ``k`` hits of two parts at the index's largest piece; ``None``: no bound);
     ``template``: how the text is put in the model's input (``{memory}``); ``deadline_ms``: the recall's time
     budget (``None``: none); ``tool_calls``: what of the tools is written; ``include_system``: also write system
     messages; ``search_options``: any other search option (``score_threshold``, ``lexical``, ``where``, ...).
@@ -192,7 +202,7 @@ class AgentMemory:
         index: Any,
         *,
         k: int | None = None,
-        max_chars: int | None = DEFAULT_MAX_CHARS,
+        max_chars: int | str | None = DEFAULT_MAX_CHARS,
         template: str = DEFAULT_TEMPLATE,
         deadline_ms: float | None = 1000,
         tool_calls: bool | Collection[str] = True,
@@ -202,8 +212,7 @@ class AgentMemory:
         index = getattr(index, "index", index)
         if not isinstance(index, ContextualIndex):
             raise InputError(f"agent memory needs a ctxret ContextualIndex, got {type(index).__name__}")
-        if max_chars is not None and (isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1):
-            raise InputError(f"max_chars must be a positive number of characters or None, got {max_chars!r}")
+        max_chars = check_max_chars(max_chars)
         if not isinstance(template, str) or "{memory}" not in template:
             raise InputError(f"template must be a string holding '{{memory}}', got {template!r}")
         if not isinstance(tool_calls, bool) and (
@@ -218,10 +227,13 @@ class AgentMemory:
             raise InputError(f"pass {', '.join(bad)} as the memory's own argument (k=, scope=, deadline_ms=)")
         self._user_where = options.pop("where", None)
         self.index = index
+        plan = index.plan(**{**options, "k": k or index.settings.k, "deadline_ms": deadline_ms})  # bad options fail now
+        if max_chars == "auto":
+            max_chars = auto_max_chars(plan.k, index.config.piece_bytes)
         self.k, self.max_chars, self.template = k, max_chars, template
         self.deadline_ms, self.tool_calls, self.include_system = deadline_ms, tool_calls, include_system
         self.search_options = options
-        index.plan(**{**options, "k": k or index.settings.k, "deadline_ms": deadline_ms})  # bad options fail now
+        self._delimiters = template_delimiters(template)
         self._written = _Written()
 
     # -- recall -------------------------------------------------------------------------------------
@@ -249,7 +261,7 @@ class AgentMemory:
             kwargs["k"] = self.k
         return query, kwargs
 
-    def _recall(self, query: str, groups: Sequence[Group]) -> Recall:
+    def _recall(self, query: str, groups: Sequence[Group], conversation: str | None) -> Recall:
         degraded = any(g.degraded for g in groups)
         if degraded:
             logger.info(
@@ -260,25 +272,35 @@ class AgentMemory:
             )
         if not any(g.hits for g in groups):
             return Recall("", tuple(groups), query, degraded)
-        text = self.template.format(memory=render_groups(groups, max_chars=self.max_chars))
-        return Recall(text, tuple(groups), query, degraded)
+        rendered = render_layout(
+            groups,
+            max_chars=self.max_chars,
+            now=self.search_options.get("now", self.index.settings.now),
+            conversation=conversation,
+            delimiters=self._delimiters,
+        )
+        shown = tuple(h for g, n in zip(groups, rendered.shown, strict=True) for h in g.hits[:n])
+        return Recall(self.template.format(memory=rendered.text), tuple(groups), query, degraded, shown)
 
-    def recall(self, messages: Sequence[Mapping[str, Any]], scope: str) -> Recall:
+    def recall(self, messages: Sequence[Mapping[str, Any]], scope: str, *, conversation: str | None = None) -> Recall:
         """Search ``scope`` with the latest user message of ``messages`` (the model's input, OpenAI dicts) and
-        return the memory text for the model (see the module docstring). It never raises: anything that fails (the
-        store, the embedder, a scope or message it cannot read, a search option's callable) is logged as a warning
-        and gives no memory (``Recall.degraded``)."""
+        return the memory text for the model (see the module docstring). ``conversation``: the conversation the
+        model call belongs to (the framework's thread or session): hits of another are named by theirs. It never
+        raises: anything that fails (the store, the embedder, a scope or message it cannot read, a search option's
+        callable) is logged as a warning and gives no memory (``Recall.degraded``)."""
         query = ""
         try:
             request = self._request(messages, scope)
             if request is None:
                 return Recall("")
             query, kwargs = request
-            return self._recall(query, self.index.search(query, **kwargs))
+            return self._recall(query, self.index.search(query, **kwargs), conversation)
         except Exception as e:  # recall never fails the model call
             return _failed(query, e)
 
-    async def arecall(self, messages: Sequence[Mapping[str, Any]], scope: str) -> Recall:
+    async def arecall(
+        self, messages: Sequence[Mapping[str, Any]], scope: str, *, conversation: str | None = None
+    ) -> Recall:
         """Async :meth:`recall` (never raises either)."""
         query = ""
         try:
@@ -286,7 +308,7 @@ class AgentMemory:
             if request is None:
                 return Recall("")
             query, kwargs = request
-            return self._recall(query, await self.index.asearch(query, **kwargs))
+            return self._recall(query, await self.index.asearch(query, **kwargs), conversation)
         except Exception as e:  # recall never fails the model call
             return _failed(query, e)
 
@@ -301,21 +323,39 @@ class AgentMemory:
         new = [(m, k) for m, k in zip(chosen, keys, strict=True) if k is None or k not in known]
         return [m for m, _ in new], [k for _, k in new if k is not None]
 
-    def write(self, messages: Sequence[Mapping[str, Any]], scope: str) -> IndexResult:
+    def write(
+        self, messages: Sequence[Mapping[str, Any]], scope: str, *, conversation: str | None = None
+    ) -> IndexResult:
         """Append the messages of ``messages`` not written yet to ``scope`` (see the module docstring); a failure
-        raises, and the messages are sent again at the next write."""
+        raises, and the messages are sent again at the next write. ``conversation`` (the framework's thread or
+        session) is stored with each piece as its ``conversation`` metadata: the memory text names it."""
         new, keys = self._new(messages, scope)
         if not new:
             return IndexResult()
-        result = self.index.add_messages(new, scope, include_system=self.include_system)
+        result = self.index.add_messages(
+            new, scope, include_system=self.include_system, metadata=_conversation_metadata(conversation)
+        )
         self._written.add(scope, keys)
         return result
 
-    async def awrite(self, messages: Sequence[Mapping[str, Any]], scope: str) -> IndexResult:
+    async def awrite(
+        self, messages: Sequence[Mapping[str, Any]], scope: str, *, conversation: str | None = None
+    ) -> IndexResult:
         """Async :meth:`write` (the append in a worker thread)."""
         new, keys = self._new(messages, scope)
         if not new:
             return IndexResult()
-        result = await self.index.aadd_messages(new, scope, include_system=self.include_system)
+        result = await self.index.aadd_messages(
+            new, scope, include_system=self.include_system, metadata=_conversation_metadata(conversation)
+        )
         self._written.add(scope, keys)
         return result
+
+
+def _conversation_metadata(conversation: str | None) -> dict[str, str] | None:
+    """The metadata an agent's write stores with each piece: the conversation it came from (``None``: none)."""
+    if conversation is None:
+        return None
+    if not isinstance(conversation, str) or not conversation.strip():
+        raise InputError(f"conversation must be a non-empty string or None, got {conversation!r}")
+    return {CONVERSATION_KEY: conversation}

@@ -11,8 +11,16 @@ searched (dense and BM25, the floor) inside the prefix's items; an item's score 
 a part's group, and the items are listed rank by rank across the parts: every part's best item first (best score
 first among them), then every part's second, and so on, each item once. A message with one subject is listed by
 score; a message with two questions has both subjects' best items at its top, where one vector per message finds the
-louder subject only. Items nothing in the query is about are left out (the floor), so a search may return fewer than
-``limit``.
+louder subject only.
+
+**Up to ``limit`` items, whatever their score**, as LangGraph's ``InMemoryStore`` returns them: what a key-value
+store's caller (a LangMem search tool, "user preferences", "What should I cook tonight?") reads is a ranking, and the
+item that answers a general question rarely shares its words. The items that pass the product's floor come first, in
+the order above; when they are fewer than ``limit``, the search runs again without the floor and the other items
+follow in its order. ``SearchItem.score`` is each item's relevance in [0, 1] (low for the ones that did not pass: a
+caller thresholds on it). A caller who asks for a floor (``score_threshold`` — a relevance floor — ``cosine_floor``
+or ``min_relevance`` among the search options, or a ``min_relevance`` in the index's settings) gets only what passes
+it, so such a search may return fewer than ``limit``.
 
 **Without a query** the items under the prefix that pass the filter are listed namespace by namespace (in the order
 each was first written to), each namespace's items in the order they were first written (``created_at``: a
@@ -49,13 +57,15 @@ from .query.relevance import shown_scores
 from .results import Group, IndexResult
 from .storage.schema import shown as shown_value
 
-__all__ = ["ItemStore", "ItemWrite", "PIECES_PER_ITEM", "StoredItem", "rank_items"]
+__all__ = ["FLOOR_OPTIONS", "ItemStore", "ItemWrite", "PIECES_PER_ITEM", "StoredItem", "rank_items"]
 
 #: A query search asks each part for this many pieces per item wanted, so that enough distinct items are found when
 #: some are long (several pieces).
 PIECES_PER_ITEM = 4
 #: Search options an item search sets itself (the namespace prefix is the scope).
 _SCOPE_OPTIONS = ("thread_id", "where", "k", "per")
+#: Search options that ask for a floor: with one of them, a query search returns only what passes it (no fill).
+FLOOR_OPTIONS = ("score_threshold", "cosine_floor", "min_relevance")
 
 
 @dataclass(frozen=True)
@@ -241,8 +251,11 @@ class ItemStore:
         if isinstance(plan, list):
             return plan
         where, k, opts = plan
-        groups = self.index.search(str(query), k=k, where=where, **opts)
-        return rank_items(groups)[offset : offset + limit]
+        items = rank_items(self.index.search(str(query), k=k, where=where, **opts))
+        if len(items) < offset + limit and self._fills(opts):
+            more = self.index.search(str(query), k=k, where=where, **{**opts, "score_threshold": None})
+            items = _followed_by(items, rank_items(more))
+        return items[offset : offset + limit]
 
     async def asearch(
         self,
@@ -261,8 +274,16 @@ class ItemStore:
         if isinstance(plan, list):
             return plan
         where, k, opts = plan
-        groups = await self.index.asearch(str(query), k=k, where=where, **opts)
-        return rank_items(groups)[offset : offset + limit]
+        items = rank_items(await self.index.asearch(str(query), k=k, where=where, **opts))
+        if len(items) < offset + limit and self._fills(opts):
+            more = await self.index.asearch(str(query), k=k, where=where, **{**opts, "score_threshold": None})
+            items = _followed_by(items, rank_items(more))
+        return items[offset : offset + limit]
+
+    def _fills(self, options: Mapping[str, Any]) -> bool:
+        """Whether a query search is filled up to ``limit`` past the floor: unless a floor was asked for (a
+        :data:`FLOOR_OPTIONS` option for the search, or a relevance floor in the index's settings)."""
+        return not any(o in options for o in FLOOR_OPTIONS) and self.index.settings.min_relevance is None
 
     def _plan(
         self,
@@ -294,6 +315,12 @@ class ItemStore:
                 return None
             where = {"$and": [where, {"item_id": ids[0]} if len(ids) == 1 else {"item_id": {"$in": ids}}]}
         return search_where(where), (offset + limit) * PIECES_PER_ITEM, opts
+
+
+def _followed_by(first: Sequence[StoredItem], rest: Sequence[StoredItem]) -> list[StoredItem]:
+    """``first``, then the items of ``rest`` not in it, in ``rest``'s order."""
+    seen = {it.id for it in first}
+    return [*first, *(it for it in rest if it.id not in seen)]
 
 
 def _keep_latest(out: dict[str, StoredItem], item: StoredItem) -> None:
