@@ -114,8 +114,9 @@ class VectorBackend(Protocol):
         """What identifies this store among the stores of the process (one writer at a time each: :mod:`.lock`)."""
         ...
 
-    def check_present(self) -> None:
-        """A :class:`~ctxret.errors.StoreError` when the store was deleted or replaced under this process."""
+    def check_present(self, *, writing: bool = False) -> None:
+        """A :class:`~ctxret.errors.StoreError` when the store was deleted or replaced under this process (``writing``:
+        before a write, also when this process's hold on it was lost, e.g. an embedded folder's lock file removed)."""
         ...
 
     def close(self, *, private: bool = False) -> None: ...

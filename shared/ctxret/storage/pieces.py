@@ -96,6 +96,7 @@ class PieceStore:
         self._journal_file = lexical if lexical is not None else journal
         #: Where writes are announced before they reach Chroma (:mod:`.journal`, :func:`~.replay.repair_writes`).
         self.journal: Journal | None = self._journal_file.journal if self._journal_file is not None else None
+        self._file_identity = _file_identity(self._journal_file)  # checked before every write (_check_files)
         #: Whether a thread-scoped search gets a BM25 side (from the threads' pieces, in memory).
         self.scoped_lexical = scoped_lexical
         #: The lexical analysis of thread-scoped BM25 (the lexical file's own, when there is one).
@@ -148,13 +149,28 @@ class PieceStore:
         write counter moves on. A thread cached before stays cached while it changes: searches see it as before."""
         threads = None if threads is None else set(threads)
         with self._writers.lock:
-            self.backend.check_present()  # a folder deleted under this process: nothing is written to what is left
+            self.backend.check_present(writing=True)  # a folder deleted under this process, its lock file removed
+            self._check_files()  # the lexical file or journal removed: a crash could not be repaired
             try:
                 with self.inflight.change(threads) as change:
                     yield change
             finally:  # after the change is declared over: a thread read meanwhile is read again
                 self._invalidate(threads)
                 self._writers.generation += 1
+
+    def _check_files(self) -> None:
+        """A :class:`StoreError` when the lexical file (or write journal) this store opened was removed or replaced
+        since: the writes announced in it would be lost with it, so a crash could leave a turn in two versions."""
+        f = self._journal_file
+        if f is None or self._file_identity is None or _file_identity(f) == self._file_identity:
+            return
+        role = "lexical file" if f is self.lexical else "write journal"
+        raise StoreError(
+            f"the {role} {f.path} was removed or replaced while this store had it open; nothing was written (every "
+            f"write is announced in it first, so that a crash part-way can be repaired). Close the index and open it "
+            f"again: the {role} is made again"
+            + (" and refilled from the pieces Chroma holds (no re-embedding)" if f is self.lexical else "")
+        )
 
     def _invalidate(self, threads: set[str] | None) -> None:
         for cache in list(self._writers.caches):
@@ -233,6 +249,7 @@ class PieceStore:
         """Open (or create) the collection recording ``config``, after finishing any interrupted rebuild
         (:func:`~.rebuild.recover`) and then any write a crash cut off (:func:`~.replay.repair_writes`)."""
         recover(self)
+        self._check_vectors_held()
         if self.read_only and not self.backend.exists():
             raise StoreError(
                 f"the store {self.location} has no collection {self.collection_name!r} to open read-only (it holds "
@@ -243,6 +260,23 @@ class PieceStore:
         config_copy.record(self.lexical, self.collection_name, self.backend.stored_config())  # for `ctxret stats`
         self.views.open(config)  # views hook
         repair_writes(self)
+
+    def _check_vectors_held(self) -> None:
+        """Before the collection is opened (or made): a :class:`StoreError` when the lexical file holds pieces but
+        the vector store has no collection for them (a lost or replaced Chroma database): nothing is made afresh,
+        and the lexical file, the only copy of the texts left, is not emptied by the repair from Chroma."""
+        if self.lexical is None or self.changes is not None or self.lexical.path == ":memory:":
+            return
+        if self.backend.exists():
+            return
+        n = self.lexical.count()
+        if n:
+            raise StoreError(
+                f"the lexical file {self.lexical.path} holds {n:,} pieces of collection {self.collection_name!r}, "
+                f"but {self.location} has no such collection (its Chroma database was lost or replaced); nothing was "
+                "changed. Restore the store folder from a backup; or, to start the collection again, move the "
+                "lexical file aside and index your data again"
+            )
 
     # -- writes -----------------------------------------------------------------------------------
     def existing(
@@ -587,7 +621,9 @@ class PieceStore:
             return SyncReport()
         self.backend.check_present()
         with self.writing():  # no write of this process in flight: its announcement is not a crashed one
-            return sync_from_store(self.lexical, self.backend, full=full)
+            # a store only this process writes: an empty Chroma beside a filled lexical file is a lost database
+            only_here = self.changes is None and self.lexical.path != ":memory:"
+            return sync_from_store(self.lexical, self.backend, full=full, guard=only_here)
 
 
 class ClosedStore:
@@ -602,6 +638,17 @@ class ClosedStore:
         raise ClosedError(
             f"this index ({self._where}) is closed; open a new ContextualIndex (or adapter) on the store to use it"
         )
+
+
+def _file_identity(f: LexicalIndex | None) -> tuple[int, int] | None:
+    """``(device, inode)`` of a lexical or journal file (``(0, 0)``: gone), ``None`` for none or one in memory."""
+    if f is None or f.path == ":memory:":
+        return None
+    try:
+        st = os.stat(f.path)
+    except OSError:
+        return (0, 0)
+    return st.st_dev, st.st_ino
 
 
 def open_piece_store(
