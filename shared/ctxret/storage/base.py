@@ -30,11 +30,12 @@ Fetched = tuple[str, dict[str, Any], np.ndarray]  # (document, metadata, stored 
 
 
 class StoredPieces(NamedTuple):
-    """What a write reads before it diffs (``PieceStore.existing``): the stored piece ids of turns, and
-    of every turn of documents."""
+    """What a write reads before it diffs (``PieceStore.existing``): the stored piece ids of turns, of every turn
+    of documents, and of every chat turn of threads written whole."""
 
     turns: dict[tuple[str, str], set[str]]  # (thread_id, turn_id) -> piece ids
     documents: dict[tuple[str, str], dict[str, set[str]]]  # (thread_id, doc_id) -> turn_id -> piece ids
+    threads: dict[str, dict[str, set[str]]]  # thread_id -> chat turn_id -> piece ids
 
 
 class Deferred(dict):

@@ -252,8 +252,15 @@ class Writers:
         self.inflight = InFlight()
         self._threads: weakref.WeakValueDictionary[str, _ThreadLock] = weakref.WeakValueDictionary()
         self._threads_guard = threading.Lock()
-        #: The last chat turn number each thread was seen with (a hint for the next append: checked, not trusted).
+        #: The highest chat turn number in use in each thread as this process knows it (read once, then kept by
+        #: every write of a store only this process writes: ``PieceStore.thread_end``); a thread missing: not known.
         self.heads: dict[str, int] = {}
+        #: The turn each thread's last append in this process opened and left awaiting a reply (a user message last):
+        #: the turn a reply this process sends alone continues (``ctxret.ingest.append``).
+        self.own: dict[str, int] = {}
+        #: How many stores of this process are open on it (``heads`` are forgotten when the last one closes: another
+        #: process may write the folder before this one opens it again).
+        self.opened = 0
 
     @contextlib.contextmanager
     def appending(self, thread_id: str) -> Iterator[None]:
