@@ -18,6 +18,11 @@ new turns (``replace_messages``) and is killed at a random step of the write (``
 random among the write's steps); the folder is opened again (which repairs) and the thread read: **mixed** threads
 (turns of both versions, or the new turns beside old ones) must be 0.
 
+``rewrites-server`` — the same kills on a Chroma server (the rewriting process on the hashing embedder, 3 pieces a
+Chroma call): what a kill leaves (``mixed_as_left``: a server has no local journal, so nothing is repaired on open),
+then after the repair the thread's next writer runs first (``PieceStore.repair_thread``, from the write's
+announcement in the claims collection): **mixed** must be 0; and whether the call sent again ends whole.
+
 ``searches`` — ``--searches`` unscoped searches (default 1,000) beside a thread rewritten without pause between 12
 turns of one version and 6 of another, in one process on an embedded folder: answers **empty** of that thread and
 answers **mixing** its two versions.
@@ -240,6 +245,84 @@ REWRITE_POINTS = (
 VERSION = re.compile(r"\bv(\d) turn (\d+):")
 
 
+def rewriter_main(host: str, port: int, collection: str, op: str) -> None:
+    """A process rewriting (or first writing) thread ``long`` on a Chroma server (``CTXRET_FAULT_AT`` kills it)."""
+    sys.path.insert(0, str(TESTS / "reliability"))
+    from ctxret import ContextualIndex, Store
+    from hash_embedder import HashEmbedder
+
+    index = ContextualIndex(Store.server(host, port, collection=collection), embedder=HashEmbedder(), progress=False)
+    index.store.chroma.max_batch = 3  # several Chroma calls per write: a kill can fall between two of them
+    if op == "long":
+        index.add_messages(long_thread(0, 12), thread_id="long")
+    else:
+        index.replace_messages(long_thread(1, 6), thread_id="long")
+    index.close()
+
+
+def thread_versions(index) -> dict[int, set[str]]:
+    versions: dict[int, set[str]] = {}
+    for r in index.store.records(include=("documents", "metadatas")):
+        if r["metadata"]["thread_id"] == "long":
+            versions.setdefault(int(r["metadata"]["turn_index"]), set()).update(
+                m.group(1) for m in VERSION.finditer(r["document"])
+            )
+    return versions
+
+
+def outcome_of(versions: dict[int, set[str]]) -> str:
+    if versions == {t: {"0"} for t in range(1, 13)}:
+        return "old"
+    if versions == {t: {"1"} for t in range(1, 7)}:
+        return "new"
+    return "mixed"
+
+
+def run_rewrites_server(args: argparse.Namespace, work: Path) -> dict:
+    """The same kills on a Chroma server, where no crash repair runs (another process may have written since): what a
+    kill leaves until the thread is written again."""
+    sys.path.insert(0, str(TESTS))
+    sys.path.insert(0, str(TESTS / "reliability"))
+    from chroma_server import run_chroma
+    from ctxret import ContextualIndex, Store
+    from hash_embedder import HashEmbedder
+
+    rng = random.Random(args.seed + 3)
+    env = {**os.environ}
+    env.pop("CTXRET_FAULT_AT", None)
+    outcomes: Counter[str] = Counter()
+    per_point: dict[str, Counter[str]] = {}
+    healed = left_mixed = 0
+    with run_chroma(work / "chroma") as server:
+        for i in range(args.rewrite_kills):
+            point = rng.choice(REWRITE_POINTS)
+            collection = f"rewrite-{i}"
+            base = [sys.executable, __file__, "_rewriter", server.host, str(server.port), collection]
+            subprocess.run([*base, "long"], env=env, check=True, capture_output=True)
+            proc = subprocess.run([*base, "replace"], env={**env, "CTXRET_FAULT_AT": point}, capture_output=True)
+            if proc.returncode != -signal.SIGKILL:
+                raise SystemExit(f"the rewrite did not reach {point}: {proc.stderr[-800:]!r}")
+            store = Store.server(server.host, server.port, collection=collection)
+            with ContextualIndex(store, embedder=HashEmbedder(), progress=False) as index:
+                left = outcome_of(thread_versions(index))  # as the kill left it: no repair has run yet
+                index.store.repair_thread("long")  # what the thread's next writer does first
+                outcome = outcome_of(thread_versions(index))
+                index.replace_messages(long_thread(1, 6), thread_id="long")  # the call again
+                healed += outcome_of(thread_versions(index)) == "new"
+            left_mixed += left == "mixed"
+            outcomes[outcome] += 1
+            per_point.setdefault(point, Counter())[outcome] += 1
+    return {
+        "kills": args.rewrite_kills,
+        "mixed_as_left": left_mixed,
+        "mixed": outcomes["mixed"],
+        "old": outcomes["old"],
+        "new": outcomes["new"],
+        "whole_after_the_call_again": healed,
+        "by_point": {p: dict(c) for p, c in sorted(per_point.items())},
+    }
+
+
 def run_rewrites(args: argparse.Namespace, work: Path) -> dict:
     from ctxret import ContextualIndex
 
@@ -265,19 +348,8 @@ def run_rewrites(args: argparse.Namespace, work: Path) -> dict:
         if proc.returncode != -signal.SIGKILL:
             raise SystemExit(f"the rewrite did not reach {point}: {proc.stderr[-800:]}")
         with ContextualIndex(store, progress=False) as index:  # opening repairs (the worker's local model)
-            versions: dict[int, set[str]] = {}
-            for r in index.store.records(include=("documents", "metadatas")):
-                if r["metadata"]["thread_id"] == "long":
-                    versions.setdefault(int(r["metadata"]["turn_index"]), set()).update(
-                        m.group(1) for m in VERSION.finditer(r["document"])
-                    )
-        if versions == {t: {"0"} for t in range(1, 13)}:
-            outcome = "old"
-        elif versions == {t: {"1"} for t in range(1, 7)}:
-            outcome = "new"
-        else:
-            outcome = "mixed"
-            mixed += 1
+            outcome = outcome_of(thread_versions(index))
+        mixed += outcome == "mixed"
         outcomes[outcome] += 1
         per_point.setdefault(point, Counter())[outcome] += 1
         shutil.rmtree(store, ignore_errors=True)
@@ -355,8 +427,12 @@ def main() -> None:
         host, port, collection, writer, exchanges, log = sys.argv[2:8]
         writer_main(host, int(port), collection, int(writer), int(exchanges), log)
         return
+    if len(sys.argv) > 1 and sys.argv[1] == "_rewriter":
+        host, port, collection, op = sys.argv[2:6]
+        rewriter_main(host, int(port), collection, op)
+        return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--parts", default="appends,rewrites,searches", help="which parts, comma-separated")
+    ap.add_argument("--parts", default="appends,rewrites,rewrites-server,searches", help="which parts, comma-separated")
     ap.add_argument("--writers", type=int, default=3)
     ap.add_argument("--exchanges", type=int, default=40, help="exchanges per writer (default 40)")
     ap.add_argument("--kills", type=int, default=60)
@@ -371,7 +447,12 @@ def main() -> None:
     import ctxret
 
     print(f"ctxret from {Path(ctxret.__file__).parent}")
-    runs = {"appends": run_appends, "rewrites": run_rewrites, "searches": run_searches}
+    runs = {
+        "appends": run_appends,
+        "rewrites": run_rewrites,
+        "rewrites-server": run_rewrites_server,
+        "searches": run_searches,
+    }
     for part in [p.strip() for p in args.parts.split(",") if p.strip()]:
         work = Path(tempfile.mkdtemp(prefix=f"ctxret-faults-{part}-"))
         try:

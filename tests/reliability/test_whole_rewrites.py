@@ -18,11 +18,13 @@ import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
+import uuid
 from pathlib import Path
 
 import pytest
-from ctxret import ContextualIndex
+from ctxret import ContextualIndex, Store
 
 from .faults_worker import long_thread
 from .hash_embedder import HashEmbedder
@@ -84,6 +86,51 @@ def test_a_kill_at_each_step_of_a_rewrite_leaves_the_old_or_the_new_thread(long_
         assert index.store.lexical.ids() == {r["id"] for r in index.store.records(include=())}
         again = index.replace_messages(long_thread(1, 6), thread_id="long")  # the call again ends as one run ends
         assert versions_by_turn(index) == NEW, again
+
+
+REWRITER = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, sys.argv[5])
+    from ctxret import ContextualIndex, Store
+    from reliability.faults_worker import long_thread
+    from reliability.hash_embedder import HashEmbedder
+    host, port, collection, op = sys.argv[1:5]
+    store = Store.server(host, int(port), collection=collection)
+    index = ContextualIndex(store, embedder=HashEmbedder(), progress=False)
+    index.store.chroma.max_batch = 3  # several Chroma calls per write: a kill can fall between two of them
+    if op == "long":
+        index.add_messages(long_thread(0, 12), thread_id="long")
+    else:
+        index.replace_messages(long_thread(1, 6), thread_id="long")
+    index.close()
+    """
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", ["write:after-upsert", "delete:between-chunks"])
+def test_a_rewrite_killed_on_a_server_is_made_whole_by_the_threads_next_writer(chroma_server, point):
+    """A server has no local journal: the rewrite is announced in the claims collection, and the next writer of the
+    thread finishes or undoes it once its process is gone (before: both versions until the thread was rewritten)."""
+    collection = f"rewrite-{uuid.uuid4().hex[:8]}"
+    tests = str(Path(__file__).resolve().parents[1])
+    base = [sys.executable, "-c", REWRITER, chroma_server.host, str(chroma_server.port), collection]
+    env = {k: v for k, v in os.environ.items() if k != "CTXRET_FAULT_AT"}
+    done = subprocess.run([*base, "long", tests], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-1500:]
+    killed = subprocess.run(
+        [*base, "replace", tests], env={**env, "CTXRET_FAULT_AT": point}, capture_output=True, text=True, timeout=300
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-1500:]
+    store = Store.server(chroma_server.host, chroma_server.port, collection=collection)
+    with ContextualIndex(store, embedder=HashEmbedder(), progress=False) as index:
+        assert versions_by_turn(index) not in (OLD, NEW)  # what the kill left: both versions in Chroma
+        index.add_messages([{"role": "user", "content": "v2 turn 0: one more note."}], thread_id="long")
+        found = versions_by_turn(index)
+        last = max(found)
+        assert found.pop(last) == {"2"} and found in (OLD, NEW), found  # the thread whole, then the new turn
+        assert last > max(found)  # after every number in use (a finished rewrite may leave its old ones unused)
 
 
 def test_a_rewrite_that_shortens_a_thread_is_one_write(tmp_path):

@@ -446,6 +446,7 @@ def write_numbered(
     check_first_turn(first_turn)
     turns = _numbered(store, messages, thread_id, first_turn, include_system, now)
     with store.appending(thread_id):
+        store.repair_thread(thread_id)  # a server: a write of the thread a killed process left half done
         result = write(turns)  # raises the thread's head past them: an append goes after the highest number
     return result, len(turns)
 
@@ -480,8 +481,9 @@ def replace_thread(
     thread given whole; :func:`~ctxret.ingest.writer.write_turns`); unchanged turns cost nothing (a message without
     a time keeps the time it was first added); the thread's documents stay."""
     check_thread_id(thread_id)
-    turns = _numbered(store, messages, thread_id, 1, include_system, now)
     with store.appending(thread_id):
+        store.repair_thread(thread_id)  # a server: a write of the thread a killed process left half done
+        turns = _numbered(store, messages, thread_id, 1, include_system, now)
         result = write(turns, threads=[thread_id])
         store.set_head(thread_id, max((t.index for t in turns), default=0))  # the thread ends there now
         store.own.pop(thread_id, None)

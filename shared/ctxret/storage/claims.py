@@ -24,11 +24,19 @@ it lower than the higher of them: it is a floor, never trusted as the end.
 
 A continuation slot held by an append that is gone is taken over: at once when its process (on this host) is gone,
 else after ``lease`` seconds (another host's, or a process that hangs).
+
+**Writes announced.** A server has no local journal, so a write that removes pieces of one thread (a turn rewritten,
+a thread replaced) is announced here first (``<thread>:write:<token>``: the ids it adds and removes) and the
+announcement removed once the write is done (:meth:`TurnClaims.announce`, :meth:`TurnClaims.settle`). The next
+writer of that thread (an append reading where it ends, a rewrite, a numbered write) finishes or undoes a write whose
+process is gone (:meth:`TurnClaims.abandoned`; ``PieceStore.repair_thread``): a kill leaves the thread old or new once
+anyone writes it again. A writer on another host counts as gone an hour after its announcement.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import socket
@@ -50,6 +58,8 @@ __all__ = ["CLAIMS_SUFFIX", "Claim", "TurnClaims"]
 
 CLAIMS_SUFFIX = "-claims"
 _HOST = socket.gethostname()
+#: An announced write from another host counts as abandoned after this long (its process cannot be checked).
+_FOREIGN_WRITE_SECONDS = 3600.0
 _ONE = np.ones((1, 1), np.float32)  # a claim's vector (never searched)
 
 
@@ -148,6 +158,44 @@ class TurnClaims:
             self.set_head(thread_id, floor)
         top = probe_up(lambda n: bool(taken_turns(reader, thread_id, [n])) or self.claimed(thread_id, n), floor)
         return ThreadEnd(last_stored(reader, thread_id, top), top)
+
+    # -- writes announced --------------------------------------------------------------------------
+    def announce(self, thread_id: str, new: Sequence[str], stale: Sequence[str]) -> str:
+        """Before a write of one thread that removes pieces: its announcement's id (:meth:`settle` it after)."""
+        rid = f"{self._thread(thread_id)}:write:{uuid.uuid4().hex}"
+        body = json.dumps({"new": sorted(set(new)), "stale": sorted(set(stale))})
+        self.backend.add([rid], _ONE, [body], [self._meta(thread_id=thread_id, kind="write")], name=self.collection())
+        return rid
+
+    def settle(self, rid: str) -> None:
+        """The announced write is done (or repaired): its announcement goes."""
+        try:
+            self.backend.delete_ids([rid], name=self.collection())
+        except CtxretError as e:  # left behind: the next writer of the thread finds the write complete
+            logger.warning("could not remove a write announcement (%s): %s", rid, e)
+
+    def abandoned(self, thread_id: str) -> list[tuple[str, list[str], list[str]]]:
+        """``(id, new ids, stale ids)`` of the thread's announced writes whose process is gone, oldest first."""
+        where = {"$and": [{"thread_id": thread_id}, {"kind": "write"}]}
+        found = []
+        now = self._clock()
+        for rec in self.backend.iter_records(where, ("metadatas", "documents"), name=self.collection()):
+            meta = rec["metadata"] or {}
+            if meta.get("thread_id") != thread_id or meta.get("token") == self.token:
+                continue
+            age = now - float(meta.get("ts", now))
+            if meta.get("host") == _HOST and "pid" in meta:
+                if _holder_alive(meta):
+                    continue
+            elif age < _FOREIGN_WRITE_SECONDS:
+                continue
+            try:
+                body = json.loads(rec.get("document") or "{}")
+            except ValueError:
+                body = {}
+            new, stale = list(body.get("new", [])), list(body.get("stale", []))
+            found.append((float(meta.get("ts", 0.0)), rec["id"], new, stale))
+        return [(rid, new, stale) for _, rid, new, stale in sorted(found)]
 
     # -- claims -----------------------------------------------------------------------------------
     def _meta(self, **fields: Any) -> dict[str, Any]:

@@ -152,6 +152,7 @@ class PieceStore:
         number this process knows (read once per thread, then kept by its writes), else from the thread's head
         record on the server (:meth:`.claims.TurnClaims.end`)."""
         if self.claims is not None:
+            self.repair_thread(thread_id)  # a write a killed process left half done: whole, before it is read
             return self.claims.end(self.backend, thread_id)
         top = self.heads.get(thread_id)
         if top is None:  # first met: the lexical file's index knows it, else every turn number read from Chroma
@@ -159,6 +160,35 @@ class PieceStore:
             top = self.heads[thread_id] = chat_head_scan(self.backend, thread_id) if found is None else found
             return ThreadEnd(last_stored(self.backend, thread_id, top) if found is not None else top, top)
         return ThreadEnd(last_stored(self.backend, thread_id, top), top)
+
+    def repair_thread(self, thread_id: str) -> int:
+        """On a Chroma server, before a write of ``thread_id``: finish or undo the thread's writes whose process is
+        gone (announced in the claims collection, :mod:`.claims`), as :func:`~.replay.repair_writes` does on open for
+        a store only this process writes: a write whose new pieces all reached Chroma is finished (its stale ones
+        deleted), any other undone (its new ones deleted). Returns how many."""
+        if self.claims is None:
+            return 0
+        done = 0
+        for rid, new, stale in self.claims.abandoned(thread_id):
+            present = [r["id"] for r in self.backend.get(new, include=())] if new else []
+            finish = len(present) == len(new)
+            gone = stale if finish else present
+            logger.warning(
+                "%s an interrupted write to thread %r of %r (its process is gone): %d piece(s) removed",
+                "finishing" if finish else "undoing",
+                thread_id,
+                self.collection_name,
+                len(gone),
+            )
+            with self.changing({thread_id}) as change:
+                self.inflight.removing(change, gone)
+                self._delete_ids(gone)
+                self.views.delete_pieces(gone)  # views hook
+                if self.changes is not None:
+                    self.changes.record([], gone, {thread_id})
+            self.claims.settle(rid)
+            done += 1
+        return done
 
     def set_head(self, thread_id: str, n: int) -> None:
         """The thread's chat turns now end at ``n`` exactly (a rewrite of the whole thread)."""
@@ -414,14 +444,21 @@ class PieceStore:
                 )
             if main:  # searches beside it see the store before it until its new pieces are all stored
                 self.inflight.adding(change, ids if fresh is None else [i for i in ids if i in fresh])
+            announced = None
+            if main and self.claims is not None and stale and fresh is not None and len(threads) == 1:
+                # a server has no local journal: announced where the thread's next writer finds it
+                announced = self.claims.announce(next(iter(threads)), [i for i in ids if i in fresh], stale)
             fault_point("write:before-chroma")
             try:
                 self.views.write(views, name=name)  # views hook: before the pieces
                 if len(ids):
                     self.backend.upsert(ids, vectors, documents, metadatas, name=name)
             except InputError as e:
-                if journal is not None and getattr(e, "nothing_stored", False):
-                    journal.settle()  # refused whole: nothing to repair
+                if getattr(e, "nothing_stored", False):  # refused whole: nothing to repair
+                    if journal is not None:
+                        journal.settle()
+                    if announced is not None and self.claims is not None:
+                        self.claims.settle(announced)
                 raise
             fault_point("write:after-upsert")
             if main:  # from here, after it
@@ -448,6 +485,8 @@ class PieceStore:
                 self._raise_heads(metadatas)
             if main and self.changes is not None:  # after the data: other processes replay it
                 self.changes.record(list(ids), list(stale), threads)
+            if announced is not None and self.claims is not None:
+                self.claims.settle(announced)
         if main and stale:
             self._deleted_some(len(stale))
 
