@@ -77,6 +77,30 @@ def test_a_plain_append_after_numbered_turns_goes_after_them(tmp_path):
     index.close()
 
 
+OTHER_PROCESS = (
+    "import sys; sys.path.insert(0, {tests!r}); from ctxret import ContextualIndex; "
+    "from reliability.hash_embedder import HashEmbedder; "
+    "ix = ContextualIndex({folder!r}, embedder=HashEmbedder(), progress=False); "
+    "ix.add_messages([{{'role': 'user', 'content': 'other process note', 'id': 'o1'}}], thread_id='t'); ix.close()"
+)
+
+
+def test_what_a_process_knows_of_a_threads_end_is_forgotten_when_it_gives_the_folder_up(tmp_path):
+    from pathlib import Path
+
+    index = embedded(tmp_path)
+    folder = index.store.chroma.path
+    index.add_messages([q(1)], thread_id="t")  # this process now knows the thread ends at turn 1
+    index.close()
+    tests = str(Path(__file__).resolve().parents[1])
+    code = OTHER_PROCESS.format(tests=tests, folder=str(folder))
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert other.returncode == 0, other.stderr[-1500:]
+    with ContextualIndex(folder, embedder=HashEmbedder(), progress=False) as again:
+        again.add_messages([q(2)], thread_id="t")
+        assert turns(again) == {1: ["aq1"], 2: ["o1"], 3: ["aq2"]}  # never over the other process's turn 2
+
+
 def test_a_reply_continues_the_question_its_own_process_left_awaiting_it(tmp_path):
     index = embedded(tmp_path)
     index.add_messages([q(1)], thread_id="t")  # this writer's question: turn 1, awaiting its reply

@@ -214,6 +214,12 @@ class ChromaStore(RecordQueries):
             self.max_batch = 5461
 
     @property
+    def newly_held(self) -> bool:
+        """Whether opening this store took its embedded folder's lock for this process (no other store of the process
+        held it): what other processes wrote there before is unknown to this one (``PieceStore`` forgets it)."""
+        return self._lock is not None and self._lock.newly_held
+
+    @property
     def writers_key(self) -> str:
         if self.path is not None:
             return str(Path(self.path).resolve())

@@ -86,6 +86,9 @@ class FolderLock:
         self.folder = Path(folder).resolve()
         self._released = True
         self._hold: _Hold | None = None
+        #: Whether the last :meth:`acquire` took the folder's file lock (no other hold of this process had it): what
+        #: other processes wrote to the folder before is unknown to this one.
+        self.newly_held = False
 
     def acquire(self, timeout: float = 0.0) -> FolderLock:
         """Hold the folder (shared with this process's other holders); another process's hold is waited
@@ -103,6 +106,7 @@ class FolderLock:
                     hold = None
                 if hold is not None:
                     hold.count += 1
+            fresh = hold is None
             if hold is None:
                 lock = FileLock(str(self.folder / LOCK_NAME), timeout=0, thread_local=False)
                 try:
@@ -128,6 +132,7 @@ class FolderLock:
                 hold = _Hold(lock, _file_id(self.folder))
                 with _guard:
                     _held[self.folder] = hold
+        self.newly_held = fresh
         self._hold = hold
         self._released = False
         return self
@@ -258,9 +263,6 @@ class Writers:
         #: The turn each thread's last append in this process opened and left awaiting a reply (a user message last):
         #: the turn a reply this process sends alone continues (``ctxret.ingest.append``).
         self.own: dict[str, int] = {}
-        #: How many stores of this process are open on it (``heads`` are forgotten when the last one closes: another
-        #: process may write the folder before this one opens it again).
-        self.opened = 0
 
     @contextlib.contextmanager
     def appending(self, thread_id: str) -> Iterator[None]:

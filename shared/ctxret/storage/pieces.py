@@ -114,11 +114,9 @@ class PieceStore:
         self._writers.caches.add(self.cache)
         #: Turn claims for appends from several processes (a Chroma server; :mod:`.claims`), else ``None``.
         self.claims: TurnClaims | None = TurnClaims(backend) if changes is not None else None
-        if self._writers.opened == 0:  # the first store of this process on it: what another process wrote is unknown
+        if getattr(backend, "newly_held", False):  # the folder just became this process's: others may have written
             self._writers.heads.clear()
             self._writers.own.clear()
-        self._writers.opened += 1
-        self._closed = False
         self._deleted = 0  # pieces deleted since the last compaction, where no file keeps the count
 
     @property
@@ -307,9 +305,6 @@ class PieceStore:
     def close(self) -> None:
         """Close the lexical file (stamped as closed cleanly: :mod:`.heal`) and give the folder lock back (a read-only
         store: remove its copy)."""
-        if not self._closed:
-            self._closed = True
-            self._writers.opened -= 1
         if self._journal_file is not None:
             self._journal_file.close()
             f = self._journal_file
