@@ -337,13 +337,16 @@ class ContextualIndex:
         replace: bool = True,
         documents: Iterable[tuple[str, str]] = (),
         progress: bool | None = None,
+        threads: Iterable[str] = (),
     ) -> IndexResult:
         """Index prepared turns (or sections) of any threads: the one write path every ingest goes through, in bounded
         batches (a failure part-way says what is stored: :func:`.ingest.writer.write_turns`). Chat turns replace their
         own stored version; the sections of a document (``doc_id``) are the whole document, as in :meth:`add_documents`.
         ``documents``: more ``(thread_id, doc_id)`` given whole (one with no section here loses every stored one).
+        ``threads``: threads whose chat turns are given whole: their stored chat turns not given are removed, in the
+        same store write (what :meth:`replace_messages` does; their documents stay).
         ``progress``: a bar on (``True``) or off (``False``) for this call; ``None``: the index's setting."""
-        return self._write(turns, metadata, replace, documents, progress)
+        return self._write(turns, metadata, replace, documents, progress, threads)
 
     def _write(
         self,
@@ -352,9 +355,12 @@ class ContextualIndex:
         replace: bool,
         documents: Iterable[tuple[str, str]],
         progress: bool | None = None,
+        threads: Iterable[str] = (),
     ) -> IndexResult:
         if not isinstance(replace, bool):
             raise InputError(f"replace must be True or False, got {replace!r}")
+        if isinstance(threads, str):
+            raise InputError(f"threads must be a list of thread ids, got the string {threads!r}: pass [{threads!r}]")
         return write_turns(
             self.store,
             for_writes(self.embedder, self.embed_timeout),
@@ -367,6 +373,7 @@ class ContextualIndex:
             view_writers=resolve_view_writers(self.config.view_kinds, self.view_writer),
             replace=replace,
             documents=documents,
+            threads=threads,
         )
 
     def write_items(self, turns: Sequence[Turn], documents: Iterable[tuple[str, str]]) -> IndexResult:

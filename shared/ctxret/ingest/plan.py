@@ -168,22 +168,37 @@ def check_shared_keys(turn: Turn) -> None:
 
 @dataclass(eq=False)
 class WriteUnit:
-    """What one write replaces whole: a document (``doc_id``: every section it has) or one turn.
+    """What one write replaces whole: a document (``doc_id``: every section it has), one turn, or the chat turns of
+    a thread (``whole``: every chat turn it has; its documents stay).
 
-    ``write`` (the turns to embed and write: new or changed), ``old`` (the piece ids stored for
-    the unit) and ``updated`` come from :func:`diff_units`."""
+    ``write`` (the turns to embed and write: new or changed), ``old`` (the piece ids stored for the unit),
+    ``updated`` and ``gone`` (a whole thread's stored chat turns it no longer has) come from :func:`diff_units`. A
+    unit is never split between two store writes: a whole thread is replaced in one (all of it or nothing across a
+    crash)."""
 
     thread_id: str
     doc_id: str | None
     turns: list[PlannedTurn]
     write: list[PlannedTurn] = field(default_factory=list)
     old: set[str] = field(default_factory=set)
+    whole: bool = False
+    gone: set[str] = field(default_factory=set)
     #: stored piece ids written again with other metadata (the same text: a new caller value, an item's new value)
     updated: set[str] = field(default_factory=set)
 
     @property
     def key(self) -> tuple[str, str]:
+        if self.whole:
+            return (self.thread_id, "")
         return (self.thread_id, self.doc_id if self.doc_id is not None else self.turns[0].turn.turn_id)
+
+    @property
+    def changed_keys(self) -> list[tuple[str, str]]:
+        """What the unit writes or removes, as :attr:`~ctxret.results.IndexResult.changed` names it: its key, or a
+        whole thread's ``(thread_id, turn_id)`` of each turn written or removed."""
+        if not self.whole:
+            return [self.key]
+        return [(self.thread_id, t) for t in [p.turn.turn_id for p in self.write] + sorted(self.gone)]
 
     @property
     def ids(self) -> set[str]:
@@ -199,12 +214,24 @@ class WriteUnit:
         return bool(self.write) or bool(self.stale)
 
 
-def write_units(planned: Sequence[PlannedTurn], replace: bool, documents: Iterable[tuple[str, str]]) -> list[WriteUnit]:
-    """The write units of a call: with ``replace``, one per document (its sections together), else one per turn."""
+def write_units(
+    planned: Sequence[PlannedTurn],
+    replace: bool,
+    documents: Iterable[tuple[str, str]],
+    threads: Iterable[str] = (),
+) -> list[WriteUnit]:
+    """The write units of a call: with ``replace``, one per document (its sections together), else one per turn;
+    the chat turns of each of ``threads`` are one unit (the thread's chat turns are exactly those given)."""
     units: list[WriteUnit] = []
     docs: dict[tuple[str, str], WriteUnit] = {}
+    whole: dict[str, WriteUnit] = {}
+    for thread in dict.fromkeys(str(t) for t in threads):
+        whole[thread] = WriteUnit(thread, None, [], whole=True)
+        units.append(whole[thread])
     for p in planned:
-        if replace and p.turn.doc_id is not None:
+        if p.turn.doc_id is None and p.turn.thread_id in whole:
+            whole[p.turn.thread_id].turns.append(p)
+        elif replace and p.turn.doc_id is not None:
             key = (p.turn.thread_id, p.turn.doc_id)
             if key not in docs:
                 docs[key] = WriteUnit(*key, [])
@@ -223,19 +250,27 @@ class StoredReader(Protocol):
     """What the diff reads of a store (``PieceStore.existing``)."""
 
     def existing(
-        self, turns: Iterable[tuple[str, str]] = (), documents: Iterable[tuple[str, str]] = (), name: str | None = None
+        self,
+        turns: Iterable[tuple[str, str]] = (),
+        documents: Iterable[tuple[str, str]] = (),
+        name: str | None = None,
+        threads: Iterable[str] = (),
     ) -> StoredPieces: ...
 
 
 def stored_pieces(sink: StoredReader, units: Sequence[WriteUnit], name: str | None) -> StoredPieces:
     """The stored piece ids of ``units`` (:meth:`StoredReader.existing`, in collection ``name``)."""
-    turns = [u.turns[0].key for u in units if u.doc_id is None]
-    return sink.existing(turns, [u.key for u in units if u.doc_id is not None], name=name)
+    turns = [u.turns[0].key for u in units if u.doc_id is None and not u.whole]
+    documents = [u.key for u in units if u.doc_id is not None]
+    threads = [u.thread_id for u in units if u.whole]
+    if threads:
+        return sink.existing(turns, documents, name=name, threads=threads)
+    return sink.existing(turns, documents, name=name)
 
 
 def diff_units(units: Sequence[WriteUnit], stored: StoredPieces) -> None:
     """Set each unit's ``write`` (turns whose pieces differ from the stored ones: other ids, or the same ids with
-    other metadata, :func:`same_metadata`) and ``old``."""
+    other metadata, :func:`same_metadata`) ``old`` and ``gone``."""
     known = stored.metadata
 
     def same(p: PlannedTurn, u: WriteUnit) -> bool:
@@ -251,7 +286,10 @@ def diff_units(units: Sequence[WriteUnit], stored: StoredPieces) -> None:
         return not differ
 
     for u in units:
-        if u.doc_id is None:
+        if u.whole:
+            by_turn = stored.threads.get(u.thread_id, {})
+            u.gone = set(by_turn) - {p.turn.turn_id for p in u.turns}
+        elif u.doc_id is None:
             by_turn = {u.turns[0].turn.turn_id: stored.turns.get(u.turns[0].key, set())}
         else:
             by_turn = stored.documents.get(u.key, {})
