@@ -8,6 +8,8 @@ goes the other way, stored pieces back into their turns (what a rebuild plans ag
 
 from __future__ import annotations
 
+import logging
+import zlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -17,9 +19,12 @@ from ..embedders.base import Embedder
 from ..errors import InputError
 from ..storage.base import StoredPieces
 from ..storage.schema import caller_view, check_id, check_metadata_arg
+from ..text import restore_text
 from .config import IndexConfig
 from .pieces import fit_pieces, piece_metadata
 from .turns import Piece, Source, Turn, parse_time
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "DEFAULT_MAX_TURN_BYTES",
@@ -206,6 +211,18 @@ def diff_units(units: Sequence[WriteUnit], stored: StoredPieces) -> None:
         u.write = [p for p in u.turns if {x.id for x in p.pieces} != by_turn.get(p.turn.turn_id, set())]
 
 
+def _source_text(metas: Sequence[Mapping[str, Any]]) -> str:
+    """A stored source's text from its pieces (in order): exactly as it was given where the pieces carry what gives
+    it back (``exact_patch``, chat messages), else their bodies as packed (documents, stores written before)."""
+    bodies = [str(m["body"]) for m in metas]
+    patches = [m.get("exact_patch") if isinstance(m.get("exact_patch"), str) else None for m in metas]
+    try:
+        return restore_text(bodies, patches)
+    except (ValueError, TypeError, IndexError, zlib.error) as e:  # a damaged patch: the text as packed, never an error
+        logger.warning("a stored message's exact text cannot be restored (%s); its packed text is used", e)
+        return "\n".join(bodies)
+
+
 def turns_from_records(records: Iterable[Mapping[str, Any]]) -> list[Turn]:
     """Turns re-assembled from stored pieces' metadata (sources from their bodies), caller metadata included.
 
@@ -229,7 +246,7 @@ def turns_from_records(records: Iterable[Mapping[str, Any]]) -> list[Turn]:
                 Source(
                     kind=str(m0["source_kind"]),
                     label=str(m0.get("source_label", "")),
-                    text="\n".join(str(m["body"]) for m in ms),
+                    text=_source_text(ms),
                     ordinal=new_ord,
                     timestamp=parse_time(m0.get("timestamp")),
                     name=m0.get("source_name"),
