@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -171,3 +172,33 @@ def test_import_ctxret_is_light():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "", f"import ctxret pulled in: {out.stdout.strip()}"
+
+
+# Every package whose ``__all__`` holds names loaded on first use.
+LAZY_PACKAGES = [
+    "ctxret",
+    "ctxret.embedders",
+    "ctxret.ingest",
+    "ctxret.query",
+    "ctxret.query.split",
+    "ctxret.query.time",
+    "ctxret.adapters",
+    "langchain_ctxret",
+    "llamaindex_ctxret",
+]
+
+
+def test_dir_lists_every_public_name_before_it_is_loaded():
+    # tab completion (a shell, a notebook) reads dir(): a lazy name must be listed before its first use, in a
+    # fresh process (this one may have loaded them)
+    code = (
+        "import importlib, json\n"
+        "out = {}\n"
+        f"for name in {LAZY_PACKAGES!r}:\n"
+        "    mod = importlib.import_module(name)\n"
+        "    out[name] = sorted(set(mod.__all__) - set(dir(mod)))\n"
+        "print(json.dumps(out))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {name: [] for name in LAZY_PACKAGES}

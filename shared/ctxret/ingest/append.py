@@ -492,13 +492,14 @@ def replace_thread(
 
 #: A tool source's text: ``<tool> arguments: <args>`` (when it had arguments), then ``Result: <text>``.
 _TOOL_BODY = re.compile(
-    r"^(?:(?P<name>.+?) arguments: (?P<args>.*)\n)?(?P<label>Result(?: \(error\))?): (?P<result>.*)$", re.DOTALL
+    r"^(?:(?P<name>.+?) arguments: (?P<args>.*?)\n)?(?P<label>Result(?: \(error\))?): (?P<result>.*)$", re.DOTALL
 )
 
 
 def thread_messages(reader: Any, thread_id: str) -> list[dict[str, Any]]:
-    """The thread's chat messages as stored, in order, as OpenAI chat dicts: ``role``, ``content`` (the text as
-    ctxret keeps it: whitespace collapsed, lines kept), ``name``, ``timestamp`` and the ``id`` a message was given;
+    """The thread's chat messages as stored, in order, as OpenAI chat dicts: ``role``, ``content`` (the text exactly as
+    it was added, from the pieces and what they keep to give it back, :func:`ctxret.text.restore_text`; a thread
+    written before that: whitespace collapsed, lines kept), ``name``, ``timestamp`` and the ``id`` a message was given;
     an assistant message's tool calls as ``tool_calls``, each result as a ``tool`` message (``(none)``: no result
     yet). What a chat-history class returns as its messages."""
     out: list[dict[str, Any]] = []

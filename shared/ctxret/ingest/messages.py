@@ -42,6 +42,7 @@ __all__ = [
     "read_messages",
     "source_fingerprint",
     "stores_anything",
+    "titled_turn",
     "turns_from_messages",
 ]
 
@@ -580,6 +581,24 @@ def make_turn(thread_id: str, index: int, sources: Iterable[Source]) -> Turn:
     sources = tuple(sources)
     turn_ts = next((s.timestamp for s in sources if s.timestamp is not None), None)
     return Turn(thread_id, index, sources, f"Turn {index}", "turn", turn_ts)
+
+
+#: A conversation title is shown (and embedded) in its turns' headers up to this many characters.
+MAX_TITLE_CHARS = 80
+
+
+def titled_turn(turn: Turn, title: str | None) -> Turn:
+    """``turn`` of a conversation named ``title`` (a chat export's title): its label, shown in each piece's header and
+    so embedded and indexed, is ``"<title> · Turn <n>"`` (``[Lisbon trip · Turn 3 · User]``); the title's whitespace
+    collapsed and its end cut at a word past :data:`MAX_TITLE_CHARS` (``…``). No title (``None``, blank): ``turn``
+    as it is. The same turn titled again gets the same label."""
+    name = " ".join(clean_text(title).split()) if isinstance(title, str) else ""
+    if not name:
+        return turn
+    if len(name) > MAX_TITLE_CHARS:
+        cut = name[:MAX_TITLE_CHARS].rsplit(" ", 1)[0] or name[:MAX_TITLE_CHARS]
+        name = cut.rstrip(" ,;:·-") + "…"
+    return replace(turn, label=f"{name} · Turn {turn.index}")
 
 
 _NO_RESULT = "\nResult: (none)"

@@ -8,6 +8,8 @@ goes the other way, stored pieces back into their turns (what a rebuild plans ag
 
 from __future__ import annotations
 
+import logging
+import zlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -26,10 +28,13 @@ from ..storage.schema import (
     check_writable_thread,
     shown,
 )
+from ..text import restore_text
 from .config import IndexConfig
 from .items import check_item_turn, legacy_item_fields
 from .pieces import fit_pieces, piece_metadata
 from .turns import Piece, Source, Turn, parse_time
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "DEFAULT_MAX_TURN_BYTES",
@@ -316,6 +321,18 @@ def same_metadata(planned: Mapping[str, Any], stored: Mapping[str, Any] | None) 
 WRITER_KEYS = frozenset({"context_text", "view_texts"})
 
 
+def _source_text(metas: Sequence[Mapping[str, Any]]) -> str:
+    """A stored source's text from its pieces (in order): exactly as it was given where the pieces carry what gives
+    it back (``exact_patch``, chat messages), else their bodies as packed (documents, stores written before)."""
+    bodies = [str(m["body"]) for m in metas]
+    patches = [m.get("exact_patch") if isinstance(m.get("exact_patch"), str) else None for m in metas]
+    try:
+        return restore_text(bodies, patches)
+    except (ValueError, TypeError, IndexError, zlib.error) as e:  # a damaged patch: the text as packed, never an error
+        logger.warning("a stored message's exact text cannot be restored (%s); its packed text is used", e)
+        return "\n".join(bodies)
+
+
 def turns_from_records(records: Iterable[Mapping[str, Any]]) -> list[Turn]:
     """Turns re-assembled from stored pieces' metadata (sources from their bodies), caller metadata included.
 
@@ -339,7 +356,7 @@ def turns_from_records(records: Iterable[Mapping[str, Any]]) -> list[Turn]:
                 Source(
                     kind=str(m0["source_kind"]),
                     label=str(m0.get("source_label", "")),
-                    text="\n".join(str(m["body"]) for m in ms),
+                    text=_source_text(ms),
                     ordinal=new_ord,
                     timestamp=parse_time(m0.get("timestamp")),
                     name=m0.get("source_name"),

@@ -97,6 +97,9 @@ class Piece:
     call_id: str | None = None
     result_key: str | None = None
     time_added: bool = False  # ``timestamp`` is the time it was added, not a time the message gave
+    #: What gives back this piece's share of its message exactly (``ctxret.text.exact_patches``; ``None``: its body as
+    #: packed): a chat history returns each message as it was added.
+    exact_patch: str | None = None
 
 
 def piece_id(

@@ -168,7 +168,8 @@ def _with_relevance(
     lifted: Mapping[str, str] | None = None,
     candidates: Any = None,
 ) -> list[Hit]:
-    """Coverage and relevance on each hit; ``best``: the highest cosine among the part's candidates (the
+    """Coverage and relevance on each hit (``hits`` in the part's ranking: the first is what the search ranks first,
+    a feature of the relevance); ``best``: the highest cosine among the part's candidates (the
     hit's margin under it and whether it is the part's best dense match are features of the relevance:
     :func:`.relevance.best_features`). ``lifted``: hit id -> the id of the hit it was lifted above (a stored
     question's answer, the later of two statements of a subject) or moved above (a named speaker's hit), whose
@@ -179,25 +180,30 @@ def _with_relevance(
     if best is None:
         best = max(float(h.scores["cosine"]) for h in hits)
     out = []
-    for h, c in zip(hits, content_coverage(part, [h.text for h in hits]), strict=True):
+    for i, (h, c) in enumerate(zip(hits, content_coverage(part, [h.text for h in hits]), strict=True)):
         scores = dict(h.scores)
         if c is not None:
             scores["coverage"] = float(c)
-        if cal is not None:
-            scores["relevance"] = cal(float(h.scores["cosine"]), c, best)
+        if cal is not None:  # ``first``: the part's search ranks it first (the hits are in its order)
+            scores["relevance"] = cal(float(h.scores["cosine"]), c, best, i == 0)
         out.append(replace(h, scores=scores))
     if cal is not None and lifted:
-        rel = {h.id: float(h.scores["relevance"]) for h in out}
-        gone = [rid for rid in dict.fromkeys(lifted.values()) if rid not in rel]
+        # the passed hit's features (cosine, coverage); its relevance is taken at the place the lifted hit now holds,
+        # which it held before (the first place included)
+        passed = {h.id: (float(h.scores["cosine"]), h.scores.get("coverage")) for h in out}
+        gone = [rid for rid in dict.fromkeys(lifted.values()) if rid not in passed]
         info, cosine = getattr(candidates, "info", None) or {}, getattr(candidates, "cosine", None) or {}
         gone = [rid for rid in gone if rid in cosine and isinstance(info.get(rid, (None,))[0], str)]
         if gone:
             covered = content_coverage(part, [info[rid][0] for rid in gone])
-            rel.update({rid: cal(float(cosine[rid]), c, best) for rid, c in zip(gone, covered, strict=True)})
+            passed.update({rid: (float(cosine[rid]), c) for rid, c in zip(gone, covered, strict=True)})
         for i, h in enumerate(out):
             above = lifted.get(h.id)
-            if above in rel and rel[above] > rel[h.id]:
-                out[i] = replace(h, scores={**h.scores, "relevance": rel[above]})
+            if above not in passed:
+                continue
+            kept = cal(passed[above][0], passed[above][1], best, i == 0)
+            if kept > float(h.scores["relevance"]):
+                out[i] = replace(h, scores={**h.scores, "relevance": kept})
     return out
 
 

@@ -105,6 +105,7 @@ RESERVED_KEYS = frozenset(
         "tool_call_id",
         "result_key",
         "time_added",
+        "exact_patch",
     }
 )
 #: The fields an item's pieces carry (:mod:`ctxret.ingest.items`), written only by the item store, plus
@@ -157,6 +158,9 @@ def is_item_thread(thread_id: str) -> bool:
     return thread_id.startswith(ITEM_THREAD_PREFIX)
 
 
+#: Stored fields that are bookkeeping, never shown in a result: the caller keys' list (each is shown by its name) and
+#: what gives a chat message back exactly (the message itself is what a chat history returns).
+BOOKKEEPING_KEYS = frozenset({"caller_keys", "exact_patch"})
 #: Keys the adapters add to every retrieved Document / node (plus ``score_<name>`` per named score).
 RETRIEVAL_KEYS = frozenset(
     {
@@ -313,7 +317,7 @@ def public_metadata(meta: Mapping[str, Any], *, own: Iterable[str] = ()) -> dict
     caller = set(caller_keys(meta))
     out: dict[str, Any] = {}
     for key, value in meta.items():
-        if key in caller or key == "caller_keys":  # bookkeeping: the caller's keys are given by name below
+        if key in caller or key in BOOKKEEPING_KEYS:  # the caller's keys are given by name below
             continue
         if key in SHARED_KEYS or key in RETRIEVAL_KEYS:
             out[key] = value
