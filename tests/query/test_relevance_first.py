@@ -53,3 +53,18 @@ def test_the_fit_reads_first_from_the_rank():
     cal = fit_relevance(samples)
     assert cal(0.4, 0.5, 0.4, True) == pytest.approx(0.7, abs=0.03)
     assert cal(0.4, 0.5, 0.4, False) == pytest.approx(0.1, abs=0.03)
+
+
+def test_a_search_without_a_floor_scores_a_first_hit_the_floor_would_drop_as_an_also_ran(local_embedder):
+    """``score_threshold=None`` turns the floor off (a store filling its results to ``limit``): the first hit of a
+    part nothing answers is not scored as ranked first, so its relevance stays low; a part the floor keeps is."""
+    index = ContextualIndex(in_memory=True, collection=f"first-{uuid.uuid4().hex}", embedder=local_embedder)
+    index.add_documents(NOTES)
+    floor = index.plan().floor
+    assert floor is not None and floor > 0.2  # the local model's floor
+    (lost,) = index.search("quarterly tax filing deadlines", k=3, score_threshold=None, relevance=FIRST_ONLY)
+    assert lost.hits and lost.hits[0].scores["cosine"] < floor  # found without the floor, under it
+    assert [round(h.relevance, 3) for h in lost.hits] == [0.007] * len(lost.hits)
+    (found,) = index.search("When does the Lisbon flight leave?", k=3, score_threshold=None, relevance=FIRST_ONLY)
+    assert found.hits[0].scores["cosine"] >= floor
+    assert round(found.hits[0].relevance, 3) == 0.993

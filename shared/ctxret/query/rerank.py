@@ -167,6 +167,7 @@ def _with_relevance(
     best: float | None = None,
     lifted: Mapping[str, str] | None = None,
     candidates: Any = None,
+    lead: bool = True,
 ) -> list[Hit]:
     """Coverage and relevance on each hit (``hits`` in the part's ranking: the first is what the search ranks first,
     a feature of the relevance); ``best``: the highest cosine among the part's candidates (the
@@ -174,7 +175,8 @@ def _with_relevance(
     :func:`.relevance.best_features`). ``lifted``: hit id -> the id of the hit it was lifted above (a stored
     question's answer, the later of two statements of a subject) or moved above (a named speaker's hit), whose
     relevance it keeps at least; ``candidates``: the part's candidates, for that hit's relevance when the group no
-    longer holds it (a named speaker's hits can push the hit they passed out of the first ``k``)."""
+    longer holds it (a named speaker's hits can push the hit they passed out of the first ``k``). ``lead``: whether
+    the first hit's rank counts (``False`` for a part the index's floor would leave empty, searched without it)."""
     if not hits:
         return hits
     if best is None:
@@ -185,7 +187,7 @@ def _with_relevance(
         if c is not None:
             scores["coverage"] = float(c)
         if cal is not None:  # ``first``: the part's search ranks it first (the hits are in its order)
-            scores["relevance"] = cal(float(h.scores["cosine"]), c, best, i == 0)
+            scores["relevance"] = cal(float(h.scores["cosine"]), c, best, lead and i == 0)
         out.append(replace(h, scores=scores))
     if cal is not None and lifted:
         # the passed hit's features (cosine, coverage); its relevance is taken at the place the lifted hit now holds,
@@ -201,7 +203,7 @@ def _with_relevance(
             above = lifted.get(h.id)
             if above not in passed:
                 continue
-            kept = cal(passed[above][0], passed[above][1], best, i == 0)
+            kept = cal(passed[above][0], passed[above][1], best, lead and i == 0)
             if kept > float(h.scores["relevance"]):
                 out[i] = replace(h, scores={**h.scores, "relevance": kept})
     return out
@@ -236,14 +238,17 @@ def finish_groups(
     *,
     fetch: Callable[[list[str]], Mapping[str, np.ndarray]] | None = None,
     floor: tuple[float | None, float | None] | None = None,
+    lead_floor: tuple[float | None, float | None] | None = None,
 ) -> list[Group]:
     """Run the stages on each part's floored hits (``hit_lists[i]`` for ``candidates[i]``) and cut to ``k``.
     ``floor``: ``(cosine floor, lexical_floor)``: a part whose first ``k`` hits hold no answer comes back empty
-    (:func:`.floor.part_answered`; ``None``: no floor)."""
+    (:func:`.floor.part_answered`; ``None``: no floor). ``lead_floor``: the floor under which a part's first hit is
+    not scored as ranked first (the index's floor when the search has none; ``None``: ``floor``)."""
     lists: list[list[Hit]] = []
     for c, hits in zip(candidates, hit_lists, strict=False):
         shares = {**(getattr(c, "passed", None) or {}), **(getattr(c, "lifted", None) or {})}
-        hits = _with_relevance(list(hits), c.part, stages.relevance, _best_cosine(c), shares, c)
+        lead = _answered(hits, c, k, lead_floor if lead_floor is not None else floor)
+        hits = _with_relevance(list(hits), c.part, stages.relevance, _best_cosine(c), shares, c, lead)
         if not _answered(hits, c, k, floor):
             hits = []
         if stages.min_relevance is not None:
