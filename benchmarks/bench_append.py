@@ -1,11 +1,12 @@
 """Appending one exchange to a long thread costs what appending it to an empty thread costs.
 
-An append reads only the thread's end (its last turn's number, found with a few one-record probes, and its last
-turns), never the whole thread, and embeds only the new messages. This benchmark fills one thread with ``--turns``
+An append reads only the thread's end (its highest turn number, kept by the process once read, and its last turns),
+never the whole thread, and embeds only the new messages. This benchmark fills one thread with ``--turns``
 turns (default 10,000) in an embedded store, then appends one new exchange at a time, alternately to that long thread
 and to a new empty thread (ABAB, ``--rounds`` pairs), and reports the median wall time of each and the median of the
-pairwise ratios long / empty with a bootstrap 95% interval. ``--cold`` forgets the last turn number an append saw
-before every append (what a new process, e.g. a serverless function, meets).
+pairwise ratios long / empty with a bootstrap 95% interval. ``--cold`` forgets the turn numbers the process knows
+before every append (what a new process, e.g. a serverless function, meets: the number read again, from the lexical
+file's index).
 
     python benchmarks/bench_append.py --turns 10000 --rounds 30            # the local model (the default)
     python benchmarks/bench_append.py --embedder hash --turns 10000 --cold  # the store's own cost only

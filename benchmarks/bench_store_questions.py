@@ -8,13 +8,21 @@ differ (seeded pairing), and each store is searched with the message, ``limit=2`
 hold a fact of each question. Each question alone is searched too (**hit@1**, **hit@2**: one of its facts in the top
 1 / 2), to show where ctxret does not help.
 
+**General queries** (``--general``, on by default): the questions a LangMem-style lookup asks of a user's memories
+("user preferences", "What should I cook tonight?", ...: :data:`GENERAL_QUERIES`, none naming a fact's words), each
+asked of every conversation's facts with ``limit=5``: **full** is 1 when the store returns 5 items (``InMemoryStore``
+always does), **overlap** the share of ``InMemoryStore``'s top 5 among the store's. Their search time is timed in
+the same run (median ms per search, each store's searches interleaved).
+
 Stores (the same facts, the same local model): ``InMemoryStore(index={"embed": CtxretEmbeddings(), "fields":
 ["content"]})`` (one vector per item and per message); ``CtxretStore(index, fields=["content"])`` (the default
-search: parts, blend, BM25, the floor), and the same store with one change each: ``split=False`` (one vector per
-message), ``lexical=False`` (dense only), ``score_threshold=None`` (no floor). Paired per message (or question) against
-``InMemoryStore``: normal 95% intervals and a bootstrap within conversations (``ctxret.evaluation.stats``).
+search: parts, blend, BM25, the floor, then filled to ``limit`` past it), and the same store with one change each:
+``split=False`` (one vector per message), ``lexical=False`` (dense only), ``score_threshold=None`` (no floor at all),
+``score_threshold="auto"`` (the product's floor asked for: no fill, what the default was before Dec 6). Paired per
+message (or question) against ``InMemoryStore``: normal 95% intervals and a bootstrap within conversations
+(``ctxret.evaluation.stats``).
 
-    python benchmarks/bench_store_questions.py ../shared/data/locomo-dev --json /work/cache/agents/store_questions.json
+    python benchmarks/bench_store_questions.py ../shared/data/locomo-dev --json benchmarks/results/store_questions.json
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -32,8 +41,24 @@ SYSTEMS = {
     "ctxret_one_vector": {"split": False},
     "ctxret_dense_only": {"lexical": False},
     "ctxret_no_floor": {"score_threshold": None},
+    "ctxret_floor_only": {"score_threshold": "auto"},
 }
 PEER = "in_memory_store"
+#: Questions about a user's memories in general: what a memory tool asks, sharing no fact's words.
+GENERAL_QUERIES = (
+    "user preferences",
+    "What should I cook tonight?",
+    "hobbies and interests",
+    "What does she enjoy doing?",
+    "family",
+    "What would be a good gift for them?",
+    "Any plans for the weekend?",
+    "work and career",
+    "How have they been feeling lately?",
+    "Tell me something about them.",
+    "recent events in their life",
+    "pets",
+)
 
 
 def pairs_of(questions: list[Any], gold: dict[str, set[str]], seed: int) -> list[tuple[Any, Any]]:
@@ -56,6 +81,7 @@ def main() -> None:
     ap.add_argument("--limit-conversations", type=int, default=None)
     ap.add_argument("--limit-questions", type=int, default=None, help="questions per conversation (default all)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-general", dest="general", action="store_false", help="skip the general queries")
     ap.add_argument("--json", default=None, help="write every number here")
     args = ap.parse_args()
 
@@ -71,6 +97,7 @@ def main() -> None:
     emb = cached_embedder(shared_local_embedder())
     convs = [load_locomo(p) for p in sorted(Path(args.path).glob("*.json"))][: args.limit_conversations]
     rows: list[dict[str, Any]] = []
+    seconds: dict[str, list[float]] = {}
     counts = {"facts": 0, "questions": 0, "pairs": 0, "two_part_messages": 0}
     started = time.perf_counter()
     for conv in convs:
@@ -104,8 +131,27 @@ def main() -> None:
                         "share": sum(found) / 2,
                     }
                 )
+        if args.general:
+            for j, q in enumerate(GENERAL_QUERIES):
+                order = list(stores.items()) if j % 2 == 0 else list(stores.items())[::-1]
+                found: dict[str, list[str]] = {}
+                for name, store in order:
+                    t0 = time.perf_counter()
+                    found[name] = [i.key for i in store.search(ns, query=q, limit=5)]
+                    seconds.setdefault(name, []).append(time.perf_counter() - t0)
+                for name in stores:
+                    rows.append(
+                        {
+                            "conversation": conv.id,
+                            "representation": name,
+                            "query_set": "general",
+                            "query_id": f"{conv.id}:{j}",
+                            "full": float(len(found[name]) == 5),
+                            "overlap": len(set(found[name]) & set(found[PEER])) / max(1, len(found[PEER])),
+                        }
+                    )
         for q in questions:
-            for name in ("ctxret_store", PEER):
+            for name in ("ctxret_store", "ctxret_floor_only", PEER):
                 top = [i.key for i in stores[name].search(ns, query=q.text, limit=2)]
                 rows.append(
                     {
@@ -127,7 +173,8 @@ def main() -> None:
     results: list[dict[str, Any]] = []
     for qs, metrics, systems in (
         ("pairs", ("both", "share"), list(SYSTEMS)),
-        ("single", ("hit_at_1", "hit_at_2"), ["ctxret_store"]),
+        ("single", ("hit_at_1", "hit_at_2"), ["ctxret_store", "ctxret_floor_only"]),
+        ("general", ("full", "overlap"), list(SYSTEMS) if args.general else []),
     ):
         for system in systems:
             for metric in metrics:
@@ -142,12 +189,16 @@ def main() -> None:
                     f"{d['hi'] * 100:+.1f}]  bootstrap [{bs['lo'] * 100:+.1f}, {bs['hi'] * 100:+.1f}]  per conv "
                     + " ".join(f"{v * 100:+.1f}" for v in cmp["per_conversation"].values())
                 )
+    timing = {name: round(statistics.median(v) * 1000, 1) for name, v in seconds.items()}
+    if timing:
+        print(f"general queries, median ms per search: {timing}")
     print(f"counts: {counts}; {time.perf_counter() - started:.0f} s")
     if args.json:
         out = {
             "command": " ".join(sys.argv),
             "date": time.strftime("%a %b %d %H:%M UTC %Y", time.gmtime()),
             "counts": counts,
+            "general_median_ms": timing,
             "results": results,
         }
         Path(args.json).write_text(json.dumps(out, indent=1, default=str))

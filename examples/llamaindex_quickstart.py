@@ -65,7 +65,7 @@ def main() -> None:
         engine = RetrieverQueryEngine.from_args(
             retriever,
             llm=MockLLM(),
-            node_postprocessors=[SimilarityPostprocessor(similarity_cutoff=0.2)],
+            node_postprocessors=[SimilarityPostprocessor(similarity_cutoff=0.3)],
         )
         response = engine.query("How do I roll back a deploy? What did the vet say about Biscuit?")
         for group, members in groupby(

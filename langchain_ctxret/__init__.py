@@ -67,6 +67,11 @@ __all__ = [
 ]
 
 
+def __dir__() -> list[str]:
+    """The module's names and the ones loaded on first use (tab completion sees every name it offers)."""
+    return sorted(set(globals()) | set(__all__))
+
+
 def __getattr__(name: str) -> Any:
     if name == "CtxretEmbeddings":
         from .embeddings import CtxretEmbeddings

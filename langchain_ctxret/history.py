@@ -33,9 +33,11 @@ class CtxretChatMessageHistory(BaseChatMessageHistory):
     ``ContextualRetriever``); ``thread_id``: the thread (a user, a conversation); ``metadata``: stored with every
     message written through it; ``include_system``: also store system messages.
 
-    ``messages`` are the stored text of each message (whitespace collapsed), with the ``id`` it was given, its
-    ``name`` and its time (``additional_kwargs["timestamp"]``); tool calls come back as ``AIMessage.tool_calls``
-    and their results as ``ToolMessage`` s.
+    ``messages`` are the messages as they were added, as ``InMemoryChatMessageHistory`` returns them: each content
+    string exactly (whitespace, blank lines, tabs and a trailing newline kept, though the pieces searched are packed;
+    a list of content blocks comes back as its text), with the ``id`` it was given, its ``name`` and its time
+    (``additional_kwargs["timestamp"]``); tool calls come back as ``AIMessage.tool_calls`` and their results as
+    ``ToolMessage`` s. A thread written before ctxret kept messages exactly reads as stored (whitespace collapsed).
     """
 
     def __init__(

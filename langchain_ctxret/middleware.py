@@ -60,7 +60,9 @@ class CtxretMemoryMiddleware(AgentMiddleware):
         scope: the ctxret thread the memory lives in: ``None`` (the LangGraph thread id), a string, or a callable
             of the run's ``Runtime`` (``runtime.context``, ``runtime.execution_info.thread_id``...) returning one.
         k: hits per part of the message (``None``: the index's default, 5).
-        max_chars: the most characters of memory text put in the request (hits taken rank by rank across parts).
+        max_chars: the most characters of memory text put in the request (hits taken rank by rank across parts;
+            ``"auto"``, the default: room for the ``k`` hits of two parts at the index's largest piece, 7,400 with
+            the local model; ``None``: no bound).
         tool_calls: what of the tools is written: ``True`` (every call with its arguments and result), ``False``
             (none: only what the user and the assistant said), or a collection of tool names (those tools' calls).
         write: ``False`` reads memory only (another process writes it).
@@ -78,7 +80,7 @@ class CtxretMemoryMiddleware(AgentMiddleware):
         *,
         scope: Scope = None,
         k: int | None = None,
-        max_chars: int | None = DEFAULT_MAX_CHARS,
+        max_chars: int | str | None = DEFAULT_MAX_CHARS,
         tool_calls: bool | Collection[str] = True,
         write: bool = True,
         background: bool = True,
@@ -141,6 +143,20 @@ class CtxretMemoryMiddleware(AgentMiddleware):
             if not isinstance(value, str) or not value.strip():
                 raise InputError(f"the memory scope callable returned {value!r}; it must return a non-empty string")
             return value
+        thread = self.conversation_of(runtime)
+        if not thread:
+            raise InputError(
+                "CtxretMemoryMiddleware has no scope: run the agent with a thread, "
+                "config={'configurable': {'thread_id': ...}} (and a checkpointer), or pass scope='user-42' or "
+                "scope=lambda runtime: runtime.context['user_id']"
+            )
+        return thread
+
+    @staticmethod
+    def conversation_of(runtime: Runtime[Any] | None) -> str | None:
+        """The conversation this run belongs to: its LangGraph thread id (``None``: a run without a thread).
+        Stored with every message the middleware writes (``conversation`` metadata) and named in the memory text
+        for hits of other conversations."""
         info = getattr(runtime, "execution_info", None)
         thread = getattr(info, "thread_id", None)
         if not thread:
@@ -148,27 +164,27 @@ class CtxretMemoryMiddleware(AgentMiddleware):
                 thread = (get_config().get("configurable") or {}).get("thread_id")
             except RuntimeError:  # outside a LangGraph run
                 thread = None
-        if not thread:
-            raise InputError(
-                "CtxretMemoryMiddleware has no scope: run the agent with a thread, "
-                "config={'configurable': {'thread_id': ...}} (and a checkpointer), or pass scope='user-42' or "
-                "scope=lambda runtime: runtime.context['user_id']"
-            )
-        return str(thread)
+        return str(thread) if thread else None
 
     # -- before the model: recall --------------------------------------------------------------------
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
     ) -> Any:
         """Search memory with the latest user message and call the model with it in the system message."""
-        recall = self.memory.recall(_visible(request.messages), self.scope_of(request.runtime))
+        runtime = request.runtime
+        recall = self.memory.recall(
+            _visible(request.messages), self.scope_of(runtime), conversation=self.conversation_of(runtime)
+        )
         return handler(_with_memory(request, recall))
 
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
     ) -> Any:
         """Async :meth:`wrap_model_call`."""
-        recall = await self.memory.arecall(_visible(request.messages), self.scope_of(request.runtime))
+        runtime = request.runtime
+        recall = await self.memory.arecall(
+            _visible(request.messages), self.scope_of(runtime), conversation=self.conversation_of(runtime)
+        )
         return await handler(_with_memory(request, recall))
 
     # -- after the model and at the end: write ---------------------------------------------------------
@@ -176,13 +192,13 @@ class CtxretMemoryMiddleware(AgentMiddleware):
         """Append the state's new messages to memory."""
         if self.write:
             scope = self.scope_of(runtime)
-            self.memory.write(self._unwritten(state, scope), scope)
+            self.memory.write(self._unwritten(state, scope), scope, conversation=self.conversation_of(runtime))
         return None
 
     async def aafter_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
         if self.write:
             scope = self.scope_of(runtime)
-            await self.memory.awrite(self._unwritten(state, scope), scope)
+            await self.memory.awrite(self._unwritten(state, scope), scope, conversation=self.conversation_of(runtime))
         return None
 
     def _unwritten(self, state: Any, scope: str) -> list[dict[str, Any]]:

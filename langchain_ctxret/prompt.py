@@ -11,9 +11,20 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any, NamedTuple
 
 from ctxret import Group
+from ctxret.adapters import (
+    DEFAULT_EMPTY_GROUP,
+    DEFAULT_HEADING,
+    DEFAULT_NO_RESULTS,
+    Entry,
+    entry_of,
+    neutralize,
+    render_entry,
+    render_sections,
+)
 from langchain_core.documents import Document
 from langchain_core.runnables import RunnableLambda
 
@@ -30,10 +41,6 @@ __all__ = [
     "DEFAULT_EMPTY_GROUP",
     "DEFAULT_NO_RESULTS",
 ]
-
-DEFAULT_HEADING = "### Part {number}: {query}"
-DEFAULT_EMPTY_GROUP = "(no memories were found for this part)"
-DEFAULT_NO_RESULTS = "(no memories were found)"
 
 
 class DocumentGroup(NamedTuple):
@@ -73,13 +80,18 @@ def group_documents(docs: Sequence[Document]) -> list[DocumentGroup]:
     return [by_index[i] for i in sorted(by_index)]
 
 
-def format_document_item(doc: Document, *, show_scores: bool = True) -> str:
-    """``- [score 0.53] <piece text>``: one bullet, continuation lines indented under it."""
-    text = doc.page_content.strip().replace("\n", "\n  ")
+def _entry(doc: Document) -> Entry:
     score = (doc.metadata or {}).get("score")
-    if show_scores and isinstance(score, (int, float)) and not isinstance(score, bool):
-        return f"- [score {score:.2f}] {text}"
-    return f"- {text}"
+    shown = float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None
+    return entry_of(doc.page_content, doc.metadata or {}, shown)
+
+
+def format_document_item(
+    doc: Document, *, show_scores: bool = True, now: datetime | str | None = None, dates: bool = True
+) -> str:
+    """``- [score 0.53 · Oct 16, 2026 (3 days ago)] [Turn 1 · User]`` and the text, each line quoted (``  > ``) and
+    every tag escaped: one bullet, as :func:`format_groups` renders it (``now``: what "ago" counts from)."""
+    return render_entry(_entry(doc), now=now, show_scores=show_scores, dates=dates)
 
 
 def format_groups(
@@ -91,30 +103,58 @@ def format_groups(
     empty_group: str = DEFAULT_EMPTY_GROUP,
     no_results: str = DEFAULT_NO_RESULTS,
     separator: str = "\n\n",
+    max_chars: int | None = None,
+    now: datetime | str | None = None,
+    dates: bool = True,
+    conversation: str | None = None,
 ) -> str:
     """Render one section per query part, its documents under it.
 
     Accepts the retriever's Documents, :class:`DocumentGroup` s, or the core's
     :class:`ctxret.results.Group` s. ``heading`` is a ``str.format`` template with ``number``
-    (1-based), ``index`` (0-based) and ``query``; ``item`` renders one document (default
-    :func:`format_document_item`). A part with no documents gets its section with ``empty_group``
-    under it; with no parts at all (an empty list) the result is ``no_results``.
+    (1-based), ``index`` (0-based) and ``query``; each document is a bullet (:func:`format_document_item`: its
+    score, its date and how long before ``now``, its conversation when the documents come from several or from
+    another than ``conversation``, its text quoted with every tag escaped), or ``item(doc)`` (``doc`` with its
+    tags escaped; the rest of its text is yours). A part with no documents gets its section with ``empty_group``
+    under it; with no parts at all (an empty list) the result is ``no_results``. ``max_chars`` bounds the text
+    (documents taken rank by rank across the parts while they fit; ``dates=False`` leaves the dates out).
 
     >>> print(format_groups(docs))                                 # doctest: +SKIP
     ### Part 1: When is my flight to Lisbon?
-    - [score 0.61] [Turn 1 · Tool search_flights · Oct 16, 2026, 2:02 PM]
-      search_flights arguments: ...
+    - [score 0.61 · Oct 16, 2026 (3 days ago)] [Turn 1 · Tool search_flights · Oct 16, 2026, 2:02 PM]
+      > search_flights arguments: ...
     """
     groups = _as_groups(docs_or_groups)
     if not groups:
         return no_results
-    render = item or (lambda d: format_document_item(d, show_scores=show_scores))
+    docs: dict[int, Document] = {}
     sections = []
     for g in groups:
-        head = heading.format(number=g.index + 1, index=g.index, query=g.query)
-        body = "\n".join(render(d) for d in g.documents) if g.documents else empty_group
-        sections.append(f"{head}\n{body}")
-    return separator.join(sections)
+        entries = []
+        for d in g.documents:
+            entry = _entry(d)
+            docs[id(entry)] = d
+            entries.append(entry)
+        sections.append((g.index, g.query, entries))
+
+    def custom(entry: Entry) -> str:
+        assert item is not None
+        doc = docs[id(entry)]
+        return item(Document(page_content=neutralize(doc.page_content), metadata=doc.metadata, id=doc.id))
+
+    return render_sections(
+        sections,
+        heading=heading,
+        show_scores=show_scores,
+        empty_group=empty_group,
+        no_results=no_results,
+        separator=separator,
+        max_chars=max_chars,
+        now=now,
+        dates=dates,
+        conversation=conversation,
+        item=custom if item is not None else None,
+    ).text
 
 
 def render_groups_runnable(**format_kwargs: Any) -> RunnableLambda:

@@ -99,7 +99,7 @@ class ContextualRetriever(BaseRetriever):
     ``search_type`` and ``search_kwargs`` follow LangChain's ``VectorStoreRetriever``:
     ``search_kwargs={"k": 1, "filter": {"source": "runbook"}}`` (``filter`` is a Chroma ``where`` on
     piece metadata, like ``where``), ``search_type="similarity_score_threshold"`` with
-    ``search_kwargs={"score_threshold": 0.5}`` (a floor on ``score``, the relevance — not the
+    ``search_kwargs={"score_threshold": 0.3}`` (a floor on ``score``, the relevance — not the
     cosine floor above), ``search_type="mmr"`` with ``fetch_k`` and ``lambda_mult`` (maximal
     marginal relevance **inside each group**). Any other key is a core search option
     (``{"split": False}``, ``{"parents": True}``, hybrid options), checked when the retriever is

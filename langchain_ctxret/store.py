@@ -3,11 +3,14 @@
 Long-term memory in LangGraph lives in a ``BaseStore``: ``put`` / ``get`` / ``delete`` / ``search`` /
 ``list_namespaces`` (and their async twins), used by ``create_agent(..., store=...)``, by any tool through
 ``runtime.store``, and by LangMem's memory tools. ``CtxretStore(index)`` keeps those items in a ctxret index
-(:class:`ctxret.items.ItemStore`): a namespace is a ctxret thread (its labels joined by ``"."``), an item a document
+(:class:`ctxret.items.ItemStore`): a namespace is a ctxret thread of its own (``ctxret:items:`` and its labels joined by
+``"."``; no chat scope reads it, and no other writer sets an item's fields), an item a document
 whose value comes back whole, and ``search(prefix, query=...)`` is ctxret's search: the query split into its parts,
 each blended with the whole message and searched (dense and BM25, under the product's floor), an item scored by its
 best piece, the items listed rank by rank across the parts. So a message with two questions gets both subjects' items
-at its top, where a store with one vector per message finds the louder one.
+at its top, where a store with one vector per message finds the louder one. Like ``InMemoryStore``, a search returns
+up to ``limit`` items whatever their score: the items under the floor follow the others (each with its relevance as
+``score``), unless a floor is asked for (``search_kwargs={"score_threshold": ...}``).
 
 What is LangGraph's: the namespace rules (labels are non-empty strings without ``"."``; a search's prefix matches
 the namespace and every one below it; ``list_namespaces`` with ``prefix`` / ``suffix`` (``"*"``: any label),
@@ -58,8 +61,10 @@ class CtxretStore(BaseStore):
         fields: the value fields indexed by default (LangGraph's ``index={"fields": [...]}``; ``["$"]``, the
             whole value as JSON, when not given); ``put(..., index=[...])`` names others for one item and
             ``index=False`` stores an item no query search finds.
-        search_kwargs: ctxret search options for every query search (``score_threshold``: ``None`` turns the
-            floor off; ``lexical``, ``fusion``, ``deadline_ms``, ...).
+        search_kwargs: ctxret search options for every query search (``score_threshold``: a relevance floor,
+            only the items at or above it; ``"auto"``: only the items past the product's floor; ``None``: no floor
+            at all; ``lexical``, ``fusion``, ``deadline_ms``, ...). Without a floor asked for, a search returns up to
+            ``limit`` items, the ones past the product's floor first.
 
     Items are stored as JSON (as LangGraph's Postgres store keeps them): a value must be a dict with string keys and
     JSON values, and comes back as JSON reads it. ``created_at`` is the item's first write, ``updated_at`` its last;

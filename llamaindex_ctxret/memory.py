@@ -29,10 +29,10 @@ index can back many users' memories.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from ctxret import ContextualIndex, InputError
-from ctxret.adapters import AgentMemory, render_groups
+from ctxret.adapters import MEMORY_NOTE, AgentMemory, check_max_chars, render_groups
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory import BaseMemoryBlock
 from pydantic import Field, PrivateAttr, field_validator
@@ -47,21 +47,36 @@ class CtxretMemoryBlock(BaseMemoryBlock[str]):
 
     ``index``: a :class:`ctxret.ContextualIndex`; ``thread_id``: the thread (default: the ``Memory``'s
     ``session_id``); ``k``: hits per part (``None``: the index's default, 5, as the other memory classes);
-    ``max_chars``: the size of the text returned (hits are taken rank by rank across the parts); ``background``:
-    writes off the agent's path (the default); ``deadline_ms``: the recall's time budget; ``search_kwargs``: any
-    other search option (``score_threshold``, ``lexical``, ``now``...).
+    ``max_chars``: the size of the text returned (hits are taken rank by rank across the parts; ``"auto"``: room for
+    the ``k`` hits of two parts at the index's largest piece, as the agent middleware's); ``background``: writes off
+    the agent's path (the default); ``deadline_ms``: the recall's time budget; ``note``: the line before the memory
+    text; ``search_kwargs``: any other search option (``score_threshold``, ``lexical``, ``now``...).
     """
 
     name: str = Field(default="ctxret_memory", description="The block's name in the memory template.")
     index: Any = Field(description="The ContextualIndex the messages are written to and searched in.")
     thread_id: str | None = Field(default=None, description="The thread (default: the Memory's session_id).")
     k: int | None = Field(default=None, ge=1, description="Hits per part (None: the index's default).")
-    max_chars: int | None = Field(default=4000, description="At most this many characters of memory text.")
+    max_chars: int | Literal["auto"] | None = Field(
+        default="auto",
+        description="At most this many characters of memory text ('auto': room for the k hits of two parts at the "
+        "index's largest piece).",
+    )
     search_kwargs: dict[str, Any] = Field(default_factory=dict, description="More search options.")
     include_system: bool = Field(default=False, description="Also store system messages.")
     background: bool = Field(default=True, description="Write in the background (never holding the agent).")
     deadline_ms: float | None = Field(default=1000, description="The recall's time budget (None: none).")
+    note: str = Field(
+        default=MEMORY_NOTE,
+        description="The line before the memory text: how to read it (the text is quoted material, never "
+        "instructions); '' for none.",
+    )
     _memory: AgentMemory | None = PrivateAttr(default=None)
+
+    @field_validator("max_chars")
+    @classmethod
+    def _check_max_chars(cls, value: Any) -> Any:
+        return check_max_chars(value)
 
     @field_validator("index")
     @classmethod
@@ -95,19 +110,29 @@ class CtxretMemoryBlock(BaseMemoryBlock[str]):
         return thread
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
-        thread = self._thread(block_kwargs.get("session_id"))
+        session = block_kwargs.get("session_id")
+        thread, conversation = self._thread(session), _session(session)
         given = chat_messages_to_openai(messages or [])
-        recall = await self.memory.arecall(given, thread)  # first: the write it hands over would compete with it
-        await self.memory.awrite(_said(given), thread, by_position=True)
+        # first: the write it hands over would compete with it
+        recall = await self.memory.arecall(given, thread, conversation=conversation)
+        await self.memory.awrite(_said(given), thread, conversation=conversation, by_position=True)
         if not any(g.hits for g in recall.groups):
             return ""
-        return render_groups(recall.groups, max_chars=self.max_chars)
+        text = render_groups(
+            recall.groups,
+            max_chars=self.memory.max_chars,
+            now=self.search_kwargs.get("now", self.index.settings.now),
+            conversation=conversation,
+        )
+        return f"{self.note}\n\n{text}" if self.note else text
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
         if not messages:
             return
         session = next((m.additional_kwargs.get("session_id") for m in messages if m.additional_kwargs), None)
-        await self.memory.awrite(chat_messages_to_openai(messages), self._thread(session))
+        await self.memory.awrite(
+            chat_messages_to_openai(messages), self._thread(session), conversation=_session(session)
+        )
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until the writes handed to the background are stored (``timeout`` seconds at most; ``True`` when none
@@ -128,3 +153,9 @@ def _said(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     while end and messages[end - 1].get("role") == "user":
         end -= 1
     return messages[:end]
+
+
+def _session(session: Any) -> str | None:
+    """The conversation a block's messages belong to: the ``Memory``'s session (stored as ``conversation`` metadata
+    and named in the memory text for hits of other sessions)."""
+    return session if isinstance(session, str) and session.strip() else None

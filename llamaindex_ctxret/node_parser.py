@@ -15,7 +15,9 @@ A LlamaIndex ``Document`` is read as:
   ``filename_as_id=True``), else the core's default (the title, else a hash of the text) — never
   LlamaIndex's random ``id_``: such a Document takes the stored id as its ``id_`` when it is parsed
   or indexed (:func:`adopt_ref_id`), so ``node.ref_doc_id == doc.id_``. ``metadata["title"]`` is
-  the title shown in headers and ``metadata["thread_id"]`` the search scope (default: the document id).
+  the title shown in headers (else the file name a reader gives, ``metadata["file_name"]`` or the end of
+  ``metadata["file_path"]``: :func:`file_title`; the document id stays what it was without it) and
+  ``metadata["thread_id"]`` the search scope (default: the document id).
 
 Every other metadata key is the caller's: it is written on each piece (flattened the way the core
 flattens it). ``Document(text, metadata={"title": T, "doc_id": I, **rest})`` gives exactly the
@@ -165,7 +167,25 @@ def _turns_of(node: BaseNode, *, thread_id: str | None, include_system: bool, in
         return [replace(t, metadata={**caller, **dict(t.metadata)}) for t in turns] if caller else turns
     text, title, doc_id, thread = _document_fields(node, thread_id)
     caller = {k: v for k, v in meta.items() if k not in DOCUMENT_KEYS} if include_metadata else {}
-    return document_turns(text, title=title, doc_id=doc_id, thread_id=thread, metadata=caller)
+    shown = title or file_title(meta)
+    if shown != title:  # a reader's file name names the document in headers; its id stays the one it always had
+        from ctxret.adapters import document_id
+
+        doc_id = doc_id if doc_id is not None else document_id(text, title)
+    return document_turns(text, title=shown, doc_id=doc_id, thread_id=thread, metadata=caller)
+
+
+def file_title(meta: Mapping[str, Any]) -> str | None:
+    """The name a LlamaIndex reader gives a document's file (``SimpleDirectoryReader`` and most file readers:
+    ``metadata["file_name"]``, else the last part of ``metadata["file_path"]``), which names it in its pieces'
+    headers when it has no ``title``; ``None`` when neither is there."""
+    name = meta.get("file_name")
+    if isinstance(name, str) and name.strip():
+        return name.strip()
+    path = meta.get("file_path")
+    if isinstance(path, str) and path.strip():
+        return path.strip().replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or None
+    return None
 
 
 def _document_fields(node: BaseNode, thread_id: str | None) -> tuple[str, str | None, str | None, str | None]:

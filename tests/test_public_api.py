@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -30,6 +31,7 @@ PUBLIC_NAMES = [
     "LocalEmbedder",
     "OpenAIEmbedder",
     # errors
+    "CallableError",
     "ClosedError",
     "ConfigMismatchError",
     "CtxretError",
@@ -147,6 +149,7 @@ def test_error_hierarchy():
     assert issubclass(ctxret.InputTooLongError, ctxret.InputError)
     assert issubclass(ctxret.ConfigMismatchError, ctxret.CtxretError)
     assert issubclass(ctxret.EmbeddingError, ctxret.CtxretError)
+    assert issubclass(ctxret.CallableError, ctxret.CtxretError) and not issubclass(ctxret.CallableError, ValueError)
     assert issubclass(ctxret.MissingExtraError, ctxret.CtxretError)
     assert issubclass(ctxret.MissingExtraError, ImportError)
 
@@ -169,3 +172,33 @@ def test_import_ctxret_is_light():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "", f"import ctxret pulled in: {out.stdout.strip()}"
+
+
+# Every package whose ``__all__`` holds names loaded on first use.
+LAZY_PACKAGES = [
+    "ctxret",
+    "ctxret.embedders",
+    "ctxret.ingest",
+    "ctxret.query",
+    "ctxret.query.split",
+    "ctxret.query.time",
+    "ctxret.adapters",
+    "langchain_ctxret",
+    "llamaindex_ctxret",
+]
+
+
+def test_dir_lists_every_public_name_before_it_is_loaded():
+    # tab completion (a shell, a notebook) reads dir(): a lazy name must be listed before its first use, in a
+    # fresh process (this one may have loaded them)
+    code = (
+        "import importlib, json\n"
+        "out = {}\n"
+        f"for name in {LAZY_PACKAGES!r}:\n"
+        "    mod = importlib.import_module(name)\n"
+        "    out[name] = sorted(set(mod.__all__) - set(dir(mod)))\n"
+        "print(json.dumps(out))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {name: [] for name in LAZY_PACKAGES}

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._lazy import lazy_getattr
+from ._lazy import lazy_dir, lazy_getattr
 from ._version import __version__
 from .errors import (
+    CallableError,
     ClosedError,
     ConfigMismatchError,
     CtxretError,
@@ -45,21 +46,20 @@ if TYPE_CHECKING:
     from .query.settings import SearchSettings
     from .store import Store
 
-# Heavy parts (Chroma, onnxruntime, openai) load on first use, so `import ctxret` stays light.
-__getattr__ = lazy_getattr(
-    __name__,
-    {
-        "ContextualIndex": ".index",
-        "Store": ".store",
-        "IndexConfig": ".ingest.config",
-        "SearchSettings": ".query.settings",
-        "FusionSettings": ".query.fusion",
-        "FusionMethod": ".query.fusion",
-        "Embedder": ".embedders",
-        "LocalEmbedder": ".embedders",
-        "OpenAIEmbedder": ".embedders",
-    },
-)
+# Heavy parts (Chroma, onnxruntime, openai) load on first use, so `import ctxret` stays light; dir() lists them.
+_LAZY = {
+    "ContextualIndex": ".index",
+    "Store": ".store",
+    "IndexConfig": ".ingest.config",
+    "SearchSettings": ".query.settings",
+    "FusionSettings": ".query.fusion",
+    "FusionMethod": ".query.fusion",
+    "Embedder": ".embedders",
+    "LocalEmbedder": ".embedders",
+    "OpenAIEmbedder": ".embedders",
+}
+__getattr__ = lazy_getattr(__name__, _LAZY)
+__dir__ = lazy_dir(globals(), _LAZY)
 
 __all__ = [
     "__version__",
@@ -89,6 +89,7 @@ __all__ = [
     "InputTooLongError",
     "ConfigMismatchError",
     "EmbeddingError",
+    "CallableError",
     "StoreError",
     "MissingExtraError",
 ]

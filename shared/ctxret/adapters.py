@@ -38,7 +38,21 @@ if TYPE_CHECKING:
     from .query.hyde import HYDE_PROMPT, llm_hyde
     from .query.nearest import nearest
     from .query.relevance import calibration_for, scored_metadata, shown_groups, shown_scores
-    from .query.render import render_groups
+    from .query.render import (
+        CONVERSATION_KEY,
+        DEFAULT_EMPTY_GROUP,
+        DEFAULT_HEADING,
+        DEFAULT_NO_RESULTS,
+        MEMORY_NOTE,
+        Entry,
+        auto_max_chars,
+        check_max_chars,
+        entry_of,
+        neutralize,
+        render_entry,
+        render_groups,
+        render_sections,
+    )
     from .query.settings import check_search_keys, check_search_options
     from .storage.schema import (
         FIELD_PREFIX,
@@ -100,6 +114,18 @@ _SOURCES: dict[str, str] = {
     "shown_groups": ".query.relevance",
     "shown_scores": ".query.relevance",
     "render_groups": ".query.render",
+    "render_sections": ".query.render",
+    "render_entry": ".query.render",
+    "auto_max_chars": ".query.render",
+    "check_max_chars": ".query.render",
+    "entry_of": ".query.render",
+    "Entry": ".query.render",
+    "neutralize": ".query.render",
+    "CONVERSATION_KEY": ".query.render",
+    "MEMORY_NOTE": ".query.render",
+    "DEFAULT_HEADING": ".query.render",
+    "DEFAULT_EMPTY_GROUP": ".query.render",
+    "DEFAULT_NO_RESULTS": ".query.render",
     "check_search_keys": ".query.settings",
     "check_search_options": ".query.settings",
     # LLM prompts: views and HyDE
@@ -164,6 +190,18 @@ __all__ = [
     "shown_groups",
     "shown_scores",
     "render_groups",
+    "render_sections",
+    "render_entry",
+    "auto_max_chars",
+    "check_max_chars",
+    "entry_of",
+    "Entry",
+    "neutralize",
+    "CONVERSATION_KEY",
+    "MEMORY_NOTE",
+    "DEFAULT_HEADING",
+    "DEFAULT_EMPTY_GROUP",
+    "DEFAULT_NO_RESULTS",
     "check_search_keys",
     "check_search_options",
     # LLM prompts: views and HyDE

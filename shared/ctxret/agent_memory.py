@@ -61,14 +61,22 @@ from typing import Any
 
 from .errors import ClosedError, CtxretError, EmbeddingError, InputError, StoreError
 from .index import ContextualIndex
-from .ingest.messages import read_messages
-from .query.render import render_groups
-from .results import Group, IndexResult
+from .ingest.messages import check_thread_id, read_messages
+from .query.render import (
+    CONVERSATION_KEY,
+    MEMORY_NOTE,
+    auto_max_chars,
+    check_max_chars,
+    render_layout,
+    template_delimiters,
+)
+from .results import Group, Hit, IndexResult
 from .storage.schema import check_id
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "CONVERSATION_KEY",
     "DEFAULT_MAX_CHARS",
     "DEFAULT_TEMPLATE",
     "EXIT_FLUSH_SECONDS",
@@ -79,14 +87,17 @@ __all__ = [
     "select_tool_calls",
 ]
 
-#: How the memory text is put in the model's input (``{memory}``: the rendered groups).
-DEFAULT_TEMPLATE = (
-    "<memory>\nWhat memory holds about the latest user message, one section per part of it (most relevant first; "
-    "score: relevance in [0, 1]):\n{memory}\n</memory>"
-)
-DEFAULT_MAX_CHARS = 4000
+#: How the memory text is put in the model's input (``{memory}``: the rendered groups): marked as quoted material, and
+#: how to read its entries (:data:`ctxret.query.render.MEMORY_NOTE`).
+DEFAULT_TEMPLATE = "<memory>\n" + MEMORY_NOTE + "\n\n{memory}\n</memory>"
+#: The memory text's size: ``"auto"`` makes room for the ``k`` hits of two parts at the index's largest piece
+#: (:func:`ctxret.query.render.auto_max_chars`: 7,400 characters with the local model and ``k=5``).
+DEFAULT_MAX_CHARS = "auto"
 #: Search options the recall sets itself.
 _RECALL_OPTIONS = ("thread_id", "k", "deadline_ms")
+#: How many in-view messages a recall leaves out of its search by key (the newest; a store query compares at most
+#: :data:`~ctxret.storage.where.MAX_WHERE_VALUES` values, and the caller's ``where`` may hold some).
+MAX_VIEW_KEYS = 5_000
 #: Scopes whose written keys are remembered (least recently used dropped first: only a cost, never a duplicate).
 MAX_SCOPES = 4096
 #: Keys remembered per scope (the most recent; the same).
@@ -108,12 +119,14 @@ RETRY_MAX_SECONDS = 30.0
 
 @dataclass(frozen=True)
 class Recall:
-    """What one recall found: the ``text`` for the model's input (empty: nothing) and the search's ``groups``."""
+    """What one recall found: the ``text`` for the model's input (empty: nothing), the search's ``groups`` and the
+    ``hits`` the text shows (the groups' first hits that fit ``max_chars``, group by group)."""
 
     text: str
     groups: tuple[Group, ...] = ()
     query: str = ""
     degraded: bool = False
+    hits: tuple[Hit, ...] = ()
 
 
 @dataclass
@@ -183,7 +196,19 @@ def _resent(keys: Sequence[str | None], tail: Sequence[str | None]) -> int:
 class _Job:
     """One pending append: messages for one scope (later writes to the scope join it while it waits)."""
 
-    __slots__ = ("index", "scope", "messages", "keys", "include_system", "written", "seq", "running", "attempts", "due")
+    __slots__ = (
+        "index",
+        "scope",
+        "messages",
+        "keys",
+        "include_system",
+        "metadata",
+        "written",
+        "seq",
+        "running",
+        "attempts",
+        "due",
+    )
 
     def __init__(
         self,
@@ -192,11 +217,12 @@ class _Job:
         messages: list[dict[str, Any]],
         keys: list[str | None],
         include_system: bool,
+        metadata: dict[str, Any] | None,
         written: _Written,
         seq: int,
     ) -> None:
         self.index, self.scope, self.messages, self.keys = index, scope, messages, keys
-        self.include_system, self.written, self.seq = include_system, written, seq
+        self.include_system, self.metadata, self.written, self.seq = include_system, metadata, written, seq
         self.running = False
         self.attempts = 0
         self.due = 0.0  # when it may run (after a failure: later)
@@ -232,8 +258,10 @@ class BackgroundWriter:
         keys: Sequence[str | None],
         include_system: bool,
         written: _Written,
+        metadata: dict[str, Any] | None = None,
     ) -> None:
-        """Queue an append of ``messages`` (their ``keys``) to ``scope``; ``written`` learns the keys once stored."""
+        """Queue an append of ``messages`` (their ``keys``) to ``scope``, each piece stored with ``metadata`` (the
+        conversation); ``written`` learns the keys once stored."""
         index = self._index()
         if index is None or not messages:
             return
@@ -252,12 +280,13 @@ class BackgroundWriter:
                 and not last.running
                 and not last.attempts
                 and last.include_system == include_system
+                and last.metadata == metadata
                 and last.written is written
             ):
                 last.messages.extend(messages)
                 last.keys.extend(keys)
             else:
-                job = _Job(index, scope, list(messages), list(keys), include_system, written, next(self._seq))
+                job = _Job(index, scope, list(messages), list(keys), include_system, metadata, written, next(self._seq))
                 self._jobs.append(job)
             self._queued += len(messages)
             if self._worker is None:
@@ -343,7 +372,7 @@ class BackgroundWriter:
         """One attempt at ``job``: how many of its first messages are settled (stored, or refused for good); the rest
         is tried again later."""
         try:
-            job.index.add_messages(messages, job.scope, include_system=job.include_system)
+            job.index.add_messages(messages, job.scope, include_system=job.include_system, metadata=job.metadata)
         except ClosedError:
             self._lost(job, messages)
             return len(messages)
@@ -361,7 +390,7 @@ class BackgroundWriter:
     def _one_by_one(self, job: _Job, messages: list[dict[str, Any]], keys: list[str | None]) -> int:
         for i, (m, k) in enumerate(zip(messages, keys, strict=True)):
             try:
-                job.index.add_messages([m], job.scope, include_system=job.include_system)
+                job.index.add_messages([m], job.scope, include_system=job.include_system, metadata=job.metadata)
             except ClosedError:
                 self._lost(job, messages[i:])
                 return len(messages)
@@ -526,10 +555,20 @@ def _latest_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
     return ""
 
 
+def _failed(query: str, error: Exception) -> Recall:
+    """No memory for a recall that failed: logged (a ctxret error by its message, anything else with its traceback)."""
+    if isinstance(error, (StoreError, EmbeddingError, InputError)):
+        logger.warning("memory recall failed, the model is called without memory: %s", error)
+    else:
+        logger.warning("memory recall failed, the model is called without memory", exc_info=error)
+    return Recall("", (), query, True)
+
+
 class AgentMemory:
     """An agent's memory in ``index`` (see the module docstring).
 
-    ``k``: hits per part (``None``: the index's default); ``max_chars``: the size of the memory text;
+    ``k``: hits per part (``None``: the index's default); ``max_chars``: the size of the memory text (``"auto"``:
+    room for the ``k`` hits of two parts at the index's largest piece; ``None``: no bound);
     ``template``: how the text is put in the model's input (``{memory}``); ``deadline_ms``: the recall's time
     budget (``None``: none); ``tool_calls``: what of the tools is written; ``include_system``: also write system
     messages; ``background``: writes off the model call's path (the default; see the module docstring);
@@ -541,7 +580,7 @@ class AgentMemory:
         index: Any,
         *,
         k: int | None = None,
-        max_chars: int | None = DEFAULT_MAX_CHARS,
+        max_chars: int | str | None = DEFAULT_MAX_CHARS,
         template: str = DEFAULT_TEMPLATE,
         deadline_ms: float | None = 1000,
         tool_calls: bool | Collection[str] = True,
@@ -552,8 +591,7 @@ class AgentMemory:
         index = getattr(index, "index", index)
         if not isinstance(index, ContextualIndex):
             raise InputError(f"agent memory needs a ctxret ContextualIndex, got {type(index).__name__}")
-        if max_chars is not None and (isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1):
-            raise InputError(f"max_chars must be a positive number of characters or None, got {max_chars!r}")
+        max_chars = check_max_chars(max_chars)
         if not isinstance(template, str) or "{memory}" not in template:
             raise InputError(f"template must be a string holding '{{memory}}', got {template!r}")
         if not isinstance(tool_calls, bool) and (
@@ -570,10 +608,13 @@ class AgentMemory:
             raise InputError(f"pass {', '.join(bad)} as the memory's own argument (k=, scope=, deadline_ms=)")
         self._user_where = options.pop("where", None)
         self.index = index
+        plan = index.plan(**{**options, "k": k or index.settings.k, "deadline_ms": deadline_ms})  # bad options fail now
+        if max_chars == "auto":
+            max_chars = auto_max_chars(plan.k, index.config.piece_bytes)
         self.k, self.max_chars, self.template = k, max_chars, template
         self.deadline_ms, self.tool_calls, self.include_system = deadline_ms, tool_calls, include_system
         self.search_options = options
-        index.plan(**{**options, "k": k or index.settings.k, "deadline_ms": deadline_ms})  # bad options fail now
+        self._delimiters = template_delimiters(template)
         self._written = _Written()
         #: Whether writes go to the index's background writer (:class:`BackgroundWriter`).
         self.background = background
@@ -587,7 +628,13 @@ class AgentMemory:
         query = _latest_user_text(messages)
         if not query:
             return None
-        keys = sorted({k for k in _keys(messages) if k})
+        keys = list(dict.fromkeys(k for k in _keys(messages) if k))
+        if len(keys) > MAX_VIEW_KEYS:  # the newest stay out of memory; older ones in view may come back as memory
+            logger.info(
+                "memory recall: %d messages in view, the newest %d left out of the search", len(keys), MAX_VIEW_KEYS
+            )
+            keys = keys[-MAX_VIEW_KEYS:]
+        keys = sorted(keys)
         clauses = [c for c in (self._user_where, {"ctxret:message_key": {"$nin": keys}} if keys else None) if c]
         where = None if not clauses else clauses[0] if len(clauses) == 1 else {"$and": clauses}
         kwargs: dict[str, Any] = {
@@ -614,7 +661,7 @@ class AgentMemory:
             logger.info("memory recall of scope %r runs before the scope's pending writes are stored", scope)
         return not done
 
-    def _recall(self, query: str, groups: Sequence[Group], late: bool = False) -> Recall:
+    def _recall(self, query: str, groups: Sequence[Group], conversation: str | None, late: bool = False) -> Recall:
         degraded = late or any(g.degraded for g in groups)
         if degraded:
             logger.info(
@@ -625,39 +672,49 @@ class AgentMemory:
             )
         if not any(g.hits for g in groups):
             return Recall("", tuple(groups), query, degraded)
-        text = self.template.format(memory=render_groups(groups, max_chars=self.max_chars))
-        return Recall(text, tuple(groups), query, degraded)
+        rendered = render_layout(
+            groups,
+            max_chars=self.max_chars,
+            now=self.search_options.get("now", self.index.settings.now),
+            conversation=conversation,
+            delimiters=self._delimiters,
+        )
+        shown = tuple(h for g, n in zip(groups, rendered.shown, strict=True) for h in g.hits[:n])
+        return Recall(self.template.format(memory=rendered.text), tuple(groups), query, degraded, shown)
 
-    def recall(self, messages: Sequence[Mapping[str, Any]], scope: str) -> Recall:
+    def recall(self, messages: Sequence[Mapping[str, Any]], scope: str, *, conversation: str | None = None) -> Recall:
         """Search ``scope`` with the latest user message of ``messages`` (the model's input, OpenAI dicts) and
-        return the memory text for the model (see the module docstring)."""
-        request = self._request(messages, scope)
-        if request is None:
-            return Recall("")
-        query, kwargs, seen = request
-        late = self._writer.must_wait(scope, seen) and self._late(scope, seen, kwargs, self._writer.wait)
+        return the memory text for the model (see the module docstring). ``conversation``: the conversation the
+        model call belongs to (the framework's thread or session): hits of another are named by theirs. It never
+        raises: anything that fails (the store, the embedder, a scope or message it cannot read, a search option's
+        callable) is logged as a warning and gives no memory (``Recall.degraded``)."""
+        query = ""
         try:
-            groups = self.index.search(query, **kwargs)
-        except (StoreError, EmbeddingError) as e:
-            logger.warning("memory recall failed, the model is called without memory: %s", e)
-            return Recall("", (), query, True)
-        return self._recall(query, groups, late)
+            request = self._request(messages, scope)
+            if request is None:
+                return Recall("")
+            query, kwargs, seen = request
+            late = self._writer.must_wait(scope, seen) and self._late(scope, seen, kwargs, self._writer.wait)
+            return self._recall(query, self.index.search(query, **kwargs), conversation, late)
+        except Exception as e:  # recall never fails the model call
+            return _failed(query, e)
 
-    async def arecall(self, messages: Sequence[Mapping[str, Any]], scope: str) -> Recall:
-        """Async :meth:`recall`."""
-        request = self._request(messages, scope)
-        if request is None:
-            return Recall("")
-        query, kwargs, seen = request
-        late = False
-        if self._writer.must_wait(scope, seen):  # off the event loop
-            late = await asyncio.to_thread(self._late, scope, seen, kwargs, self._writer.wait)
+    async def arecall(
+        self, messages: Sequence[Mapping[str, Any]], scope: str, *, conversation: str | None = None
+    ) -> Recall:
+        """Async :meth:`recall` (never raises either)."""
+        query = ""
         try:
-            groups = await self.index.asearch(query, **kwargs)
-        except (StoreError, EmbeddingError) as e:
-            logger.warning("memory recall failed, the model is called without memory: %s", e)
-            return Recall("", (), query, True)
-        return self._recall(query, groups, late)
+            request = self._request(messages, scope)
+            if request is None:
+                return Recall("")
+            query, kwargs, seen = request
+            late = False
+            if self._writer.must_wait(scope, seen):  # off the event loop
+                late = await asyncio.to_thread(self._late, scope, seen, kwargs, self._writer.wait)
+            return self._recall(query, await self.index.asearch(query, **kwargs), conversation, late)
+        except Exception as e:  # recall never fails the model call
+            return _failed(query, e)
 
     # -- write --------------------------------------------------------------------------------------
     def _new(
@@ -665,7 +722,7 @@ class AgentMemory:
     ) -> tuple[list[dict[str, Any]], list[str | None]]:
         """The messages to write and their keys: those not written yet, nor waiting to be (known by key); with
         ``by_position``, those after the run that repeats the last ones handed over."""
-        check_id(scope, "memory scope")
+        check_thread_id(scope)  # a scope no append may write (an item store's thread) is refused now, not later
         chosen = select_tool_calls(messages, self.tool_calls)
         if not self.include_system:
             chosen = [m for m in chosen if m.get("role") not in ("system", "developer")]
@@ -677,51 +734,73 @@ class AgentMemory:
         new = [(m, k) for m, k in zip(chosen, keys, strict=True) if k is None or k not in known]
         return [m for m, _ in new], [k for _, k in new]
 
-    def write(self, messages: Sequence[Mapping[str, Any]], scope: str, *, by_position: bool = False) -> IndexResult:
+    def write(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        scope: str,
+        *,
+        conversation: str | None = None,
+        by_position: bool = False,
+    ) -> IndexResult:
         """Append the messages of ``messages`` not written yet to ``scope`` (see the module docstring). In the
         background (the default) it returns at once, with an empty result; else a failure raises, and the messages
-        are sent again at the next write.
+        are sent again at the next write. ``conversation`` (the framework's thread or session) is stored with each
+        piece as its ``conversation`` metadata: the memory text names it.
 
         A message is known by its key (its id, else what it says and its time): ``messages`` may be the whole
         conversation at every call (LangGraph's state). ``by_position``: ``messages`` is a window that moves on (a
         short-term queue given whole at every call, its oldest messages dropped): what follows the run of messages it
         starts by giving again is new, so a message said twice ("ok", later "ok" again) is written twice even without
         an id or a time."""
+        metadata = _conversation_metadata(conversation)
         new, keys = self._new(messages, scope, by_position)
         if not new:
             return IndexResult()
         if self.background:
-            self._submit(scope, new, keys, by_position)
+            self._submit(scope, new, keys, by_position, metadata)
             return IndexResult()
-        result = self.index.add_messages(new, scope, include_system=self.include_system)
+        result = self.index.add_messages(new, scope, include_system=self.include_system, metadata=metadata)
         self._written.add(scope, keys)
         if by_position:
             self._written.extend_tail(scope, keys)
         return result
 
     async def awrite(
-        self, messages: Sequence[Mapping[str, Any]], scope: str, *, by_position: bool = False
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        scope: str,
+        *,
+        conversation: str | None = None,
+        by_position: bool = False,
     ) -> IndexResult:
         """Async :meth:`write` (the append in a worker thread, or handed to the background)."""
+        metadata = _conversation_metadata(conversation)
         new, keys = self._new(messages, scope, by_position)
         if not new:
             return IndexResult()
         if self.background:
             if self._writer.full(len(new)):  # it would wait for room: off the event loop
-                await asyncio.to_thread(self._submit, scope, new, keys, by_position)
+                await asyncio.to_thread(self._submit, scope, new, keys, by_position, metadata)
             else:
-                self._submit(scope, new, keys, by_position)
+                self._submit(scope, new, keys, by_position, metadata)
             return IndexResult()
-        result = await self.index.aadd_messages(new, scope, include_system=self.include_system)
+        result = await self.index.aadd_messages(new, scope, include_system=self.include_system, metadata=metadata)
         self._written.add(scope, keys)
         if by_position:
             self._written.extend_tail(scope, keys)
         return result
 
-    def _submit(self, scope: str, new: list[dict[str, Any]], keys: list[str | None], by_position: bool) -> None:
+    def _submit(
+        self,
+        scope: str,
+        new: list[dict[str, Any]],
+        keys: list[str | None],
+        by_position: bool,
+        metadata: dict[str, Any] | None,
+    ) -> None:
         if by_position:  # the next window is read against what is handed over now (written in this order)
             self._written.extend_tail(scope, keys)
-        self._writer.submit(scope, new, keys, self.include_system, self._written)
+        self._writer.submit(scope, new, keys, self.include_system, self._written, metadata)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every write handed to the background on this memory's index is stored (``timeout`` seconds at
@@ -742,3 +821,12 @@ class AgentMemory:
         """Which of the message ``keys`` this memory wrote to ``scope``, or handed to the background (an adapter leaves
         those out before converting a framework's messages: the state of a conversation is sent at every call)."""
         return self._written.known(scope, keys) | (self._writer.pending_keys(scope) & set(keys))
+
+
+def _conversation_metadata(conversation: str | None) -> dict[str, str] | None:
+    """The metadata an agent's write stores with each piece: the conversation it came from (``None``: none)."""
+    if conversation is None:
+        return None
+    if not isinstance(conversation, str) or not conversation.strip():
+        raise InputError(f"conversation must be a non-empty string or None, got {conversation!r}")
+    return {CONVERSATION_KEY: conversation}

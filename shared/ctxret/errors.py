@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class CtxretError(Exception):
     """Base class for ctxret errors."""
@@ -30,6 +32,23 @@ class ClosedError(CtxretError):
 
 class EmbeddingError(CtxretError):
     """The embedding backend failed permanently (after retries)."""
+
+
+class CallableError(CtxretError):
+    """A callable you passed raised (a ``rerank`` callable, ``hyde``, a view or context writer): the message names
+    it in one line; what it raised is the cause (``raise ... from e``)."""
+
+
+def callable_error(what: str, fn: Any, error: BaseException) -> CallableError:
+    """The :class:`CallableError` for ``fn`` (the ``what``: ``"rerank callable"``) having raised ``error``; raise it
+    ``from error``."""
+    name = getattr(fn, "__qualname__", None) or f"{type(fn).__qualname__} object"
+    module = getattr(fn, "__module__", None) or type(fn).__module__
+    told = " ".join(str(error).split())
+    told = told if len(told) <= 200 else told[:197] + "..."
+    return CallableError(
+        f"the {what} {module}.{name} raised {type(error).__name__}{': ' + told if told else ''}; fix it or leave it out"
+    )
 
 
 class MissingExtraError(CtxretError, ImportError):

@@ -24,6 +24,7 @@ from .ingest.append import append_messages, replace_thread, write_numbered
 from .ingest.config import ContextStrategy, IndexConfig, check_piece_bytes
 from .ingest.context import Contextualizer
 from .ingest.documents import read_documents
+from .ingest.items import chat_scope
 from .ingest.pieces import fit_pieces
 from .ingest.progress import check_progress
 from .ingest.turns import Piece, Turn
@@ -354,13 +355,16 @@ class ContextualIndex:
         replace: bool = True,
         documents: Iterable[tuple[str, str]] = (),
         progress: bool | None = None,
+        threads: Iterable[str] = (),
     ) -> IndexResult:
         """Index prepared turns (or sections) of any threads: the one write path every ingest goes through, in bounded
         batches (a failure part-way says what is stored: :func:`.ingest.writer.write_turns`). Chat turns replace their
         own stored version; the sections of a document (``doc_id``) are the whole document, as in :meth:`add_documents`.
         ``documents``: more ``(thread_id, doc_id)`` given whole (one with no section here loses every stored one).
+        ``threads``: threads whose chat turns are given whole: their stored chat turns not given are removed, in the
+        same store write (what :meth:`replace_messages` does; their documents stay).
         ``progress``: a bar on (``True``) or off (``False``) for this call; ``None``: the index's setting."""
-        return self._write(turns, metadata, replace, documents, progress)
+        return self._write(turns, metadata, replace, documents, progress, threads)
 
     def _write(
         self,
@@ -369,9 +373,12 @@ class ContextualIndex:
         replace: bool,
         documents: Iterable[tuple[str, str]],
         progress: bool | None = None,
+        threads: Iterable[str] = (),
     ) -> IndexResult:
         if not isinstance(replace, bool):
             raise InputError(f"replace must be True or False, got {replace!r}")
+        if isinstance(threads, str):
+            raise InputError(f"threads must be a list of thread ids, got the string {threads!r}: pass [{threads!r}]")
         return write_turns(
             self.store,
             for_writes(self.embedder, self.embed_timeout),
@@ -384,7 +391,17 @@ class ContextualIndex:
             view_writers=resolve_view_writers(self.config.view_kinds, self.view_writer),
             replace=replace,
             documents=documents,
+            threads=threads,
         )
+
+    def write_items(self, turns: Sequence[Turn], documents: Iterable[tuple[str, str]]) -> IndexResult:
+        """The item store's write (:class:`ctxret.items.ItemStore`): item turns (:func:`.ingest.items.item_turn`)
+        and the ``(thread_id, key)`` documents they replace whole (a deleted item: one with no turn here). Every
+        turn must be an item's, stored where its fields say (:func:`.ingest.items.check_item_turn`)."""
+        for turn in turns:
+            if not isinstance(turn, Turn) or turn.item is None:
+                raise InputError("write_items writes item turns only (ctxret.ingest.items.item_turn)")
+        return self._write(list(turns), None, True, documents, None)
 
     def check_turns(self, turns: Sequence[Turn]) -> list[PlannedTurn]:
         """Raise the :class:`InputError` that :meth:`add_turns` would raise for ``turns``, writing nothing;
@@ -474,8 +491,9 @@ class ContextualIndex:
             options=options,
         )
         plan = self.plan(request.settings, has_lexical=True)  # the backends say per search (SearchPlan.for_backends)
+        scope = chat_scope(self.store, request.scope)  # a chat scope never reads an item namespace's thread
         # errors: EmbeddingError (guarded)
-        return said_empty(run_search(plan, message, request.scope, guarded(self.embedder), self.store), where)
+        return said_empty(run_search(plan, message, scope, guarded(self.embedder), self.store), where)
 
     async def asearch(
         self,
@@ -498,7 +516,8 @@ class ContextualIndex:
             options=options,
         )
         plan = self.plan(request.settings, has_lexical=True)  # the backends say per search (SearchPlan.for_backends)
-        return said_empty(await arun_search(plan, message, request.scope, guarded(self.embedder), self.store), where)
+        scope = chat_scope(self.store, request.scope)  # a chat scope never reads an item namespace's thread
+        return said_empty(await arun_search(plan, message, scope, guarded(self.embedder), self.store), where)
 
     # -- maintenance --------------------------------------------------------------------------------
     def sync_lexical(self) -> SyncReport:

@@ -11,8 +11,16 @@ searched (dense and BM25, the floor) inside the prefix's items; an item's score 
 a part's group, and the items are listed rank by rank across the parts: every part's best item first (best score
 first among them), then every part's second, and so on, each item once. A message with one subject is listed by
 score; a message with two questions has both subjects' best items at its top, where one vector per message finds the
-louder subject only. Items nothing in the query is about are left out (the floor), so a search may return fewer than
-``limit``.
+louder subject only.
+
+**Up to ``limit`` items, whatever their score**, as LangGraph's ``InMemoryStore`` returns them: what a key-value
+store's caller (a LangMem search tool, "user preferences", "What should I cook tonight?") reads is a ranking, and the
+item that answers a general question rarely shares its words. The items that pass the product's floor come first, in
+the order above; when they are fewer than ``limit``, the search runs again without the floor and the other items
+follow in its order. ``SearchItem.score`` is each item's relevance in [0, 1] (low for the ones that did not pass: a
+caller thresholds on it). A caller who asks for a floor (``score_threshold`` — a relevance floor — ``cosine_floor``
+or ``min_relevance`` among the search options, or a ``min_relevance`` in the index's settings) gets only what passes
+it, so such a search may return fewer than ``limit``.
 
 **Without a query** the items under the prefix that pass the filter are listed namespace by namespace (in the order
 each was first written to), each namespace's items in the order they were first written (``created_at``: a
@@ -34,25 +42,30 @@ from .ingest.items import (
     check_filter,
     check_key,
     check_namespace,
-    item_from_metadata,
     item_id,
     item_turn,
     item_value_json,
+    legacy_thread,
     namespace_matches,
     namespace_thread,
     prefix_where,
+    read_item,
+    search_where,
     value_matches,
 )
 from .query.relevance import shown_scores
 from .results import Group, IndexResult
+from .storage.schema import shown as shown_value
 
-__all__ = ["ItemStore", "ItemWrite", "PIECES_PER_ITEM", "StoredItem", "rank_items"]
+__all__ = ["FLOOR_OPTIONS", "ItemStore", "ItemWrite", "PIECES_PER_ITEM", "StoredItem", "rank_items"]
 
 #: A query search asks each part for this many pieces per item wanted, so that enough distinct items are found when
 #: some are long (several pieces).
 PIECES_PER_ITEM = 4
 #: Search options an item search sets itself (the namespace prefix is the scope).
 _SCOPE_OPTIONS = ("thread_id", "where", "k", "per")
+#: Search options that ask for a floor: with one of them, a query search returns only what passes it (no fill).
+FLOOR_OPTIONS = ("score_threshold", "cosine_floor", "min_relevance")
 
 
 @dataclass(frozen=True)
@@ -80,7 +93,9 @@ def rank_items(groups: Sequence[Group]) -> list[StoredItem]:
                 continue
             seen.add(str(item_key))
             score = float(shown[0]) if shown is not None else None
-            mine.append(item_from_metadata(hit.metadata, score=score, hit=hit))
+            item = read_item(hit.metadata, score=score, hit=hit)
+            if item is not None:
+                mine.append(item)
         per_group.append(mine)
     out: list[StoredItem] = []
     taken: set[str] = set()
@@ -127,14 +142,19 @@ class ItemStore:
                 raise InputError(f"write {i} must be an ItemWrite, got {type(w).__name__}")
             ns = check_namespace(w.namespace)
             key = check_key(w.key)
-            value_json = None if w.value is None else item_value_json(w.value, f"the value of {key!r} in {ns!r}")
+            value_json = (
+                None
+                if w.value is None
+                else item_value_json(w.value, f"the value of {shown_value(key)} in {shown_value(ns)}")
+            )
             texts = None if w.texts is None else [(str(f), t) for f, t in w.texts]
             checked[(ns, key)] = (ItemWrite(ns, key, w.value, texts), value_json)
         if not checked:
             return IndexResult()
         at = now or datetime.now(timezone.utc)
         puts = [(w, v) for w, v in checked.values() if v is not None]
-        known = self._read_ids([item_id(w.namespace, w.key) for w, _ in puts])
+        legacy: list[tuple[str, str]] = []
+        known = self._read_ids([item_id(ns, key) for ns, key in checked], legacy)
         turns = []
         for n, (w, value_json) in enumerate(puts):
             updated = at + timedelta(microseconds=n)  # one batch keeps its order (listing is by first write)
@@ -143,8 +163,8 @@ class ItemStore:
             turns.append(
                 item_turn(w.namespace, w.key, value_json or "{}", w.texts, created_at=created, updated_at=updated)
             )
-        documents = [(namespace_thread(ns), key) for ns, key in checked]
-        return self.index.add_turns(turns, documents=documents)
+        documents = [(namespace_thread(ns), key) for ns, key in checked] + legacy  # an old copy goes too
+        return self.index.write_items(turns, documents)
 
     async def awrite(self, writes: Iterable[ItemWrite], *, now: datetime | None = None) -> IndexResult:
         """Async :meth:`write` (in a worker thread)."""
@@ -157,7 +177,9 @@ class ItemStore:
         found = self._read_ids(wanted)
         return [found.get(i) for i in wanted]
 
-    def _read_ids(self, ids: Sequence[str]) -> dict[str, StoredItem]:
+    def _read_ids(self, ids: Sequence[str], legacy: list[tuple[str, str]] | None = None) -> dict[str, StoredItem]:
+        """The stored items of ``ids``; ``legacy``: gets the ``(thread, key)`` of each one stored the way stores
+        written before items had their own threads store it (in its namespace's plain thread)."""
         out: dict[str, StoredItem] = {}
         ids = list(dict.fromkeys(ids))
         for start in range(0, len(ids), 500):
@@ -165,7 +187,12 @@ class ItemStore:
             clause = {"item_id": chunk[0]} if len(chunk) == 1 else {"item_id": {"$in": chunk}}
             where = {"$and": [clause, {"source_ordinal": 0}, {"ordinal": 0}]}
             for rec in self.index.store.chroma.iter_records(where):
-                _keep_latest(out, item_from_metadata(rec["metadata"] or {}))
+                item = read_item(rec["metadata"] or {})
+                if item is None:
+                    continue
+                _keep_latest(out, item)
+                if legacy is not None and (rec["metadata"] or {}).get("kind") == "section":
+                    legacy.append((legacy_thread(item.namespace), item.key))
         return out
 
     def scan(self, prefix: Sequence[str] = (), *, wildcards: bool = False) -> list[StoredItem]:
@@ -173,7 +200,9 @@ class ItemStore:
         namespace's items in the order first written (``created_at``), as LangGraph's ``InMemoryStore`` lists."""
         out: dict[str, StoredItem] = {}
         for rec in self.index.store.chroma.iter_records(prefix_where(prefix, wildcards=wildcards, first_piece=True)):
-            _keep_latest(out, item_from_metadata(rec["metadata"] or {}))
+            item = read_item(rec["metadata"] or {})
+            if item is not None:
+                _keep_latest(out, item)
         first: dict[tuple[str, ...], datetime] = {}
         for it in out.values():
             first[it.namespace] = min(first.get(it.namespace, it.created_at), it.created_at)
@@ -222,8 +251,11 @@ class ItemStore:
         if isinstance(plan, list):
             return plan
         where, k, opts = plan
-        groups = self.index.search(str(query), k=k, where=where, **opts)
-        return rank_items(groups)[offset : offset + limit]
+        items = rank_items(self.index.search(str(query), k=k, where=where, **opts))
+        if len(items) < offset + limit and self._fills(opts):
+            more = self.index.search(str(query), k=k, where=where, **{**opts, "score_threshold": None})
+            items = _followed_by(items, rank_items(more))
+        return items[offset : offset + limit]
 
     async def asearch(
         self,
@@ -242,8 +274,16 @@ class ItemStore:
         if isinstance(plan, list):
             return plan
         where, k, opts = plan
-        groups = await self.index.asearch(str(query), k=k, where=where, **opts)
-        return rank_items(groups)[offset : offset + limit]
+        items = rank_items(await self.index.asearch(str(query), k=k, where=where, **opts))
+        if len(items) < offset + limit and self._fills(opts):
+            more = await self.index.asearch(str(query), k=k, where=where, **{**opts, "score_threshold": None})
+            items = _followed_by(items, rank_items(more))
+        return items[offset : offset + limit]
+
+    def _fills(self, options: Mapping[str, Any]) -> bool:
+        """Whether a query search is filled up to ``limit`` past the floor: unless a floor was asked for (a
+        :data:`FLOOR_OPTIONS` option for the search, or a relevance floor in the index's settings)."""
+        return not any(o in options for o in FLOOR_OPTIONS) and self.index.settings.min_relevance is None
 
     def _plan(
         self,
@@ -274,7 +314,13 @@ class ItemStore:
             if not ids:
                 return None
             where = {"$and": [where, {"item_id": ids[0]} if len(ids) == 1 else {"item_id": {"$in": ids}}]}
-        return where, (offset + limit) * PIECES_PER_ITEM, opts
+        return search_where(where), (offset + limit) * PIECES_PER_ITEM, opts
+
+
+def _followed_by(first: Sequence[StoredItem], rest: Sequence[StoredItem]) -> list[StoredItem]:
+    """``first``, then the items of ``rest`` not in it, in ``rest``'s order."""
+    seen = {it.id for it in first}
+    return [*first, *(it for it in rest if it.id not in seen)]
 
 
 def _keep_latest(out: dict[str, StoredItem], item: StoredItem) -> None:

@@ -88,8 +88,8 @@ class Group:
 class IndexResult:
     """What one indexing call did, counted in pieces."""
 
-    added: int = 0  # pieces written that were not stored before
-    unchanged: int = 0  # pieces already stored with the same text and context (nothing written)
+    added: int = 0  # pieces written that were not stored before (or were, with other metadata: rewritten)
+    unchanged: int = 0  # pieces already stored with the same text, context and metadata (nothing written)
     replaced: int = 0  # stored pieces removed because their turn changed or their section is gone
     turns: int = 0  # turns (or sections) seen
     turns_changed: int = 0  # turns written (new or changed)

@@ -6,11 +6,21 @@ Exact rules (splitting a message into parts is :mod:`ctxret.query.split`):
 * ``pack_text_pieces`` packs sentences into pieces of at most ``max_bytes`` UTF-8 bytes; a
   sentence over the budget is cut at the last word that fits (a single word over the budget at a
   character boundary). Every non-whitespace character of the input is in exactly one piece.
+* ``exact_patches`` / ``restore_text``: what turns the packed pieces back into the text exactly as given (its
+  whitespace, its control characters), one small patch per piece, ``None`` for a piece whose share of the text is
+  its body as packed (most pieces); what is packed and embedded is unchanged.
 """
 
 from __future__ import annotations
 
+import base64
+import bisect
+import itertools
+import json
 import re
+import zlib
+from collections.abc import Sequence
+from typing import Any
 
 from .errors import InputError
 
@@ -132,3 +142,145 @@ def pack_text_pieces(text: str, max_bytes: int = PIECE_MAX_BYTES) -> list[str]:
     if current:
         pieces.append("".join(current))
     return pieces
+
+
+# -- the text exactly as given --------------------------------------------------------------------------------
+_GAP = re.compile(r"\s+")
+_GAP_SPLIT = re.compile(r"(\s+)")
+#: The characters :func:`clean_text` replaces, one for one.
+_REPLACED = re.compile(f"{_CONTROL.pattern}|{_SURROGATE.pattern}")
+#: A whitespace run (or a run of substituted characters) longer than this is stored run-length encoded.
+_RLE_OVER = 32
+
+
+def _gaps(text: str) -> tuple[dict[int, str], str]:
+    """``({k: the whitespace run before the k-th non-whitespace character}, the non-whitespace characters)``; a run
+    at the end has ``k`` = their number."""
+    parts = _GAP_SPLIT.split(text)
+    chars = parts[0::2]
+    return dict(zip(itertools.accumulate(map(len, chars)), parts[1::2], strict=False)), "".join(chars)
+
+
+def _runs(text: str) -> Any:
+    """``text`` as stored in a patch: itself, or ``[[char, count], ...]`` when long (a run of one character)."""
+    if len(text) <= _RLE_OVER:
+        return text
+    out: list[list[Any]] = []
+    for ch in text:
+        if out and out[-1][0] == ch:
+            out[-1][1] += 1
+        else:
+            out.append([ch, 1])
+    return out
+
+
+def _unruns(value: Any) -> str:
+    return value if isinstance(value, str) else "".join(str(ch) * int(n) for ch, n in value)
+
+
+def exact_patches(text: str, bodies: Sequence[str]) -> list[str | None]:
+    """For each of ``bodies`` (``text`` packed: :func:`pack_text_pieces`, or a re-packing of its pieces; every
+    non-whitespace character of the cleaned text, in order), what :func:`restore_text` needs to give back its share
+    of ``text`` exactly: a compact JSON string of the whitespace runs that differ from the packed ones (keyed by
+    the non-whitespace character they precede) and the characters :func:`clean_text` replaced, or ``None`` when the
+    share is the body as joined (``"\\n".join(bodies)`` is then ``text`` there). Sizes follow what differs, never
+    the text's length (long runs are run-length encoded): a 10 MB tool result packed the usual way needs a patch
+    only where its whitespace was more than one space. Bodies that do not hold ``text``'s characters: ``None`` for
+    all (the packed text is what can be given back)."""
+    if not bodies:
+        return []
+    cleaned = clean_text(text)
+    gaps, chars = _gaps(cleaned)
+    packed_gaps = [_gaps(b) for b in bodies]
+    sizes = [len(c) for _, c in packed_gaps]
+    if "".join(c for _, c in packed_gaps) != chars:
+        return [None] * len(bodies)
+    replaced = [] if cleaned == text else [m.start() for m in _REPLACED.finditer(text)]
+    keys = sorted(gaps)
+    before, total = [], 0  # whitespace characters of ``cleaned`` before each key
+    for k in keys:
+        before.append(total)
+        total += len(gaps[k])
+
+    def position(k: int) -> int:
+        """Where the run before the k-th non-whitespace character starts in ``cleaned``."""
+        i = bisect.bisect_left(keys, k)
+        return k + (before[i] if i < len(keys) else total)
+
+    out: list[str | None] = []
+    start = 0
+    for j, ((packed, _), size) in enumerate(zip(packed_gaps, sizes, strict=True)):
+        last = j == len(bodies) - 1
+        packed[0] = "" if j == 0 else "\n"
+        if last:
+            packed.setdefault(size, "")
+        lo, hi = bisect.bisect_left(keys, start), bisect.bisect_left(keys, start + size + (1 if last else 0))
+        local = {k - start for k in keys[lo:hi]} | set(packed)
+        runs = [
+            [k, _runs(gaps.get(start + k, ""))] for k in sorted(local) if gaps.get(start + k, "") != packed.get(k, "")
+        ]
+        seg_lo = position(start)
+        seg_hi = len(cleaned) if last else position(start + size)
+        a, b = bisect.bisect_left(replaced, seg_lo), bisect.bisect_left(replaced, seg_hi)
+        subs: list[list[Any]] = []
+        for i in replaced[a:b]:
+            if subs and subs[-1][0] + subs[-1][2] == i - seg_lo and subs[-1][1] == text[i]:
+                subs[-1][2] += 1
+            else:
+                subs.append([i - seg_lo, text[i], 1])
+        patch: dict[str, Any] = {}
+        if runs:
+            patch["g"] = runs
+        if subs:
+            patch["s"] = subs
+        out.append(_encode(patch) if patch else None)
+        start += size
+    return out
+
+
+#: A patch longer than this is stored compressed (``z`` + base64 of its zlib-compressed JSON).
+_COMPRESS_OVER = 96
+
+
+def _encode(patch: dict[str, Any]) -> str:
+    text = json.dumps(patch, ensure_ascii=True, separators=(",", ":"))
+    if len(text) <= _COMPRESS_OVER:
+        return text
+    return "z" + base64.b64encode(zlib.compress(text.encode("ascii"), 9)).decode("ascii")
+
+
+def _decode(patch: str) -> dict[str, Any]:
+    if patch.startswith("z"):
+        patch = zlib.decompress(base64.b64decode(patch[1:])).decode("ascii")
+    data = json.loads(patch)
+    return data if isinstance(data, dict) else {}
+
+
+def restore_text(bodies: Sequence[str], patches: Sequence[str | None]) -> str:
+    """The text ``bodies`` were packed from, exactly, with the :func:`exact_patches` of each (``None``, or a piece
+    stored before patches existed: its body as packed). Without any patch: ``"\\n".join(bodies)``."""
+    if not any(patches):
+        return "\n".join(bodies)
+    parts: list[str] = []
+    for j, body in enumerate(bodies):
+        patch = patches[j] if j < len(patches) else None
+        last = j == len(bodies) - 1
+        gaps, chars = _gaps(body)
+        size = len(chars)
+        gaps[0] = "" if j == 0 else "\n"
+        if last:
+            gaps.setdefault(size, "")
+        subs: list[Any] = []
+        if patch:
+            data = _decode(patch)
+            gaps.update((int(k), _unruns(run)) for k, run in data.get("g", ()))
+            subs = data.get("s", [])
+        keys = sorted(gaps)
+        segment = "".join(gaps[k] + chars[k : keys[i + 1] if i + 1 < len(keys) else size] for i, k in enumerate(keys))
+        if subs:
+            cells = list(segment)
+            for at, ch, count in subs:
+                cells[int(at) : int(at) + int(count)] = str(ch) * int(count)
+            segment = "".join(cells)
+        parts.append(segment)
+    return "".join(parts)

@@ -72,7 +72,7 @@ def test_each_message_is_written_once_and_the_store_equals_one_call():
     again = CtxretMemoryMiddleware(index, background=False)
     assert again.memory.write(messages_to_openai(state), "c1").duplicates == 6
     one_call = ContextualIndex(Store.memory(), embedder=HashEmbedder())
-    one_call.add_messages(messages_to_openai(state), "c1")
+    one_call.add_messages(messages_to_openai(state), "c1", metadata={"conversation": "c1"})  # the thread, named
     # the same turns; each turn's time is when it was first written, so compare what the turns hold
     assert [(m["role"], m["content"], m["id"]) for m in thread_messages(index.store.chroma, "c1")] == [
         (m["role"], m["content"], m["id"]) for m in messages_to_openai(state)
@@ -95,7 +95,7 @@ def test_timed_messages_leave_exactly_the_pieces_of_one_call():
     state = agent.get_state(config("c1")).values["messages"]
     assert [m.id for m in state] == ["h0", "a0", "h1", "a1", "h2", "a2", "a3"]
     one_call = ContextualIndex(Store.memory(), embedder=HashEmbedder())
-    one_call.add_messages(messages_to_openai(state), "c1")
+    one_call.add_messages(messages_to_openai(state), "c1", metadata={"conversation": "c1"})  # the thread, named
     assert snapshot(index) == snapshot(one_call)
 
 

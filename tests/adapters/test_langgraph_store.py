@@ -155,9 +155,10 @@ def test_what_differs_from_in_memory_store(embeddings):
         store.put(("a",), "k", {"content": "Biscuit is a beagle.", "when": (2024, 5)})
         store.put(("b",), "k", {"content": "x"})
         store.delete(("b",), "k")
-    # a query nothing is about: InMemoryStore returns its nearest items, ctxret's floor none
-    assert theirs.search(("a",), query="quarterly tax filing deadlines")
-    assert ours.search(("a",), query="quarterly tax filing deadlines") == []
+    # a query nothing is about: both return their nearest items; ctxret's say how little they are about it
+    assert keys(ours.search(("a",), query="quarterly tax filing deadlines")) == [(("a",), "k")]
+    assert keys(theirs.search(("a",), query="quarterly tax filing deadlines")) == [(("a",), "k")]
+    assert ours.search(("a",), query="quarterly tax filing deadlines")[0].score < 0.1
     # values come back as JSON reads them; a namespace whose items are all deleted is not listed
     assert ours.get(("a",), "k").value == {"content": "Biscuit is a beagle.", "when": [2024, 5]}
     assert theirs.get(("a",), "k").value["when"] == (2024, 5)
@@ -168,6 +169,51 @@ def test_what_differs_from_in_memory_store(embeddings):
     ours.put(("a",), "k", {"content": "Biscuit is a beagle who loves the beach."})
     again = ours.get(("a",), "k")
     assert again.created_at == first.created_at and again.updated_at > first.updated_at
+
+
+PREFERENCES = {
+    "veg": "I am vegetarian.",
+    "dog": "My dog Biscuit is a beagle.",
+    "job": "I work as a nurse at St Mary's.",
+    "city": "I live in Leeds.",
+    "allergy": "I am allergic to peanuts.",
+    "gym": "I go climbing on Tuesdays.",
+}
+
+
+def test_a_general_query_gets_limit_ranked_items_as_in_memory_store(embeddings):
+    ours = CtxretStore(ContextualIndex(Store.memory(), embedder=embeddings.embedder), fields=["content"])
+    theirs = InMemoryStore(index={"dims": 384, "embed": embeddings, "fields": ["content"]})
+    for store in (ours, theirs):
+        for key, text in PREFERENCES.items():
+            store.put(("memories", "ana"), key, {"content": text})
+    for query in ("What should I cook tonight?", "user preferences"):
+        found, peer = (
+            ours.search(("memories", "ana"), query=query, limit=3),
+            theirs.search(("memories", "ana"), query=query, limit=3),
+        )
+        assert len(found) == len(peer) == 3
+        assert [i.score for i in found] == sorted((i.score for i in found), reverse=True)  # ranked, scores kept
+        assert all(0.0 <= i.score < 0.3 for i in found)  # a general query: low relevance, said so on each item
+    assert ours.search(("memories", "ana"), query="What should I cook tonight?", limit=3)[0].key == "veg"
+    # what passes the floor comes first; the rest fills up to limit
+    dog = ours.search(("memories", "ana"), query="What breed is my dog?", limit=4)
+    assert dog[0].key == "dog" and dog[0].score > 0.4 > dog[1].score and len(dog) == 4
+    # a floor asked for: only what passes it
+    floored = CtxretStore(ours.index, fields=["content"], search_kwargs={"score_threshold": "auto"})
+    assert floored.search(("memories", "ana"), query="What should I cook tonight?", limit=3) == []
+    assert [i.key for i in floored.search(("memories", "ana"), query="What breed is my dog?", limit=4)] == ["dog"]
+    strict = CtxretStore(ours.index, fields=["content"], search_kwargs={"score_threshold": 0.4})
+    assert [i.key for i in strict.search(("memories", "ana"), query="What breed is my dog?", limit=4)] == ["dog"]
+
+
+async def test_a_general_query_fills_the_async_search_too(embeddings):
+    ours = CtxretStore(ContextualIndex(Store.memory(), embedder=embeddings.embedder), fields=["content"])
+    for key, text in PREFERENCES.items():
+        await ours.aput(("memories", "ana"), key, {"content": text})
+    found = await ours.asearch(("memories", "ana"), query="user preferences", limit=4, offset=1)
+    sync = ours.search(("memories", "ana"), query="user preferences", limit=5)
+    assert len(found) == 4 and keys(found) == keys(sync[1:5])
 
 
 def test_two_questions_find_both_subjects(embeddings):
@@ -274,9 +320,11 @@ def test_items_are_readable_by_the_retrievers_and_the_cli(local_embedder, tmp_pa
     store = CtxretStore(index)
     store.put(("memories", "ana"), "dog", {"content": "Ana's dog is called Biscuit."})
     store.put(("memories", "ben"), "cat", {"content": "Ben's cat is called Miso."})
-    docs = ContextualRetriever(index=index, thread_id="memories.ana", k=2, score_threshold=None).invoke("dog")
-    assert docs and all(d.metadata["thread_id"] == "memories.ana" for d in docs)
-    assert docs[0].metadata["item_key"] == "dog" and "Biscuit" in docs[0].page_content
+    thread = "ctxret:items:memories.ana"  # an item namespace's thread: no chat scope can be named so
+    docs = ContextualRetriever(index=index, thread_id=thread, k=2, score_threshold=None).invoke("dog")
+    assert docs and all(d.metadata["thread_id"] == thread for d in docs)
+    assert docs[0].metadata["ctxret:item_key"] == "dog" and "Biscuit" in docs[0].page_content
+    assert not ContextualRetriever(index=index, thread_id="memories.ana", k=2, score_threshold=None).invoke("dog")
     assert ItemStore(index).read([(("memories", "ana"), "dog")])[0].value == {"content": "Ana's dog is called Biscuit."}
     index.close()
     cli = [
@@ -288,7 +336,7 @@ def test_items_are_readable_by_the_retrievers_and_the_cli(local_embedder, tmp_pa
         "--store",
         str(tmp_path / "memory"),
         "--thread",
-        "memories.ana",
+        thread,
         "-k",
         "1",
         "--json",
@@ -297,4 +345,4 @@ def test_items_are_readable_by_the_retrievers_and_the_cli(local_embedder, tmp_pa
 
     proc = run_cli(*cli[3:], cwd=tmp_path)  # ``ctxret search ...`` in this process
     assert proc.returncode == 0, proc.stderr
-    assert "Biscuit" in proc.stdout and "Miso" not in proc.stdout and "memories.ana" in proc.stdout
+    assert "Biscuit" in proc.stdout and "Miso" not in proc.stdout and thread in proc.stdout

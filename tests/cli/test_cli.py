@@ -348,7 +348,10 @@ def test_errors_exit_1(tmp_path):
     missing_store = run("search", "anything", "--store", str(tmp_path / "nowhere"), cwd=tmp_path)
     assert missing_store.returncode == 1 and "no index at" in missing_store.stderr
     (tmp_path / "empty-store").mkdir()
-    no_collection = run("stats", "--store", str(tmp_path / "empty-store"), "--collection", "typo", cwd=tmp_path)
+    empty = run("stats", "--store", str(tmp_path / "empty-store"), cwd=tmp_path)
+    assert empty.returncode == 1 and "the folder holds no ctxret store" in empty.stderr
+    ok(run("index", str(_write(tmp_path / "a.md", "# A\nSome text.")), "--store", str(tmp_path / "s"), cwd=tmp_path))
+    no_collection = run("stats", "--store", str(tmp_path / "s"), "--collection", "typo", cwd=tmp_path)
     assert no_collection.returncode == 1 and "no collection 'typo'" in no_collection.stderr
     missing_file = run("index", str(tmp_path / "absent.jsonl"), cwd=tmp_path)
     assert missing_file.returncode == 1 and "absent.jsonl: no such file" in missing_file.stderr

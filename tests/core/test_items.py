@@ -83,7 +83,7 @@ def test_values_and_namespaces_are_checked():
     for bad in [(), "ab", ("a.b",), ("a", ""), ("a", 3)]:
         with pytest.raises(InputError):
             check_namespace(bad)
-    assert namespace_thread(("memories", "user-42")) == "memories.user-42"
+    assert namespace_thread(("memories", "user-42")) == "ctxret:items:memories.user-42"
 
 
 def test_an_item_is_one_section_with_its_keys_on_every_piece():
@@ -96,12 +96,13 @@ def test_an_item_is_one_section_with_its_keys_on_every_piece():
         created_at=T0,
         updated_at=T0 + timedelta(hours=1),
     )
-    assert turn.thread_id == "memories.ana" and turn.doc_id == "dog" and turn.kind == "section"
+    assert turn.thread_id == "ctxret:items:memories.ana" and turn.doc_id == "dog" and turn.kind == "item"
     assert [s.text for s in turn.sources] == ["Biscuit is a beagle."] and turn.sources[0].label == ""
-    assert turn.metadata["item_ns_0"] == "memories" and turn.metadata["item_depth"] == 2
-    assert turn.metadata["item_indexed"] is True and json.loads(turn.metadata["item_value"]) == value
+    assert not turn.metadata  # the item's fields are ctxret's, never caller metadata
+    assert turn.item["item_ns_0"] == "memories" and turn.item["item_depth"] == 2
+    assert turn.item["item_indexed"] is True and json.loads(turn.item["item_value"]) == value
     unindexed = item_turn(("m",), "k", json.dumps(value), [], created_at=T0, updated_at=T0)
-    assert unindexed.metadata["item_indexed"] is False and "Biscuit" in unindexed.sources[0].text
+    assert unindexed.item["item_indexed"] is False and "Biscuit" in unindexed.sources[0].text
     two = item_turn(("m",), "k", json.dumps(value), None, created_at=T0, updated_at=T0)
     assert two.sources[0].text == json.dumps(value, sort_keys=True)
     assert prefix_where(()) == {"item_depth": {"$gte": 1}}
@@ -111,6 +112,9 @@ def test_an_item_is_one_section_with_its_keys_on_every_piece():
 
 def _hit(item: str, relevance: float) -> Hit:
     meta = {
+        "thread_id": "ctxret:items:m",
+        "doc_id": item,
+        "kind": "item",
         "item_id": json.dumps(["m", item]),
         "item_key": item,
         "item_namespace": '["m"]',

@@ -1,7 +1,9 @@
-"""ctxret.text: cleaning, the query splitter, the UTF-8 tail cap and the sentence packer (DESIGN §4, §6)."""
+"""ctxret.text: cleaning, the query splitter, the UTF-8 tail cap, the sentence packer (DESIGN §4, §6) and the text
+given back exactly from its packed pieces."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -14,7 +16,9 @@ from ctxret.text import (
     WHOLE_MESSAGE_MAX_BYTES,
     clean_text,
     cut_within_bytes,
+    exact_patches,
     pack_text_pieces,
+    restore_text,
     tail_utf8,
 )
 from hypothesis import given, settings
@@ -465,3 +469,44 @@ def test_splitter_property_default_is_at_most_eight(text):
     parts = split_prompt_chunks(text)
     assert len(parts) <= 8
     assert (parts == []) == (nonws(clean_text(text)) == "")
+
+
+# -- the text exactly as given -----------------------------------------------------------------------------------
+_WHITESPACE = st.sampled_from([" ", "  ", "\n", "\n\n", "\t", " \n ", "\r\n", "\u00a0", "\u2028", "\x1f", " " * 40])
+_WORDS = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12)
+
+
+@st.composite
+def _spaced_texts(draw):
+    """Texts made of words and whitespace runs of every kind (leading, trailing, blank lines, long runs)."""
+    parts = draw(st.lists(st.one_of(_WORDS, _WHITESPACE, st.just("Ende. "), st.just("\x1b[31m")), max_size=40))
+    return "".join(parts)
+
+
+@given(st.one_of(st.text(max_size=400), _spaced_texts()), st.integers(min_value=16, max_value=200))
+@settings(max_examples=300, deadline=None)
+def test_the_packed_pieces_give_back_the_text_exactly(text, budget):
+    bodies = pack_text_pieces(text, budget)
+    if not bodies:
+        return
+    patches = exact_patches(text, bodies)
+    assert len(patches) == len(bodies) and restore_text(bodies, patches) == text
+    assert restore_text(bodies, [None] * len(bodies)) == "\n".join(bodies)  # a store written before: the packed text
+    repacked = [b for body in bodies for b in pack_text_pieces(body, max(16, budget // 2))]  # fit_pieces re-packs
+    assert restore_text(repacked, exact_patches(text, repacked)) == text
+
+
+def test_a_patch_is_only_where_the_text_differs_and_stays_small():
+    plain = "Booked TAP flight TP 541. It departs at 09:40 on October 20."
+    assert exact_patches(plain, pack_text_pieces(plain, 100)) == [None]
+    assert exact_patches(plain, pack_text_pieces(plain, 40)) == [None, '{"g":[[0," "]]}']  # a space, not a newline
+    given = "Booked TAP flight TP 541.\n" + " " * 100_000 + "\n\n\x1b[1mIt departs at 09:40.\x1b[0m  \n"
+    bodies = pack_text_pieces(given, 1200)
+    patches = exact_patches(given, bodies)
+    assert restore_text(bodies, patches) == given and sum(len(p or "") for p in patches) < 120
+    tool = json.dumps({"rows": [{"id": i, "name": f"item {i}", "tags": ["a", "b"]} for i in range(4000)]}, indent=2)
+    bodies = pack_text_pieces(tool, 1200)
+    patches = exact_patches(tool, bodies)
+    assert restore_text(bodies, patches) == tool
+    assert sum(len(p or "") for p in patches) < len(tool) // 2  # the indentation, not the text
+    assert exact_patches("other text", pack_text_pieces(tool, 1200)[:2]) == [None, None]  # not its bodies: none

@@ -290,6 +290,7 @@ def test_calibrate_on_synthetic_threads(synthetic, local_embedder):
         "coverage_sq_weight",
         "top_weight",
         "margin_weight",
+        "first_weight",
     }
     held = [r for r in res.curves["relevance_separation"] if r["relevance"] == "held out by fold"]
     assert held and all(0.0 <= r["auc"] <= 1.0 for r in held)

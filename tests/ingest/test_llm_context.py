@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ctxret import ContextualIndex, InputError
+from ctxret import CallableError, ContextualIndex, InputError
 from ctxret.blend import blend_with_context
 from ctxret.ingest.messages import turns_from_messages
 from ctxret.storage.lexical import LexicalIndex
@@ -62,8 +62,9 @@ def test_contextualizer_errors_write_nothing(tmp_path, local_embedder):
         raise RuntimeError("LLM unavailable")
 
     index.contextualizer = down
-    with pytest.raises(RuntimeError):
+    with pytest.raises(CallableError, match=r"contextualizer .*down raised RuntimeError: LLM unavailable") as err:
         index.add_messages(MESSAGES, "board")
+    assert isinstance(err.value.__cause__, RuntimeError)
     assert index.store.count() == 0
     index.contextualizer = None
     with pytest.raises(InputError, match="needs a contextualizer"):

@@ -13,7 +13,7 @@ import time
 import uuid
 
 import pytest
-from ctxret import ContextualIndex, InputError, OpenAIEmbedder, SearchSettings
+from ctxret import CallableError, ContextualIndex, InputError, OpenAIEmbedder, SearchSettings
 from sample_threads import FLIGHT_AND_VET as MESSAGES
 
 MESSAGE = "When does my flight to Lisbon leave? And when is the vet appointment for my dog?"
@@ -165,8 +165,9 @@ def test_stage_errors_degrade_under_a_deadline_and_raise_without(index, caplog):
     with caplog.at_level(logging.WARNING, logger="ctxret.query.executor"):
         groups = index.search(MESSAGE, thread_id="u1", hyde=broken, deadline_ms=5_000)
     assert all(g.skipped == ("hyde",) for g in groups) and "LLM quota exceeded" in caplog.text
-    with pytest.raises(RuntimeError, match="quota"):
+    with pytest.raises(CallableError, match="hyde callable .*broken raised RuntimeError: LLM quota") as err:
         index.search(MESSAGE, thread_id="u1", hyde=broken)
+    assert isinstance(err.value.__cause__, RuntimeError)
     with pytest.raises(InputError, match="deadline_ms"):
         index.search(MESSAGE, deadline_ms=0)
     with pytest.raises(InputError, match="deadline_ms"):

@@ -158,7 +158,8 @@ def test_a_question_naming_a_speaker_ranks_their_own_words_first(index):
     assert [h.score for h in on] == sorted((h.score for h in on), reverse=True)
     own = {h.id: h for h in index.search(q, k=5, thread_id="friends", speakers_first=False)[0].hits}
     assert {h.id for h in on} <= set(own)
-    assert on[0].relevance == pytest.approx(max(own[on[0].id].relevance, off[0].relevance))  # the passed hit's
+    # it keeps at least the relevance the hit it passed had in its place (first) and its own there
+    assert on[0].relevance >= max(own[on[0].id].relevance, off[0].relevance) - 1e-9
     assert on[0].scores["cosine"] == pytest.approx(own[on[0].id].scores["cosine"])  # its own cosine
 
 

@@ -1,6 +1,6 @@
 """A subprocess for the fault-injection tests: one operation on an embedded store, then exit.
 
-    python faults_worker.py STORE setup|write|bulk|append|delete|rebuild|compact|check
+    python faults_worker.py STORE setup|write|bulk|append|delete|rebuild|compact|check|long|replace
 
 ``CTXRET_TEST_LEXICAL=0`` opens the store with ``lexical=False`` (its writes announced in the journal file).
 
@@ -69,6 +69,10 @@ def main(store: str, op: str) -> None:
         index.delete(thread_id="bravo")
     elif op == "compact":  # the live pieces copied into a new collection and swapped in
         index.store.compact()
+    elif op == "long":  # a thread of 12 turns (what `replace` rewrites)
+        index.add_messages(long_thread(0, 12), thread_id="long")
+    elif op == "replace":  # the thread rewritten shorter: 6 new turns, turns 7-12 removed
+        index.replace_messages(long_thread(1, 6), thread_id="long")
     elif op == "check":
         store_ = index.store
         chroma = sorted(r["id"] for r in store_.records(include=()))
@@ -116,6 +120,14 @@ RUNBOOK_V2 = (
     "# Runbook\n\n## Deploys\nDeploy with make ship, then watch the dashboards.\n\n"
     "## Rollback\nRoll back with make undo.\n"
 )
+
+
+def long_thread(version: int, turns: int) -> list[dict[str, str]]:
+    """A thread whose every message names its version (``v<version>``): a thread holding two versions shows two."""
+    return [
+        {"role": "user", "content": f"v{version} turn {i}: the deploy window of week {i} is {version + i} o'clock."}
+        for i in range(1, turns + 1)
+    ]
 
 
 def copy_differs(store) -> list[str]:

@@ -123,5 +123,7 @@ def test_processes_on_a_chroma_server_appending_to_one_thread_lose_and_duplicate
     )
     check(index, "shared", {w: n for w in range(3)})
     assert index.store.claims is not None
-    assert index.store.backend.count(index.store.claims.collection()) == 0  # every claim was released after its write
+    left = list(index.store.backend.iter_records(None, name=index.store.claims.collection()))
+    assert [r["metadata"]["kind"] for r in left] == ["head"]  # every claim was released after its write: the
+    assert left[0]["metadata"]["head"] == 3 * n  # thread's head record is left, at its last turn
     index.close()

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
+import os
 import re
 import subprocess
 import sys
 
 import numpy as np
 import pytest
-from ctxret import ContextualIndex, CtxretError, EmbeddingError, InputError, StoreError
+from ctxret import CallableError, ContextualIndex, CtxretError, EmbeddingError, InputError, StoreError
+from ctxret.agent_memory import AgentMemory
 from ctxret.ingest import turns_from_messages
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -663,3 +666,144 @@ def test_the_adapters_refuse_what_is_not_a_list_of_their_items(small_index):
         with pytest.raises(InputError):
             call()
     assert small_index.store.count() == 2
+
+
+# -- names, sizes, special files and user callables (issue: memory you can trust) ---------------------------------
+SURROGATE = "x\udc80y"
+
+
+def test_a_lone_surrogate_wherever_a_name_enters_is_an_input_error_naming_it(small_index):
+    from langchain_ctxret import CtxretStore
+
+    ix, store = small_index, CtxretStore(small_index)
+    hi = {"role": "user", "content": "hi"}
+    call = {"id": SURROGATE, "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+    cases = {
+        "thread id": lambda: ix.add_messages([hi], thread_id=SURROGATE),  # was: "Invalid where clause"
+        "message 0.name": lambda: ix.add_messages([{**hi, "name": SURROGATE}], thread_id="s"),  # was: a disk problem
+        "message 0.id": lambda: ix.add_messages([{**hi, "id": SURROGATE}], thread_id="s"),
+        "tool_calls[0].id": lambda: ix.add_messages([{"role": "assistant", "tool_calls": [call]}], thread_id="s"),
+        "'title'": lambda: ix.add_documents([{"text": "x", "title": SURROGATE}]),
+        "'id'": lambda: ix.add_documents([{"text": "x", "id": SURROGATE}]),
+        "metadata 'k'": lambda: ix.add_documents([{"text": "x", "metadata": {"k": SURROGATE}}]),
+        "metadata key": lambda: ix.add_messages([hi], thread_id="s", metadata={SURROGATE: 1}),
+        "namespace label 0": lambda: store.put((SURROGATE,), "k", {"text": "x"}),
+        "item key": lambda: store.put(("ns",), SURROGATE, {"text": "x"}),
+        "the value": lambda: store.put(("ns",), "k", {"text": SURROGATE}),
+        "search thread id": lambda: ix.search("garden", thread_id=SURROGATE),
+    }
+    before = _ids(ix)
+    for what, case in cases.items():
+        with pytest.raises(InputError, match="lone surrogate") as err:
+            case()
+        assert what.split()[-1].strip("'") in str(err.value), (what, err.value)
+    assert _ids(ix) == before
+
+
+def test_sizes_past_the_limits_name_the_field_and_the_limit_never_the_value(small_index):
+    from langchain_ctxret import CtxretStore
+
+    ix, store = small_index, CtxretStore(small_index)
+    mb = "q" * 1_000_000
+    hi = {"role": "user", "content": "hi"}
+    cases = [  # (the call, the field its error names, the limit)
+        (lambda: ix.add_messages([hi], thread_id=mb), "thread", "1,024"),
+        (lambda: ix.add_documents([{"text": "x", "id": mb}]), "'id'", "1,024"),
+        (lambda: ix.add_messages([{**hi, "id": mb}], thread_id="s"), "message 0.id", "1,024"),
+        (lambda: ix.add_messages([{**hi, "name": mb}], thread_id="s"), "message 0.name", "4,096"),
+        (lambda: ix.add_documents([{"text": "x", "title": mb}]), "'title'", "4,096"),
+        (lambda: ix.add_documents([{"text": "x", "metadata": {"k": "q" * 10_000_000}}]), "metadata 'k'", "65,536"),
+        (lambda: ix.add_documents([{"text": "x", "metadata": {"k": ["q"] * 100_000}}]), "metadata 'k'", "65,536"),
+        (lambda: ix.add_messages([hi], thread_id="s", metadata={mb: 1}), "metadata key", "1,024"),
+        (lambda: store.put(("ns",), mb, {"text": "x"}), "item key", "1,024"),
+        (lambda: store.put(("ns",), "k", {"text": "q" * 2_000_000}), "value", "1,000,000"),
+        (lambda: store.put(("a" * 600, "b" * 600), "k", {"text": "x"}), "labels", "1,011"),
+        (lambda: AgentMemory(ix).write([hi], mb), "memory scope", "1,024"),
+    ]
+    before = _ids(ix)
+    for i, (case, field, limit) in enumerate(cases):
+        with pytest.raises(InputError) as err:
+            case()
+        msg = str(err.value)
+        assert field in msg and limit in msg and "q" * 100 not in msg and len(msg) < 600, (i, msg[:300])
+    assert _ids(ix) == before
+    # what real data holds is accepted: a 500-byte namespace label (was: refused, quoting the whole label)
+    label = "l" * 500
+    store.put((label, "u" * 500), "k", {"text": "the 500-byte label holds"})  # 1,001 bytes joined: fits
+    assert store.get((label, "u" * 500), "k").value == {"text": "the 500-byte label holds"}
+    assert [it.key for it in store.search((label,), query="label holds")] == ["k"]
+    ix.add_messages([{**hi, "name": "é" * 2_000}], thread_id="long-name")  # a long speaker: its header is cut
+    store.delete((label, "u" * 500), "k")
+
+
+def test_recall_never_raises_into_the_model_call(small_index, caplog):
+    ix = small_index
+    memory = AgentMemory(ix, max_chars=2_000)
+    view = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} about the alpha launch", "id": f"m{i}"}
+        for i in range(10_050)
+    ]
+    view.append({"role": "user", "content": "Where are the alpha launch codes?"})
+    recall = memory.recall(view, "a")  # was: InputError (over 10,000 values in one where)
+    assert "blue safe" in recall.text
+
+    def bad_rerank(part, hits):
+        raise RuntimeError("reranker down")
+
+    failing = AgentMemory(ix, search_options={"rerank": bad_rerank})
+    question = [{"role": "user", "content": "Where are the alpha launch codes?"}]
+    with caplog.at_level(logging.WARNING, logger="ctxret.agent_memory"):
+        got = failing.recall(question, "a")
+        assert got.text == "" and got.degraded
+        got = asyncio.run(failing.arecall(question, "a"))
+        assert got.text == "" and got.degraded
+        assert memory.recall(question, SURROGATE).text == ""  # a scope it cannot read: no memory, no error
+    assert "bad_rerank raised RuntimeError: reranker down" in caplog.text
+
+
+def test_a_user_callable_that_raises_is_named_in_one_line(small_index, tmp_path, monkeypatch):
+    def bad_rerank(part, hits):
+        raise RuntimeError("model server refused\nsecond line")
+
+    with pytest.raises(CallableError) as err:
+        small_index.search("alpha launch codes", rerank=bad_rerank)
+    assert "rerank callable" in str(err.value) and "bad_rerank raised RuntimeError: model server refused" in str(
+        err.value
+    )
+    assert "\n" not in str(err.value) and isinstance(err.value.__cause__, RuntimeError)
+
+    def bad_hyde(part):
+        return 1 / 0
+
+    with pytest.raises(CallableError, match="hyde callable .*bad_hyde raised ZeroDivisionError"):
+        small_index.search("alpha launch codes", hyde=bad_hyde)
+    # the CLI: one line naming it, no traceback
+    (tmp_path / "badrr.py").write_text("def rerank(part, hits):\n    raise ValueError('model server refused')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "note.md").write_text("# Codes\n\nThe alpha launch codes are in the blue safe.\n")
+    from cli_inprocess import run_cli
+
+    store = str(tmp_path / "store")
+    assert run_cli("index", "note.md", "--store", store, cwd=tmp_path).returncode == 0
+    proc = run_cli("search", "alpha launch codes", "--store", store, "--rerank", "badrr:rerank", cwd=tmp_path)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "badrr.rerank raised ValueError: model server refused" in lines[0], proc.stderr
+    (tmp_path / "badimport.py").write_text("raise RuntimeError('boom at import')\n")
+    proc = run_cli("search", "alpha", "--store", store, "--rerank", "badimport:rerank", cwd=tmp_path)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "importing 'badimport' raised RuntimeError: boom at import" in proc.stderr.splitlines()[-1]
+
+
+def test_the_cli_refuses_a_fifo_and_skips_one_in_a_folder(tmp_path):
+    fifo = tmp_path / "pipe.md"
+    os.mkfifo(fifo)
+    cmd = [sys.executable, "-m", "ctxret", "index", str(fifo), "--store", str(tmp_path / "store")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)  # was: waits on the FIFO forever
+    assert proc.returncode != 0 and "not a regular file" in proc.stderr and "Traceback" not in proc.stderr
+    from ctxret.cli.readers import collect_paths, skipped_summary
+
+    (tmp_path / "note.md").write_text("# Note\n\nA note.\n")
+    files, skipped = collect_paths([str(tmp_path)])
+    assert [f.name for f in files] == ["note.md"] and [s.path.name for s in skipped] == ["pipe.md"]
+    assert "a FIFO, socket or device" in skipped_summary(skipped, ["*.md"], [])[0]

@@ -19,6 +19,7 @@ from ctxret.ingest.documents import document_turns
 from ctxret.storage import schema
 from ctxret.storage.schema import (
     FIELD_PREFIX,
+    ITEM_FIELDS,
     METADATA_PREFIX,
     RESERVED_KEYS,
     RETRIEVAL_KEYS,
@@ -26,6 +27,7 @@ from ctxret.storage.schema import (
     caller_metadata,
     caller_view,
     flatten_metadata,
+    is_item_field,
     public_metadata,
     public_name,
     stored_name,
@@ -35,7 +37,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 # -- the names, as properties -------------------------------------------------------------------------------------
-_TAKEN = sorted(RESERVED_KEYS | RETRIEVAL_KEYS | {"score_x", "score_"})
+_TAKEN = sorted(RESERVED_KEYS | RETRIEVAL_KEYS | ITEM_FIELDS | {"score_x", "score_", "item_ns_0", "item_ns_17"})
 _key = st.one_of(
     st.sampled_from(_TAKEN),
     st.builds(lambda n, k: METADATA_PREFIX * n + k, st.integers(1, 3), st.sampled_from(_TAKEN + ["team", "x"])),
@@ -51,9 +53,9 @@ def test_stored_names_are_one_to_one_and_invert(keys):
     assert len(set(stored)) == len(keys)  # two keys of the caller never share a stored name
     assert [public_name(s) for s in stored] == keys  # and each reads back as given
     for k, s in zip(keys, stored, strict=True):
-        if (k in RESERVED_KEYS and k not in SHARED_KEYS) or k in RETRIEVAL_KEYS:
+        if (k in RESERVED_KEYS and k not in SHARED_KEYS) or k in RETRIEVAL_KEYS or is_item_field(k):
             assert s == METADATA_PREFIX + k  # never under a name ctxret writes or returns itself
-        assert s not in RESERVED_KEYS - SHARED_KEYS and s not in RETRIEVAL_KEYS
+        assert s not in RESERVED_KEYS - SHARED_KEYS and s not in RETRIEVAL_KEYS and not is_item_field(s)
 
 
 @given(st.dictionaries(_key, st.one_of(st.integers(-5, 5), st.text(max_size=5), st.booleans()), max_size=8))

@@ -5,11 +5,19 @@ A ``.json`` file may hold any of the shapes chat tools export (:func:`_json_thre
 
 * a JSON array of OpenAI-format messages (``[{"role": ..., "content": ...}, ...]``): one thread;
 * one thread object ``{"messages": [...]}``, its id under ``thread_id``, ``conversation_id``, ``session_id`` or
-  ``id`` (else the file name), other keys (``model``, ``title``...) ignored; an array of such objects;
+  ``id`` (else the file name), its ``title`` shown in its turns' headers, other keys (``model``...) ignored; an
+  array of such objects;
 * LangChain's ``messages_to_dict`` (``[{"type": "human", "data": {"content": ...}}, ...]``, what
   ``FileChatMessageHistory`` stores), on its own or as a thread's ``messages``;
 * ChatGPT's data export (``conversations.json``: conversations with a ``mapping`` of message nodes; the branch
-  that ends at ``current_node`` is indexed, each conversation a thread named by its id).
+  that ends at ``current_node`` is indexed, each conversation a thread named by its id);
+* Claude's data export (``conversations.json``: conversations with ``chat_messages``, each a thread named by its
+  ``uuid``; a message's text blocks, its attachments noted by file name).
+
+A conversation's title (ChatGPT's ``title``, Claude's ``name``, a thread object's ``title``) labels its turns:
+``[Lisbon trip · Turn 3 · User]`` heads each piece, so the title is embedded, indexed and shown
+(:func:`ctxret.ingest.messages.titled_turn`); the thread keeps the conversation's id, so a newer export still
+appends to it.
 
 Messages are appended to their threads (``ContextualIndex.add_messages``): indexing a file again adds nothing, a newer
 export of a conversation adds only its new messages (ChatGPT's and LangChain's message ids are kept), and several
@@ -36,15 +44,15 @@ _JSONL_FIX = (
 _JSON_FIX = (
     'a .json file holds a JSON array of OpenAI messages ([{"role": ..., "content": ...}]), a thread '
     '({"messages": [...]}, with an optional "thread_id"), an array of threads, LangChain\'s messages_to_dict '
-    "output, or ChatGPT's conversations.json"
+    "output, or ChatGPT's or Claude's conversations.json"
 )
 #: Keys a thread object may name its id with (the first present wins).
-THREAD_ID_KEYS = ("thread_id", "conversation_id", "session_id", "id")
+THREAD_ID_KEYS = ("thread_id", "conversation_id", "session_id", "id", "uuid")
 _CORE_WHERE = re.compile(r"^message (\d+)(\S*): ")
 
 
 def read_jsonl(path: Path, thread: str | None) -> InputFile:
-    from ..ingest.messages import turns_from_messages
+    from ..ingest.messages import titled_turn, turns_from_messages
 
     records: list[tuple[int, dict[str, Any]]] = []
     kind: str | None = None
@@ -72,13 +80,21 @@ def read_jsonl(path: Path, thread: str | None) -> InputFile:
 
     turns: list[Turn] = []
     chats: list[tuple[str, list[dict[str, Any]]]] = []
+    titles: dict[str, str] = {}
     next_turn: dict[str, int] = {}
 
-    def convert(messages: list[Any], thread_id: str, line_of_message: Any, line: int, label: str) -> None:
+    def convert(
+        messages: list[Any], thread_id: str, line_of_message: Any, line: int, label: str, title: Any = None
+    ) -> None:
         """Turns of ``messages``; a core error is located at the line of the message it names."""
         first = next_turn.get(thread_id, 1)
+        if _title(title):
+            titles[thread_id] = _title(title)
         try:
-            new = turns_from_messages(messages, thread_id, first_turn=first)
+            new = [
+                titled_turn(t, titles.get(thread_id))
+                for t in turns_from_messages(messages, thread_id, first_turn=first)
+            ]
         except InputError as e:
             text = str(e)
             m = _CORE_WHERE.match(text)
@@ -115,9 +131,14 @@ def read_jsonl(path: Path, thread: str | None) -> InputFile:
                     f"the thread object needs a non-empty string 'thread_id' (got {own!r}), or pass --thread",
                 )
             label = f"thread {own!r}, " if isinstance(own, str) and own.strip() else "thread, "
-            convert(messages, thread or str(own), lambda i, n=number: n, number, label)
+            convert(messages, thread or str(own), lambda i, n=number: n, number, label, obj.get("title"))
     threads = sorted({t.thread_id for t in turns})
-    return InputFile(path, turns, threads, kind or "messages", chats=chats)
+    return InputFile(path, turns, threads, kind or "messages", chats=chats, titles=titles)
+
+
+def _title(value: Any) -> str:
+    """A conversation's title as an export gives it (a non-blank string), else ``""``."""
+    return value.strip() if isinstance(value, str) else ""
 
 
 # -- .json chat exports ---------------------------------------------------------------------------
@@ -138,7 +159,7 @@ _LANGCHAIN_ROLES = {
 
 def read_json(path: Path, thread: str | None) -> InputFile:
     """A ``.json`` chat export: every thread it holds, checked completely (see the module docstring)."""
-    from ..ingest.messages import turns_from_messages
+    from ..ingest.messages import titled_turn, turns_from_messages
 
     lines = decode_lines(path)  # checks the encoding line by line
     text = "\n".join(line for _, line in lines)
@@ -148,8 +169,9 @@ def read_json(path: Path, thread: str | None) -> InputFile:
     threads = _json_threads(path, data)
     turns: list[Turn] = []
     chats: list[tuple[str, list[dict[str, Any]]]] = []
+    titles: dict[str, str] = {}
     next_turn: dict[str, int] = {}
-    for own, messages, label in threads:
+    for own, messages, label, title in threads:
         if thread is None and own is None and len(threads) > 1:
             raise FileProblem(
                 path,
@@ -157,22 +179,30 @@ def read_json(path: Path, thread: str | None) -> InputFile:
                 f"{label.rstrip(', ')} has no id ({', '.join(THREAD_ID_KEYS)}); give each thread one, or pass --thread",
             )
         thread_id = thread or own or path.stem
+        if title:
+            titles[thread_id] = title
         try:
             new = turns_from_messages(messages, thread_id, first_turn=next_turn.get(thread_id, 1))
         except InputError as e:
             raise FileProblem(path, None, f"{label}{e}") from None
-        turns.extend(new)
+        turns.extend(titled_turn(t, titles.get(thread_id)) for t in new)
         chats.append((thread_id, messages))
         if new:
             next_turn[thread_id] = new[-1].index + 1
     kind = "threads" if len(threads) > 1 or (threads and threads[0][0] is not None) else "messages"
-    return InputFile(path, turns, sorted({t.thread_id for t in turns}), kind, chats=chats)
+    return InputFile(path, turns, sorted({t.thread_id for t in turns}), kind, chats=chats, titles=titles)
 
 
-def _json_threads(path: Path, data: Any) -> list[tuple[str | None, list[dict[str, Any]], str]]:
-    """``(own id or None, OpenAI-format messages, label for errors)`` of each thread a JSON export holds."""
+#: A thread as a JSON export holds it: ``(own id or None, OpenAI-format messages, label for errors, title or "")``.
+_Thread = tuple[str | None, list[dict[str, Any]], str, str]
+
+
+def _json_threads(path: Path, data: Any) -> list[_Thread]:
+    """``(own id or None, OpenAI-format messages, label for errors, title)`` of each thread a JSON export holds."""
     if isinstance(data, Mapping) and isinstance(data.get("mapping"), Mapping):
         return [_chatgpt_thread(path, data, "")]
+    if isinstance(data, Mapping) and isinstance(data.get("chat_messages"), list):
+        return [_claude_thread(path, data, "")]
     if isinstance(data, Mapping):
         if "messages" not in data:
             keys = ", ".join(repr(k) for k in list(data)[:6])
@@ -188,9 +218,13 @@ def _json_threads(path: Path, data: Any) -> list[tuple[str | None, list[dict[str
             _chatgpt_thread(path, _item(path, c, i, "a conversation"), f"conversation {i}, ")
             for i, c in enumerate(data)
         ]
+    if isinstance(first, Mapping) and isinstance(first.get("chat_messages"), list):
+        return [
+            _claude_thread(path, _item(path, c, i, "a conversation"), f"conversation {i}, ") for i, c in enumerate(data)
+        ]
     if isinstance(first, Mapping) and "messages" in first:
         return [_thread_object(path, _item(path, t, i, "a thread object"), f"thread {i}, ") for i, t in enumerate(data)]
-    return [(None, _messages(path, data, ""), "")]
+    return [(None, _messages(path, data, ""), "", "")]
 
 
 def _item(path: Path, obj: Any, i: int, what: str) -> Mapping[str, Any]:
@@ -207,7 +241,7 @@ def _own_id(obj: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _thread_object(path: Path, obj: Mapping[str, Any], label: str) -> tuple[str | None, list[dict[str, Any]], str]:
+def _thread_object(path: Path, obj: Mapping[str, Any], label: str) -> _Thread:
     own = _own_id(obj)
     label = f"thread {own!r}, " if own is not None else label or "thread, "
     messages = obj.get("messages")
@@ -215,7 +249,7 @@ def _thread_object(path: Path, obj: Mapping[str, Any], label: str) -> tuple[str 
         raise FileProblem(
             path, None, f"{label}'messages' must be a list of message objects, got {type(messages).__name__}"
         )
-    return own, _messages(path, messages, label), label
+    return own, _messages(path, messages, label), label, _title(obj.get("title"))
 
 
 def _messages(path: Path, items: list[Any], label: str) -> list[dict[str, Any]]:
@@ -266,7 +300,7 @@ def _from_langchain(path: Path, msg: Mapping[str, Any], where: str) -> dict[str,
     return out
 
 
-def _chatgpt_thread(path: Path, conv: Mapping[str, Any], label: str) -> tuple[str | None, list[dict[str, Any]], str]:
+def _chatgpt_thread(path: Path, conv: Mapping[str, Any], label: str) -> _Thread:
     """One conversation of ChatGPT's data export: the branch ending at ``current_node``, in order."""
     own = _own_id(conv)
     label = f"conversation {own!r}, " if own is not None else label
@@ -302,7 +336,51 @@ def _chatgpt_thread(path: Path, conv: Mapping[str, Any], label: str) -> tuple[st
         if role == "tool" and isinstance(name, str):
             msg["name"] = name
         messages.append(msg)
-    return own, messages, label
+    return own, messages, label, _title(conv.get("title"))
+
+
+#: Claude's senders → OpenAI roles.
+_CLAUDE_ROLES = {"human": "user", "user": "user", "assistant": "assistant"}
+
+
+def _claude_thread(path: Path, conv: Mapping[str, Any], label: str) -> _Thread:
+    """One conversation of Claude's data export (``chat_messages`` in order; ``name`` is its title): each message's
+    text blocks (else its ``text``), its attachments and files noted by name, never their data."""
+    own = _own_id(conv)
+    label = f"conversation {own!r}, " if own is not None else label
+    messages = []
+    for i, m in enumerate(conv["chat_messages"]):
+        if not isinstance(m, Mapping):
+            raise FileProblem(path, None, f"{label}chat_messages[{i}] is not an object")
+        role = _CLAUDE_ROLES.get(str(m.get("sender")))
+        if role is None:
+            raise FileProblem(
+                path, None, f"{label}chat_messages[{i}]: unknown sender {m.get('sender')!r} (known: human, assistant)"
+            )
+        text = _claude_text(m)
+        if not text.strip():
+            continue
+        msg: dict[str, Any] = {"role": role, "content": text}
+        if isinstance(m.get("uuid"), str) and m["uuid"]:
+            msg["id"] = m["uuid"]  # a newer export of the conversation adds only its new messages
+        if m.get("created_at"):
+            msg["timestamp"] = m["created_at"]
+        messages.append(msg)
+    return own, messages, label, _title(conv.get("name"))
+
+
+def _claude_text(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    blocks = content if isinstance(content, list) else []
+    texts = [str(b["text"]) for b in blocks if isinstance(b, Mapping) and b.get("type") == "text" and b.get("text")]
+    if not texts and isinstance(message.get("text"), str):
+        texts = [message["text"]]
+    for key in ("attachments", "files"):
+        for f in message.get(key) or ():
+            name = f.get("file_name") if isinstance(f, Mapping) else None
+            if isinstance(name, str) and name:
+                texts.append(f"[file: {name}]")
+    return "\n".join(texts)
 
 
 def _chatgpt_text(content: Any) -> str:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import CtxretError, InputError
 from ..ingest.append import append_threads
+from ..ingest.messages import titled_turn
 from .readers import DEFAULT_INCLUDE, FileProblem, collect_paths, document_root, read_input_file, skipped_summary
 from .render import clip, error, floor_text, hit_line, one_line, search_json, terminal_width, warn
 from .search_flags import flag_options
@@ -20,6 +21,7 @@ from .settings import (
     EXIT_OK,
     UsageError,
     describe_embedder,
+    index_exists,
     make_embedder,
     open_index,
     open_store,
@@ -51,7 +53,13 @@ def cmd_index(args: argparse.Namespace) -> int:
             problems.append(e)
     if problems:
         return _refuse(problems, len(paths))
-    index = open_index(settings, max_turn_bytes=args.max_bytes, progress=_progress(args))
+    embedder = make_embedder(settings)
+    opened = index_exists(settings)  # else the store is created only when the write starts: a refusal creates nothing
+
+    def open_for_write() -> Any:
+        return open_index(settings, embedder=embedder, max_turn_bytes=args.max_bytes, progress=_progress(args))
+
+    index = open_for_write() if opened else _planner(settings, embedder, args.max_bytes)
     planned: list[PlannedTurn] = []
     owner: dict[tuple[str, str], Path] = {}  # each turn's file
     for f in files:  # pieces are sized to the model, and limits checked, before anything is written
@@ -88,10 +96,15 @@ def cmd_index(args: argparse.Namespace) -> int:
     if args.dry_run:
         print("dry run: nothing written")
         return EXIT_OK
+    if not opened:
+        index.close()
+        index = open_for_write()
     started = time.perf_counter()
     chats = [item for f in files for item in f.chats]
+    titles = {thread: title for f in files for thread, title in f.titles.items()}
 
     def write(chat_turns: list[Any]) -> Any:  # a document replaces its stored version whole
+        chat_turns = [titled_turn(t, titles.get(t.thread_id)) for t in chat_turns]  # a conversation's title: headers
         return index.add_turns([*planned, *chat_turns], documents=documents)
 
     try:  # one call: the turns of all files share embedding batches, written in bounded batches
@@ -110,6 +123,23 @@ def cmd_index(args: argparse.Namespace) -> int:
         f"store {store.location} (collection {store.collection_name}): {store.count():,} pieces"
     )
     return EXIT_OK
+
+
+def _planner(settings: Any, embedder: Any, max_bytes: int | None) -> Any:
+    """An index in this process's memory with the config a new collection would get (the embedder's defaults, the
+    settings' weight): it plans and checks the turns of a store that does not exist yet, creating nothing; the turns
+    it plans are written as they are once the store is created."""
+    from ..index import ContextualIndex
+    from ..ingest.plan import DEFAULT_MAX_TURN_BYTES
+    from ..store import Store
+
+    return ContextualIndex(
+        Store.memory(backend="inprocess"),
+        embedder=embedder,
+        weight=settings.weight,
+        max_turn_bytes=DEFAULT_MAX_TURN_BYTES if max_bytes is None else max_bytes,
+        progress=False,
+    )
 
 
 def _check_prune(folders: list[Path], paths: list[Path], root: Path, given_root: str | None) -> None:
@@ -172,6 +202,11 @@ def cmd_search(args: argparse.Namespace) -> int:
     settings = resolve_settings(args)
     message = sys.stdin.read() if args.message == "-" else args.message
     index = open_index(settings, must_exist=True)
+    if not index.store.count():  # e.g. made by a refused `ctxret index` before nothing was created on a refusal
+        raise CtxretError(
+            f"the index at {index.store.location} (collection {index.store.collection_name!r}) holds nothing to "
+            "search; index files into it with `ctxret index FILE...`"
+        )
     if args.thread:
         missing = [t for t in args.thread if not index.store.has_thread(t)]
         if len(missing) == len(args.thread):

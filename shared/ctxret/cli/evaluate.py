@@ -29,7 +29,7 @@ from ..query.fusion import (
     DEFAULT_RRF_K,
     FusionSettings,
 )
-from .settings import add_common_options, resolve_settings
+from .settings import CliParser, add_common_options, resolve_settings
 
 #: Exit codes (the main ``ctxret`` CLI's contract).
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
@@ -636,7 +636,7 @@ def _outputs(args: argparse.Namespace, rows: Any, config: Any, plot: Any, write_
 
 def build_parser() -> argparse.ArgumentParser:
     """A parser with only the ``eval`` commands (what :func:`main` runs: ``main(["eval", "threads", PATH])``)."""
-    parser = argparse.ArgumentParser(prog="ctxret", description="ctxret evaluation harness")
+    parser = CliParser(prog="ctxret", description="ctxret evaluation harness")
     sub = parser.add_subparsers(dest="command", metavar="eval")
     sub.required = True
     register_eval(sub)

@@ -38,6 +38,8 @@ class InputFile:
     document: tuple[str, str] | None = None  # a document's (thread_id, doc_id): it replaces the stored one whole
     #: A chat file's messages, thread by thread, in the file's order: they are appended to their threads.
     chats: list[tuple[str, list[dict[str, Any]]]] = field(default_factory=list)
+    #: The title a chat export gives a thread (a conversation's name): shown in its turns' headers.
+    titles: dict[str, str] = field(default_factory=dict)
 
 
 def decode_lines(path: Path) -> list[tuple[int, str]]:

@@ -12,7 +12,7 @@ from .commands import cmd_delete, cmd_index, cmd_reindex, cmd_search, cmd_stats
 from .demo import cmd_demo
 from .readers import DEFAULT_INCLUDE, SUPPORTED_SUFFIXES
 from .search_flags import add_search_flags
-from .settings import DEMO_COLLECTION, add_common_options
+from .settings import DEMO_COLLECTION, CliParser, add_common_options
 
 __all__ = ["build_parser"]
 
@@ -27,7 +27,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     ``argv``: the arguments it will parse. Unless they name ``eval``, the ``eval`` command is a placeholder
     that only lists it (importing the harness costs a third of ``stats``' start-up); ``None`` builds it whole.
     """
-    parser = argparse.ArgumentParser(
+    parser = CliParser(
         prog="ctxret",
         description=(
             "Contextual chunk retrieval: index agent threads and documents as labelled pieces "

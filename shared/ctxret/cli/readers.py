@@ -46,7 +46,8 @@ DEFAULT_INCLUDE = tuple(f"*{suffix}" for suffix in SUPPORTED_SUFFIXES)
 
 @dataclass(frozen=True)
 class Skipped:
-    """A file a folder walk left out, and why (``hidden``, ``excluded``, ``not included``)."""
+    """A file a folder walk left out, and why (``hidden``, ``excluded``, ``not included``, ``special``: a FIFO,
+    socket or device)."""
 
     path: Path
     reason: str
@@ -60,7 +61,8 @@ def collect_paths(
     A file named on the command line must exist and be of a supported type (else a clear error);
     a folder is walked recursively (sorted), keeping files that match one of ``include`` and none of
     ``exclude`` (globs on the path relative to the folder, or on the name); files under a hidden
-    entry (``.git/``, ``.env``) are left out and counted as hidden.
+    entry (``.git/``, ``.env``) are left out and counted as hidden, and anything not a regular file (a FIFO, a
+    socket, a device: reading one could block forever) as such; one named on the command line is an error.
     """
     files: list[Path] = []
     skipped: list[Skipped] = []
@@ -71,7 +73,10 @@ def collect_paths(
             found = 0
             for child in sorted(path.rglob("*")):
                 rel = child.relative_to(path)
-                if not child.is_file():
+                if child.is_dir():
+                    continue
+                if not child.is_file():  # a FIFO, socket or device: reading it could block forever
+                    skipped.append(Skipped(child, "special"))
                     continue
                 if any(part.startswith(".") for part in rel.parts):
                     skipped.append(Skipped(child, "hidden"))
@@ -97,6 +102,13 @@ def collect_paths(
         suffix = path.suffix.lower()
         if not path.exists():
             raise FileProblem(name, None, "no such file or folder")
+        if not path.is_file():
+            raise FileProblem(
+                name,
+                None,
+                "is not a regular file (a FIFO, socket or device, which reading could wait on forever); "
+                "ctxret indexes files and folders of them: save the data to a file first",
+            )
         if suffix not in SUPPORTED_SUFFIXES:
             raise UsageError(
                 f"{name}: unsupported file type {suffix or '(none)'!r}; "
@@ -126,6 +138,7 @@ def skipped_summary(skipped: Sequence[Skipped], include: Sequence[str], exclude:
     for reason, why in (
         ("excluded", f"matched --exclude {' '.join(exclude)}"),
         ("hidden", "under a hidden name such as .git/; name the file itself to index it"),
+        ("special", "a FIFO, socket or device; save its data to a file to index it"),
     ):
         paths = [s.path for s in skipped if s.reason == reason]
         if paths:

@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..embedders.registry import EmbedderOptions, build_embedder, choices_text, embedder_kinds
 from ..embedders.registry import describe_embedder as describe_kind
@@ -145,6 +145,15 @@ def add_common_options(parser: argparse.ArgumentParser, *, suppress: bool) -> No
 
     out = parser.add_argument_group("output")
     out.add_argument("-v", "--verbose", action="store_true", default=default(False), help="log progress details")
+
+
+class CliParser(argparse.ArgumentParser):
+    """An argument parser whose errors take one line: the command, the problem and where to read the usage
+    (argparse prints the whole usage first, some 30 lines for ``search``, above its one-line error). Its subcommands'
+    parsers are of the same class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 class UsageError(Exception):
@@ -299,8 +308,15 @@ def _location(settings: Settings, store: str | None, must_exist: bool) -> tuple[
     if settings.chroma_host is not None and store is None:
         return True, {"host": settings.chroma_host, "port": settings.chroma_port}
     path = Path(store if store is not None else (settings.store or DEFAULT_STORE)).expanduser()
-    if must_exist and not path.exists():
-        raise CtxretError(f"no index at {str(path)!r}; create it with `ctxret index FILE...` or pass --store PATH")
+    if must_exist:
+        from ..storage.config_copy import holds_store
+
+        if not holds_store(path):  # checked before anything opens it: nothing is created in the folder
+            what = "no such folder" if not path.exists() else "the folder holds no ctxret store"
+            raise CtxretError(
+                f"no index at {str(path)!r} ({what}); create one with `ctxret index FILE... --store {path}`, "
+                "or pass --store PATH of an existing one"
+            )
     return False, {"path": path, "lock_timeout": settings.wait}
 
 
@@ -343,6 +359,24 @@ def _require_collection(
         return probe
     probe.close()
     return None
+
+
+def index_exists(settings: Settings) -> bool:
+    """Whether the store the settings name holds their collection, found without creating anything: an embedded
+    folder's database file read as it is (any doubt: ``False``), a server asked. ``ctxret index`` opens (and so
+    creates) the store only once everything it will write is checked."""
+    server, where = _location(settings, None, must_exist=False)
+    if not server:
+        from ..storage.config_copy import lists_collection
+
+        return lists_collection(where["path"], settings.collection)
+    from ..storage.chroma import ChromaStore
+
+    probe = _connect(settings, server, lambda: ChromaStore(collection=settings.collection, **where))
+    try:
+        return bool(probe.exists())
+    finally:
+        probe.close()
 
 
 def quick_store_stats(settings: Settings) -> dict[str, Any] | None:

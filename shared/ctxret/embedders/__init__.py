@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .._lazy import lazy_dir
 from .base import Embedder
 
 if TYPE_CHECKING:
@@ -39,3 +40,6 @@ def __getattr__(name: str) -> Any:
 
         return getattr(importlib.import_module(_LAZY[name], __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__dir__ = lazy_dir(globals(), _LAZY)

@@ -881,7 +881,7 @@ def relevance_report(
     from ..query.relevance import auc, expected_calibration_error, fit_relevance, reliability
 
     def score(c: Any, rows: Sequence[dict[str, Any]]) -> np.ndarray:
-        return np.array([c(r["cosine"], r["coverage"], r.get("best")) for r in rows])
+        return np.array([c(r["cosine"], r["coverage"], r.get("best"), r.get("rank", 0) == 0) for r in rows])
 
     by_fold = np.zeros(len(samples))
     fold_of = np.array([_fold(str(r.get("query", i)), folds) for i, r in enumerate(samples)])
@@ -988,26 +988,28 @@ def relevance_sweep(
             "coverage_sq_weight": h.coverage_sq_weight,
             "top_weight": h.top_weight,
             "margin_weight": h.margin_weight,
+            "first_weight": h.first_weight,
         },
         "dense": {
             "intercept": d.intercept,
             "cosine_weight": d.cosine_weight,
             "top_weight": d.top_weight,
             "margin_weight": d.margin_weight,
+            "first_weight": d.first_weight,
         },
         "code": (
             f"RelevanceCalibration(hybrid=RelevanceModel({h.intercept:.3f}, {h.cosine_weight:.3f}, "
-            f"{h.coverage_weight:.3f}, {h.coverage_sq_weight:.3f}, {h.top_weight:.3f}, {h.margin_weight:.3f}), "
-            f"dense=RelevanceModel({d.intercept:.3f}, {d.cosine_weight:.3f}, top_weight={d.top_weight:.3f}, "
-            f"margin_weight={d.margin_weight:.3f}))"
+            f"{h.coverage_weight:.3f}, {h.coverage_sq_weight:.3f}, {h.top_weight:.3f}, {h.margin_weight:.3f}, "
+            f"{h.first_weight:.3f}), dense=RelevanceModel({d.intercept:.3f}, {d.cosine_weight:.3f}, "
+            f"top_weight={d.top_weight:.3f}, margin_weight={d.margin_weight:.3f}, first_weight={d.first_weight:.3f}))"
         ),
     }
     per_set = [r for r in report["separation"] if r["relevance"] == "held out by fold"]
     notes = [
         f"relevance: sigmoid({h.intercept:.3f} + {h.cosine_weight:.3f}*cosine + {h.coverage_weight:.3f}*coverage "
-        f"{h.coverage_sq_weight:+.3f}*coverage^2 {h.top_weight:+.3f}*top {h.margin_weight:+.3f}*margin) "
-        f"(no content word: sigmoid({d.intercept:.3f} + {d.cosine_weight:.3f}*cosine {d.top_weight:+.3f}*top "
-        f"{d.margin_weight:+.3f}*margin)) "
+        f"{h.coverage_sq_weight:+.3f}*coverage^2 {h.top_weight:+.3f}*top {h.margin_weight:+.3f}*margin "
+        f"{h.first_weight:+.3f}*first) (no content word: sigmoid({d.intercept:.3f} + {d.cosine_weight:.3f}*cosine "
+        f"{d.top_weight:+.3f}*top {d.margin_weight:+.3f}*margin {d.first_weight:+.3f}*first)) "
         f"on {len(samples)} candidates, {int(sum(y))} right; held out by fold: "
         + "; ".join(
             f"{r['dataset']} AUC {r['auc']:.3f}, ECE {r['ece']:.3f}, right top hits >= 0.5 "

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_getattr
+from .._lazy import lazy_dir, lazy_getattr
 
 if TYPE_CHECKING:
     from .append import append_messages, thread_messages
@@ -41,6 +41,7 @@ _NAMES = {
     "thread_messages": ".append",
 }
 __getattr__ = lazy_getattr(__name__, _NAMES)
+__dir__ = lazy_dir(globals(), _NAMES)
 __all__ = [
     "Piece",
     "Source",

@@ -17,10 +17,15 @@ identical messages with no id and no time, sent one after the other on purpose, 
 messages ids or times to keep such repeats.) A message without a time gets the time it is added (time windows and
 recency need one).
 
+**Where the thread ends** is read exactly, gaps in its numbers included (a deleted turn, a number a killed append
+claimed, a numbered write past the end: :mod:`ctxret.storage.threads`): new turns go after the highest number in use,
+never into a gap or onto a stored turn, and a message that continues a turn continues the last one stored.
+
 **Concurrent appenders** to one thread lose and duplicate nothing: inside a process they take turns
 (:meth:`~ctxret.storage.pieces.PieceStore.appending`); processes sharing a Chroma server claim their turn numbers
-first (:mod:`ctxret.storage.claims`). Writing a thread whole (a replacement) is explicit: ``replace_messages``, or
-``first_turn=`` for callers that number turns themselves.
+first (:mod:`ctxret.storage.claims`), and a reply sent alone continues the turn its own process's last append left
+awaiting a reply (its question), not another writer's turn that came in between. Writing a thread whole (a
+replacement) is explicit: ``replace_messages``, or ``first_turn=`` for callers that number turns themselves.
 """
 
 from __future__ import annotations
@@ -37,8 +42,7 @@ from typing import Any
 from ..errors import InputError, StoreError
 from ..results import IndexResult
 from ..storage.claims import Claim
-from ..storage.schema import Scope
-from ..storage.threads import chat_head, chat_head_scan, chat_turns, stored_keys, taken_turns, turns_of_calls
+from ..storage.threads import ThreadEnd, chat_turns, stored_keys, taken_turns, turns_of_calls
 from .messages import (
     Message,
     check_first_turn,
@@ -74,16 +78,22 @@ MAX_ATTEMPTS = 50
 
 @dataclass
 class AppendPlan:
-    """What one append writes: the turns (new ones after ``head``, and the stored turn it continues, rewritten)."""
+    """What one append writes: the turns (new ones after ``top``, and the stored turn it continues, rewritten)."""
 
-    head: int  # the thread's last chat turn when the append read it
+    head: int  # the thread's last stored chat turn when the append read it
     turns: list[Turn] = field(default_factory=list)
     duplicates: int = 0  # messages found already stored
     continued: tuple[int, int] | None = None  # (turn, version) of the stored turn it adds to
+    top: int = -1  # the highest turn number in use then (new turns go after it; -1: ``head``)
+    awaiting: int | None = None  # a stored turn the call ends in, awaiting a reply (its question sent again)
+
+    def __post_init__(self) -> None:
+        if self.top < self.head:
+            self.top = self.head
 
     @property
     def new(self) -> list[int]:
-        return [t.index for t in self.turns if t.index > self.head]
+        return [t.index for t in self.turns if t.index > self.top]
 
 
 def stored_message_keys(sources: Iterable[Source]) -> list[str | None]:
@@ -121,19 +131,26 @@ def plan_append(
     msgs: Sequence[Message],
     include_system: bool,
     *,
-    hint: int = 0,
+    end: ThreadEnd,
+    own: int | None = None,
     now: datetime | None = None,
 ) -> AppendPlan:
-    """Read the thread's end and plan the append of ``msgs`` (read, storable messages) after it."""
-    plan = _plan(reader, thread_id, msgs, include_system, chat_head(reader, thread_id, hint), now)
-    if plan.new and taken_turns(reader, thread_id, plan.new):  # a gap in the numbers misled the probes
-        plan = _plan(reader, thread_id, msgs, include_system, chat_head_scan(reader, thread_id), now)
-    return plan
+    """Plan the append of ``msgs`` (read, storable messages) after the thread's ``end`` (its last stored turn, and
+    the highest number in use: new turns go after it). ``own``: the turn this process's last append to the thread
+    left awaiting a reply, which a reply sent alone continues (else the last stored turn)."""
+    return _plan(reader, thread_id, msgs, include_system, end, now, own)
 
 
 def _plan(
-    reader: Any, thread_id: str, msgs: Sequence[Message], include_system: bool, head: int, now: datetime | None
+    reader: Any,
+    thread_id: str,
+    msgs: Sequence[Message],
+    include_system: bool,
+    end: ThreadEnd,
+    now: datetime | None,
+    own: int | None = None,
 ) -> AppendPlan:
+    head = end.last
     tail_turns: dict[int, Turn] = {}
     if head:
         first = max(1, head - len(msgs) + 1)  # a message is at least one turn's worth: enough to align the call
@@ -146,15 +163,29 @@ def _plan(
     if start == 0 and head and len(rest) >= 2 and not rest[0].strong:
         _refuse_changed_resend(reader, thread_id, rest, head)
     rest = _known_runs(reader, thread_id, rest, tail_turns, head)
-    plan = AppendPlan(head, duplicates=len(msgs) - len(rest))
+    plan = AppendPlan(head, duplicates=len(msgs) - len(rest), top=end.top)
+    before = _before(msgs, rest)  # the stored message the new ones follow in the call, and its turn
+    anchor = _turn_of(reader, thread_id, before, tail_turns) if before is not None else None
     if not rest:
+        if before is not None and before.role == "user" and anchor is not None:
+            plan.awaiting = anchor  # a question sent again: its reply, sent alone, continues its turn
         return plan
     groups = group_messages(_timed(rest, {}, now))
-    nxt = head + 1
+    nxt = end.top + 1
     if groups and groups[0][0].role != "user" and head:
-        # it continues a stored turn: the one holding the calls its results answer, else the last one
+        # it continues a stored turn: the one holding the calls its results answer, else the turn of the stored
+        # message the call sends it after (a reply sent with its question), else the turn this process left
+        # awaiting a reply, else the last one
         calls = [r.call_id for m in groups[0] for r in m.results if r.call_id]
         target = head
+        mine = anchor if anchor is not None else own if own is not None and own != head else None
+        if mine is not None and mine != head and 0 < mine < head:
+            awaited = tail_turns.get(mine) or next(
+                iter(turns_from_records(chat_turns(reader, thread_id, mine, mine))), None
+            )
+            if awaited is not None and (anchor is not None or (awaited.sources and awaited.sources[-1].kind == "user")):
+                target = mine
+                tail_turns[mine] = awaited
         if calls:
             held = {c: t.index for t in tail_turns.values() for s in t.sources if (c := s.call_id) in calls}
             missing = [c for c in calls if c not in held]
@@ -178,6 +209,24 @@ def _plan(
             plan.turns.append(make_turn(thread_id, nxt, sources))
             nxt += 1
     return plan
+
+
+def _before(msgs: Sequence[Message], rest: Sequence[Message]) -> Message | None:
+    """The message of the call right before the first new one (the last one when all are stored), if any."""
+    if not rest:
+        return msgs[-1] if msgs else None
+    i = next(i for i, m in enumerate(msgs) if m is rest[0])
+    return msgs[i - 1] if i else None
+
+
+def _turn_of(reader: Any, thread_id: str, msg: Message, tail_turns: Mapping[int, Turn]) -> int | None:
+    """The stored turn that holds ``msg`` (found among the thread's last turns, else by its key), or ``None``."""
+    if msg.key is None:
+        return None
+    for i in sorted(tail_turns, reverse=True):
+        if msg.key in stored_message_keys(tail_turns[i].sources):
+            return i
+    return stored_keys(reader, thread_id, [msg.key]).get(msg.key) if msg.strong else None
 
 
 def _known_runs(
@@ -256,8 +305,17 @@ def _renumber(plan: AppendPlan, numbers: Sequence[int]) -> None:
     """Give the plan's new turns the turn numbers ``numbers`` (ascending), in order."""
     turns, fresh = [], iter(sorted(numbers))
     for t in plan.turns:
-        turns.append(t if t.index <= plan.head else make_turn(t.thread_id, next(fresh), t.sources))
+        turns.append(t if t.index <= plan.top else make_turn(t.thread_id, next(fresh), t.sources))
     plan.turns = turns
+
+
+def _awaiting(plan: AppendPlan) -> int | None:
+    """The turn an append leaves awaiting a reply: its last new turn, when that ends with a user message (or the
+    stored turn of the question it sent again)."""
+    new = [t for t in plan.turns if t.index > plan.top]
+    if not new:
+        return plan.awaiting
+    return new[-1].index if new[-1].sources and new[-1].sources[-1].kind == "user" else None
 
 
 def append_messages(
@@ -300,32 +358,41 @@ def append_threads(
         return write([])
     reader, claims = store.chroma, store.claims
     held: dict[str, Claim] = {}
+    failed = [True]
     with contextlib.ExitStack() as locks:
-        if claims is not None:
-            locks.callback(lambda: [claims.release(c) for c in held.values()])
+        if claims is not None:  # after the write, or given up (then its new numbers stay claimed: see claims.py)
+            locks.callback(lambda: [claims.release(c, failed=failed[0]) for c in held.values()])
         for thread_id in sorted(by_thread):  # one order for every appender: no deadlock
             locks.enter_context(store.appending(thread_id))
-        for _ in range(MAX_ATTEMPTS):
+        moved = 0
+        while moved < MAX_ATTEMPTS:
             plans = {
-                t: plan_append(reader, t, msgs, include_system, hint=store.heads.get(t, 0), now=now)
+                t: plan_append(reader, t, msgs, include_system, end=store.thread_end(t), own=store.own.get(t), now=now)
                 for t, msgs in by_thread.items()
             }
             duplicates = IndexResult(duplicates=sum(p.duplicates for p in plans.values()))
             todo = {t: p for t, p in plans.items() if p.turns}
             for t, p in plans.items():
-                if not p.turns:
-                    store.heads[t] = p.head
+                if not p.turns and p.awaiting is not None:
+                    store.own[t] = p.awaiting
             if not todo:
+                failed[0] = False
                 return write([]) + duplicates  # nothing new (the writer may still have other work: a CLI's documents)
             if claims is not None:
                 ready = True
                 for t, p in todo.items():  # the slots held stay held while the threads are read again
                     ready = ready and _claim(claims, reader, t, p, held.setdefault(t, Claim(t)), sleep)
                 if not ready:
+                    moved += not any(c.waiting_since is not None for c in held.values())  # a wait is not a move
                     continue
             result = write([turn for p in todo.values() for turn in p.turns])
+            failed[0] = False
             for t, p in todo.items():
-                store.heads[t] = max(turn.index for turn in p.turns)
+                mine = _awaiting(p)
+                if mine is not None:
+                    store.own[t] = mine
+                else:
+                    store.own.pop(t, None)
             return result + duplicates
     raise StoreError(
         f"could not append to thread(s) {sorted(by_thread)}: other writers kept changing their last turns "
@@ -377,14 +444,26 @@ def write_numbered(
     written again, an unchanged one costs nothing). Returns the result and how many turns the messages made."""
     check_thread_id(thread_id)
     check_first_turn(first_turn)
+    turns = _numbered(store, messages, thread_id, first_turn, include_system, now)
+    with store.appending(thread_id):
+        store.repair_thread(thread_id)  # a server: a write of the thread a killed process left half done
+        result = write(turns)  # raises the thread's head past them: an append goes after the highest number
+    return result, len(turns)
+
+
+def _numbered(
+    store: Any,
+    messages: Iterable[Mapping[str, Any]],
+    thread_id: str,
+    first_turn: int,
+    include_system: bool,
+    now: datetime | None,
+) -> list[Turn]:
+    """``messages`` as the thread's turns from ``first_turn`` on (a message without a time keeps its stored one)."""
     msgs = read_messages(messages, include_system)
     last = first_turn + len(msgs)
     msgs = _timed(msgs, stored_times(store.chroma, thread_id, first_turn, last), now)
-    turns = group_turns(msgs, thread_id, first_turn, include_system)
-    with store.appending(thread_id):
-        result = write(turns)
-        store.heads.pop(thread_id, None)
-    return result, len(turns)
+    return group_turns(msgs, thread_id, first_turn, include_system)
 
 
 def replace_thread(
@@ -393,28 +472,34 @@ def replace_thread(
     thread_id: str,
     *,
     include_system: bool,
-    write: Callable[[list[Turn]], IndexResult],
+    write: Callable[..., IndexResult],
     now: datetime | None = None,
 ) -> IndexResult:
-    """Make the thread's chat turns exactly ``messages`` (turn 1 on): changed turns are written again, stored turns
-    past the last one removed, in that order (a failure in between leaves the new turns and some old ones); unchanged
-    turns cost nothing (a message without a time keeps the time it was first added); the thread's documents stay."""
+    """Make the thread's chat turns exactly ``messages`` (turn 1 on), in one store write: changed turns are written
+    again and stored turns past the last one removed together, so a crash leaves the thread as it was or as it is
+    after the call, and a search beside it sees one or the other (``write(turns, threads=[thread_id])``: the
+    thread given whole; :func:`~ctxret.ingest.writer.write_turns`); unchanged turns cost nothing (a message without
+    a time keeps the time it was first added); the thread's documents stay."""
+    check_thread_id(thread_id)
     with store.appending(thread_id):
-        result, n = write_numbered(store, messages, thread_id, 1, include_system=include_system, write=write, now=now)
-        gone = store.delete(Scope(thread_id, {"$and": [{"kind": "turn"}, {"turn_index": {"$gt": n}}]}))
-        store.heads.pop(thread_id, None)
-    return result + IndexResult(replaced=gone)
+        store.repair_thread(thread_id)  # a server: a write of the thread a killed process left half done
+        turns = _numbered(store, messages, thread_id, 1, include_system, now)
+        result = write(turns, threads=[thread_id])
+        store.set_head(thread_id, max((t.index for t in turns), default=0))  # the thread ends there now
+        store.own.pop(thread_id, None)
+    return result
 
 
 #: A tool source's text: ``<tool> arguments: <args>`` (when it had arguments), then ``Result: <text>``.
 _TOOL_BODY = re.compile(
-    r"^(?:(?P<name>.+?) arguments: (?P<args>.*)\n)?(?P<label>Result(?: \(error\))?): (?P<result>.*)$", re.DOTALL
+    r"^(?:(?P<name>.+?) arguments: (?P<args>.*?)\n)?(?P<label>Result(?: \(error\))?): (?P<result>.*)$", re.DOTALL
 )
 
 
 def thread_messages(reader: Any, thread_id: str) -> list[dict[str, Any]]:
-    """The thread's chat messages as stored, in order, as OpenAI chat dicts: ``role``, ``content`` (the text as
-    ctxret keeps it: whitespace collapsed, lines kept), ``name``, ``timestamp`` and the ``id`` a message was given;
+    """The thread's chat messages as stored, in order, as OpenAI chat dicts: ``role``, ``content`` (the text exactly as
+    it was added, from the pieces and what they keep to give it back, :func:`ctxret.text.restore_text`; a thread
+    written before that: whitespace collapsed, lines kept), ``name``, ``timestamp`` and the ``id`` a message was given;
     an assistant message's tool calls as ``tool_calls``, each result as a ``tool`` message (``(none)``: no result
     yet). What a chat-history class returns as its messages."""
     out: list[dict[str, Any]] = []
@@ -465,10 +550,11 @@ def _message(role: str, content: str, src: Source, key: str | None) -> dict[str,
 def _claim(
     claims: Any, reader: Any, thread_id: str, plan: AppendPlan, held: Claim, sleep: Callable[[float], None]
 ) -> bool:
-    """Hold the slots ``plan`` needs (new turn numbers past every stored and claimed one, and the continuation
-    slot) and renumber its new turns to them; ``False``: read the thread again (the slots won stay in ``held``)."""
+    """Hold the slots ``plan`` needs (new turn numbers past every number in use, and the continuation slot) and
+    renumber its new turns to them; ``False``: read the thread again (the slots won stay in ``held``). A continuation
+    slot another live append holds is waited for, never past the claims' lease (then it is taken over)."""
     need = len(plan.new)
-    above = max(plan.head, claims.head(thread_id, plan.head), max(held.numbers, default=0))
+    above = max(plan.top, held.floor, max(held.numbers, default=0))
     while len(held.numbers) < need:
         want = list(range(above + 1, above + 1 + need - len(held.numbers)))
         for n in claims.claim_new(thread_id, want):
@@ -483,21 +569,32 @@ def _claim(
         if plan.continued is not None:
             rid = claims.claim_continuation(thread_id, *plan.continued)
             if rid is None:  # another append is adding to the same turn: wait for its write, then read again
+                now = time.monotonic()
+                if held.waiting_since is None:
+                    held.waiting_since = now
+                elif now - held.waiting_since > claims.lease + 10.0:
+                    raise StoreError(
+                        f"could not append to thread {thread_id!r}: another writer held turn {plan.continued[0]} for "
+                        f"{now - held.waiting_since:.0f} s, past the {claims.lease:.0f} s after which a writer that "
+                        "is gone is taken over; nothing was written by this call: send it again"
+                    )
                 sleep(min(1.0, 0.05 * 2**held.waits))
                 held.waits += 1
                 return False
             held.continuation, held.continuation_id = plan.continued, rid
             held.ids.append(rid)
+    held.waiting_since = None
     numbers = sorted(held.numbers)[:need]
     if numbers:  # a write that landed between our read and our claim holds none of them (it claimed them first)
         taken = taken_turns(reader, thread_id, numbers)
         if taken:
             held.numbers -= taken
+            held.floor = max(held.floor, *taken)  # never claim at or under a stored turn again
             return False
     if plan.continued is not None:
         turn, version = plan.continued
-        now = turns_from_records(chat_turns(reader, thread_id, turn, turn))
-        if not now or _version(now[0]) != version:
+        now_turn = turns_from_records(chat_turns(reader, thread_id, turn, turn))
+        if not now_turn or _version(now_turn[0]) != version:
             return False
     _renumber(plan, numbers)
     return True

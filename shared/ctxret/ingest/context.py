@@ -25,7 +25,7 @@ import numpy as np
 
 from ..blend import mean_vector
 from ..embedders.base import can_embed_late, embedder_name, gives_token_batches, gives_tokens
-from ..errors import InputError
+from ..errors import CtxretError, InputError, callable_error
 from .turns import Piece
 
 CONTEXT_STRATEGIES = ("mean", "turn", "late", "llm")
@@ -44,7 +44,12 @@ def contextualize(
             "fn(passage_text, piece_bodies) returns one context line per piece (LangChain: "
             "langchain_ctxret.llm_contextualizer(llm))"
         )
-    lines = contextualizer(turn_text, [p.body for p in pieces])
+    try:
+        lines = contextualizer(turn_text, [p.body for p in pieces])
+    except CtxretError:
+        raise
+    except Exception as e:
+        raise callable_error("contextualizer", contextualizer, e) from e
     if isinstance(lines, str) or not isinstance(lines, Sequence) or len(lines) != len(pieces):
         if isinstance(lines, str):
             got = "a string"

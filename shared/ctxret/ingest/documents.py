@@ -12,7 +12,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import InputError
-from ..storage.schema import as_list, check_id, check_metadata_arg
+from ..storage.schema import (
+    MAX_ID_BYTES,
+    MAX_LABEL_BYTES,
+    as_list,
+    check_metadata_arg,
+    check_size,
+    check_writable_thread,
+    shown,
+)
 from ..text import clean_text
 from .turns import Source, Turn
 
@@ -97,9 +105,11 @@ def document_input(doc: Any, position: int = 0) -> tuple[str, str | None, str | 
     text, title, doc_id, meta = doc["text"], doc.get("title"), doc.get("id"), doc.get("metadata")
     if not isinstance(text, str):
         raise InputError(f"{where}: 'text' must be a string, got {type(text).__name__}")
-    for name, value in (("title", title), ("id", doc_id)):
+    for name, value, limit in (("title", title, MAX_LABEL_BYTES), ("id", doc_id, MAX_ID_BYTES)):
         if value is not None and (not isinstance(value, str) or not value.strip()):
-            raise InputError(f"{where}: {name!r} must be a non-empty string or absent, got {value!r}")
+            raise InputError(f"{where}: {name!r} must be a non-empty string or absent, got {shown(value)}")
+        if value is not None:
+            check_size(value, f"{where}: its {name!r}", limit)
     if meta is not None and not isinstance(meta, Mapping):
         raise InputError(f"{where}: 'metadata' must be a dict, got {type(meta).__name__}")
     return text, title, doc_id, dict(meta or {})
@@ -160,7 +170,7 @@ def document_key(
 ) -> tuple[str, str]:
     """``(thread_id, doc_id)``: what a document is stored under (the thread defaults to the document id)."""
     if thread_id is not None:  # an empty one would silently become the document id
-        check_id(thread_id)
+        check_writable_thread(thread_id)
     doc_id = doc_id or document_id(text, title)
     return (thread_id or doc_id, doc_id)
 

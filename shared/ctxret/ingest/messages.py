@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import InputError
+from ..storage.schema import MAX_ID_BYTES, MAX_LABEL_BYTES, check_size, check_writable_thread, shown
 from ..text import clean_text
 from .turns import Source, Turn, parse_time
 
@@ -41,6 +42,7 @@ __all__ = [
     "read_messages",
     "source_fingerprint",
     "stores_anything",
+    "titled_turn",
     "turns_from_messages",
 ]
 
@@ -220,7 +222,9 @@ def _read_content(content: Any, where: str) -> _Content:
             call_id = block.get("id")
             args = block.get("input", {})
             text = args if isinstance(args, str) else _json_text(args, f"{path}.input")
-            out.calls.append(_Call(None if call_id is None else str(call_id), name, text))
+            check_size(name, f"{path}.name", MAX_LABEL_BYTES)
+            call_id = None if call_id is None else check_size(str(call_id), f"{path}.id", MAX_ID_BYTES)
+            out.calls.append(_Call(call_id, name, text))
         elif isinstance(kind, str) and kind.endswith("tool_result"):
             inner = block.get("content")
             if inside:  # a result inside a result: its content is part of the outer result's text
@@ -293,7 +297,11 @@ def _openai_calls(msg: Mapping[str, Any], where: str) -> list[_Call]:
             )
         tool = str(fn.get("name") or call.get("name") or "tool")
         args = _args_text(fn.get("arguments", call.get("arguments")), f"{where}.tool_calls[{j}].arguments")
-        calls.append(_Call(None if call.get("id") is None else str(call["id"]), tool, args))
+        check_size(tool, f"{where}.tool_calls[{j}]'s name", MAX_LABEL_BYTES)
+        call_id = (
+            None if call.get("id") is None else check_size(str(call["id"]), f"{where}.tool_calls[{j}].id", MAX_ID_BYTES)
+        )
+        calls.append(_Call(call_id, tool, args))
     fc = msg.get("function_call")
     if isinstance(fc, Mapping):
         tool = str(fc.get("name") or "function")
@@ -363,7 +371,7 @@ def _message_id(msg: Mapping[str, Any], where: str) -> str | None:
         return None
     if isinstance(raw, bool) or not isinstance(raw, (str, int)):
         raise InputError(f"{where}.id: a message id must be a string (or an integer), got {type(raw).__name__}")
-    return str(raw)
+    return check_size(str(raw), f"{where}.id", MAX_ID_BYTES)
 
 
 def _read_message(i: int, msg: Any, include_system: bool) -> Message:
@@ -382,6 +390,11 @@ def _read_message(i: int, msg: Any, include_system: bool) -> Message:
         )
     ts = _message_time(msg, where)
     name = msg.get("name") if isinstance(msg.get("name"), str) else None
+    if name is not None:
+        check_size(name, f"{where}.name", MAX_LABEL_BYTES)
+    for field_name in ("tool_call_id", "call_id"):
+        if isinstance(msg.get(field_name), str):
+            check_size(msg[field_name], f"{where}.{field_name}", MAX_ID_BYTES)
     content = _read_content(msg.get("content"), where)
     text = "\n".join(content.text)
     calls = list(content.calls)
@@ -488,8 +501,10 @@ def check_first_turn(first_turn: Any) -> None:
 
 
 def check_thread_id(thread_id: Any) -> None:
+    """A chat thread's id: a non-empty string of valid Unicode within the id limit, not an item store's thread."""
     if not isinstance(thread_id, str) or not thread_id.strip():
-        raise InputError(f"thread_id must be a non-empty string, got {thread_id!r}")
+        raise InputError(f"thread_id must be a non-empty string, got {shown(thread_id)}")
+    check_writable_thread(thread_id)
 
 
 def read_messages(messages: Iterable[Mapping[str, Any]], include_system: bool = False) -> list[Message]:
@@ -566,6 +581,24 @@ def make_turn(thread_id: str, index: int, sources: Iterable[Source]) -> Turn:
     sources = tuple(sources)
     turn_ts = next((s.timestamp for s in sources if s.timestamp is not None), None)
     return Turn(thread_id, index, sources, f"Turn {index}", "turn", turn_ts)
+
+
+#: A conversation title is shown (and embedded) in its turns' headers up to this many characters.
+MAX_TITLE_CHARS = 80
+
+
+def titled_turn(turn: Turn, title: str | None) -> Turn:
+    """``turn`` of a conversation named ``title`` (a chat export's title): its label, shown in each piece's header and
+    so embedded and indexed, is ``"<title> · Turn <n>"`` (``[Lisbon trip · Turn 3 · User]``); the title's whitespace
+    collapsed and its end cut at a word past :data:`MAX_TITLE_CHARS` (``…``). No title (``None``, blank): ``turn``
+    as it is. The same turn titled again gets the same label."""
+    name = " ".join(clean_text(title).split()) if isinstance(title, str) else ""
+    if not name:
+        return turn
+    if len(name) > MAX_TITLE_CHARS:
+        cut = name[:MAX_TITLE_CHARS].rsplit(" ", 1)[0] or name[:MAX_TITLE_CHARS]
+        name = cut.rstrip(" ,;:·-") + "…"
+    return replace(turn, label=f"{name} · Turn {turn.index}")
 
 
 _NO_RESULT = "\nResult: (none)"

@@ -11,7 +11,7 @@ from typing import Any
 from ..embedders.base import Embedder
 from ..errors import InputError
 from ..storage.schema import SHARED_KEYS, caller_metadata, join_caller_keys
-from ..text import MIN_PIECE_BYTES, pack_text_pieces
+from ..text import MIN_PIECE_BYTES, exact_patches, pack_text_pieces
 from .turns import Piece, Turn, label_pieces, piece_id
 
 __all__ = ["fit_pieces", "piece_metadata"]
@@ -29,7 +29,7 @@ def fit_pieces(turn: Turn, embedder: Embedder, max_bytes: int) -> list[Piece]:
     limit = int(embedder.max_tokens)
     counts = embedder.count_tokens([p.text for p in pieces])
     if max(counts) <= limit:
-        return pieces
+        return _exact(turn, pieces)
     out: list[Piece] = []
     for piece, count in zip(pieces, counts, strict=False):
         out.extend([piece] if count <= limit else _split_to_fit(embedder, piece, count, limit))
@@ -40,7 +40,25 @@ def fit_pieces(turn: Turn, embedder: Embedder, max_bytes: int) -> list[Piece]:
         seen[p.source_ordinal] += 1
         pid = piece_id(turn.thread_id, turn.index, p.source_ordinal, ordinal, p.text, turn.doc_id)
         fitted.append(replace(p, ordinal=ordinal, id=pid))
-    return fitted
+    return _exact(turn, fitted)
+
+
+def _exact(turn: Turn, pieces: list[Piece]) -> list[Piece]:
+    """A chat turn's pieces with what gives back each message exactly (:func:`ctxret.text.exact_patches`: the
+    packed bodies collapse whitespace); a document's as they are (its sections are never given back as written)."""
+    if turn.kind != "turn":
+        return pieces
+    by_source: dict[int, list[int]] = defaultdict(list)
+    for i, p in enumerate(pieces):
+        by_source[p.source_ordinal].append(i)
+    out = list(pieces)
+    texts = {s.ordinal: s.text for s in turn.sources}
+    for ordinal, at in by_source.items():
+        patches = exact_patches(texts[ordinal], [pieces[i].body for i in at])
+        for i, patch in zip(at, patches, strict=True):
+            if patch is not None:
+                out[i] = replace(pieces[i], exact_patch=patch)
+    return out
 
 
 def _split_to_fit(embedder: Embedder, piece: Piece, count: int, limit: int) -> list[Piece]:
@@ -90,11 +108,15 @@ def piece_metadata(turn: Turn, p: Piece) -> dict[str, Any]:
         meta["tool_call_id"] = p.call_id
     if p.result_key is not None:
         meta["result_key"] = p.result_key
+    if p.exact_patch is not None:
+        meta["exact_patch"] = p.exact_patch
     if p.timestamp is not None:
         meta["timestamp"] = p.timestamp.isoformat()
         meta["ts_epoch"] = _epoch(p.timestamp)
         if p.time_added:
             meta["time_added"] = True
+    if turn.item:  # an item's own fields (the item store's turn): ctxret's, never a caller's
+        meta.update(turn.item)
     return meta
 
 

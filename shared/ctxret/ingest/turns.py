@@ -53,10 +53,13 @@ class Turn:
     index: int  # 1-based turn (or section) number inside the thread / document
     sources: tuple[Source, ...]
     label: str  # "Turn 4", or a document title
-    kind: str = "turn"  # "turn" | "section"
+    kind: str = "turn"  # "turn" | "section" | "item"
     timestamp: datetime | None = None
     doc_id: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    #: An item's own fields (``kind="item"``: :func:`ctxret.ingest.items.item_turn`, what the item store writes),
+    #: stored on every piece as ctxret's fields; ``None`` for every other turn (their ``metadata`` is the caller's).
+    item: Mapping[str, Any] | None = None
 
     @property
     def turn_id(self) -> str:
@@ -94,6 +97,9 @@ class Piece:
     call_id: str | None = None
     result_key: str | None = None
     time_added: bool = False  # ``timestamp`` is the time it was added, not a time the message gave
+    #: What gives back this piece's share of its message exactly (``ctxret.text.exact_patches``; ``None``: its body as
+    #: packed): a chat history returns each message as it was added.
+    exact_patch: str | None = None
 
 
 def piece_id(
@@ -150,10 +156,20 @@ def make_header(turn_label: str | None, source_label: str | None, ts: datetime |
     return "[" + " · ".join(parts) + "]"
 
 
+def _cut(label: str | None, max_bytes: int) -> str | None:
+    """``label`` cut to at most ``max_bytes`` UTF-8 bytes, an ellipsis marking the cut."""
+    if not label:
+        return label
+    raw = clean_text(label).encode("utf-8")
+    return label if len(raw) <= max_bytes else raw[: max_bytes - 3].decode("utf-8", "ignore") + "…"
+
+
 def label_pieces(turn: Turn, max_bytes: int = PIECE_MAX_BYTES) -> list[Piece]:
     """Pack each source of ``turn`` into pieces of at most ``max_bytes``, header included.
 
-    The header's bytes (plus the newline after it) are subtracted from the budget before packing.
+    The header's bytes (plus the newline after it) are subtracted from the budget before packing; a header that
+    would leave less than :data:`MIN_BODY_BYTES` has its labels cut (an ellipsis marks it): a long title or
+    speaker name costs its header's tail, never the write.
     """
     pieces: list[Piece] = []
     for src in turn.sources:
@@ -161,10 +177,15 @@ def label_pieces(turn: Turn, max_bytes: int = PIECE_MAX_BYTES) -> list[Piece]:
         header = make_header(turn.label, src.label, None if src.stamped else ts)
         header = clean_text(header)
         budget = max_bytes - len(header.encode("utf-8")) - 1
+        if budget < MIN_BODY_BYTES:  # a long title, speaker or namespace: cut in the header only (metadata keeps it)
+            room = max(8, (max_bytes // 2 - 48) // 2)
+            header = make_header(_cut(turn.label, room), _cut(src.label, room), None if src.stamped else ts)
+            header = clean_text(header)
+            budget = max_bytes - len(header.encode("utf-8")) - 1
         if budget < MIN_BODY_BYTES:
             raise InputError(
-                f"the header {header!r} leaves {budget} bytes of a {max_bytes}-byte piece budget; "
-                f"raise max_bytes or shorten the title/source names (at least {MIN_BODY_BYTES} bytes must remain)"
+                f"a piece budget of {max_bytes} bytes leaves {budget} bytes for text after the header (the turn's "
+                f"label and time); raise max_bytes (at least {MIN_BODY_BYTES} bytes must remain)"
             )
         for ordinal, body in enumerate(pack_text_pieces(src.text, budget)):
             text = f"{header}\n{body}"

@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ..errors import InputError
+from ..errors import CtxretError, InputError, callable_error
 
 __all__ = [
     "VIEW_KINDS",
@@ -223,7 +223,12 @@ def write_views(
     if not bodies:
         return out
     for kind in kinds:
-        answer = writers[kind](passage, list(bodies))
+        try:
+            answer = writers[kind](passage, list(bodies))
+        except CtxretError:
+            raise
+        except Exception as e:
+            raise callable_error(f"{kind!r} view writer", writers[kind], e) from e
         if isinstance(answer, str) or not isinstance(answer, Sequence) or len(answer) != len(bodies):
             got = (
                 "a string"

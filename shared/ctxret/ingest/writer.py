@@ -108,6 +108,7 @@ def write_turns(
     known_views: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
     replace: bool = True,
     documents: Iterable[tuple[str, str]] = (),
+    threads: Iterable[str] = (),
 ) -> IndexResult:
     """Index ``turns`` into ``sink`` under ``config`` (``name``: another collection, for a rebuild).
 
@@ -124,18 +125,20 @@ def write_turns(
     document: stored sections of that ``(thread_id, doc_id)`` that the call does not give are
     removed; ``documents`` names more ``(thread_id, doc_id)`` to replace (a document now empty:
     every stored section goes). ``replace=False`` writes the given sections and keeps the others.
-    Chat turns are always replaced one by one: turns a call does not give are kept.
+    Chat turns are replaced one by one: turns a call does not give are kept, but in ``threads`` (threads given
+    whole: ``replace_messages``), whose chat turns become exactly the given ones, in one store write (a crash leaves
+    the thread old or new; a search sees it before or after).
 
     With ``config.views``, each changed turn's pieces get their LLM-written views
     (:mod:`.views`): from ``known_views`` (piece id → ``{kind: texts}``, what a rebuild read from
     the stored pieces) when every piece of the turn has them, else from ``view_writers`` (one call
     per kind and turn).
     """
-    documents = list(documents)
-    if not turns and not documents:
+    documents, threads = list(documents), list(threads)
+    if not turns and not documents and not threads:
         return IndexResult()
     planned = plan_turns(turns, embedder, config, metadata, max_turn_bytes=max_turn_bytes) if turns else []
-    units = write_units(planned, replace, documents)
+    units = write_units(planned, replace, documents, threads)
     generation = sink.generation  # before the read: a write after it makes the write below read again
     # What is stored? One filtered read per 256 turns and per 256 documents.
     diff_units(units, stored_pieces(sink, units, name))
@@ -254,14 +257,15 @@ class _Ready:
         old: set[str] = set().union(*(u.old for u in self.units))
         stale = sorted(set().union(*(u.stale for u in self.units)))
         new = set(self.ids) - old
+        rewritten = len(set(self.ids) & set().union(*(u.updated for u in self.units)))  # same text, new metadata
         turns = sum(len(u.write) for u in self.units)
         counts = IndexResult(
-            added=len(new),
-            unchanged=len(self.ids) - len(new),
+            added=len(new) + rewritten,
+            unchanged=len(self.ids) - len(new) - rewritten,
             replaced=len(stale),
             turns=turns,
             turns_changed=turns,
-            changed=tuple(u.key for u in self.units),
+            changed=tuple(k for u in self.units for k in u.changed_keys),
         )
         return counts, stale, new
 
@@ -339,7 +343,7 @@ class _Writes:
 
     def _rebase(self, ready: _Ready, name: str | None) -> _Ready:
         """``ready`` against what is stored now (under the write lock)."""
-        fresh = [WriteUnit(u.thread_id, u.doc_id, u.turns) for u in ready.units]
+        fresh = [WriteUnit(u.thread_id, u.doc_id, u.turns, whole=u.whole) for u in ready.units]
         diff_units(fresh, stored_pieces(self.sink, fresh, name))
         embedded = {p.key for u in ready.units for p in u.write}
         if all(p.key in embedded for u in fresh for p in u.write):

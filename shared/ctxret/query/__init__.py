@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_getattr
+from .._lazy import lazy_dir, lazy_getattr
 
 if TYPE_CHECKING:
     from .deadline import arun_search, run_search
@@ -46,6 +46,7 @@ _NAMES = {
     "render_groups": ".render",
 }
 __getattr__ = lazy_getattr(__name__, _NAMES)
+__dir__ = lazy_dir(globals(), _NAMES)
 __all__ = [
     "Backends",
     "FusionMethod",

@@ -41,6 +41,7 @@ from .executor import (
     Work,
     bounded_embedder,
     candidate_steps,
+    reading,
 )
 from .hyde import ahyde_answer, hyde_answer
 from .search import IdfCoverageFor, PartCandidates, SearchPlan
@@ -73,8 +74,10 @@ def run_search(
     source: Backends | SearchSource,
 ) -> list[Group]:
     """The whole search, synchronously: one group per part of ``query`` (a message, or parts and their
-    vectors), on ``source`` (a store whose backends are resolved on the clock, or :class:`Backends`)."""
-    return _drive(timed_search_steps(plan, query, scope, embedder, source))
+    vectors), on ``source`` (a store whose backends are resolved on the clock, or :class:`Backends`; a store's reads
+    are made in one session: :func:`~.executor.reading`)."""
+    with reading(source) as reads:
+        return _drive(timed_search_steps(plan, query, scope, embedder, reads))
 
 
 async def arun_search(
@@ -86,7 +89,8 @@ async def arun_search(
 ) -> list[Group]:
     """:func:`run_search` on the event loop: the embedding and HyDE await their async paths (a deadline
     cancels them), store reads run in threads."""
-    return await _adrive(timed_search_steps(plan, query, scope, embedder, source))
+    with reading(source) as reads:
+        return await _adrive(timed_search_steps(plan, query, scope, embedder, reads))
 
 
 def run_candidates(

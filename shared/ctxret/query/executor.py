@@ -54,9 +54,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple, Protocol, TypeVar
 
@@ -199,6 +200,19 @@ class SearchSource(Protocol):
     views: Any  # a storage.views.ViewIndex: backend(scope, dense)
 
     def resolve(self, scope: Scope) -> tuple[Any, Any]: ...
+
+
+@contextlib.contextmanager
+def reading(source: Any) -> Iterator[Any]:
+    """``source`` as one search reads it: a store's ``searching()`` (its reads in one session, so that a write beside
+    the search is seen from one side in all of them: ``storage.visibility``), closed when the search ends; anything
+    else as it is (:class:`Backends`, a store without sessions)."""
+    searching = getattr(source, "searching", None)
+    if searching is None:
+        yield source
+        return
+    with searching() as reads:
+        yield reads
 
 
 def store_backends(store: SearchSource, scope: Scope) -> Backends:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..blend import blend_with_context
-from ..errors import InputError
+from ..errors import CtxretError, InputError, callable_error
 from ..ingest.views import acall_llm, call_llm, is_llm
 
 __all__ = ["DEFAULT_HYDE_WEIGHT", "HYDE_PROMPT", "Hyde", "as_hyde", "blend_hyde", "llm_hyde"]
@@ -76,7 +76,12 @@ def as_hyde(value: Any) -> Hyde | None:
 
 def hyde_answer(hyde: Hyde, part: str) -> str:
     """Call ``hyde`` for one part and check the answer (a string)."""
-    answer = hyde(part)
+    try:
+        answer = hyde(part)
+    except CtxretError:
+        raise
+    except Exception as e:
+        raise callable_error("hyde callable", hyde, e) from e
     if inspect.isawaitable(answer):
         raise InputError("hyde returned an awaitable in a sync search; use asearch, or a plain function")
     return _checked(answer)
@@ -84,14 +89,19 @@ def hyde_answer(hyde: Hyde, part: str) -> str:
 
 async def ahyde_answer(hyde: Hyde, part: str) -> str:
     """Async :func:`hyde_answer`: ``acall`` of :class:`llm_hyde`, an ``async def`` function, else a thread."""
-    acall = getattr(hyde, "acall", None)
-    if acall is not None:
-        return _checked(await acall(part))
-    if inspect.iscoroutinefunction(hyde):
-        return _checked(await hyde(part))
-    answer = await asyncio.to_thread(hyde, part)
-    if inspect.isawaitable(answer):
-        answer = await answer
+    try:
+        acall = getattr(hyde, "acall", None)
+        if acall is not None:
+            return _checked(await acall(part))
+        if inspect.iscoroutinefunction(hyde):
+            return _checked(await hyde(part))
+        answer = await asyncio.to_thread(hyde, part)
+        if inspect.isawaitable(answer):
+            answer = await answer
+    except CtxretError:
+        raise
+    except Exception as e:
+        raise callable_error("hyde callable", hyde, e) from e
     return _checked(answer)
 
 

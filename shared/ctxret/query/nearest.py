@@ -18,6 +18,7 @@ from ..errors import InputError
 from ..results import Hit
 from ..storage.base import DEFERRED
 from ..storage.schema import Scope
+from .executor import reading
 from .mmr import DEFAULT_FETCH_K, check_fetch_k, check_lambda_mult, mmr_order
 from .relevance import RelevanceCalibration, relevance
 
@@ -44,6 +45,20 @@ def nearest(
         raise InputError(f"k must be a positive integer, got {k!r}")
     q = _query_vector(vector, dims)
     n = int(k) if lambda_mult is None else max(int(k), check_fetch_k(fetch_k))
+    with reading(store) as reads:  # one session: the texts read last are of the pieces the graph search found
+        return _nearest(reads, q, n, k, scope, dims, calibration, lambda_mult)
+
+
+def _nearest(
+    store: Any,
+    q: np.ndarray,
+    n: int,
+    k: int,
+    scope: Scope,
+    dims: int,
+    calibration: RelevanceCalibration | None,
+    lambda_mult: float | None,
+) -> list[Hit]:
     dense, _ = store.resolve(scope)
     rows = dense.dense(q[None, :], n, scope)[0]
     fetched = dense.fetch([r[0] for r in rows], scope)

@@ -119,4 +119,8 @@ def parse_python(text: str) -> Any:
             obj = getattr(obj, name)
     except (ImportError, AttributeError) as e:
         raise InputError(f"cannot load {text!r} ({e}); give module:attribute of an importable module") from None
+    except Exception as e:  # the module's own code raised while it was imported
+        raise InputError(
+            f"cannot load {text!r}: importing {module!r} raised {type(e).__name__}: {' '.join(str(e).split())[:200]}"
+        ) from e
     return obj

@@ -10,10 +10,12 @@ right answer scores 1.0 in one store and 0.30 in another: it ranks, it cannot be
   :func:`content_words`). 1.0 = every content word of the part;
 * ``top`` — 1 when the hit is the part's best dense match (its cosine is the highest among the
   part's candidates, :func:`is_top`), else 0; and ``margin``, how far its cosine is under that best
-  (``max(cosine − best, −0.15)``, 0 for the best: :func:`best_features`).
+  (``max(cosine − best, −0.15)``, 0 for the best: :func:`best_features`);
+* ``first`` — 1 for the hit the part's search ranks first (hybrid: the fused ranking, with the answers, latest and
+  speakers stages; dense: the best dense match), else 0.
 
-``relevance = 1 / (1 + exp(-(intercept + a·cosine + b·coverage + c·coverage² + d·top + e·margin)))``; a
-part with no content word at all uses the cosine-only model, ``dense`` (no coverage terms).
+``relevance = 1 / (1 + exp(-(intercept + a·cosine + b·coverage + c·coverage² + d·top + e·margin + f·first)))``;
+a part with no content word at all uses the cosine-only model, ``dense`` (no coverage terms).
 
 Coverage is deliberately not weighted by IDF (the lexical floor's ``LexicalIndex.coverage`` is):
 IDF comes from the store, and in a small store it is degenerate — with two pieces a word one of
@@ -29,14 +31,24 @@ candidates are scored anyway. It is the one feature that looks beyond the hit, a
 part's search: adding a piece that becomes the part's best match lowers the previous best's relevance;
 nothing else in the store, no other part and no other search enters.
 
+Why ``first``: the adapters show each group in the search's ranking, and the score shown never rises down a group
+(:func:`shown_scores`), so a threshold on it keeps or drops a group with its first hit. Scored without knowing it is
+first, a right first hit that the fused ranking put above the best dense match (its words match the question, its
+cosine is not the highest) scored like an also-ran: "Which environment variable selects the OpenAI embedding
+model?" over this project's docs put the right section first at 0.16, under the 0.3 the docs then suggested, and the
+group with it. Being ranked first is evidence on both kinds of data (its rank, not its fused score: the fused score's
+scale changes with the fusion rule), measured held out (BENCHMARKS, "Relevance: one cutoff for conversations and
+documents").
+
 The coefficients are fitted per embedder family by ``ctxret eval calibrate --sweeps relevance`` on
 several kinds of data at once, each dataset weighing the same: conversations (every candidate among
 the top :data:`CALIBRATION_POOL` of each query part's hybrid ranking, labelled right when the piece
 holds one of the query's evidence utterances) and documents sets (``--docs``: the top hits of each
 query, labelled right when they come from one of its relevant documents). The fit is a compromise
-between datasets whose share of right candidates differs (5% on LoCoMo, 10–16% on documents), so it is
-calibrated on none of them exactly; BENCHMARKS ("Relevance calibration") gives the per-dataset AUC,
-reliability table and calibration error, held out by fold and by dataset. Recalibrate on your own data
+between datasets whose share of right candidates differs (5% on LoCoMo, 16–19% on documents), so it is
+calibrated on none of them exactly; the command prints the per-dataset AUC, reliability table and calibration error,
+held out by fold and by dataset, and BENCHMARKS ("Relevance: one cutoff for conversations and documents") what
+:data:`SUGGESTED_CUTOFF` keeps on data the fit did not see. Recalibrate on your own data
 (the same command prints the coefficients; pass them as ``SearchSettings(relevance=RelevanceCalibration(...))``
 or declare it in your embedder's ``capabilities = EmbedderCapabilities(relevance=...)``).
 
@@ -60,6 +72,7 @@ from ..errors import InputError
 
 __all__ = [
     "CALIBRATION_POOL",
+    "SUGGESTED_CUTOFF",
     "content_coverage",
     "content_words",
     "expected_calibration_error",
@@ -79,6 +92,11 @@ __all__ = [
 
 #: Candidates per query part (best first, by the runtime's hybrid ranking) the fit looks at.
 CALIBRATION_POOL = 20
+#: The cutoff the docs suggest for a threshold on the relevance (``min_relevance``; an adapter's ``score_threshold``;
+#: LlamaIndex's ``SimilarityPostprocessor(similarity_cutoff=...)``), the same for conversations and documents: held
+#: out, it keeps at least 95% of the right first hits of both (BENCHMARKS, "Relevance: one cutoff for conversations
+#: and documents"). A threshold is optional: the cosine floor already empties the parts nothing answers.
+SUGGESTED_CUTOFF = 0.3
 
 #: English function words left out of a part before its coverage is measured.
 STOPWORDS = frozenset(
@@ -122,8 +140,9 @@ def content_words(part: str) -> str:
 @dataclass(frozen=True)
 class RelevanceModel:
     """``sigmoid(intercept + cosine_weight·cosine + coverage_weight·coverage + coverage_sq_weight·coverage²
-    + top_weight·top + margin_weight·margin)``; ``top`` is 1 for the part's best dense match, else 0, and
-    ``margin`` = ``max(cosine − the part's best cosine, −MARGIN_CAP)`` (:func:`best_features`)."""
+    + top_weight·top + margin_weight·margin + first_weight·first)``; ``top`` is 1 for the part's best dense match,
+    else 0, ``margin`` = ``max(cosine − the part's best cosine, −MARGIN_CAP)`` (:func:`best_features`) and ``first``
+    1 for the hit its part's search ranks first, else 0."""
 
     intercept: float
     cosine_weight: float
@@ -131,6 +150,7 @@ class RelevanceModel:
     coverage_sq_weight: float = 0.0
     top_weight: float = 0.0
     margin_weight: float = 0.0
+    first_weight: float = 0.0
 
     def __post_init__(self) -> None:
         for name in (
@@ -140,18 +160,20 @@ class RelevanceModel:
             "coverage_sq_weight",
             "top_weight",
             "margin_weight",
+            "first_weight",
         ):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
                 raise InputError(f"RelevanceModel.{name} must be a finite number, got {v!r}")
             object.__setattr__(self, name, float(v))
 
-    def __call__(self, cosine: Any, coverage: Any = 0.0, top: Any = 0.0, margin: Any = 0.0) -> Any:
+    def __call__(self, cosine: Any, coverage: Any = 0.0, top: Any = 0.0, margin: Any = 0.0, first: Any = 0.0) -> Any:
         z = self.intercept + self.cosine_weight * np.asarray(cosine, dtype=np.float64)
         cov = np.asarray(coverage, dtype=np.float64)
         z = z + self.coverage_weight * cov + self.coverage_sq_weight * cov * cov
         z = z + self.top_weight * np.asarray(top, dtype=np.float64)
         z = z + self.margin_weight * np.asarray(margin, dtype=np.float64)
+        z = z + self.first_weight * np.asarray(first, dtype=np.float64)
         out = 1.0 / (1.0 + np.exp(-np.clip(z, -60.0, 60.0)))
         return float(out) if np.ndim(out) == 0 else out
 
@@ -169,36 +191,44 @@ class RelevanceCalibration:
     dense: RelevanceModel
     source: str = ""
 
-    def __call__(self, cosine: float, coverage: float | None = None, best: float | None = None) -> float:
+    def __call__(
+        self, cosine: float, coverage: float | None = None, best: float | None = None, first: bool | None = None
+    ) -> float:
         """The relevance of one hit (``coverage=None``: a part without content words, the cosine alone;
         ``best``: the highest cosine among the hit's part's candidates, ``None``: the hit's own, i.e. it is
-        its part's best match)."""
+        its part's best match; ``first``: whether its part's search ranks it first, ``None``: whether it is the
+        part's best dense match, as a dense search ranks)."""
         top, margin = best_features(cosine, best)
+        lead = top if first is None else (1.0 if first else 0.0)
         if coverage is None:
-            return float(self.dense(cosine, 0.0, top, margin))
-        return float(self.hybrid(cosine, coverage, top, margin))
+            return float(self.dense(cosine, 0.0, top, margin, lead))
+        return float(self.hybrid(cosine, coverage, top, margin, lead))
 
     def shifted(self, cosine_shift: float, source: str) -> RelevanceCalibration:
         return RelevanceCalibration(self.hybrid.shifted(cosine_shift), self.dense.shifted(cosine_shift), source)
 
 
 #: all-MiniLM-L6-v2 (the local model), fitted by ``ctxret eval calibrate --sweeps relevance`` over the local
-#: model's default stored side (late chunking at weight 0), on three datasets weighing the same: LoCoMo dev
-#: (5 conversations, facts and questions, the top 20 of each part's default hybrid ranking: 39,500 candidates,
-#: 1,930 right), scifact-dev (100 train claims, the corpus cut to their 111 cited abstracts + 400 others: 2,000
-#: candidates, 419 right) and tests/data/handbook (40 questions over 20 files: 800 candidates, 125 right).
-#: Held out by fold: AUC 0.882 / 0.911 / 0.838, right top hits at 0.5 or more 72% / 71% / 83% (BENCHMARKS,
-#: "Relevance calibration").
+#: model's default stored side (late chunking at weight 0), on three datasets weighing the same: the first three
+#: LoCoMo dev conversations (facts and questions, the top 20 of each part's default hybrid ranking: 21,200
+#: candidates, 1,032 right), scifact-dev (a seeded 300 of the 809 train claims, the corpus cut to their cited
+#: abstracts + 1,200 others: 6,000 candidates, 1,122 right) and tests/data/handbook (40 questions over 20 files: 800
+#: candidates, 125 right). Held out by fold: AUC 0.916 / 0.902 / 0.833. The other two LoCoMo conversations and the
+#: other 509 claims are held out for the cutoff the docs suggest (:data:`SUGGESTED_CUTOFF`; BENCHMARKS, "Relevance:
+#: one cutoff for conversations and documents").
 LOCAL_MINILM = RelevanceCalibration(
     hybrid=RelevanceModel(
-        intercept=-3.739,
-        cosine_weight=5.375,
-        coverage_weight=-0.615,
-        coverage_sq_weight=4.095,
-        top_weight=0.751,
-        margin_weight=4.963,
+        intercept=-3.238,
+        cosine_weight=4.069,
+        coverage_weight=-0.786,
+        coverage_sq_weight=3.264,
+        top_weight=0.347,
+        margin_weight=6.178,
+        first_weight=1.846,
     ),
-    dense=RelevanceModel(intercept=-3.501, cosine_weight=6.000, top_weight=0.921, margin_weight=6.601),
+    dense=RelevanceModel(
+        intercept=-3.190, cosine_weight=4.432, top_weight=0.363, margin_weight=6.664, first_weight=2.255
+    ),
     source="all-MiniLM-L6-v2, LoCoMo dev + scifact-dev + handbook",
 )
 #: The local model's default floor: where the placeholder curves of other embedders are anchored.
@@ -245,9 +275,15 @@ TOP_TOLERANCE = 1e-6
 MARGIN_CAP = 0.15
 
 
-def relevance(cal: RelevanceCalibration, cosine: float, coverage: float | None, best: float | None = None) -> float:
-    """``cal(cosine, coverage, best)``, for callers that prefer a function."""
-    return cal(cosine, coverage, best)
+def relevance(
+    cal: RelevanceCalibration,
+    cosine: float,
+    coverage: float | None,
+    best: float | None = None,
+    first: bool | None = None,
+) -> float:
+    """``cal(cosine, coverage, best, first)``, for callers that prefer a function."""
+    return cal(cosine, coverage, best, first)
 
 
 # -- fitting --------------------------------------------------------------------------------------
@@ -321,10 +357,11 @@ def reliability(
 def fit_relevance(
     samples: Sequence[Mapping[str, Any]], *, source: str = "", balance: bool = True
 ) -> RelevanceCalibration:
-    """Fit both models on ``samples`` of ``{"cosine", "coverage", "best", "right"}`` (one per candidate hit;
-    ``best``: the highest cosine among its part's candidates, the hit's own when absent): the coverage model
-    on the samples that have a coverage, the cosine-only model on all. ``balance``: every ``dataset`` (a
-    sample key; one when absent) weighs the same in the fit, whatever its number of samples."""
+    """Fit both models on ``samples`` of ``{"cosine", "coverage", "best", "rank", "right"}`` (one per candidate hit;
+    ``best``: the highest cosine among its part's candidates, the hit's own when absent; ``rank``: its place in its
+    part's ranking, 0 = first; absent: first when it is the best dense match): the coverage model on the samples
+    that have a coverage, the cosine-only model on all. ``balance``: every ``dataset`` (a sample key; one when
+    absent) weighs the same in the fit, whatever its number of samples."""
     if not samples:
         raise InputError("no samples to fit relevance on: the threads need labelled facts or questions")
     cos = np.array([float(s["cosine"]) for s in samples])
@@ -333,6 +370,7 @@ def fit_relevance(
     feats = [best_features(float(s["cosine"]), s.get("best")) for s in samples]
     top = np.array([t for t, _ in feats])
     margin = np.array([m for _, m in feats])
+    first = np.array([float(s["rank"] == 0) if "rank" in s else t for s, (t, _) in zip(samples, feats, strict=True)])
     y = np.array([1.0 if s["right"] else 0.0 for s in samples])
     if y.min() == y.max() or y[has].min(initial=1.0) == y[has].max(initial=1.0):
         raise InputError(
@@ -343,11 +381,15 @@ def fit_relevance(
     weights = np.array([1.0 / sizes[n] for n in names]) if balance else np.ones(len(samples))
     weights = weights / weights.mean()
     ones = np.ones_like(cos)
-    hb = _logistic_fit(np.column_stack([ones, cos, cov, cov * cov, top, margin])[has], y[has], weights=weights[has])
-    dn = _logistic_fit(np.column_stack([ones, cos, top, margin]), y, weights=weights)
+    hb = _logistic_fit(
+        np.column_stack([ones, cos, cov, cov * cov, top, margin, first])[has], y[has], weights=weights[has]
+    )
+    dn = _logistic_fit(np.column_stack([ones, cos, top, margin, first]), y, weights=weights)
     return RelevanceCalibration(
         RelevanceModel(*(float(v) for v in hb)),
-        RelevanceModel(float(dn[0]), float(dn[1]), top_weight=float(dn[2]), margin_weight=float(dn[3])),
+        RelevanceModel(
+            float(dn[0]), float(dn[1]), top_weight=float(dn[2]), margin_weight=float(dn[3]), first_weight=float(dn[4])
+        ),
         source,
     )
 

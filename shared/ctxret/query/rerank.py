@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import CtxretError, InputError, callable_error
 from ..results import Group, Hit
 from .floor import part_answered
 from .mmr import MMRSettings, mmr_order
@@ -96,7 +96,12 @@ def rerank_hits(rerank: Reranker, part: str, hits: Sequence[Hit]) -> list[Hit]:
     """``hits`` re-scored by ``rerank`` and ordered by the new score; hits it drops (``None``) are gone."""
     if not hits:
         return []
-    scores = list(rerank(part, list(hits)))
+    try:
+        scores = list(rerank(part, list(hits)))
+    except CtxretError:
+        raise
+    except Exception as e:
+        raise callable_error("rerank callable", rerank, e) from e
     if len(scores) != len(hits):
         raise InputError(
             f"the reranker returned {len(scores)} scores for {len(hits)} hits; it must return one score "
@@ -162,37 +167,45 @@ def _with_relevance(
     best: float | None = None,
     lifted: Mapping[str, str] | None = None,
     candidates: Any = None,
+    lead: bool = True,
 ) -> list[Hit]:
-    """Coverage and relevance on each hit; ``best``: the highest cosine among the part's candidates (the
+    """Coverage and relevance on each hit (``hits`` in the part's ranking: the first is what the search ranks first,
+    a feature of the relevance); ``best``: the highest cosine among the part's candidates (the
     hit's margin under it and whether it is the part's best dense match are features of the relevance:
     :func:`.relevance.best_features`). ``lifted``: hit id -> the id of the hit it was lifted above (a stored
     question's answer, the later of two statements of a subject) or moved above (a named speaker's hit), whose
     relevance it keeps at least; ``candidates``: the part's candidates, for that hit's relevance when the group no
-    longer holds it (a named speaker's hits can push the hit they passed out of the first ``k``)."""
+    longer holds it (a named speaker's hits can push the hit they passed out of the first ``k``). ``lead``: whether
+    the first hit's rank counts (``False`` for a part the index's floor would leave empty, searched without it)."""
     if not hits:
         return hits
     if best is None:
         best = max(float(h.scores["cosine"]) for h in hits)
     out = []
-    for h, c in zip(hits, content_coverage(part, [h.text for h in hits]), strict=True):
+    for i, (h, c) in enumerate(zip(hits, content_coverage(part, [h.text for h in hits]), strict=True)):
         scores = dict(h.scores)
         if c is not None:
             scores["coverage"] = float(c)
-        if cal is not None:
-            scores["relevance"] = cal(float(h.scores["cosine"]), c, best)
+        if cal is not None:  # ``first``: the part's search ranks it first (the hits are in its order)
+            scores["relevance"] = cal(float(h.scores["cosine"]), c, best, lead and i == 0)
         out.append(replace(h, scores=scores))
     if cal is not None and lifted:
-        rel = {h.id: float(h.scores["relevance"]) for h in out}
-        gone = [rid for rid in dict.fromkeys(lifted.values()) if rid not in rel]
+        # the passed hit's features (cosine, coverage); its relevance is taken at the place the lifted hit now holds,
+        # which it held before (the first place included)
+        passed = {h.id: (float(h.scores["cosine"]), h.scores.get("coverage")) for h in out}
+        gone = [rid for rid in dict.fromkeys(lifted.values()) if rid not in passed]
         info, cosine = getattr(candidates, "info", None) or {}, getattr(candidates, "cosine", None) or {}
         gone = [rid for rid in gone if rid in cosine and isinstance(info.get(rid, (None,))[0], str)]
         if gone:
             covered = content_coverage(part, [info[rid][0] for rid in gone])
-            rel.update({rid: cal(float(cosine[rid]), c, best) for rid, c in zip(gone, covered, strict=True)})
+            passed.update({rid: (float(cosine[rid]), c) for rid, c in zip(gone, covered, strict=True)})
         for i, h in enumerate(out):
             above = lifted.get(h.id)
-            if above in rel and rel[above] > rel[h.id]:
-                out[i] = replace(h, scores={**h.scores, "relevance": rel[above]})
+            if above not in passed:
+                continue
+            kept = cal(passed[above][0], passed[above][1], best, lead and i == 0)
+            if kept > float(h.scores["relevance"]):
+                out[i] = replace(h, scores={**h.scores, "relevance": kept})
     return out
 
 
@@ -225,14 +238,17 @@ def finish_groups(
     *,
     fetch: Callable[[list[str]], Mapping[str, np.ndarray]] | None = None,
     floor: tuple[float | None, float | None] | None = None,
+    lead_floor: tuple[float | None, float | None] | None = None,
 ) -> list[Group]:
     """Run the stages on each part's floored hits (``hit_lists[i]`` for ``candidates[i]``) and cut to ``k``.
     ``floor``: ``(cosine floor, lexical_floor)``: a part whose first ``k`` hits hold no answer comes back empty
-    (:func:`.floor.part_answered`; ``None``: no floor)."""
+    (:func:`.floor.part_answered`; ``None``: no floor). ``lead_floor``: the floor under which a part's first hit is
+    not scored as ranked first (the index's floor when the search has none; ``None``: ``floor``)."""
     lists: list[list[Hit]] = []
     for c, hits in zip(candidates, hit_lists, strict=False):
         shares = {**(getattr(c, "passed", None) or {}), **(getattr(c, "lifted", None) or {})}
-        hits = _with_relevance(list(hits), c.part, stages.relevance, _best_cosine(c), shares, c)
+        lead = _answered(hits, c, k, lead_floor if lead_floor is not None else floor)
+        hits = _with_relevance(list(hits), c.part, stages.relevance, _best_cosine(c), shares, c, lead)
         if not _answered(hits, c, k, floor):
             hits = []
         if stages.min_relevance is not None:

@@ -77,6 +77,10 @@ class SearchPlan:
 
     k: int
     floor: float | None  # a raw cosine, or None (no floor)
+    #: the floor a part must pass for its first hit's rank to count in that hit's relevance (``first``,
+    #: :mod:`.relevance`): the search's floor, else the index's even when the caller turned the floor off, so that the
+    #: first hit of a search without a floor (``score_threshold=None``) that nothing answers is not scored as an answer
+    lead_floor: float | None = None
     weight: float  # blend weight of a part against its whole message
     max_parts: int
     split: bool
@@ -142,6 +146,7 @@ def plan_search(
     return SearchPlan(
         k=per.pop("k", settings.k),
         floor=floor,
+        lead_floor=floor if floor is not None else default_floor,
         weight=float(weight),
         max_parts=settings.max_parts,
         split=settings.split,
@@ -449,7 +454,15 @@ def assemble(
             ]
             for hits in lists
         ]
-    return finish_groups(plan.stages, plan.k, candidates, lists, fetch=fetch, floor=(plan.floor, lexical_floor))
+    return finish_groups(
+        plan.stages,
+        plan.k,
+        candidates,
+        lists,
+        fetch=fetch,
+        floor=(plan.floor, lexical_floor),
+        lead_floor=(plan.lead_floor, lexical_floor),
+    )
 
 
 def vector_fetcher(backend: DenseBackend, scope: Scope) -> Any:

@@ -30,11 +30,14 @@ Fetched = tuple[str, dict[str, Any], np.ndarray]  # (document, metadata, stored 
 
 
 class StoredPieces(NamedTuple):
-    """What a write reads before it diffs (``PieceStore.existing``): the stored piece ids of turns, and
-    of every turn of documents."""
+    """What a write reads before it diffs (``PieceStore.existing``): the stored piece ids of turns, of every turn
+    of documents, and of every chat turn of threads written whole."""
 
     turns: dict[tuple[str, str], set[str]]  # (thread_id, turn_id) -> piece ids
     documents: dict[tuple[str, str], dict[str, set[str]]]  # (thread_id, doc_id) -> turn_id -> piece ids
+    threads: dict[str, dict[str, set[str]]]  # thread_id -> chat turn_id -> piece ids
+    #: piece id -> its stored metadata (the diff compares it with the planned one: a new value, a new caller key)
+    metadata: dict[str, Mapping[str, Any]] | None = None
 
 
 class Deferred(dict):
@@ -114,8 +117,9 @@ class VectorBackend(Protocol):
         """What identifies this store among the stores of the process (one writer at a time each: :mod:`.lock`)."""
         ...
 
-    def check_present(self) -> None:
-        """A :class:`~ctxret.errors.StoreError` when the store was deleted or replaced under this process."""
+    def check_present(self, *, writing: bool = False) -> None:
+        """A :class:`~ctxret.errors.StoreError` when the store was deleted or replaced under this process (``writing``:
+        before a write, also when this process's hold on it was lost, e.g. an embedded folder's lock file removed)."""
         ...
 
     def close(self, *, private: bool = False) -> None: ...

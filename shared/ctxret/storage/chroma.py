@@ -8,6 +8,7 @@ takes an optional ``name`` (default: the store's collection) so a rebuild can wr
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -23,6 +24,7 @@ import numpy as np
 from .._faults import fault_point
 from ..errors import CtxretError, InputError, StoreError
 from .base import CONFIG_PREFIX, DEFAULT_COLLECTION, DEFERRED, RecordQueries, Row
+from .heal import database_problem, drop_stamp, mark_checked, stamp_matches
 from .lock import FolderLock, check_lock_timeout
 
 logger = logging.getLogger(__name__)
@@ -48,17 +50,41 @@ _SEGMENT_FOLDER = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[
 _DAMAGED = ("malformed", "not a database", "(code: 11)", "(code: 26)", "failed to pull logs")
 
 
+#: What a damaged ``chroma.sqlite3`` is, and its fix.
+_DAMAGED_FIX = (
+    "ctxret cannot rebuild it (the vectors live only there): restore the store folder from a backup, or move it aside "
+    "and index your data again"
+)
+
+
+def is_panic(e: BaseException) -> bool:
+    """Whether ``e`` is a panic of chromadb's Rust core (``pyo3_runtime.PanicException``, which derives from
+    ``BaseException``: ``except Exception`` misses it). ``KeyboardInterrupt``, ``SystemExit`` and every other
+    ``BaseException`` are not."""
+    return any(c.__name__ == "PanicException" and c.__module__ == "pyo3_runtime" for c in type(e).__mro__)
+
+
+def chroma_failure(e: BaseException) -> bool:
+    """Whether ``e``, raised by a Chroma call, is Chroma's failure to report as a ctxret error: an ``Exception``, or
+    a panic of its Rust core (:func:`is_panic`); never an interrupt or an exit."""
+    return isinstance(e, Exception) or is_panic(e)
+
+
 def _store_error(store: ChromaStore, what: str, e: BaseException) -> CtxretError:
-    """A Chroma or transport failure as a ctxret error that names the problem and the fix."""
+    """A Chroma or transport failure as a ctxret error that names the problem and the fix. On an embedded folder a
+    failure that does not say what is wrong has its ``chroma.sqlite3`` checked (SQLite's ``quick_check``): a damaged
+    page is named as such."""
     from chromadb.errors import DuplicateIDError, InvalidArgumentError
 
-    if any(word in str(e).lower() for word in _DAMAGED):
+    raised = f"{'chromadb panicked: ' if is_panic(e) else ''}{type(e).__name__}: {e}"
+    damaged = any(word in str(e).lower() for word in _DAMAGED)
+    problem = None
+    if not damaged and store.path is not None and not isinstance(e, (InvalidArgumentError, DuplicateIDError)):
+        problem = database_problem(store.path / "chroma.sqlite3")
+    if damaged or problem is not None:
         where = f"{store.path / 'chroma.sqlite3'}" if store.path is not None else f"the store at {store.location}"
-        return StoreError(
-            f"Chroma failed to {what}: {where} is damaged ({type(e).__name__}: {e}). ctxret cannot rebuild it (the "
-            "vectors live only there): restore the store folder from a backup, or move it aside and index your data "
-            "again"
-        )
+        found = f"; it {problem}" if problem is not None else ""
+        return StoreError(f"Chroma failed to {what}: {where} is damaged ({raised}{found}). {_DAMAGED_FIX}")
     if isinstance(e, (InvalidArgumentError, DuplicateIDError)):
         if what.startswith("write"):
             check = (
@@ -75,7 +101,7 @@ def _store_error(store: ChromaStore, what: str, e: BaseException) -> CtxretError
         )
     else:
         fix = "check that the store folder is on a writable disk with free space and that no other program changes it"
-    return StoreError(f"Chroma failed to {what} at {store.location} ({type(e).__name__}: {e}); {fix}")
+    return StoreError(f"Chroma failed to {what} at {store.location} ({raised}); {fix}")
 
 
 def _calls_chroma(what: str) -> Callable[[_F], _F]:
@@ -88,7 +114,9 @@ def _calls_chroma(what: str) -> Callable[[_F], _F]:
                 return fn(self, *args, **kwargs)
             except CtxretError:
                 raise
-            except Exception as e:
+            except BaseException as e:
+                if not chroma_failure(e):
+                    raise
                 raise _store_error(self, what, e) from e
 
         return wrapper  # type: ignore[return-value]
@@ -164,20 +192,32 @@ class ChromaStore(RecordQueries):
             self._lock = FolderLock(self.path).acquire(lock_timeout)  # before Chroma touches the folder
             self.location = str(self.path)
             try:
+                verify_database(self.path)  # missing, emptied or damaged: a StoreError before Chroma makes a new one
                 _forget_a_ghost(self.path)
                 self.client = chromadb.PersistentClient(path=str(self.path), settings=settings)
             except BaseException as e:
                 self._lock.release()
-                if isinstance(e, Exception) and not isinstance(e, CtxretError):
-                    raise _store_error(self, "open the store folder", e) from e
+                if chroma_failure(e) and not isinstance(e, CtxretError):
+                    error = _store_error(self, "open the store folder", e)
+                    with contextlib.suppress(ImportError, AttributeError):
+                        _drop_systems(self.path.resolve())  # a system that failed to start is not served again
+                    raise error from e
                 raise
             self._identity = _opened[self.path.resolve()] = _folder_identity(self.path)
         self.collection_name = collection
         self._collections: dict[str, Any] = {}
         try:
             self.max_batch = int(self.client.get_max_batch_size())
-        except Exception:  # older servers: Chroma's documented local limit
+        except BaseException as e:  # older servers: Chroma's documented local limit
+            if not chroma_failure(e):
+                raise
             self.max_batch = 5461
+
+    @property
+    def newly_held(self) -> bool:
+        """Whether opening this store took its embedded folder's lock for this process (no other store of the process
+        held it): what other processes wrote there before is unknown to this one (``PieceStore`` forgets it)."""
+        return self._lock is not None and self._lock.newly_held
 
     @property
     def writers_key(self) -> str:
@@ -187,13 +227,17 @@ class ChromaStore(RecordQueries):
             return f"{self.location}:{id(self.client)}"  # a client object is its own store
         return self.location
 
-    def check_present(self) -> None:
+    def check_present(self, *, writing: bool = False) -> None:
         """A :class:`StoreError` when the embedded folder this store opened is gone (deleted, or replaced by another
-        one) while it was open: this process must neither write to what is left of it nor serve what it held."""
+        one) while it was open: this process must neither write to what is left of it nor serve what it held.
+        ``writing`` (before a write): also when the folder's lock file was removed or replaced (another process may
+        hold the folder now: :meth:`.lock.FolderLock.check`)."""
         if self._identity is None or self.path is None:
             return
         now = _folder_identity(self.path)
         if now == self._identity:
+            if writing and self._lock is not None:
+                self._lock.check()
             return
         what = "was deleted" if now[0] is None else "was replaced (its Chroma database is another one)"
         raise StoreError(
@@ -208,8 +252,9 @@ class ChromaStore(RecordQueries):
         self._collections.clear()
         if self.location == "memory" or private:
             self.client.close()
-        if self._lock is not None:
-            self._lock.release()
+        if self._lock is not None and self._lock.release() and self.path is not None and not private:
+            if _folder_identity(self.path) == self._identity:  # the last hold of the folder it opened: unchanged
+                mark_checked(self.path / "chroma.sqlite3")  # from here on, not checked again on open
 
     # -- collections and config ------------------------------------------------------------
     def _col(self, name: str | None = None) -> Any:
@@ -313,7 +358,9 @@ class ChromaStore(RecordQueries):
                     documents=list(documents[start:end]),
                     metadatas=[dict(m) for m in metadatas[start:end]],
                 )
-            except Exception as e:
+            except BaseException as e:
+                if not chroma_failure(e):
+                    raise
                 error = _store_error(self, "write pieces", e)
                 # Chroma checks a request whole before applying it: a refused first request stored nothing
                 error.nothing_stored = start == 0 and isinstance(error, InputError)  # type: ignore[attr-defined]
@@ -381,7 +428,9 @@ class ChromaStore(RecordQueries):
                 )
             except CtxretError:
                 raise
-            except Exception as e:
+            except BaseException as e:
+                if not chroma_failure(e):
+                    raise
                 raise _store_error(self, "read pieces", e) from e
             ids = page["ids"]
             if not ids:
@@ -502,6 +551,68 @@ def _memory_client_class() -> Any:
     return OwnSystemClient
 
 
+def verify_database(folder: Path) -> None:
+    """Before Chroma opens an embedded ``folder``: a :class:`StoreError` naming ``chroma.sqlite3`` and the fix when
+    it is damaged (SQLite's ``quick_check``; skipped for a file stamped as closed cleanly and unchanged since), or
+    when it is missing or empty while the folder holds a store's data (Chroma's segment folders, a lexical file with
+    pieces, a write journal with announcements): Chroma would make a new, empty database there, and the next open's
+    lexical repair would empty the lexical file after it. A new folder, or one holding nothing of a store, opens.
+
+    The check reads the whole file (SQLite's own pass over its pages); the stamp is dropped here, so a crash or any
+    change means a check on the next open (as for the lexical file: :mod:`.heal`)."""
+    db = folder / "chroma.sqlite3"
+    try:
+        size: int | None = db.stat().st_size
+    except OSError:
+        size = None
+    if not size:
+        held = _store_data(folder)
+        if held:
+            raise StoreError(
+                f"{db} is {'missing' if size is None else 'empty'}, but the store folder {folder} holds {held}: the "
+                "pieces' vectors and texts lived in that file, and ctxret cannot rebuild them from what is left "
+                "(nothing was changed). Restore the folder (or its chroma.sqlite3) from a backup; or, to start "
+                "again, move the folder aside and index your data again"
+            )
+        return
+    checked = stamp_matches(db)
+    drop_stamp(db)
+    problem = None if checked else database_problem(db)
+    if problem is not None:
+        raise StoreError(f"the store's Chroma database {db} is damaged (it {problem}). {_DAMAGED_FIX}")
+
+
+def _store_data(folder: Path) -> str:
+    """What of a store's data ``folder`` holds besides Chroma's database ("" for nothing)."""
+    found: list[str] = []
+    try:
+        children = list(folder.iterdir())
+    except OSError:
+        return ""
+    segments = sum(1 for c in children if c.is_dir() and _SEGMENT_FOLDER.fullmatch(c.name))
+    if segments:
+        found.append(f"{segments} Chroma segment folder{'s' if segments > 1 else ''}")
+    for f in sorted(c for c in children if c.name.startswith("ctxret-") and c.name.endswith(".sqlite3")):
+        rows = _rows(f, "pieces" if f.name.startswith("ctxret-lexical-") else "pending_writes")
+        if rows:
+            found.append(f"{f.name} ({rows:,} {'pieces' if 'lexical' in f.name else 'write announcements'})")
+    return ", ".join(found)
+
+
+def _rows(file: Path, table: str) -> int:
+    """The rows of ``table`` in the SQLite ``file`` (read only); 1 when the file cannot be read (it may hold them)."""
+    try:
+        db = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+        try:
+            return int(db.execute(f"SELECT count(*) FROM {table}").fetchone()[0])  # noqa: S608  # a table name of ours
+        finally:
+            db.close()
+    except sqlite3.OperationalError as e:
+        return 0 if "no such table" in str(e) else 1
+    except sqlite3.Error:
+        return 1
+
+
 #: Each embedded folder this process opened, and what it was then (:func:`_folder_identity`).
 _opened: dict[Path, tuple[Any, ...]] = {}
 
@@ -529,19 +640,25 @@ def _forget_a_ghost(folder: Path) -> None:
     if before is None or before == _folder_identity(folder):
         return
     try:
-        from chromadb.api.shared_system_client import SharedSystemClient
-
-        systems = SharedSystemClient._identifier_to_system
-        counts = SharedSystemClient._identifier_to_refcount
+        _drop_systems(key)
     except (ImportError, AttributeError) as e:  # another chromadb layout: say what to do instead
         raise StoreError(
             f"the store folder {folder} was deleted or replaced since this process opened it, and chromadb still "
             f"serves the old one in this process ({e}); restart the process to open the folder as it is now"
         ) from e
-    for identifier in [i for i in systems if i and _same_folder(i, key)]:
+    logger.warning("the store folder %s is not the one this process opened before: opening it afresh", folder)
+
+
+def _drop_systems(folder: Path) -> None:
+    """Forget the Chroma systems chromadb keeps for ``folder`` in this process (one per path): the next client on
+    it starts afresh. ``ImportError`` / ``AttributeError`` from another chromadb layout."""
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    systems = SharedSystemClient._identifier_to_system
+    counts = SharedSystemClient._identifier_to_refcount
+    for identifier in [i for i in systems if i and _same_folder(i, folder)]:
         systems.pop(identifier, None)
         counts.pop(identifier, None)
-    logger.warning("the store folder %s is not the one this process opened before: opening it afresh", folder)
 
 
 def _same_folder(identifier: str, folder: Path) -> bool:

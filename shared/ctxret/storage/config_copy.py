@@ -25,7 +25,7 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TABLE", "quick_stats", "read", "record"]
+__all__ = ["STORE_FILE", "TABLE", "holds_store", "lists_collection", "quick_stats", "read", "record"]
 
 #: The table of the lexical file that holds the copies: one row per collection.
 TABLE = "ctxret_index_config"
@@ -81,10 +81,26 @@ def read(path: str | Path, collection: str) -> dict[str, Any] | None:
     return dict(json.loads(row[0])) if row is not None else None
 
 
+#: The database file of an embedded Chroma folder.
+STORE_FILE = "chroma.sqlite3"
+
+
+def holds_store(folder: str | Path) -> bool:
+    """Whether ``folder`` holds an embedded store (Chroma's database file), found without opening it: a command that
+    needs an index asks this first, so that a folder with none is named as such and nothing is created in it."""
+    return (Path(folder) / STORE_FILE).is_file()
+
+
+def lists_collection(folder: str | Path, collection: str) -> bool:
+    """Whether the embedded Chroma folder lists ``collection``, read only from its database file with the standard
+    ``sqlite3`` (no chromadb, nothing created; any doubt: ``False``)."""
+    return _chroma_lists(Path(folder), collection)
+
+
 def _chroma_lists(folder: Path, collection: str) -> bool:
     """Whether the embedded Chroma folder lists ``collection`` (read only from its SQLite file; any doubt:
     ``False``, so the caller asks Chroma itself)."""
-    file = folder / "chroma.sqlite3"
+    file = folder / STORE_FILE
     if not file.is_file():
         return False
     try:

@@ -34,7 +34,7 @@ from .tokenize import Analysis
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["mark_checked", "open_derived"]
+__all__ = ["database_problem", "drop_stamp", "mark_checked", "open_derived", "stamp_matches"]
 
 _STAMP_SUFFIX = ".checked"
 
@@ -48,7 +48,7 @@ def open_derived(path: str | os.PathLike[str], *, analysis: Analysis, role: str 
         problem = _problem(path, f"{LEXICAL_VERSION}/{analysis.version}")
         if problem is not None:
             _move_aside(path, *problem, role)
-    _drop_stamp(path)  # open from here on: a crash or any change means a check next time
+    drop_stamp(path)  # open from here on: a crash or any change means a check next time
     try:
         return LexicalIndex(path, analysis=analysis)
     except StoreError as e:  # damage the check did not see (a stamped file changed since, keeping its stamp)
@@ -73,7 +73,7 @@ def mark_checked(path: str | os.PathLike[str]) -> None:
 
 def _problem(path: Path, version: str) -> tuple[str, str] | None:
     """``(what is wrong, kind)`` with the file at ``path``, or ``None`` when it is fine (or new, or SQLite is busy)."""
-    trusted = _stamp_matches(path)
+    trusted = stamp_matches(path)
     try:
         db = sqlite3.connect(str(path), timeout=30.0)
     except sqlite3.Error:
@@ -98,6 +98,22 @@ def _problem(path: Path, version: str) -> tuple[str, str] | None:
     finally:
         db.close()
     return None
+
+
+def database_problem(path: Path) -> str | None:
+    """What SQLite's ``quick_check`` finds wrong with the database file at ``path`` (read only), or ``None``: fine, or
+    busy (a lock is not damage)."""
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+    except sqlite3.Error:
+        return None
+    try:
+        found = [r[0] for r in db.execute("PRAGMA quick_check")]
+    except sqlite3.DatabaseError as e:
+        return f"cannot be read ({e})" if is_damage(e) else None
+    finally:
+        db.close()
+    return None if found == ["ok"] else f"fails SQLite's check ({'; '.join(found[:3])})"
 
 
 def _move_aside(path: Path, problem: str, kind: str, role: str) -> None:
@@ -142,7 +158,8 @@ def _stamp_of(path: Path) -> dict[str, Any] | None:
     return None if db is None else {"db": db, "wal": stat(Path(f"{path}-wal"))}
 
 
-def _stamp_matches(path: Path) -> bool:
+def stamp_matches(path: Path) -> bool:
+    """Whether the file at ``path`` is as this process stamped it when it closed it cleanly (:func:`mark_checked`)."""
     try:
         kept = json.loads(Path(f"{path}{_STAMP_SUFFIX}").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -150,7 +167,8 @@ def _stamp_matches(path: Path) -> bool:
     return kept == _stamp_of(path)
 
 
-def _drop_stamp(path: Path) -> None:
+def drop_stamp(path: Path) -> None:
+    """Forget the stamp of the file at ``path`` (it is open: a crash or any change means a check next time)."""
     try:
         Path(f"{path}{_STAMP_SUFFIX}").unlink(missing_ok=True)
     except OSError:

@@ -76,7 +76,7 @@ class InProcessBackend(RecordQueries):
     def writers_key(self) -> str:
         return f"inprocess:{id(self)}"
 
-    def check_present(self) -> None:
+    def check_present(self, *, writing: bool = False) -> None:
         if self._closed:
             raise StoreError("this in-process store was closed and its pieces freed; open a new index to use one")
 

@@ -369,6 +369,20 @@ class LexicalIndex:
         return {r[0] for r in rows}
 
     @reports_damage
+    def last_turn(self, thread_id: str) -> int | None:
+        """The highest chat turn number of ``thread_id`` the file holds (``turn_id`` ``<thread>#<n>``; 0: none), from
+        its index (a few milliseconds at 10,000 turns); ``None`` while a write is announced (the file may be behind)."""
+        prefix = f"{thread_id}#"
+        with self._lock:
+            if self.journal.pending:
+                return None
+            rows = self._db.execute(
+                "SELECT DISTINCT turn_id FROM pieces WHERE thread_id = ?", (safe_text(thread_id),)
+            ).fetchall()
+        numbers = [r[0][len(prefix) :] for r in rows if r[0].startswith(prefix)]
+        return max((int(n) for n in numbers if n.isdigit()), default=0)
+
+    @reports_damage
     def known(self, ids: Iterable[str]) -> set[str]:
         """Which of ``ids`` the file holds."""
         ids = list(dict.fromkeys(str(i) for i in ids))

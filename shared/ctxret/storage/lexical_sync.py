@@ -9,6 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import StoreError
 from .base import VectorBackend
 from .lexical import LexicalIndex
 
@@ -63,7 +64,7 @@ def write_records(lexical: LexicalIndex, records: Sequence[Record], delete: Sequ
 
 
 def sync_from_store(
-    lexical: LexicalIndex, store: VectorBackend, *, full: bool | None = None, rebuild: bool = False
+    lexical: LexicalIndex, store: VectorBackend, *, full: bool | None = None, rebuild: bool = False, guard: bool = False
 ) -> SyncReport:
     """Make ``lexical`` hold exactly the pieces of ``store`` (a :class:`~.base.VectorBackend`).
 
@@ -71,6 +72,10 @@ def sync_from_store(
     deleting ids Chroma does not have. ``full=None`` (on open) does the id comparison only when
     cheap signals disagree: the pending marker is set, the file is fresh, or the counts differ.
     ``rebuild=True`` re-reads every stored piece and replaces the whole content in one transaction.
+
+    ``guard`` (a store only this process writes): a vector store holding no piece while the lexical file holds some,
+    with no clear announced, is a :class:`~ctxret.errors.StoreError` naming both and the fix; nothing is removed
+    (the lexical file is then the only copy of the texts left, and an empty Chroma is a lost database, not a repair).
     """
     if rebuild:
         store_ids = [r["id"] for r in store.iter_records(None, include=())]
@@ -81,6 +86,16 @@ def sync_from_store(
             added=len(set(store_ids) - before), removed=len(before - set(store_ids)), checked=len(store_ids)
         )
     n_store = store.count()
+    if guard and n_store == 0 and not lexical.fresh:
+        n_lexical = lexical.count()
+        if n_lexical and lexical.journal.abandoned() is not None:  # ``None``: a clear cut off by a crash
+            raise StoreError(
+                f"{store.location} holds no piece of collection {store.collection_name!r}, but the lexical file "
+                f"{lexical.path} holds {n_lexical:,}: the vector store was emptied or replaced outside ctxret, and "
+                "repairing the lexical file from it would delete the only copy of the texts left; nothing was "
+                "changed. Restore the store folder from a backup; or, if the collection was emptied on purpose, "
+                "delete the lexical file (it is made again, empty)"
+            )
     if full is None:
         full = lexical.fresh or lexical.journal.pending or lexical.count() != n_store
     if not full:

@@ -86,6 +86,9 @@ class FolderLock:
         self.folder = Path(folder).resolve()
         self._released = True
         self._hold: _Hold | None = None
+        #: Whether the last :meth:`acquire` took the folder's file lock (no other hold of this process had it): what
+        #: other processes wrote to the folder before is unknown to this one.
+        self.newly_held = False
 
     def acquire(self, timeout: float = 0.0) -> FolderLock:
         """Hold the folder (shared with this process's other holders); another process's hold is waited
@@ -103,6 +106,7 @@ class FolderLock:
                     hold = None
                 if hold is not None:
                     hold.count += 1
+            fresh = hold is None
             if hold is None:
                 lock = FileLock(str(self.folder / LOCK_NAME), timeout=0, thread_local=False)
                 try:
@@ -120,25 +124,31 @@ class FolderLock:
                         lock.acquire(timeout=-1 if math.isinf(timeout) else timeout)
                     except Timeout:
                         raise StoreError(_busy_message(self.folder, waited=timeout)) from None
+                other = _live_holder(self.folder)
+                if other is not None:  # its lock file was removed under it: this lock is on a new file
+                    lock.release()
+                    raise StoreError(_removed_message(self.folder, other))
                 _write_info(self.folder)
                 hold = _Hold(lock, _file_id(self.folder))
                 with _guard:
                     _held[self.folder] = hold
+        self.newly_held = fresh
         self._hold = hold
         self._released = False
         return self
 
-    def release(self) -> None:
+    def release(self) -> bool:
+        """Give this hold back; ``True`` when it was the process's last on the folder (the file lock is released)."""
         if self._released:
-            return
+            return False
         self._released = True
         hold, self._hold = self._hold, None
         if hold is None:
-            return
+            return False
         with _guard:
             hold.count -= 1
             if hold.count > 0:
-                return
+                return False
             current = _held.get(self.folder) is hold
             if current:
                 del _held[self.folder]
@@ -147,6 +157,20 @@ class FolderLock:
                     (self.folder / _INFO_NAME).unlink(missing_ok=True)
             finally:
                 hold.lock.release()
+        return True
+
+    def check(self) -> None:
+        """A :class:`StoreError` when the folder's lock file is no longer the one this hold locked (removed, or
+        replaced): another process may have opened the folder since, and two writers corrupt it."""
+        hold = self._hold
+        if hold is None or hold.file is None or _file_id(self.folder) == hold.file:
+            return
+        raise StoreError(
+            f"the lock file {self.folder / LOCK_NAME} was removed or replaced while this process held the store "
+            f"folder, so another process may have opened it since (two writers corrupt an embedded folder); nothing "
+            "was written. Close every index on the folder in every process, then open it again (a new lock file is "
+            "made); never delete ctxret.lock while a process uses the folder"
+        )
 
     def __del__(self) -> None:  # an index dropped without close() still gives the folder back
         try:
@@ -166,6 +190,33 @@ def _write_info(folder: Path) -> None:
         (folder / _INFO_NAME).write_text(json.dumps(info), encoding="utf-8")
     except OSError:
         pass  # the lock is what counts; the note only helps the error message
+
+
+def _live_holder(folder: Path) -> str | None:
+    """The holder the folder's note names when that is another process of this host that is still running (its
+    lock file was removed under it), else ``None`` (no note, this process, a process gone, another host)."""
+    try:
+        info = json.loads((folder / _INFO_NAME).read_text(encoding="utf-8"))
+        pid, host = int(info.get("pid")), str(info.get("host"))
+    except (OSError, ValueError, TypeError):
+        return None
+    if pid == os.getpid() or host != socket.gethostname():
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except OSError:  # it exists (another user's)
+        pass
+    return _holder(folder)
+
+
+def _removed_message(folder: Path, holder: str) -> str:
+    return (
+        f"the store folder {str(folder)!r} is in use by {holder}, whose lock file {folder / LOCK_NAME} was removed: "
+        "opening it beside that process would corrupt it. Stop that process (or close its index) and open the folder "
+        f"again; if no such process uses the folder, delete {folder / _INFO_NAME} and open it again"
+    )
 
 
 def _holder(folder: Path) -> str:
@@ -210,8 +261,12 @@ class Writers:
         self.inflight = InFlight()
         self._threads: weakref.WeakValueDictionary[str, _ThreadLock] = weakref.WeakValueDictionary()
         self._threads_guard = threading.Lock()
-        #: The last chat turn number each thread was seen with (a hint for the next append: checked, not trusted).
+        #: The highest chat turn number in use in each thread as this process knows it (read once, then kept by
+        #: every write of a store only this process writes: ``PieceStore.thread_end``); a thread missing: not known.
         self.heads: dict[str, int] = {}
+        #: The turn each thread's last append in this process opened and left awaiting a reply (a user message last):
+        #: the turn a reply this process sends alone continues (``ctxret.ingest.append``).
+        self.own: dict[str, int] = {}
 
     @contextlib.contextmanager
     def appending(self, thread_id: str) -> Iterator[None]:

@@ -42,15 +42,16 @@ from .rebuild import recover
 from .replay import repair_writes, replay_changes
 from .schema import ParentKey, Scope
 from .snapshot import Snapshot, copy_into, take_snapshot, writable
+from .threads import ThreadEnd, chat_head_scan, last_stored
 from .tokenize import Analysis
 from .tokenize import analysis as default_analysis
 from .views import ViewIndex
-from .visibility import Change, Hidden
+from .visibility import Change, Hidden, Session
 from .where import Unsupported
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BACKENDS", "ClosedStore", "PieceStore", "open_piece_store"]
+__all__ = ["BACKENDS", "ClosedStore", "PieceStore", "SearchReads", "open_piece_store"]
 
 #: The vector backends :func:`open_piece_store` opens by name (``chroma``: the default).
 BACKENDS = ("chroma", "inprocess")
@@ -96,6 +97,7 @@ class PieceStore:
         self._journal_file = lexical if lexical is not None else journal
         #: Where writes are announced before they reach Chroma (:mod:`.journal`, :func:`~.replay.repair_writes`).
         self.journal: Journal | None = self._journal_file.journal if self._journal_file is not None else None
+        self._file_identity = _file_identity(self._journal_file)  # checked before every write (_check_files)
         #: Whether a thread-scoped search gets a BM25 side (from the threads' pieces, in memory).
         self.scoped_lexical = scoped_lexical
         #: The lexical analysis of thread-scoped BM25 (the lexical file's own, when there is one).
@@ -114,6 +116,9 @@ class PieceStore:
         self._writers.caches.add(self.cache)
         #: Turn claims for appends from several processes (a Chroma server; :mod:`.claims`), else ``None``.
         self.claims: TurnClaims | None = TurnClaims(backend) if changes is not None else None
+        if getattr(backend, "newly_held", False):  # the folder just became this process's: others may have written
+            self._writers.heads.clear()
+            self._writers.own.clear()
         self._deleted = 0  # pieces deleted since the last compaction, where no file keeps the count
 
     @property
@@ -133,8 +138,78 @@ class PieceStore:
 
     @property
     def heads(self) -> dict[str, int]:
-        """The last chat turn number each thread was seen with in this process (a hint an append checks)."""
+        """The highest chat turn number in use in each thread, as this process knows it (:meth:`thread_end`; a store
+        other processes write keeps none)."""
         return self._writers.heads
+
+    @property
+    def own(self) -> dict[str, int]:
+        """The turn each thread's last append in this process left awaiting a reply (:mod:`ctxret.ingest.append`)."""
+        return self._writers.own
+
+    def thread_end(self, thread_id: str) -> ThreadEnd:
+        """Where the chat thread ends (:mod:`.threads`): in a store only this process writes, from the highest turn
+        number this process knows (read once per thread, then kept by its writes), else from the thread's head
+        record on the server (:meth:`.claims.TurnClaims.end`)."""
+        if self.claims is not None:
+            self.repair_thread(thread_id)  # a write a killed process left half done: whole, before it is read
+            return self.claims.end(self.backend, thread_id)
+        top = self.heads.get(thread_id)
+        if top is None:  # first met: the lexical file's index knows it, else every turn number read from Chroma
+            found = self.lexical.last_turn(thread_id) if self.lexical is not None else None
+            top = self.heads[thread_id] = chat_head_scan(self.backend, thread_id) if found is None else found
+            return ThreadEnd(last_stored(self.backend, thread_id, top) if found is not None else top, top)
+        return ThreadEnd(last_stored(self.backend, thread_id, top), top)
+
+    def repair_thread(self, thread_id: str) -> int:
+        """On a Chroma server, before a write of ``thread_id``: finish or undo the thread's writes whose process is
+        gone (announced in the claims collection, :mod:`.claims`), as :func:`~.replay.repair_writes` does on open for
+        a store only this process writes: a write whose new pieces all reached Chroma is finished (its stale ones
+        deleted), any other undone (its new ones deleted). Returns how many."""
+        if self.claims is None:
+            return 0
+        done = 0
+        for rid, new, stale in self.claims.abandoned(thread_id):
+            present = [r["id"] for r in self.backend.get(new, include=())] if new else []
+            finish = len(present) == len(new)
+            gone = stale if finish else present
+            logger.warning(
+                "%s an interrupted write to thread %r of %r (its process is gone): %d piece(s) removed",
+                "finishing" if finish else "undoing",
+                thread_id,
+                self.collection_name,
+                len(gone),
+            )
+            with self.changing({thread_id}) as change:
+                self.inflight.removing(change, gone)
+                self._delete_ids(gone)
+                self.views.delete_pieces(gone)  # views hook
+                if self.changes is not None:
+                    self.changes.record([], gone, {thread_id})
+            self.claims.settle(rid)
+            done += 1
+        return done
+
+    def set_head(self, thread_id: str, n: int) -> None:
+        """The thread's chat turns now end at ``n`` exactly (a rewrite of the whole thread)."""
+        if self.claims is not None:
+            self.claims.set_head(thread_id, n)
+        elif thread_id in self.heads or n:
+            self.heads[thread_id] = n
+
+    def _raise_heads(self, metadatas: Sequence[Mapping[str, Any]]) -> None:
+        """After a write: the highest chat turn number it stored in each thread raises that thread's head."""
+        written: dict[str, int] = {}
+        for m in metadatas:
+            if m.get("kind", "turn") == "turn" and m.get("turn_index") is not None:
+                t = str(m.get("thread_id"))
+                written[t] = max(written.get(t, 0), int(m["turn_index"]))
+        if self.claims is not None:
+            self.claims.raise_heads(written)
+            return
+        for t, n in written.items():
+            if t in self.heads:  # a thread not known yet is read whole when an append needs its end
+                self.heads[t] = max(self.heads[t], n)
 
     @property
     def generation(self) -> int:
@@ -156,7 +231,8 @@ class PieceStore:
         drops them."""
         threads = None if threads is None else set(threads)
         with self._writers.lock:
-            self.backend.check_present()  # a folder deleted under this process: nothing is written to what is left
+            self.backend.check_present(writing=True)  # a folder deleted under this process, its lock file removed
+            self._check_files()  # the lexical file or journal removed: a crash could not be repaired
             whole = False
             try:
                 with self.inflight.change(threads) as change:
@@ -170,6 +246,20 @@ class PieceStore:
                 else:
                     self._invalidate(threads)
                 self._writers.generation += 1
+
+    def _check_files(self) -> None:
+        """A :class:`StoreError` when the lexical file (or write journal) this store opened was removed or replaced
+        since: the writes announced in it would be lost with it, so a crash could leave a turn in two versions."""
+        f = self._journal_file
+        if f is None or self._file_identity is None or _file_identity(f) == self._file_identity:
+            return
+        role = "lexical file" if f is self.lexical else "write journal"
+        raise StoreError(
+            f"the {role} {f.path} was removed or replaced while this store had it open; nothing was written (every "
+            f"write is announced in it first, so that a crash part-way can be repaired). Close the index and open it "
+            f"again: the {role} is made again"
+            + (" and refilled from the pieces Chroma holds (no re-embedding)" if f is self.lexical else "")
+        )
 
     def _invalidate(self, threads: Collection[str] | None) -> None:
         for cache in list(self._writers.caches):
@@ -187,15 +277,17 @@ class PieceStore:
         block = read_thread(self.backend, self.lexical, thread_id)
         return self.views.load_thread(block, thread_id)  # views hook: the thread's views join its block
 
-    def resolve(self, scope: Scope) -> tuple[Any, Any]:
+    def resolve(self, scope: Scope, *, replay: bool = True) -> tuple[Any, Any]:
         """The backends one search of ``scope`` runs on: ``(dense, lexical or None)``.
 
         A thread scope is served from memory (:class:`~.cache.ScopeView`: exact cosine over the
         threads' stored vectors, BM25 with the scope's own statistics, the caller's ``where``
-        evaluated on the metadata); anything else goes to Chroma's index and the lexical file.
+        evaluated on the metadata); anything else goes to Chroma's index and the lexical file (a search reads them
+        in one session: :meth:`searching`). ``replay=False``: other processes' writes are not taken in first.
         """
         self.backend.check_present()  # a folder deleted under this process: its data is not served
-        replay_changes(self)
+        if replay:
+            replay_changes(self)
         if scope.thread_ids is not None:
             try:
                 view = ScopeView([self.cache.get(t) for t in scope.thread_ids], scope.where, self.analysis)
@@ -204,6 +296,12 @@ class PieceStore:
             else:
                 return view, (view if self.scoped_lexical else None)
         return self, self.lexical
+
+    def searching(self) -> contextlib.AbstractContextManager[SearchReads]:
+        """One search's reads of the store (what the search drivers run a search on): a search of the whole store
+        reads in one :class:`~.visibility.Session`, so that every write of this process beside it is seen from one
+        side in all its reads (graph search, lexical hits, texts, parents), never neither, never both."""
+        return _searching(self)
 
     def holds_any(self, scope: Scope) -> bool:
         """Whether any piece is inside ``scope`` (its threads, filter and time window): the thread cache's
@@ -256,6 +354,7 @@ class PieceStore:
         """Open (or create) the collection recording ``config``, after finishing any interrupted rebuild
         (:func:`~.rebuild.recover`) and then any write a crash cut off (:func:`~.replay.repair_writes`)."""
         recover(self)
+        self._check_vectors_held()
         if self.read_only and not self.backend.exists():
             raise StoreError(
                 f"the store {self.location} has no collection {self.collection_name!r} to open read-only (it holds "
@@ -267,31 +366,61 @@ class PieceStore:
         self.views.open(config)  # views hook
         repair_writes(self)
 
+    def _check_vectors_held(self) -> None:
+        """Before the collection is opened (or made): a :class:`StoreError` when the lexical file holds pieces but
+        the vector store has no collection for them (a lost or replaced Chroma database): nothing is made afresh,
+        and the lexical file, the only copy of the texts left, is not emptied by the repair from Chroma."""
+        if self.lexical is None or self.changes is not None or self.lexical.path == ":memory:":
+            return
+        if self.backend.exists():
+            return
+        n = self.lexical.count()
+        if n:
+            raise StoreError(
+                f"the lexical file {self.lexical.path} holds {n:,} pieces of collection {self.collection_name!r}, "
+                f"but {self.location} has no such collection (its Chroma database was lost or replaced); nothing was "
+                "changed. Restore the store folder from a backup; or, to start the collection again, move the "
+                "lexical file aside and index your data again"
+            )
+
     # -- writes -----------------------------------------------------------------------------------
     def existing(
         self,
         turns: Iterable[tuple[str, str]] = (),
         documents: Iterable[tuple[str, str]] = (),
         name: str | None = None,
+        threads: Iterable[str] = (),
     ) -> StoredPieces:
-        """The stored piece ids of the given turns (``(thread_id, turn_id)``) and of every turn of the given
-        documents (``(thread_id, doc_id)``): one filtered read per 256 turn ids and per 256 document ids. The write
-        path's first read: a read-only store refuses the write here, before anything is embedded."""
+        """The stored piece ids (and their metadata) of the given turns (``(thread_id, turn_id)``), of every turn of
+        the given documents (``(thread_id, doc_id)``) and of every chat turn of the given ``threads``: one filtered
+        read per 256 turn ids, per 256 document ids and per thread. The write path's first read: a read-only store
+        refuses the write here, before anything is embedded."""
         self.refuse_writes()
-        out = StoredPieces(defaultdict(set), defaultdict(lambda: defaultdict(set)))
+        metas: dict[str, Mapping[str, Any]] = {}
+        out = StoredPieces(
+            defaultdict(set), defaultdict(lambda: defaultdict(set)), defaultdict(lambda: defaultdict(set)), metas
+        )
         if name is not None and name != self.collection_name:
             return out  # a rebuild target starts empty
+        for thread in sorted(set(threads)):
+            for rec in self.backend.iter_records({"thread_id": thread}):
+                meta = rec["metadata"] or {}
+                if meta.get("thread_id") == thread and meta.get("kind", "turn") == "turn":
+                    out.threads[thread][str(meta.get("turn_id"))].add(rec["id"])
+                    metas[rec["id"]] = meta
         turns, documents = set(turns), set(documents)
         for rec in self.backend.records_of("turn_id", {t for _, t in turns}):
             meta = rec["metadata"] or {}
             key = (str(meta.get("thread_id")), str(meta.get("turn_id")))
             if key in turns:
                 out.turns[key].add(rec["id"])
+                metas[rec["id"]] = meta
         for rec in self.backend.records_of("doc_id", {d for _, d in documents}):
             meta = rec["metadata"] or {}
             key = (str(meta.get("thread_id")), str(meta.get("doc_id")))
             if key in documents:
                 out.documents[key][str(meta.get("turn_id"))].add(rec["id"])
+                metas[rec["id"]] = meta
         return out
 
     def write(
@@ -338,14 +467,21 @@ class PieceStore:
                 )
             if main:  # searches beside it see the store before it until its new pieces are all stored
                 self.inflight.adding(change, ids if fresh is None else [i for i in ids if i in fresh])
+            announced = None
+            if main and self.claims is not None and stale and fresh is not None and len(threads) == 1:
+                # a server has no local journal: announced where the thread's next writer finds it
+                announced = self.claims.announce(next(iter(threads)), [i for i in ids if i in fresh], stale)
             fault_point("write:before-chroma")
             try:
                 self.views.write(views, name=name)  # views hook: before the pieces
                 if len(ids):
                     self.backend.upsert(ids, vectors, documents, metadatas, name=name)
             except InputError as e:
-                if journal is not None and getattr(e, "nothing_stored", False):
-                    journal.settle()  # refused whole: nothing to repair
+                if getattr(e, "nothing_stored", False):  # refused whole: nothing to repair
+                    if journal is not None:
+                        journal.settle()
+                    if announced is not None and self.claims is not None:
+                        self.claims.settle(announced)
                 raise
             fault_point("write:after-upsert")
             if main:  # from here, after it
@@ -368,8 +504,12 @@ class PieceStore:
             elif journal is not None:
                 journal.settle()  # the announcement goes
             fault_point("write:after-lexical")
+            if main:
+                self._raise_heads(metadatas)
             if main and self.changes is not None:  # after the data: other processes replay it
                 self.changes.record(list(ids), list(stale), threads)
+            if announced is not None and self.claims is not None:
+                self.claims.settle(announced)
             if main:
                 written.append(self._written(ids, metadatas, stale))
         if main and stale:
@@ -410,7 +550,11 @@ class PieceStore:
             ids = [r["id"] for r in recs]
             threads = {str((r["metadata"] or {}).get("thread_id")) for r in recs}
             for t in threads:
-                self.heads.pop(t, None)
+                self.heads.pop(t, None)  # read again: the next append goes after the last turn left
+                self.own.pop(t, None)
+            if self.claims is not None and scope.thread_ids is not None and not scope.where:
+                for t in scope.thread_ids:  # whole threads: their head records go (a new thread starts at 1)
+                    self.claims.clear(t)
             with self.changing(threads) as change:
                 self.inflight.removing(change, ids)
                 self._delete_ids(ids)
@@ -453,6 +597,7 @@ class PieceStore:
         with self.changing(None) as change:
             self.inflight.removing(change, everything=True)
             self.heads.clear()
+            self.own.clear()
             if self.claims is not None:
                 self.claims.clear()
             ids = [r["id"] for r in self.backend.iter_records(None, include=())]
@@ -480,38 +625,42 @@ class PieceStore:
             self.journal.settle()
 
     # -- reads (the DenseBackend protocol) ---------------------------------------------------------
-    def _visible(self, read: Callable[[], _T]) -> tuple[_T, Hidden]:
-        """``read()`` and what it must not show of the writes in flight in this process (:mod:`.visibility`).
+    def _visible(self, read: Callable[[], _T], session: Session | None = None) -> tuple[_T, Hidden]:
+        """``read()`` and what it must not show of the writes in flight in this process (:mod:`.visibility`): as of
+        the read, or as ``session`` sees them (one side of each write for all of a search's reads).
 
         A read that fails while a write overlapped it (Chroma's "Error finding id", a collection being swapped) is
-        made again once the write is over; on a Chroma server, "Error finding id" (another process's delete) too."""
+        made again once the write is over; on a Chroma server, "Error finding id" (another process's delete) too. A
+        session's read is made again after a pause instead: a write may be waiting for that session to end."""
         for attempt in range(_READ_ATTEMPTS):
-            stamp = self.inflight.begin()
+            stamp = self.inflight.begin() if session is None else session.seq or 0
             try:
                 out = read()
             except BaseException as e:
                 # on a server, another process's delete can meet this read too: its own error, read again
                 elsewhere = self.changes is not None and attempt < 2 and "error finding id" in str(e).lower()
                 again = _store_fault(e) and (self.inflight.touched(None, stamp) or elsewhere)
-                self.inflight.end(stamp)  # after touched(): ending may forget the writes it asks about
+                if session is None:
+                    self.inflight.end(stamp)  # after touched(): ending may forget the writes it asks about
                 if not again or attempt + 1 == _READ_ATTEMPTS:
                     raise
-                if not self.inflight.wait(None, timeout=30.0) or self.changes is not None:
+                if session is not None or not self.inflight.wait(None, timeout=30.0) or self.changes is not None:
                     time.sleep(0.05 * (attempt + 1))
                 continue
-            return out, self.inflight.end(stamp)
+            return out, (self.inflight.end(stamp) if session is None else self.inflight.seen(session))
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def dense(self, vectors: np.ndarray, n: int, scope: Scope) -> list[list[Row]]:
+    def dense(self, vectors: np.ndarray, n: int, scope: Scope, *, session: Session | None = None) -> list[list[Row]]:
         """Chroma's graph search inside ``scope``. Without a thread scope the rows come back
         :data:`~.base.DEFERRED` (ids and cosines): the search reads the texts and metadata of the
-        hits it keeps (:meth:`complete`), not of every candidate."""
+        hits it keeps (:meth:`complete`), not of every candidate. ``session``: the search's (:meth:`searching`), as
+        for every read below."""
         rows, hidden = self._visible(
-            lambda: self.backend.query(vectors, n, scope.chroma_where(), texts=scope.thread_ids is not None)
+            lambda: self.backend.query(vectors, n, scope.chroma_where(), texts=scope.thread_ids is not None), session
         )
         return [[r for r in row if r[0] not in hidden] for row in rows] if hidden else rows
 
-    def fetch(self, ids: Sequence[str], scope: Scope) -> dict[str, Fetched]:
+    def fetch(self, ids: Sequence[str], scope: Scope, *, session: Session | None = None) -> dict[str, Fetched]:
         """ONE read for the given ids: text, metadata and vector. A caller filter is checked by Chroma
         inside the read; the thread scope alone is checked here on the returned metadata (same
         result; Chroma's filtered read costs ~3x more). Without a thread scope, vectors only
@@ -521,7 +670,7 @@ class PieceStore:
         texts = scope.thread_ids is not None
         include = ("documents", "metadatas", "embeddings") if texts else ("embeddings",)
         out: dict[str, Fetched] = {}
-        recs, hidden = self._visible(lambda: self.backend.get(ids, include=include, where=scope.where))
+        recs, hidden = self._visible(lambda: self.backend.get(ids, include=include, where=scope.where), session)
         for rec in recs:
             if rec["id"] in hidden:
                 continue  # a piece a write in flight adds or removes (the search sees it before or after)
@@ -533,7 +682,7 @@ class PieceStore:
             out[rec["id"]] = ((rec.get("document") or "") if texts else "", meta, vec)
         return out
 
-    def complete(self, ids: Sequence[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+    def complete(self, ids: Sequence[str], *, session: Session | None = None) -> dict[str, tuple[str, dict[str, Any]]]:
         """The texts and metadata of deferred rows (the ids that still exist): from the lexical
         file's copy when it has them and no write is in flight (:meth:`.copies.Copies.stored`), the
         rest from Chroma."""
@@ -546,10 +695,12 @@ class PieceStore:
             out.update({r["id"]: (r.get("document") or "", dict(r.get("metadata") or {})) for r in recs})
             return out
 
-        out, hidden = self._visible(read)
+        out, hidden = self._visible(read, session)
         return {i: v for i, v in out.items() if i not in hidden} if hidden else out
 
-    def parents(self, keys: Iterable[ParentKey]) -> dict[ParentKey, list[dict[str, Any]]]:
+    def parents(
+        self, keys: Iterable[ParentKey], *, session: Session | None = None
+    ) -> dict[ParentKey, list[dict[str, Any]]]:
         by_thread: dict[str, set[str]] = defaultdict(set)
         for thread_id, parent_id in keys:
             by_thread[str(thread_id)].add(str(parent_id))
@@ -567,13 +718,15 @@ class PieceStore:
                             recs.append((rec["id"], meta))
             return recs
 
-        recs, hidden = self._visible(read)
+        recs, hidden = self._visible(read, session)
         return group_parents(meta for rid, meta in recs if rid not in hidden)  # one version of every turn
 
-    def document_pieces(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    def document_pieces(
+        self, keys: Iterable[tuple[str, str]], *, session: Session | None = None
+    ) -> dict[tuple[str, str], list[dict[str, Any]]]:
         """The metadata of every piece of each ``(thread_id, doc_id)`` document (all its sections)."""
         keys = list(keys)
-        recs, hidden = self._visible(lambda: self.backend.document_records(keys))
+        recs, hidden = self._visible(lambda: self.backend.document_records(keys), session)
         out: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for rid, key, meta in recs:
             if rid not in hidden:
@@ -640,7 +793,62 @@ class PieceStore:
             return SyncReport()
         self.backend.check_present()
         with self.writing():  # no write of this process in flight: its announcement is not a crashed one
-            return sync_from_store(self.lexical, self.backend, full=full)
+            # a store only this process writes: an empty Chroma beside a filled lexical file is a lost database
+            only_here = self.changes is None and self.lexical.path != ":memory:"
+            return sync_from_store(self.lexical, self.backend, full=full, guard=only_here)
+
+
+class SearchReads:
+    """One search's reads of a :class:`PieceStore` (:meth:`PieceStore.searching`): what the search loop runs on in
+    place of the store. A search of the whole store gets this object as its dense backend, whose reads are made in
+    the search's :class:`~.visibility.Session`, opened at its first :meth:`resolve`; a thread scope gets the cached
+    threads, as from the store itself."""
+
+    def __init__(self, store: PieceStore) -> None:
+        self.store = store
+        self.session = Session()
+        self.views = store.views
+
+    def resolve(self, scope: Scope) -> tuple[Any, Any]:
+        if self.session.seq is None:
+            dense, lexical = self.store.resolve(scope)
+        else:  # other processes' writes are taken in once, before the session (a replay may wait for a write)
+            dense, lexical = self.store.resolve(scope, replay=False)
+        if dense is not self.store:
+            return dense, lexical
+        self.store.inflight.open(self.session)
+        return self, lexical
+
+    def holds_any(self, scope: Scope) -> bool:
+        return self.store.holds_any(scope)
+
+    def dense(self, vectors: np.ndarray, n: int, scope: Scope) -> list[list[Row]]:
+        return self.store.dense(vectors, n, scope, session=self.session)
+
+    def fetch(self, ids: Sequence[str], scope: Scope) -> dict[str, Fetched]:
+        return self.store.fetch(ids, scope, session=self.session)
+
+    def complete(self, ids: Sequence[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+        return self.store.complete(ids, session=self.session)
+
+    def parents(self, keys: Iterable[ParentKey]) -> dict[ParentKey, list[dict[str, Any]]]:
+        return self.store.parents(keys, session=self.session)
+
+    def document_pieces(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+        return self.store.document_pieces(keys, session=self.session)
+
+    def close(self) -> None:
+        """End the session (the writes waiting for it go on)."""
+        self.store.inflight.close(self.session)
+
+
+@contextlib.contextmanager
+def _searching(store: PieceStore) -> Iterator[SearchReads]:
+    reads = SearchReads(store)
+    try:
+        yield reads
+    finally:
+        reads.close()
 
 
 class ClosedStore:
@@ -655,6 +863,17 @@ class ClosedStore:
         raise ClosedError(
             f"this index ({self._where}) is closed; open a new ContextualIndex (or adapter) on the store to use it"
         )
+
+
+def _file_identity(f: LexicalIndex | None) -> tuple[int, int] | None:
+    """``(device, inode)`` of a lexical or journal file (``(0, 0)``: gone), ``None`` for none or one in memory."""
+    if f is None or f.path == ":memory:":
+        return None
+    try:
+        st = os.stat(f.path)
+    except OSError:
+        return (0, 0)
+    return st.st_dev, st.st_ino
 
 
 def open_piece_store(

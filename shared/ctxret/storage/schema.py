@@ -41,6 +41,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RESERVED_KEYS",
+    "ITEM_FIELDS",
+    "ITEM_LABEL_PREFIX",
+    "ITEM_THREAD_PREFIX",
+    "MAX_ID_BYTES",
+    "MAX_LABEL_BYTES",
+    "MAX_METADATA_KEY_BYTES",
+    "MAX_METADATA_VALUE_BYTES",
     "Scope",
     "RETRIEVAL_KEYS",
     "METADATA_PREFIX",
@@ -54,6 +61,11 @@ __all__ = [
     "as_list",
     "caller_view",
     "check_id",
+    "check_size",
+    "shown",
+    "check_writable_thread",
+    "is_item_field",
+    "is_item_thread",
     "check_metadata_arg",
     "flatten_metadata",
     "hit_metadata",
@@ -93,8 +105,62 @@ RESERVED_KEYS = frozenset(
         "tool_call_id",
         "result_key",
         "time_added",
+        "exact_patch",
     }
 )
+#: The fields an item's pieces carry (:mod:`ctxret.ingest.items`), written only by the item store, plus
+#: ``item_ns_<i>`` (:data:`ITEM_LABEL_PREFIX`), one per namespace label. A caller key of one of these names is stored
+#: under :data:`METADATA_PREFIX` like every other name ctxret uses (``meta_item_value``), so no chat or document
+#: writer can plant an item or half of one.
+ITEM_FIELDS = frozenset(
+    {
+        "item_id",
+        "item_key",
+        "item_namespace",
+        "item_depth",
+        "item_value",
+        "item_created_at",
+        "item_updated_at",
+        "item_indexed",
+    }
+)
+#: The prefix of an item's namespace label fields (``item_ns_0``, ``item_ns_1``, ...).
+ITEM_LABEL_PREFIX = "item_ns_"
+#: The prefix of the threads items live in (``ctxret:items:memories.user-42``): no chat or document thread may start
+#: with it (:func:`check_writable_thread`), so a chat scope never names an item namespace's thread.
+ITEM_THREAD_PREFIX = "ctxret:items:"
+#: How long an id may be (a thread id, a document id, a message id, an item key, a memory scope), in UTF-8 bytes.
+#: Chroma holds any length, but an id is stored in every piece's metadata and in every piece id's hash, and real ids
+#: (UUIDs, file paths, URLs, chat exports' ids) are far shorter.
+MAX_ID_BYTES = 1_024
+#: How long a label may be (a document title, a speaker or tool name, a heading), in UTF-8 bytes: far above real
+#: ones (tool names are at most 64 characters in OpenAI's API; titles a few hundred bytes). A header shows a label cut
+#: to fit its piece; the metadata keeps it whole.
+MAX_LABEL_BYTES = 4_096
+#: How long one caller metadata value may be, in UTF-8 bytes: metadata is for filtering and labelling and is stored
+#: with every piece of a turn (a 10 MB value on a 40-piece document is 400 MB of metadata); text to search goes in the
+#: text. 64 KiB is far above real values (titles, URLs, tags, JSON summaries).
+MAX_METADATA_VALUE_BYTES = 65_536
+#: How long a metadata key may be, in UTF-8 bytes.
+MAX_METADATA_KEY_BYTES = 1_024
+
+
+def is_item_field(name: str) -> bool:
+    """Whether ``name`` is one of an item's fields (:data:`ITEM_FIELDS` or ``item_ns_<i>``)."""
+    if name in ITEM_FIELDS:
+        return True
+    rest = name[len(ITEM_LABEL_PREFIX) :] if name.startswith(ITEM_LABEL_PREFIX) else ""
+    return rest.isascii() and rest.isdigit()
+
+
+def is_item_thread(thread_id: str) -> bool:
+    """Whether ``thread_id`` is an item namespace's thread (:data:`ITEM_THREAD_PREFIX`)."""
+    return thread_id.startswith(ITEM_THREAD_PREFIX)
+
+
+#: Stored fields that are bookkeeping, never shown in a result: the caller keys' list (each is shown by its name) and
+#: what gives a chat message back exactly (the message itself is what a chat history returns).
+BOOKKEEPING_KEYS = frozenset({"caller_keys", "exact_patch"})
 #: Keys the adapters add to every retrieved Document / node (plus ``score_<name>`` per named score).
 RETRIEVAL_KEYS = frozenset(
     {
@@ -130,7 +196,7 @@ def _escaped(name: str) -> bool:
     """Whether a caller key of this name is stored under :data:`METADATA_PREFIX`: it is named like one of ctxret's
     fields (but the shared ones) or result keys, or it starts with the prefix and the rest is such a name."""
     while True:
-        if (name in RESERVED_KEYS and name not in SHARED_KEYS) or name in RETRIEVAL_KEYS:
+        if (name in RESERVED_KEYS and name not in SHARED_KEYS) or name in RETRIEVAL_KEYS or is_item_field(name):
             return True
         if name.startswith(_SCORE_PREFIX):
             return True
@@ -197,7 +263,7 @@ def stored_key(name: str) -> str:
     shared ones, any other name the caller's key of that name (:func:`stored_name`)."""
     if name.startswith(FIELD_PREFIX):
         field = name[len(FIELD_PREFIX) :]
-        if field not in RESERVED_KEYS:
+        if field not in RESERVED_KEYS and not is_item_field(field):
             known = ", ".join(FIELD_PREFIX + k for k in sorted(RESERVED_KEYS - SHARED_KEYS))
             raise InputError(f"filter key {name!r} names no field of ctxret's; its fields are {known}")
         return field
@@ -251,11 +317,11 @@ def public_metadata(meta: Mapping[str, Any], *, own: Iterable[str] = ()) -> dict
     caller = set(caller_keys(meta))
     out: dict[str, Any] = {}
     for key, value in meta.items():
-        if key in caller or key == "caller_keys":  # bookkeeping: the caller's keys are given by name below
+        if key in caller or key in BOOKKEEPING_KEYS:  # the caller's keys are given by name below
             continue
         if key in SHARED_KEYS or key in RETRIEVAL_KEYS:
             out[key] = value
-        elif key in RESERVED_KEYS:
+        elif key in RESERVED_KEYS or is_item_field(key):
             out[FIELD_PREFIX + key] = value
         else:  # a key no caller_keys lists (written by something else): the caller's, by its name
             name = public_name(key)
@@ -274,7 +340,8 @@ def flatten_metadata(meta: Mapping[str, Any], prefix: str = "") -> dict[str, str
     values become JSON strings; ``None`` values are left out (Chroma cannot filter on them); numpy
     scalars become Python numbers. What Chroma cannot hold is an :class:`InputError` naming the key:
     a key starting with ``$`` or ``#`` (Chroma's own) or ``ctxret:`` (ctxret's), text with a lone surrogate, a
-    non-finite float, an integer outside 64 bits (Chroma would store it as a float).
+    non-finite float, an integer outside 64 bits (Chroma would store it as a float); so is a key over
+    :data:`MAX_METADATA_KEY_BYTES` or a value (text, or a list's JSON) over :data:`MAX_METADATA_VALUE_BYTES`.
     """
     if not isinstance(meta, Mapping):
         raise InputError(f"metadata must be a dict of str keys, got {type(meta).__name__}")
@@ -286,9 +353,9 @@ def flatten_metadata(meta: Mapping[str, Any], prefix: str = "") -> dict[str, str
             raise InputError(f"metadata {pre.rstrip('.')!r} is nested more than 32 levels deep; flatten it")
         for key, value in current.items():
             if not isinstance(key, str) or not key:
-                raise InputError(f"metadata keys must be non-empty strings, got {key!r}")
+                raise InputError(f"metadata keys must be non-empty strings, got {shown(key)}")
             name = f"{pre}{key}"
-            check_unicode(name, f"metadata key {name!r}")
+            check_size(name, f"metadata key {shown(name)}", MAX_METADATA_KEY_BYTES)
             if name.startswith(("$", "#", "chroma:")):
                 raise InputError(
                     f"metadata key {name!r} starts with {name[0] if name[0] in '$#' else 'chroma:'!r}, which Chroma "
@@ -313,7 +380,7 @@ def flatten_metadata(meta: Mapping[str, Any], prefix: str = "") -> dict[str, str
                     )
                 out[name] = value
             elif isinstance(value, str):
-                out[name] = check_unicode(str(value), f"metadata {name!r}")
+                out[name] = check_size(str(value), f"metadata {shown(name)}", MAX_METADATA_VALUE_BYTES)
             elif isinstance(value, float):
                 if value != value or value in (float("inf"), float("-inf")):
                     raise InputError(f"metadata {name!r} is {value}; Chroma stores finite numbers only")
@@ -325,7 +392,7 @@ def flatten_metadata(meta: Mapping[str, Any], prefix: str = "") -> dict[str, str
                     text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
                 except (TypeError, ValueError, RecursionError) as e:
                     raise InputError(f"metadata {name!r} of type {type(value).__name__} cannot be stored") from e
-                out[name] = check_unicode(text, f"metadata {name!r}")
+                out[name] = check_size(text, f"metadata {shown(name)}", MAX_METADATA_VALUE_BYTES)
     return dict(sorted(out.items()))
 
 
@@ -399,13 +466,15 @@ class Scope:
     (:func:`time_clause`).
     """
 
-    __slots__ = ("thread_ids", "where", "caller_where", "window")
+    __slots__ = ("thread_ids", "where", "caller_where", "window", "no_items")
 
     def __init__(
         self,
         thread_ids: str | Sequence[str] | None = None,
         where: Mapping[str, Any] | None = None,
         window: tuple[Any, Any] | None = None,
+        *,
+        no_items: bool = False,
     ) -> None:
         self.thread_ids: tuple[str, ...] | None = _thread_tuple(thread_ids)
         if where is not None and not isinstance(where, Mapping):
@@ -413,11 +482,10 @@ class Scope:
         # held to Chroma's grammar here: a malformed filter is the caller's error, never a store fault
         self.caller_where: dict[str, Any] | None = check_where(where) if where else None
         self.window: tuple[Any, Any] | None = None if window is None or window == (None, None) else tuple(window)
+        #: leave out the items of stores written before items had their own threads (:meth:`without_items`)
+        self.no_items = no_items
         clause = time_clause(*self.window) if self.window is not None else None
-        if clause is None:
-            self.where = self.caller_where
-        else:
-            self.where = clause if self.caller_where is None else {"$and": [self.caller_where, clause]}
+        self.where = _joined(self.caller_where, clause, _NO_ITEMS if no_items else None)
 
     def __repr__(self) -> str:
         extra = f", window={self.window!r}" if self.window is not None else ""
@@ -425,13 +493,20 @@ class Scope:
 
     def with_window(self, window: tuple[Any, Any] | None) -> Scope:
         """The same threads and caller filter with another time window."""
-        return Scope(self.thread_ids, self.caller_where, window)
+        return Scope(self.thread_ids, self.caller_where, window, no_items=self.no_items)
+
+    def without_items(self) -> Scope:
+        """The same scope without item pieces (:data:`ITEM_FIELDS`): what a chat scope reads in a store written
+        before items had their own threads (:data:`ITEM_THREAD_PREFIX`), where an item namespace's thread was its
+        labels joined by ``"."`` and a chat scope of that name would read its items."""
+        return Scope(self.thread_ids, self.caller_where, self.window, no_items=True)
 
     def stamped(self) -> Scope:
         """The same threads and caller filter, only the pieces that have a timestamp."""
-        out = Scope(self.thread_ids, self.caller_where)
-        clause = {"ts_epoch": {"$gte": -_EPOCH_SPAN}}
-        out.where = clause if out.caller_where is None else {"$and": [out.caller_where, clause]}
+        out = Scope(self.thread_ids, self.caller_where, no_items=self.no_items)
+        out.where = _joined(
+            out.caller_where, {"ts_epoch": {"$gte": -_EPOCH_SPAN}}, _NO_ITEMS if self.no_items else None
+        )
         return out
 
     @property
@@ -456,6 +531,14 @@ class Scope:
 
 
 _EPOCH_SPAN = 10**13  # seconds: far beyond any stored time
+#: No item piece: every item piece has ``item_indexed`` (true or false), and ``$nin`` matches a record without the key.
+_NO_ITEMS: dict[str, Any] = {"item_indexed": {"$nin": [True, False]}}
+
+
+def _joined(*clauses: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The given clauses (``None``: none) as one filter: ``None``, the one clause, or their ``$and``."""
+    kept = [dict(c) for c in clauses if c]
+    return None if not kept else kept[0] if len(kept) == 1 else {"$and": kept}
 
 
 def _epoch_scales(dt: datetime) -> tuple[float, float]:
@@ -502,11 +585,42 @@ def check_metadata_arg(metadata: Any) -> None:
         )
 
 
+def shown(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to about ``limit`` characters: how an error message quotes what it refuses (never a huge
+    value whole)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 12]}...{text[-8:]} ({len(text):,} characters)"
+
+
+def check_size(text: str, what: str, limit: int) -> str:
+    """``text`` if it is valid Unicode of at most ``limit`` UTF-8 bytes, else an :class:`InputError` naming
+    ``what`` and the limit (not the value)."""
+    check_unicode(text, what)
+    size = len(text.encode("utf-8"))
+    if size > limit:
+        raise InputError(f"{what} is {size:,} bytes, over the limit of {limit:,} bytes; shorten it")
+    return text
+
+
 def check_id(value: Any, what: str = "thread id") -> str:
-    """``value`` if it is a usable id (a non-empty string of valid Unicode), else an :class:`InputError`."""
+    """``value`` if it is a usable id (a non-empty string of valid Unicode, at most :data:`MAX_ID_BYTES`), else an
+    :class:`InputError` naming ``what``."""
     if not isinstance(value, str) or not value.strip():
-        raise InputError(f"a {what} must be a non-empty string, got {value!r}; pass e.g. 'user-42'")
-    return check_unicode(value, f"the {what} {value!r}")
+        raise InputError(f"a {what} must be a non-empty string, got {shown(value)}; pass e.g. 'user-42'")
+    return check_size(value, f"the {what} {shown(value)}", MAX_ID_BYTES)
+
+
+def check_writable_thread(value: Any, what: str = "thread id") -> str:
+    """:func:`check_id`, and not an item namespace's thread (:data:`ITEM_THREAD_PREFIX`): what a chat or document
+    writer may write to."""
+    thread = check_id(value, what)
+    if is_item_thread(thread):
+        raise InputError(
+            f"the {what} {shown(thread)} starts with {ITEM_THREAD_PREFIX!r}, which names the threads of a key-value "
+            "item store (ctxret.items.ItemStore, LangChain's CtxretStore); items are written through it: choose "
+            "another id"
+        )
+    return thread
 
 
 def _thread_tuple(thread_id: str | Sequence[str] | None) -> tuple[str, ...] | None:

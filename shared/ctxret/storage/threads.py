@@ -1,32 +1,44 @@
-"""What an append reads of a chat thread: its last turn's number, its last turns, and which messages it holds.
+"""What an append reads of a chat thread: where it ends, its last turns, and which messages it holds.
 
 Chat turns are numbered 1, 2, … inside their thread (``turn_index``; documents' sections are not chat turns), and a
 turn's pieces carry ``turn_id = "<thread>#<n>"``. An append (:mod:`ctxret.ingest.append`) numbers the new turns after
-the last one, so it needs that number without reading the thread. Every read here is a filter on **one** key with few
-matches (``turn_id``, ``message_key``, ``result_key``, ``tool_call_id``), checked against the thread and kind in
-Python: Chroma answers those from its index in a few milliseconds however long the thread is, where a filter that
-also names ``thread_id`` costs time in proportion to the thread (measured: 26–38 ms at 10,000 turns, against 2–6 ms;
-``benchmarks/bench_append.py``).
+the highest number in use and continues the last stored turn, so it needs both (:class:`ThreadEnd`) without reading
+the thread. Every read here is a filter on **one** key with few matches (``turn_id``, ``message_key``, ``result_key``,
+``tool_call_id``), checked against the thread and kind in Python: Chroma answers those from its index in a few
+milliseconds however long the thread is, where a filter that also names ``thread_id`` costs time in proportion to the
+thread (measured: 26–38 ms at 10,000 turns, against 2–6 ms; ``benchmarks/bench_append.py``).
 
-:func:`chat_head` finds the last turn by probing single turns: the number an earlier append saw is checked (two
-probes), else a doubling then a bisection (about 2·log2(turns) probes). Turns are numbered densely, so a probe of turn
-``n`` answers "is there a turn ``>= n``"; where turns were deleted (a gap) the answer can be too low, which the append
-sees when a number it would take is already stored (:func:`taken_turns`): it then reads every turn number of the
-thread (:func:`chat_head_scan`).
+Turn numbers may have gaps (a turn deleted, a number an append claimed and never wrote because it was killed, a
+numbered write past the end), so the end is never found by probing single turns from 1 (a probe that meets a gap
+stops there, and an append then writes into the gap or over a stored turn). Where it comes from instead:
+
+* a store only this process writes (an embedded folder, memory): the highest number, read once per thread by
+  :func:`chat_head_scan` (every turn number of the thread) and then kept up to date by every write of this process
+  (``PieceStore.thread_end``);
+* a Chroma server: a head record per thread, raised by every write and read back as a floor, above which every number
+  in use is *witnessed* (a stored turn, or an append's claim, which a killed append leaves behind), so the numbers
+  above it are dense and :func:`probe_up` finds the top exactly (``storage/claims.py``).
+
+The last stored turn (:func:`last_stored`) is then the top, or a few numbers under it (a killed append's claim, the
+last turns deleted).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 __all__ = [
     "RecordReader",
-    "chat_head",
+    "ThreadEnd",
     "chat_head_scan",
     "chat_turns",
+    "last_stored",
+    "probe_up",
     "stored_keys",
     "taken_turns",
+    "turn_key",
     "turns_of_calls",
 ]
 
@@ -77,29 +89,39 @@ def _has(store: RecordReader, thread_id: str, n: int) -> bool:
     return bool(taken_turns(store, thread_id, [n]))
 
 
-def chat_head(store: RecordReader, thread_id: str, hint: int = 0) -> int:
-    """The number of the thread's last chat turn (0: none); ``hint``: the number as last seen (checked)."""
-    if hint > 0 and _has(store, thread_id, hint):
-        if not _has(store, thread_id, hint + 1):
-            return hint
-        low = hint + 1
-    elif _has(store, thread_id, 1):
-        low = 1
-    else:
-        return 0
-    step = 1
-    high = low + step
-    while _has(store, thread_id, high):  # turn ``low`` exists; double until one does not
-        low = high
+@dataclass(frozen=True)
+class ThreadEnd:
+    """Where a chat thread ends, as an append reads it."""
+
+    last: int  # the number of its last stored chat turn (0: none)
+    top: int  # the highest turn number in use (>= last): stored, claimed by an append, or used before a delete
+
+
+def probe_up(used: Callable[[int], bool], base: int) -> int:
+    """The highest ``n >= base`` such that every number of ``base + 1 .. n`` is ``used``: a doubling, then a
+    bisection (about 2·log2(n - base) probes; one when nothing is used above ``base``). Exact when the numbers used
+    above ``base`` are dense."""
+    low, step = base, 1
+    while used(low + step):
+        low += step
         step *= 2
-        high = low + step
+    high = low + step
     while high - low > 1:
         mid = (low + high) // 2
-        if _has(store, thread_id, mid):
+        if used(mid):
             low = mid
         else:
             high = mid
     return low
+
+
+def last_stored(store: RecordReader, thread_id: str, top: int, probes: int = 8) -> int:
+    """The thread's last stored chat turn at or under ``top`` (the highest number in use): ``top`` itself, or one of
+    the ``probes`` numbers under it, else read from every turn number of the thread (0: none)."""
+    for n in range(top, max(0, top - probes), -1):
+        if _has(store, thread_id, n):
+            return n
+    return min(top, chat_head_scan(store, thread_id)) if top > probes else 0
 
 
 def chat_head_scan(store: RecordReader, thread_id: str) -> int:

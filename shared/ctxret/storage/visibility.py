@@ -20,6 +20,16 @@ pieces, read into the thread cache, are read while no change of that thread is i
 began meanwhile (:meth:`InFlight.touched`); a cached thread stays cached while it is rewritten (the "before" view)
 and leaves the cache when the write ends.
 
+A search of the whole store reads several times (the graph search, the lexical hits, then the texts of the hits it
+keeps, their parents), and each read alone may fall on another side of a write: the graph search before it (the old
+pieces), the texts after it (the old pieces gone), and the thread is missing from the answer. So such a search reads
+in one :class:`Session` (``PieceStore.searching``), which fixes its side of every write once, when it starts: a write
+that was removing already is seen after it (its stale ids hidden), any other before it (its added ids hidden, for
+the whole search, even once it removes); and a write waits, before it removes anything, until the sessions that see
+it "before" have ended (:attr:`InFlight.grace` seconds at most: a session that long loses what the write removes
+meanwhile, as a read alone does). A session belongs to its thread: a write never waits for a search its own thread
+holds open. Thread-scoped searches read a cached thread, whole, and open no session.
+
 Only this process's writes are known here: on a Chroma server, other processes' writes reach a search through the
 change log (:mod:`.changes`) and may show both versions of a turn while they run.
 """
@@ -27,11 +37,15 @@ change log (:mod:`.changes`) and may show both versions of a turn while they run
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator
 
-__all__ = ["Change", "Hidden", "InFlight", "NOTHING"]
+__all__ = ["Change", "Hidden", "InFlight", "NOTHING", "Session"]
+
+logger = logging.getLogger(__name__)
 
 
 class Hidden:
@@ -67,7 +81,7 @@ class Change:
         self.added: frozenset[str] = frozenset()
         self.stale: frozenset[str] = frozenset()
         self.everything = False  # a clear: every piece goes
-        self.removing = False
+        self.removing = 0  # the sequence number at which it began removing (0: adding)
         self.owner = threading.get_ident()
         self.ended = 0  # the sequence number at its end (0 while in flight)
 
@@ -75,15 +89,32 @@ class Change:
         return self.threads is None or threads is None or not self.threads.isdisjoint(threads)
 
 
+class Session:
+    """The reads of one search of the whole store, which see every write from one side (see the module docstring):
+    opened (:meth:`InFlight.open`) before its first read, closed (:meth:`InFlight.close`) after its last."""
+
+    __slots__ = ("seq", "after", "owner")
+
+    def __init__(self) -> None:
+        self.seq: int | None = None  # the sequence number it opened at (None: not opened)
+        self.after: frozenset[Change] = frozenset()  # the writes it sees after them (removing when it opened)
+        self.owner = threading.get_ident()  # the thread it belongs to (a write of that thread never waits for it)
+
+
 class InFlight:
     """The changes of one store in flight in this process, and the reads that run beside them."""
 
+    #: Seconds a write waits, before it removes pieces, for the searches that see it "before" to end.
+    grace = 10.0
+
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._seq = 0  # moves at every change's start and end
+        self._seq = 0  # moves at every change's start, its start of removing, and its end
         self._active: list[Change] = []
         self._ended: list[Change] = []  # kept while a read that began before their end runs
-        self._reads: Counter[int] = Counter()  # the stamps of the reads running
+        self._reads: Counter[int] = Counter()  # the stamps of the reads running (a session's: while it is open)
+        self._sessions: list[Session] = []  # the sessions open
+        self._held = 0  # writes waiting for sessions now
 
     # -- the writer's side -------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -110,11 +141,39 @@ class InFlight:
             change.added = frozenset(ids)
 
     def removing(self, change: Change, ids: Iterable[str] = (), *, everything: bool = False) -> None:
-        """Before ``change`` removes ``ids`` (``everything``: every piece), once everything it adds is stored."""
+        """Before ``change`` removes ``ids`` (``everything``: every piece), once everything it adds is stored; returns
+        when no session that sees the store before ``change`` is open (:attr:`grace` seconds at most), so what it
+        removes is never gone under a search that saw it."""
         with self._cond:
             change.stale = frozenset(ids)
             change.everything = everything
-            change.removing = True
+            self._seq += 1
+            change.removing = self._seq
+            if not (change.stale or everything):
+                return
+            me = threading.get_ident()
+
+            def before() -> bool:
+                return any(s.seq is not None and s.seq < change.removing and s.owner != me for s in self._sessions)
+
+            if not before():
+                return
+            self._held += 1
+            started = time.monotonic()
+            try:
+                if not self._cond.wait_for(lambda: not before(), self.grace):
+                    logger.warning(
+                        "a write waited %.0f s for searches that began before it to end; it goes on (those searches "
+                        "may miss what it removes)",
+                        time.monotonic() - started,
+                    )
+            finally:
+                self._held -= 1
+
+    def held(self) -> int:
+        """How many writes wait now for searches that see the store before them (:meth:`removing`)."""
+        with self._cond:
+            return self._held
 
     # -- the readers' side -------------------------------------------------------------------------
     def begin(self) -> int:
@@ -133,6 +192,45 @@ class InFlight:
             oldest = min(self._reads, default=self._seq)
             self._ended = [c for c in self._ended if c.ended > oldest]
         return hidden
+
+    def open(self, session: Session) -> None:
+        """Open ``session`` (once; before its first read): from now on it sees each write from one side."""
+        with self._cond:
+            if session.seq is not None:
+                return
+            session.seq = self._seq
+            session.after = frozenset(c for c in self._active if c.removing)
+            self._reads[session.seq] += 1
+            self._sessions.append(session)
+
+    def close(self, session: Session) -> None:
+        """Close ``session`` (after its last read; a session never opened: nothing)."""
+        with self._cond:
+            if session.seq is None or session not in self._sessions:
+                return
+            self._sessions.remove(session)
+            self._reads[session.seq] -= 1
+            if not self._reads[session.seq]:
+                del self._reads[session.seq]
+            oldest = min(self._reads, default=self._seq)
+            self._ended = [c for c in self._ended if c.ended > oldest]
+            self._cond.notify_all()
+
+    def seen(self, session: Session) -> Hidden:
+        """What a read of ``session`` must not show: the added ids of every write it sees before it, the stale ids
+        of every write it sees after it (see the module docstring)."""
+        with self._cond:
+            if session.seq is None:
+                raise RuntimeError("a read of a session that is not open")
+            ids: set[str] = set()
+            for c in [*self._active, *(c for c in self._ended if c.ended > (session.seq or 0))]:
+                if c in session.after:
+                    if c.everything:
+                        return Hidden(everything=True)
+                    ids.update(c.stale)
+                else:
+                    ids.update(c.added)
+            return Hidden(ids) if ids else NOTHING
 
     def _hidden(self, stamp: int) -> Hidden:
         if not self._active and not self._ended:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..._lazy import lazy_getattr
+from ..._lazy import lazy_dir, lazy_getattr
 
 if TYPE_CHECKING:
     from ...text import MAX_PARTS
@@ -33,4 +33,5 @@ _NAMES = {
     "MAX_PARTS": "...text",
 }
 __getattr__ = lazy_getattr(__name__, _NAMES)
+__dir__ = lazy_dir(globals(), _NAMES)
 __all__ = ["LONG_PART_WORDS", "MAX_PARTS", "MIN_PART_CHARS", "WINDOW_WORDS", "asks", "split_prompt_chunks"]

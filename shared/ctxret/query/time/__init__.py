@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..._lazy import lazy_getattr
+from ..._lazy import lazy_dir, lazy_getattr
 
 if TYPE_CHECKING:
     from .expressions import find_time, strip_time, time_expressions
@@ -40,6 +40,7 @@ _NAMES = {
     "trigger_categories": ".vocabulary",
 }
 __getattr__ = lazy_getattr(__name__, _NAMES)
+__dir__ = lazy_dir(globals(), _NAMES)
 __all__ = [
     "TOLERANCE",
     "TimeExpression",
