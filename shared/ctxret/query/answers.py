@@ -39,6 +39,16 @@ def is_question(text: str) -> bool:
     return body.endswith(("?", "？")) or asks(body)
 
 
+def _own_reply(question: Mapping[str, Any], answer: Any) -> bool:
+    """Whether ``answer`` (a stored reply's metadata) is the assistant's reply to the user's ``question``: the agent's
+    own words, which follow the question rather than being lifted above it."""
+    return (
+        isinstance(answer, Mapping)
+        and answer.get("source_kind") == "assistant"
+        and question.get("source_kind") == "user"
+    )
+
+
 def _key(meta: Mapping[str, Any]) -> tuple[Any, Any, int, int] | None:
     try:
         return meta["thread_id"], meta["turn_id"], int(meta["source_ordinal"]), int(meta["ordinal"])
@@ -62,19 +72,28 @@ def lift_answers(c: Any, depth: int | None = None) -> Any:
     out: list[tuple[str, float]] = []
     placed: set[str] = set()
     lifted: dict[str, str] = {}
+    follows: dict[str, str] = {}
     for i, (rid, score) in enumerate(c.ranked):
         if rid in placed:
             continue
         doc, meta = c.info[rid]
         key = None if isinstance(meta, Deferred) or (depth is not None and i >= depth) else _key(meta)
+        answer = None
         if key is not None and is_question(str(meta.get("body", doc))):
             answer = where.get((key[0], key[1], key[2] + 1, 0))
-            if answer is not None and answer not in placed and rank[answer] > rank[rid]:
+            if answer is None or answer in placed or rank[answer] < rank[rid]:
+                answer = None
+            elif not _own_reply(meta, c.info[answer][1]):
                 out.append((answer, score))
                 placed.add(answer)
                 lifted[answer] = rid
+                answer = None
         out.append((rid, score))
         placed.add(rid)
-    if not lifted:
+        if answer is not None:  # the assistant's reply to the user: right under the question, on its own relevance
+            out.append((answer, score))
+            placed.add(answer)
+            follows[answer] = rid
+    if not lifted and not follows:
         return c
-    return replace(c, ranked=out, lifted={**c.lifted, **lifted})
+    return replace(c, ranked=out, lifted={**c.lifted, **lifted}, follows={**c.follows, **follows})

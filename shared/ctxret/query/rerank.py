@@ -160,14 +160,14 @@ def _with_relevance(
     part: str,
     cal: RelevanceCalibration | None,
     best: float | None = None,
-    lifted: Mapping[str, str] | None = None,
+    lifted: Mapping[str, Sequence[str]] | None = None,
     candidates: Any = None,
 ) -> list[Hit]:
     """Coverage and relevance on each hit; ``best``: the highest cosine among the part's candidates (the
     hit's margin under it and whether it is the part's best dense match are features of the relevance:
-    :func:`.relevance.best_features`). ``lifted``: hit id -> the id of the hit it was lifted above (a stored
-    question's answer, the later of two statements of a subject) or moved above (a named speaker's hit), whose
-    relevance it keeps at least; ``candidates``: the part's candidates, for that hit's relevance when the group no
+    :func:`.relevance.best_features`). ``lifted``: hit id -> the ids of the hits it was lifted above (a stored
+    question's answer, the later of two statements of a subject) or moved above (a named speaker's hit, the user's
+    statement above the assistant's words), whose relevance it keeps at least; ``candidates``: the part's candidates, for that hit's relevance when the group no
     longer holds it (a named speaker's hits can push the hit they passed out of the first ``k``)."""
     if not hits:
         return hits
@@ -183,16 +183,16 @@ def _with_relevance(
         out.append(replace(h, scores=scores))
     if cal is not None and lifted:
         rel = {h.id: float(h.scores["relevance"]) for h in out}
-        gone = [rid for rid in dict.fromkeys(lifted.values()) if rid not in rel]
+        gone = [rid for rid in dict.fromkeys(r for rids in lifted.values() for r in rids) if rid not in rel]
         info, cosine = getattr(candidates, "info", None) or {}, getattr(candidates, "cosine", None) or {}
         gone = [rid for rid in gone if rid in cosine and isinstance(info.get(rid, (None,))[0], str)]
         if gone:
             covered = content_coverage(part, [info[rid][0] for rid in gone])
             rel.update({rid: cal(float(cosine[rid]), c, best) for rid, c in zip(gone, covered, strict=True)})
         for i, h in enumerate(out):
-            above = lifted.get(h.id)
-            if above in rel and rel[above] > rel[h.id]:
-                out[i] = replace(h, scores={**h.scores, "relevance": rel[above]})
+            best_above = max((rel[r] for r in lifted.get(h.id, ()) if r in rel), default=None)
+            if best_above is not None and best_above > rel[h.id]:
+                out[i] = replace(h, scores={**h.scores, "relevance": best_above})
     return out
 
 
@@ -203,7 +203,7 @@ def _answered(hits: Sequence[Hit], candidates: Any, k: int, floor: tuple[float |
     head = list(hits[:k])
     idf = getattr(candidates, "idf_coverage", None)
     hybrid = getattr(candidates, "bm25", None) is not None
-    lifted = getattr(candidates, "lifted", {}) or {}
+    lifted = {**(getattr(candidates, "follows", None) or {}), **(getattr(candidates, "lifted", None) or {})}
     return part_answered(
         [float(h.scores["cosine"]) for h in head],
         [float(idf.get(lifted.get(h.id, h.id), 0.0)) for h in head] if hybrid and idf is not None else None,
@@ -231,7 +231,10 @@ def finish_groups(
     (:func:`.floor.part_answered`; ``None``: no floor)."""
     lists: list[list[Hit]] = []
     for c, hits in zip(candidates, hit_lists, strict=False):
-        shares = {**(getattr(c, "passed", None) or {}), **(getattr(c, "lifted", None) or {})}
+        shares: dict[str, tuple[str, ...]] = {}
+        for moved in (getattr(c, "passed", None) or {}, getattr(c, "lifted", None) or {}):
+            for rid, above in moved.items():
+                shares[rid] = (*shares.get(rid, ()), above)
         hits = _with_relevance(list(hits), c.part, stages.relevance, _best_cosine(c), shares, c)
         if not _answered(hits, c, k, floor):
             hits = []
