@@ -91,9 +91,8 @@ REACH = 20
 #: own text answers the part at least as well as the earlier one's ("I accepted a job at Globex" for "Where do I work
 #: now?", against "I work as a data analyst at Acme Corp": other words, one question).
 REACH_SUBJECT = 0.1
-#: The recency prior of a part about the present in an agent's memory: each of its first :data:`REACH` candidates'
-#: score gains this share of their score range times its time's place between the oldest and newest of them (0 to
-#: 1), so that of hits ranked nearly alike the newer comes first, and a hit well above another keeps its place.
+#: The recency prior of a part about the present in an agent's memory (:func:`recency_prior`): a share of the score
+#: range of the group's first hits.
 RECENCY = 0.05
 #: How many own-text vectors the ``latest`` stage remembers per embedder (:func:`own_vectors`): 1.5 MB at 384
 #: dimensions, 6 MB at 1,536.
@@ -303,7 +302,7 @@ def latest_request(c: Any, k: int, fetch: Fetch, user_first: bool = False) -> La
         {rid: rows[rid] for rid in top if rid in rows},
         context,
         head=len(pool),
-        part=c.part if reached else None,
+        part=c.part if mine else None,
         user_first=mine,
         now=now,
     )
@@ -409,23 +408,20 @@ def subjects(sim: np.ndarray, threshold: float, times: Sequence[float | None] | 
     return [sorted(g) for g in out]
 
 
-def recency_prior(c: Any, depth: int = REACH, weight: float = RECENCY) -> Any:
+def recency_prior(c: Any, depth: int, weight: float = RECENCY) -> Any:
     """``c`` with its first ``depth`` candidates re-ordered by their score plus ``weight`` times the score range among
     them times their time's place between the oldest and the newest of them (0 to 1; a candidate without a time gets
-    0). The scores stay where they were: the hit now ranked ``i``-th takes the ``i``-th score (the ranking changes,
-    the group's scores stay in order)."""
+    0): of hits ranked nearly alike the newer comes first, a hit well above another keeps its place. The scores stay
+    where they were (the hit now ranked ``i``-th takes the ``i``-th score, so they stay in order)."""
     head = list(c.ranked[:depth])
     stamps = [_epoch(c.info[rid][1]) if rid in c.info else None for rid, _ in head]
     known = [t for t in stamps if t is not None]
-    if len(known) < 2 or max(known) == min(known) or len(head) < 2:
+    if len(head) < 2 or len(known) < 2 or max(known) == min(known):
         return c
     lo, hi = min(known), max(known)
     spread = float(head[0][1]) - float(head[-1][1])
-    keyed = [
-        (float(score) + weight * spread * (0.0 if t is None else (t - lo) / (hi - lo)), -i)
-        for i, ((_, score), t) in enumerate(zip(head, stamps, strict=True))
-    ]
-    order = sorted(range(len(head)), key=lambda i: keyed[i], reverse=True)
+    bonus = [0.0 if t is None else weight * spread * (t - lo) / (hi - lo) for t in stamps]
+    order = sorted(range(len(head)), key=lambda i: (-(float(head[i][1]) + bonus[i]), i))
     if order == list(range(len(head))):
         return c
     ranked = [(head[i][0], head[at][1]) for at, i in enumerate(order)]
@@ -483,7 +479,7 @@ def latest_first(
     reached beyond the first hits join the subject of the first hits' they restate, and a user's statement then moves
     above the assistant's words of the same subject (:func:`user_above_assistant`)."""
     if request.user_first and request.now:
-        c = recency_prior(c)
+        c = recency_prior(c, min(k, REACH))  # before the moves: they decide, not the prior
     pool, rows = request.pool, request.rows
     n = len(pool)
     head = n if request.head is None else request.head
@@ -539,7 +535,20 @@ def latest_first(
     if shares:
         out = replace(c, ranked=[(rid, score[rid]) for rid in order], lifted={**lifted, **shares})
     if request.user_first:
-        same = {(pool[a], pool[b]) for a in range(n) for b in range(n) if alike[a, b] >= SAME_SUBJECT}
+        answers = None
+        if part is not None:
+            unit = own / np.maximum(np.linalg.norm(own, axis=1, keepdims=True), 1e-12)
+            answers = unit @ (part / max(float(np.linalg.norm(part)), 1e-12))
+        same = {
+            (pool[a], pool[b])
+            for a in range(n)
+            for b in range(n)
+            if a != b
+            and (
+                alike[a, b] >= SAME_SUBJECT
+                or (alike[a, b] >= REACH_SUBJECT and answers is not None and answers[b] >= answers[a])
+            )
+        }
         out = user_above_assistant(out, rows, same, blocks)
     return out
 
@@ -574,11 +583,11 @@ def user_above_assistant(
     """``c`` with each statement of the user (among ``rows``) moved, with the run it belongs to (:func:`_units`),
     above the first run of the assistant's words about the same subject (``same``: the pairs of ids alike enough) that
     ranks above it and holds no statement of the user: an agent's own echo or answer never outranks what the user
-    said (it may be wrong, or out of date). A moved run takes that run's score and keeps at least the relevance of its
-    first hit (``passed``)."""
+    said (it may be wrong, or out of date). A moved run takes that run's first hit's score, floor and (at least) its
+    relevance (``lifted``)."""
     units = _units(c, blocks)
     score = dict(c.ranked)
-    passed: dict[str, str] = {}
+    moved_up: dict[str, str] = {}
 
     def user_said(rid: str) -> bool:
         return rid in rows and _user_statement(rows[rid])
@@ -605,10 +614,10 @@ def user_above_assistant(
         above = units[target][0]
         for rid in moved:
             score[rid] = score[above]
-            passed[rid] = above
+            moved_up[rid] = above
         units.insert(target, moved)
         j += 1
-    if not passed:
+    if not moved_up:
         return c
     ranked = [(rid, score[rid]) for u in units for rid in u]
-    return replace(c, ranked=ranked, passed={**(getattr(c, "passed", {}) or {}), **passed})
+    return replace(c, ranked=ranked, lifted={**(getattr(c, "lifted", {}) or {}), **moved_up})

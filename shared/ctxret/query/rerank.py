@@ -204,8 +204,9 @@ def _answered(hits: Sequence[Hit], candidates: Any, k: int, floor: tuple[float |
     idf = getattr(candidates, "idf_coverage", None)
     hybrid = getattr(candidates, "bm25", None) is not None
     lifted = {**(getattr(candidates, "follows", None) or {}), **(getattr(candidates, "lifted", None) or {})}
+    cosine = getattr(candidates, "cosine", None) or {}
     return part_answered(
-        [float(h.scores["cosine"]) for h in head],
+        [float(cosine.get(lifted.get(h.id, h.id), h.scores["cosine"])) for h in head],  # a moved hit: its place's
         [float(idf.get(lifted.get(h.id, h.id), 0.0)) for h in head] if hybrid and idf is not None else None,
         floor[0],
         floor[1],
