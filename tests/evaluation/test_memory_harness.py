@@ -107,7 +107,14 @@ def test_longmemeval_loads_orders_sessions_and_scores_against_the_peers(tmp_path
     first = run_longmemeval(questions, HashEmbedder(), cache=tmp_path / "cache", depth=10)
     assert first.config["counts"]["abstention (not scored)"] == 1 and first.config["counts"]["pieces_embedded"] > 0
     systems = {r["system"] for r in first.rows}
-    assert systems == {"ctxret_default", "ctxret_parts", "ctxret_no_latest", "ctxret_no_user", "paper_bm25", "peer_bm25s"}
+    assert systems == {
+        "ctxret_default",
+        "ctxret_parts",
+        "ctxret_no_latest",
+        "ctxret_no_user",
+        "paper_bm25",
+        "peer_bm25s",
+    }
     assert any(c["peer"] == "ctxret_no_latest" for c in first.config["comparison"])
     # one part: the best group and the parts rank by rank are the same ranking
     by = {(r["representation"], r["query_id"]): r for r in first.per_query}

@@ -9,7 +9,7 @@ import pytest
 from ctxret import ContextualIndex
 from ctxret.agent_memory import AgentMemory
 from ctxret.evaluation.agent_history import MAYA, HistoryQuestion, score_question
-from ctxret.query.latest import LatestRequest, asks_then, latest_first, states, user_above_assistant
+from ctxret.query.latest import LatestRequest, asks_then, latest_first, recency_prior, states, user_above_assistant
 from ctxret.query.search import PartCandidates
 from hypothesis import given
 from hypothesis import strategies as st
@@ -28,7 +28,7 @@ def maya(local_embedder):
 
 
 def _ask(ix, text, **options):
-    (group,) = ix.search(text, k=5, thread_id="maya", now=MAYA.now, **options)
+    (group,) = ix.search(text, thread_id="maya", now=MAYA.now, **{"k": 5, **options})
     return group.hits
 
 
@@ -52,7 +52,11 @@ def test_the_agents_wrong_answer_never_outranks_the_users_statement(maya):
     asked, wrong = MAYA.wrong_answer
     hits = _ask(maya, asked)
     reply = next(i for i, h in enumerate(hits) if h.body == wrong)
-    said = [i for i, h in enumerate(hits) if h.metadata["source_kind"] == "user" and ("Globex" in h.body or "Acme" in h.body)]
+    said = [
+        i
+        for i, h in enumerate(hits)
+        if h.metadata["source_kind"] == "user" and ("Globex" in h.body or "Acme" in h.body)
+    ]
     assert said and max(said) < reply
     assert "Globex" in next(h.body for h in hits if "Globex" in h.body or "Acme" in h.body)
     own = next(h for h in _ask(maya, asked, answers_first=False, k=20) if h.body == wrong)
@@ -88,7 +92,7 @@ def _rows(said):
 
 def test_the_users_statement_moves_above_the_assistants_words_of_the_same_subject_with_its_run():
     """A question and the assistant's reply under it are one run; the user's statement of the same subject moves
-    above the run, at its first hit's score and relevance (``passed``); a statement of another subject stays."""
+    above the run, at its first hit's score, floor and relevance (``lifted``); a statement of another subject stays."""
     rows = _rows(
         {
             "q": ("user", "Where do I work now?", 5.0),
@@ -101,7 +105,7 @@ def test_the_users_statement_moves_above_the_assistants_words_of_the_same_subjec
     c = PartCandidates("Where do I work?", ranked, {r: (v[0], v[1]) for r, v in rows.items()}, {}, follows={"a": "q"})
     got = user_above_assistant(c, rows, {("a", "u"), ("u", "a")})
     assert got.ranked == [("u", 0.9), ("q", 0.9), ("a", 0.9), ("x", 0.5)]
-    assert got.passed == {"u": "q"}
+    assert got.lifted == {"u": "q"}
     assert user_above_assistant(c, rows, set()) is c  # not of the same subject: nothing moves
 
 
@@ -129,8 +133,21 @@ def test_a_later_statement_reached_beyond_the_group_joins_the_earlier_one_it_res
     order = [rid for rid, _ in got.ranked]
     assert order.index("new") < order.index("old") < order.index("a")  # the changed fact first, above the echo
     assert order.index("z") > order.index("c")  # like none of the group's statements: stays out of it
-    assert got.lifted["new"] == "old"
+    assert order[:4] == ["q", "new", "old", "a"]  # the subject's run above the assistant's echo, in its place
+    assert got.lifted["new"] == got.lifted["old"] == "a"
 
 
 def test_an_agents_echo_of_the_change_does_not_count_as_the_users_statement():
     assert score_question(HistoryQuestion("?", ("Globex",), ("Acme",)), [])["current_first"] == 0.0
+
+
+def test_the_recency_prior_puts_the_newer_of_two_near_alike_hits_first_and_keeps_the_scores_in_place():
+    info = {rid: (rid, {"ts_epoch": t}) for rid, t in {"old": 1.0, "new": 9.0, "mid": 5.0, "far": 9.0}.items()}
+    ranked = [("old", 1.0), ("new", 0.99), ("mid", 0.6), ("far", 0.2)]
+    c = PartCandidates("Where do I live now?", ranked, info, {})
+    got = recency_prior(c, 4)
+    assert [rid for rid, _ in got.ranked] == ["new", "old", "mid", "far"]  # 0.01 apart: the newer first
+    assert [s for _, s in got.ranked] == [s for _, s in ranked]  # the scores stay where they were
+    assert recency_prior(c, 1) is c  # one hit: nothing to order
+    untimed = {rid: (rid, {}) for rid in info}
+    assert recency_prior(PartCandidates("?", ranked, untimed, {}), 4).ranked == ranked

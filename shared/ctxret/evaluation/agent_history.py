@@ -89,21 +89,36 @@ MAYA = AgentHistory(
         (
             "2026-03-02T19:05:00",
             (
-                (U, "Hi! I'm setting up this assistant to help me stay organised. Quick background: I work as a data "
-                 "analyst at Acme Corp, mostly building dashboards for the sales team."),
-                (A, "Nice to meet you! A data analyst at Acme Corp, building sales dashboards: got it. What would you "
-                 "like help organising first?"),
-                (U, "Mainly my running and some cooking. I also have a golden retriever called Biscuit who needs two "
-                 "walks a day, so my evenings fill up fast."),
+                (
+                    U,
+                    "Hi! I'm setting up this assistant to help me stay organised. Quick background: I work as a data "
+                    "analyst at Acme Corp, mostly building dashboards for the sales team.",
+                ),
+                (
+                    A,
+                    "Nice to meet you! A data analyst at Acme Corp, building sales dashboards: got it. What would you "
+                    "like help organising first?",
+                ),
+                (
+                    U,
+                    "Mainly my running and some cooking. I also have a golden retriever called Biscuit who needs two "
+                    "walks a day, so my evenings fill up fast.",
+                ),
                 (A, "Understood. I'll keep Biscuit's walks in mind whenever we plan your week."),
             ),
         ),
         (
             "2026-03-09T18:40:00",
             (
-                (U, "Can you suggest a quick dinner with chickpeas? I'm allergic to peanuts, so no satay sauce please."),
-                (A, "Sure: a chickpea and spinach curry takes about 25 minutes. Fry an onion with garlic and ginger, "
-                 "add curry paste, a tin of tomatoes and the chickpeas, then wilt in the spinach. No nuts anywhere."),
+                (
+                    U,
+                    "Can you suggest a quick dinner with chickpeas? I'm allergic to peanuts, so no satay sauce please.",
+                ),
+                (
+                    A,
+                    "Sure: a chickpea and spinach curry takes about 25 minutes. Fry an onion with garlic and ginger, "
+                    "add curry paste, a tin of tomatoes and the chickpeas, then wilt in the spinach. No nuts anywhere.",
+                ),
                 (U, "Perfect, that's tonight sorted."),
                 (A, "Enjoy! Serve it with rice or warm naan."),
             ),
@@ -121,16 +136,22 @@ MAYA = AgentHistory(
             "2026-03-23T07:30:00",
             (
                 (U, "I signed up for the Bath half marathon on April 26. Can you make me a training plan?"),
-                (A, "Here's a five-week plan: three easy runs a week, one long run building from 12 to 19 km, and a "
-                 "taper in the final week."),
+                (
+                    A,
+                    "Here's a five-week plan: three easy runs a week, one long run building from 12 to 19 km, and a "
+                    "taper in the final week.",
+                ),
                 (U, "Great, I'll start tomorrow."),
             ),
         ),
         (
             "2026-04-02T12:15:00",
             (
-                (U, "I got an offer from Northwind Traders for a senior analyst role. The pay is better but the "
-                 "commute would be over an hour."),
+                (
+                    U,
+                    "I got an offer from Northwind Traders for a senior analyst role. The pay is better but the "
+                    "commute would be over an hour.",
+                ),
                 (A, "Congratulations on the Northwind offer! Want to weigh the pros and cons together?"),
                 (U, "Maybe next week, I haven't decided anything yet."),
             ),
@@ -139,25 +160,37 @@ MAYA = AgentHistory(
             "2026-04-08T21:00:00",
             (
                 (U, "How do I pivot a table in pandas so each month becomes a column?"),
-                (A, "Use df.pivot_table(index='region', columns='month', values='revenue', aggfunc='sum'); add "
-                 "fill_value=0 to replace missing months."),
+                (
+                    A,
+                    "Use df.pivot_table(index='region', columns='month', values='revenue', aggfunc='sum'); add "
+                    "fill_value=0 to replace missing months.",
+                ),
                 (U, "That worked, thanks!"),
             ),
         ),
         (
             "2026-04-14T08:20:00",
             (
-                (U, "Ugh, I hurt my knee on a long run. I've pulled out of the half marathon and will do the Leith "
-                 "10K in June instead."),
-                (A, "Sorry about your knee. The 10K is a sensible goal; let's cut the plan back to three short runs a "
-                 "week and see a physio if it still hurts."),
+                (
+                    U,
+                    "Ugh, I hurt my knee on a long run. I've pulled out of the half marathon and will do the Leith "
+                    "10K in June instead.",
+                ),
+                (
+                    A,
+                    "Sorry about your knee. The 10K is a sensible goal; let's cut the plan back to three short runs a "
+                    "week and see a physio if it still hurts.",
+                ),
             ),
         ),
         (
             "2026-04-20T19:45:00",
             (
-                (U, "Change of plans: we're not going to Bristol after all. My partner got a post at the University of "
-                 "Edinburgh, so we're relocating to Edinburgh in July."),
+                (
+                    U,
+                    "Change of plans: we're not going to Bristol after all. My partner got a post at the University of "
+                    "Edinburgh, so we're relocating to Edinburgh in July.",
+                ),
                 (A, "That's a big change! Edinburgh it is, then. I'll rewrite the moving checklist for Scotland."),
                 (U, "Thanks. She's thrilled, I'm a bit nervous."),
             ),
@@ -165,8 +198,11 @@ MAYA = AgentHistory(
         (
             "2026-04-28T17:30:00",
             (
-                (U, "I turned down Northwind in the end. Then Globex called me back and I accepted a job at Globex as "
-                 "a lead data scientist! I start on May 18."),
+                (
+                    U,
+                    "I turned down Northwind in the end. Then Globex called me back and I accepted a job at Globex as "
+                    "a lead data scientist! I start on May 18.",
+                ),
                 (A, "Congratulations! Lead data scientist at Globex is a great step up."),
                 (U, "They let me work from their Edinburgh office too, which is perfect."),
             ),
@@ -184,31 +220,45 @@ MAYA = AgentHistory(
             "2026-05-12T18:00:00",
             (
                 (U, "Which human foods are safe for dogs? Biscuit keeps begging at the table."),
-                (A, "Plain cooked chicken, carrots, apple slices without seeds and plain rice are fine. Avoid grapes, "
-                 "chocolate, onions and anything with xylitol."),
+                (
+                    A,
+                    "Plain cooked chicken, carrots, apple slices without seeds and plain rice are fine. Avoid grapes, "
+                    "chocolate, onions and anything with xylitol.",
+                ),
             ),
         ),
         (
             "2026-05-22T20:30:00",
             (
-                (U, "First week done! The team is lovely and my manager, Priya, already gave me the churn model to "
-                 "own."),
+                (
+                    U,
+                    "First week done! The team is lovely and my manager, Priya, already gave me the churn model to "
+                    "own.",
+                ),
                 (A, "That's a great start. Owning the churn model in your first week says a lot."),
             ),
         ),
         (
             "2026-06-01T10:00:00",
             (
-                (U, "We found a flat in Leith with a tiny garden for Biscuit. How do I register with a GP in Scotland?"),
-                (A, "Find a practice whose catchment covers your address, fill in their registration form (GMS1) "
-                 "and bring proof of address. Congratulations on the flat!"),
+                (
+                    U,
+                    "We found a flat in Leith with a tiny garden for Biscuit. How do I register with a GP in Scotland?",
+                ),
+                (
+                    A,
+                    "Find a practice whose catchment covers your address, fill in their registration form (GMS1) "
+                    "and bring proof of address. Congratulations on the flat!",
+                ),
             ),
         ),
     ),
     questions=(
         HistoryQuestion("Where do I work now?", ("Globex",), ("Acme", "Northwind")),
         HistoryQuestion("Which city did I move to?", ("Edinburgh",), ("Bristol",)),
-        HistoryQuestion("What's my job title these days?", ("lead data scientist",), ("data analyst", "senior analyst")),
+        HistoryQuestion(
+            "What's my job title these days?", ("lead data scientist",), ("data analyst", "senior analyst")
+        ),
         HistoryQuestion("What race am I training for?", ("10K",), ("half marathon",)),
         HistoryQuestion("What's my dog called?", ("Biscuit",)),
         HistoryQuestion("What food am I allergic to?", ("peanut",)),
@@ -223,39 +273,61 @@ SAM = AgentHistory(
         (
             "2026-06-03T21:15:00",
             (
-                (U, "Hey. I'm a night-shift nurse at St Mary's Hospital in Denver, so I keep odd hours. Can you help me "
-                 "plan meals I can prep on my days off?"),
+                (
+                    U,
+                    "Hey. I'm a night-shift nurse at St Mary's Hospital in Denver, so I keep odd hours. Can you help "
+                    "me "
+                    "plan meals I can prep on my days off?",
+                ),
                 (A, "Of course! Batch-cooking on your days off works well with night shifts. Any foods you avoid?"),
                 (U, "I'm vegetarian, and my cat Miso will steal anything with cheese, so I keep it covered."),
-                (A, "Noted: vegetarian, and cheese under lock and key because of Miso. Here's a lentil chili, a tray "
-                 "of roasted vegetables and overnight oats for the week."),
+                (
+                    A,
+                    "Noted: vegetarian, and cheese under lock and key because of Miso. Here's a lentil chili, a tray "
+                    "of roasted vegetables and overnight oats for the week.",
+                ),
             ),
         ),
         (
             "2026-06-11T14:00:00",
             (
                 (U, "My old Honda Civic is making a grinding noise when I brake. Is that urgent?"),
-                (A, "Grinding usually means the brake pads are worn down to the metal. Get it checked this week; "
-                 "driving on it can damage the rotors."),
+                (
+                    A,
+                    "Grinding usually means the brake pads are worn down to the metal. Get it checked this week; "
+                    "driving on it can damage the rotors.",
+                ),
                 (U, "Ugh, that car is fifteen years old."),
             ),
         ),
         (
             "2026-06-19T10:30:00",
             (
-                (U, "My partner and I are planning a trip to Japan in October, two weeks, mostly Kyoto and Osaka. "
-                 "Can you suggest a rough itinerary?"),
-                (A, "Sounds wonderful! Days 1-5 in Kyoto for temples and Arashiyama, a day trip to Nara, then Osaka "
-                 "for food and a side trip to Himeji."),
+                (
+                    U,
+                    "My partner and I are planning a trip to Japan in October, two weeks, mostly Kyoto and Osaka. "
+                    "Can you suggest a rough itinerary?",
+                ),
+                (
+                    A,
+                    "Sounds wonderful! Days 1-5 in Kyoto for temples and Arashiyama, a day trip to Nara, then Osaka "
+                    "for food and a side trip to Himeji.",
+                ),
             ),
         ),
         (
             "2026-06-27T16:45:00",
             (
-                (U, "Thinking about moving somewhere cheaper next year, maybe Austin. Rent in Denver is getting "
-                 "ridiculous."),
-                (A, "Austin has no state income tax and a big hospital market, though rents there have risen too. "
-                 "Want me to compare nursing pay in both?"),
+                (
+                    U,
+                    "Thinking about moving somewhere cheaper next year, maybe Austin. Rent in Denver is getting "
+                    "ridiculous.",
+                ),
+                (
+                    A,
+                    "Austin has no state income tax and a big hospital market, though rents there have risen too. "
+                    "Want me to compare nursing pay in both?",
+                ),
                 (U, "Yeah, sometime."),
             ),
         ),
@@ -269,10 +341,16 @@ SAM = AgentHistory(
         (
             "2026-07-15T19:20:00",
             (
-                (U, "Well, the brakes were the last straw. I sold the Civic and bought a used Subaru Outback, dark "
-                 "green, 40k miles."),
-                (A, "Nice upgrade! An Outback will be great in the mountains. Remember to check when its timing belt "
-                 "is due."),
+                (
+                    U,
+                    "Well, the brakes were the last straw. I sold the Civic and bought a used Subaru Outback, dark "
+                    "green, 40k miles.",
+                ),
+                (
+                    A,
+                    "Nice upgrade! An Outback will be great in the mountains. Remember to check when its timing belt "
+                    "is due.",
+                ),
             ),
         ),
         (
@@ -285,8 +363,11 @@ SAM = AgentHistory(
         (
             "2026-08-02T11:00:00",
             (
-                (U, "Flights to Tokyo tripled in price, so we scrapped Japan. We booked ten days in Portugal instead: "
-                 "Lisbon and Porto in October."),
+                (
+                    U,
+                    "Flights to Tokyo tripled in price, so we scrapped Japan. We booked ten days in Portugal instead: "
+                    "Lisbon and Porto in October.",
+                ),
                 (A, "Portugal in October is lovely and much easier on the budget. Want a Lisbon and Porto plan?"),
                 (U, "Yes, later this week."),
             ),
@@ -294,8 +375,11 @@ SAM = AgentHistory(
         (
             "2026-08-10T22:40:00",
             (
-                (U, "Quick update on my life: I handed in my notice at St Mary's. I got hired by Riverside Clinic as "
-                 "a day-shift practice nurse. No more nights!"),
+                (
+                    U,
+                    "Quick update on my life: I handed in my notice at St Mary's. I got hired by Riverside Clinic as "
+                    "a day-shift practice nurse. No more nights!",
+                ),
                 (A, "That's fantastic news! Day shifts at Riverside Clinic will change your whole routine."),
             ),
         ),
@@ -317,8 +401,11 @@ SAM = AgentHistory(
         (
             "2026-09-01T20:00:00",
             (
-                (U, "Forget Austin. Riverside has a branch in Portland and they offered me a transfer, so we're "
-                 "moving to Portland at the end of the month."),
+                (
+                    U,
+                    "Forget Austin. Riverside has a branch in Portland and they offered me a transfer, so we're "
+                    "moving to Portland at the end of the month.",
+                ),
                 (A, "Portland! That's a big move. Do you want a packing timeline for the next four weeks?"),
                 (U, "Please. Miso is going to hate the car ride."),
             ),
@@ -335,7 +422,9 @@ SAM = AgentHistory(
         HistoryQuestion("What car do I drive?", ("Subaru", "Outback"), ("Civic", "Honda")),
         HistoryQuestion("Where am I working these days?", ("Riverside",), ("St Mary",)),
         HistoryQuestion("Which city are we moving to?", ("Portland",), ("Austin",)),
-        HistoryQuestion("Where are we going on holiday in October?", ("Portugal", "Lisbon", "Porto"), ("Japan", "Kyoto")),
+        HistoryQuestion(
+            "Where are we going on holiday in October?", ("Portugal", "Lisbon", "Porto"), ("Japan", "Kyoto")
+        ),
         HistoryQuestion("What exercise class do I go to?", ("spin",), ("yoga",)),
         HistoryQuestion("What's my cat's name?", ("Miso",)),
         HistoryQuestion("What diet do I follow?", ("vegetarian",)),
@@ -350,18 +439,27 @@ LEO = AgentHistory(
         (
             "2026-09-05T17:00:00",
             (
-                (U, "Hello! I'm Leo. I'm a backend developer at Initech in Lyon and I'm trying to learn Spanish in my "
-                 "spare time. Can you quiz me sometimes?"),
-                (A, "¡Hola, Leo! Happy to. A backend developer learning Spanish: we can mix in some tech vocabulary. "
-                 "Shall we start with ten words a day?"),
+                (
+                    U,
+                    "Hello! I'm Leo. I'm a backend developer at Initech in Lyon and I'm trying to learn Spanish in my "
+                    "spare time. Can you quiz me sometimes?",
+                ),
+                (
+                    A,
+                    "¡Hola, Leo! Happy to. A backend developer learning Spanish: we can mix in some tech vocabulary. "
+                    "Shall we start with ten words a day?",
+                ),
                 (U, "Sounds good."),
             ),
         ),
         (
             "2026-09-12T20:20:00",
             (
-                (U, "Claire and I set the date: our wedding will be on June 14 next year, in her grandparents' village "
-                 "near Annecy."),
+                (
+                    U,
+                    "Claire and I set the date: our wedding will be on June 14 next year, in her grandparents' village "
+                    "near Annecy.",
+                ),
                 (A, "Congratulations to you both! A June wedding near Annecy sounds magical."),
             ),
         ),
@@ -369,8 +467,11 @@ LEO = AgentHistory(
             "2026-09-20T09:00:00",
             (
                 (U, "What's the difference between a mutex and a semaphore?"),
-                (A, "A mutex lets exactly one holder into a critical section and must be released by its owner; a "
-                 "semaphore counts permits, so several holders can enter at once, and any thread may signal it."),
+                (
+                    A,
+                    "A mutex lets exactly one holder into a critical section and must be released by its owner; a "
+                    "semaphore counts permits, so several holders can enter at once, and any thread may signal it.",
+                ),
             ),
         ),
         (
@@ -391,23 +492,32 @@ LEO = AgentHistory(
             "2026-10-15T08:45:00",
             (
                 (U, "My brother Hugo is visiting this weekend. Any ideas for a rainy Saturday in Lyon?"),
-                (A, "Try the Musée des Confluences, a traboule walk in Vieux Lyon, and lunch at Les Halles Paul "
-                 "Bocuse."),
+                (
+                    A,
+                    "Try the Musée des Confluences, a traboule walk in Vieux Lyon, and lunch at Les Halles Paul "
+                    "Bocuse.",
+                ),
             ),
         ),
         (
             "2026-10-24T18:00:00",
             (
-                (U, "The village hall was double-booked, so we had to move the wedding. It's now on September 6 "
-                 "next year, same place."),
+                (
+                    U,
+                    "The village hall was double-booked, so we had to move the wedding. It's now on September 6 "
+                    "next year, same place.",
+                ),
                 (A, "That's annoying, but September can be lovely in the Alps. I'll remember September 6."),
             ),
         ),
         (
             "2026-11-02T12:30:00",
             (
-                (U, "I dropped Spanish. Claire's family speaks Italian, so I've switched to learning Italian on "
-                 "Duolingo instead."),
+                (
+                    U,
+                    "I dropped Spanish. Claire's family speaks Italian, so I've switched to learning Italian on "
+                    "Duolingo instead.",
+                ),
                 (A, "Bravo! Italian will come in handy at family dinners. Want me to quiz you in Italian now?"),
             ),
         ),
@@ -422,26 +532,38 @@ LEO = AgentHistory(
         (
             "2026-11-18T17:40:00",
             (
-                (U, "Big week: I signed a contract with Brightwave as a senior platform engineer. I leave Initech at "
-                 "the end of December."),
+                (
+                    U,
+                    "Big week: I signed a contract with Brightwave as a senior platform engineer. I leave Initech at "
+                    "the end of December.",
+                ),
                 (A, "Congratulations, Leo! Senior platform engineer at Brightwave is a big step."),
             ),
         ),
         (
             "2026-11-26T21:00:00",
             (
-                (U, "Brightwave is fully remote-friendly but their hub is in Amsterdam, so we dropped the Berlin idea. "
-                 "We're moving to Amsterdam in March."),
-                (A, "Amsterdam makes sense with the Brightwave hub there. Do you want a checklist for registering "
-                 "with the gemeente?"),
+                (
+                    U,
+                    "Brightwave is fully remote-friendly but their hub is in Amsterdam, so we dropped the Berlin idea. "
+                    "We're moving to Amsterdam in March.",
+                ),
+                (
+                    A,
+                    "Amsterdam makes sense with the Brightwave hub there. Do you want a checklist for registering "
+                    "with the gemeente?",
+                ),
             ),
         ),
         (
             "2026-12-04T10:15:00",
             (
                 (U, "Give me a recipe for a cosy winter soup."),
-                (A, "A French onion soup: caramelise four onions slowly for 40 minutes, add stock and thyme, then top "
-                 "with toasted bread and grated Gruyère. No shellfish, as promised."),
+                (
+                    A,
+                    "A French onion soup: caramelise four onions slowly for 40 minutes, add stock and thyme, then top "
+                    "with toasted bread and grated Gruyère. No shellfish, as promised.",
+                ),
             ),
         ),
     ),
@@ -488,7 +610,9 @@ def history_questions(h: AgentHistory) -> list[tuple[str, HistoryQuestion]]:
     on the fact it asks: its values are those of the history's first question)."""
     out = [(f"{h.name}/{i}", q) for i, q in enumerate(h.questions)]
     if h.wrong_answer is not None:
-        out.append((f"{h.name}/again", HistoryQuestion(h.wrong_answer[0], h.questions[0].current, h.questions[0].stale)))
+        out.append(
+            (f"{h.name}/again", HistoryQuestion(h.wrong_answer[0], h.questions[0].current, h.questions[0].stale))
+        )
     return out
 
 

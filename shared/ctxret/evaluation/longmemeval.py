@@ -29,12 +29,12 @@ Each system against each peer is compared paired per question, with a 95% interv
 within question types), overall and per question type.
 
 **The latest fact first on real updates.** ``ctxret_no_latest`` is the same search with ``latest_first=False`` and
-``ctxret_no_user`` with ``user_first=False``, each paired against the default. ``latest_first`` is scored for questions with two or more evidence sessions (in
-``knowledge-update`` questions, the fact as first said and as it changed): 1 when the latest evidence session is in
-the top 5 sessions and ranks above every earlier evidence session that is ranked; ``newer_first`` (the fact as it
-changed above the fact as first said, at any depth: the newer evidence session is ranked, above every earlier one,
-one not ranked counting as below it) is scored for the peers too, so the default is paired against bm25s and the
-paper's BM25 on it.
+``ctxret_no_user`` with ``user_first=False``, each paired against the default. ``latest_first`` is scored for
+questions with two or more evidence sessions (in ``knowledge-update`` questions, the fact as first said and as it
+changed): 1 when the latest evidence session is in the top 5 sessions and ranks above every earlier evidence session
+that is ranked; ``newer_first`` (the fact as it changed above the fact as first said, at any depth: the newer evidence
+session is ranked, above every earlier one, one not ranked counting as below it) is scored for the peers too, so the
+default is paired against bm25s and the paper's BM25 on it.
 """
 
 from __future__ import annotations

@@ -33,7 +33,35 @@ another hit of the same group, and only for a part that asks how things are **no
   restates it).
 
 Nothing enters or leaves the group: the first ``k`` candidates only change places, so a fact never restated keeps its
-place whatever its age. The search runs it as its ``latest`` stage (:mod:`.executor`): on the clock under a deadline,
+place whatever its age.
+
+**In an agent's memory** (``user_first``, on by default: a thread where the assistant speaks), the user's statements
+are the facts, and the assistant's words about them (its echoes, its answers to "Where do I work now?") are not
+evidence: they may be wrong or out of date. There a changed fact is often stated in other words than the question
+("I accepted a job at Globex" for "Where do I work now?", against "I work as a data analyst at Acme Corp") and ranks
+below the group, where the rule above cannot see it. So for a part that asks (in any tense: a user asking their
+assistant "Which city did I move to?" wants the present; not a part that asks for an earlier state,
+:func:`asks_then`) the stage also, in this order:
+
+* **a recency prior** (:func:`recency_prior`): of the group's first hits ranked nearly alike (within :data:`RECENCY`
+  of their score range), the newer first; a hit well above another keeps its place, and the group keeps its hits;
+* **reaches beyond the group**: each statement of the user among the part's first :data:`REACH` candidates said
+  after the group's earliest statement of the user is embedded too (its own text, in the same request, with the
+  part's), and joins the subject of the group's statement it is most like, said before it, when their similarity is
+  at least :data:`SAME_SUBJECT`, or at least :data:`REACH_SUBJECT` and it answers the part at least as well (its
+  own-text cosine with the part); it enters the group in that statement's place, the latest first
+  (:func:`_reached_subjects`). A reached statement that restates none of the group's stays out;
+* **the user's word above the assistant's** (:func:`user_above_assistant`): a statement of the user moves above the
+  assistant's words about the same subject that rank above it (alike as above: :data:`SAME_SUBJECT`, or
+  :data:`REACH_SUBJECT` and answering the part at least as well), with the run it belongs to (a subject's statements;
+  a question and the assistant's reply under it, :mod:`.answers`, move as one).
+
+A hit moved up takes the place, score, floor and (at least) relevance of the one it passed (``lifted``). Threads
+without an assistant (LoCoMo's speakers, documents) are unchanged by it. Measured on LongMemEval's knowledge-update
+questions and on :mod:`ctxret.evaluation.agent_history`'s realistic agent histories (BENCHMARKS, "The current fact
+first in an agent's memory").
+
+The search runs it as its ``latest`` stage (:mod:`.executor`): on the clock under a deadline,
 and skipped (the group keeps its order) when the search has no embedder or no time left. The stage remembers the
 own-text vectors it embedded (:func:`own_vectors`: the last :data:`REMEMBERED` texts per embedder), so a search that
 meets the same hits again embeds nothing. Measured on the ``updates``
@@ -60,18 +88,26 @@ from .split.units import cut_units
 __all__ = [
     "CONTEXT",
     "DEPTH",
+    "REACH",
+    "REACH_SUBJECT",
+    "RECENCY",
     "REMEMBERED",
     "SAME_SUBJECT",
     "LatestRequest",
     "OwnVectors",
+    "agent_memory",
     "asks_now",
+    "asks_then",
     "latest_first",
     "latest_request",
     "may_restate",
     "own_vectors",
+    "recency_prior",
     "request_ids",
     "same_subject",
+    "states",
     "subjects",
+    "user_above_assistant",
 ]
 
 #: The part's first candidates whose mean stored vector gives the direction taken out before two hits are compared.
@@ -189,7 +225,7 @@ def _kind(meta: Any) -> Any:
     return meta.get("source_kind") if isinstance(meta, Mapping) and not isinstance(meta, Deferred) else None
 
 
-def _body(row: tuple[str, Any]) -> str:
+def _body(row: tuple[Any, ...]) -> str:
     meta = row[1]
     return str(meta.get("body", row[0])) if isinstance(meta, Mapping) else str(row[0])
 
@@ -208,7 +244,7 @@ def _restated(metas: Sequence[Any]) -> bool:
     return False
 
 
-def _user_statement(row: tuple[str, Any]) -> bool:
+def _user_statement(row: tuple[Any, ...]) -> bool:
     """A user's message that states something, with a time."""
     return _kind(row[1]) == "user" and _epoch(row[1]) is not None and states(_body(row))
 
@@ -563,9 +599,7 @@ def _units(c: Any, blocks: Sequence[Sequence[str]]) -> list[list[str]]:
     for i, (rid, _) in enumerate(c.ranked):
         prev = c.ranked[i - 1][0] if i else None
         joined = prev is not None and (
-            lifted.get(prev) == rid
-            or follows.get(rid) == prev
-            or (rid in block and block.get(prev) == block[rid])
+            lifted.get(prev) == rid or follows.get(rid) == prev or (rid in block and block.get(prev) == block[rid])
         )
         if joined:
             units[-1].append(rid)
@@ -602,8 +636,10 @@ def user_above_assistant(
         if mine:
             for i in range(j):
                 theirs = [rid for rid in units[i] if assistant_said(rid)]
-                if theirs and not any(user_said(rid) for rid in units[i]) and any(
-                    (a, u) in same for a in theirs for u in mine
+                if (
+                    theirs
+                    and not any(user_said(rid) for rid in units[i])
+                    and any((a, u) in same for a in theirs for u in mine)
                 ):
                     target = i
                     break

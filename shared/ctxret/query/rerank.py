@@ -163,12 +163,13 @@ def _with_relevance(
     lifted: Mapping[str, Sequence[str]] | None = None,
     candidates: Any = None,
 ) -> list[Hit]:
-    """Coverage and relevance on each hit; ``best``: the highest cosine among the part's candidates (the
-    hit's margin under it and whether it is the part's best dense match are features of the relevance:
+    """Coverage and relevance on each hit; ``best``: the highest cosine among the part's candidates (the hit's margin
+    under it and whether it is the part's best dense match are features of the relevance:
     :func:`.relevance.best_features`). ``lifted``: hit id -> the ids of the hits it was lifted above (a stored
     question's answer, the later of two statements of a subject) or moved above (a named speaker's hit, the user's
-    statement above the assistant's words), whose relevance it keeps at least; ``candidates``: the part's candidates, for that hit's relevance when the group no
-    longer holds it (a named speaker's hits can push the hit they passed out of the first ``k``)."""
+    statement above the assistant's words), whose relevance it keeps at least; ``candidates``: the part's
+    candidates, for that hit's relevance when the group no longer holds it (a named speaker's hits can push the hit
+    they passed out of the first ``k``)."""
     if not hits:
         return hits
     if best is None:

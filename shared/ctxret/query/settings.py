@@ -275,8 +275,8 @@ class SearchSettings:
     user_first: bool = option(
         True,
         switch=True,
-        help="in an agent's memory, the user's latest statement of a fact ranks first (reached beyond the group's first "
-        "hits), above the assistant's words about it",
+        help="in an agent's memory, the user's latest statement of a fact ranks first (reached beyond the group's "
+        "first hits), above the assistant's words about it",
     )
     # per-document results (query/documents.py)
     per: str = option(
