@@ -71,6 +71,7 @@ questions.
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 import weakref
@@ -121,7 +122,7 @@ SAME_SUBJECT = 0.5
 #: In an agent's memory (``user_first``), how many of a part's first candidates the stage reads for the user's later
 #: statements of a subject its group holds (a changed fact worded unlike the question ranks below the group), and
 #: over how many of them the recency prior runs.
-REACH = 20
+REACH = 10
 #: A statement of the user reached beyond the group joins an earlier one of the group's, of its subject, when their
 #: similarity (as :data:`SAME_SUBJECT`) is at least :data:`SAME_SUBJECT`, or at least this and the later statement's
 #: own text answers the part at least as well as the earlier one's ("I accepted a job at Globex" for "Where do I work
@@ -166,6 +167,7 @@ def asks_then(part: str) -> bool:
     return bool(_THEN.search(" ".join(part.lower().replace("\u2019", "'").split())))
 
 
+@functools.lru_cache(maxsize=4096)
 def states(text: str) -> bool:
     """Whether a stored text states something: one of its sentences neither asks nor requests ("I'm allergic to
     peanuts" in "Can you suggest a dinner? I'm allergic to peanuts."). A question alone states nothing."""

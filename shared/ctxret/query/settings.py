@@ -141,10 +141,10 @@ class SearchSettings:
       work?"), what that speaker said ranks above what others said among its first 10 candidates
       (:mod:`ctxret.query.speakers`). ``False``: off.
     * ``user_first``: in an agent's memory (a thread where the assistant speaks), when a part asks (not for an earlier
-      state), the user's statements are the facts: the user's later statements of a subject among the first 20
-      candidates join the group above the earlier ones it holds, and a user's statement ranks above the assistant's
-      words about the same subject (its echoes, its answers). Part of the ``latest`` stage, and off with
-      ``latest_first=False`` (:mod:`ctxret.query.latest`). ``False``: off.
+      state), the user's statements are the facts: of its first hits ranked nearly alike the newer first, the user's
+      later statements of a subject among its first 10 candidates join the group above the earlier ones it holds, and
+      a user's statement ranks above the assistant's words about the same subject (its echoes, its answers). Part of
+      the ``latest`` stage, and off with ``latest_first=False`` (:mod:`ctxret.query.latest`). ``False``: off.
 
     Each field carries its :class:`~ctxret.query.options.Option` (help, flag, how a flag's text becomes a value):
     the one definition the CLI's search flags (``ctxret.cli.search_flags``) and the adapters' ``search_kwargs``
