@@ -49,7 +49,9 @@ def main() -> int:
         cells = [f"{by[v][qid]['current_first']:.0f}/{by[v][qid]['user_first']:.0f}" for v in VARIANTS]
         split = "held out" if r["held_out"] else "dev"
         body.append([qid, split, "changed" if r["changed"] else "never", r["question"], *cells])
-    print(markdown_table(["id", "set", "fact", "question", *VARIANTS], body))
+    print(
+        markdown_table(["id", "set", "fact", "question", *VARIANTS], body, ["l", "l", "l", "l", *["r"] * len(VARIANTS)])
+    )
     if args.verbose:
         for qid, r in by["default"].items():
             print(f"\n{qid} {r['question']}")
@@ -87,7 +89,8 @@ def main() -> int:
                         str(cmp["changed"]),
                     ]
                 )
-    print(markdown_table(["questions", "against", "metric", "n", "default", "variant", "Δ", "changed"], out))
+    headers = ["questions", "against", "metric", "n", "default", "variant", "Δ", "changed"]
+    print(markdown_table(headers, out, ["l", "l", "l", "r", "r", "r", "r", "r"]))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(rows, indent=1))

@@ -92,7 +92,7 @@ def _rows(said):
 
 def test_the_users_statement_moves_above_the_assistants_words_of_the_same_subject_with_its_run():
     """A question and the assistant's reply under it are one run; the user's statement of the same subject moves
-    above the run, at its first hit's score, floor and relevance (``lifted``); a statement of another subject stays."""
+    above the run, at its first hit's score and relevance (``passed``); a statement of another subject stays."""
     rows = _rows(
         {
             "q": ("user", "Where do I work now?", 5.0),
@@ -105,7 +105,7 @@ def test_the_users_statement_moves_above_the_assistants_words_of_the_same_subjec
     c = PartCandidates("Where do I work?", ranked, {r: (v[0], v[1]) for r, v in rows.items()}, {}, follows={"a": "q"})
     got = user_above_assistant(c, rows, {("a", "u"), ("u", "a")})
     assert got.ranked == [("u", 0.9), ("q", 0.9), ("a", 0.9), ("x", 0.5)]
-    assert got.lifted == {"u": "q"}
+    assert got.passed == {"u": "q"}
     assert user_above_assistant(c, rows, set()) is c  # not of the same subject: nothing moves
 
 
@@ -134,7 +134,7 @@ def test_a_later_statement_reached_beyond_the_group_joins_the_earlier_one_it_res
     assert order.index("new") < order.index("old") < order.index("a")  # the changed fact first, above the echo
     assert order.index("z") > order.index("c")  # like none of the group's statements: stays out of it
     assert order[:4] == ["q", "new", "old", "a"]  # the subject's run above the assistant's echo, in its place
-    assert got.lifted["new"] == got.lifted["old"] == "a"
+    assert got.lifted["new"] == "old" and got.passed["new"] == got.passed["old"] == "a"
 
 
 def test_an_agents_echo_of_the_change_does_not_count_as_the_users_statement():

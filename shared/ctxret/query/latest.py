@@ -56,8 +56,11 @@ assistant "Which city did I move to?" wants the present; not a part that asks fo
   :data:`REACH_SUBJECT` and answering the part at least as well), with the run it belongs to (a subject's statements;
   a question and the assistant's reply under it, :mod:`.answers`, move as one).
 
-A hit moved up takes the place, score, floor and (at least) relevance of the one it passed (``lifted``). Threads
-without an assistant (LoCoMo's speakers, documents) are unchanged by it. Measured on LongMemEval's knowledge-update
+A statement reached and joined to a subject takes the place, score, floor and (at least) relevance of the one it
+restates (``lifted``); a statement moved above the assistant's words takes the place, score and (at least) relevance
+of the first hit it passed and faces the floor on its own (``passed``). Threads
+without an assistant (LoCoMo's speakers, documents) are unchanged by it, and so is a part that names one of the
+thread's speakers (:mod:`.speakers` puts that speaker's words first). Measured on LongMemEval's knowledge-update
 questions and on :mod:`ctxret.evaluation.agent_history`'s realistic agent histories (BENCHMARKS, "The current fact
 first in an agent's memory").
 
@@ -83,6 +86,7 @@ import numpy as np
 
 from .._lru import TextLRU
 from ..storage.base import Deferred
+from .speakers import SPEAKER_KEY, SPEAKING, named_speaker
 from .split.asking import asks
 from .split.units import cut_units
 
@@ -256,6 +260,16 @@ def agent_memory(metas: Sequence[Any]) -> bool:
     return any(_kind(m) == "assistant" for m in metas)
 
 
+def _users_part(part: str, metas: Sequence[Any]) -> bool:
+    """Whether ``part``, searched over hits with ``metas``, is the user's question to their agent: the assistant speaks
+    among the hits and the part names none of their speakers (a part that names one is about that speaker, whose
+    own words come first: :mod:`.speakers`)."""
+    if not agent_memory(metas):
+        return False
+    names = [m.get(SPEAKER_KEY) for m in metas if _kind(m) in SPEAKING]
+    return named_speaker(part, [n for n in names if isinstance(n, str)]) is None
+
+
 def _reaches(c: Any, k: int) -> bool:
     """Whether ``user_first`` may reach beyond ``c``'s first ``k`` hits for the user's later statements: the part asks
     (not for an earlier state) over an agent's memory and its first hits hold a statement of the user."""
@@ -263,7 +277,7 @@ def _reaches(c: Any, k: int) -> bool:
         return False
     infos = [c.info.get(rid) for rid, _ in c.ranked[:REACH]]
     metas = [info[1] if info else None for info in infos]
-    return agent_memory(metas) and any(info and _user_statement(info) for info in infos[:k])
+    return _users_part(c.part, metas) and any(info and _user_statement(info) for info in infos[:k])
 
 
 def _assistant_above_user(c: Any, k: int) -> bool:
@@ -293,7 +307,12 @@ def may_restate(c: Any, k: int, user_first: bool = False) -> bool:
         return asks_now(c.part)
     if asks_now(c.part) and _restated(metas):
         return True
-    return user_first and (_reaches(c, k) or _assistant_above_user(c, k))
+    if not user_first:
+        return False
+    if _reaches(c, k):
+        return True
+    metas = [c.info[rid][1] if rid in c.info else None for rid, _ in c.ranked[:REACH]]
+    return _users_part(c.part, metas) and _assistant_above_user(c, k)
 
 
 def request_ids(c: Any, k: int, user_first: bool = False) -> list[str]:
@@ -320,7 +339,7 @@ def latest_request(c: Any, k: int, fetch: Fetch, user_first: bool = False) -> La
     if len(pool) < 2:
         return None
     reached: list[str] = []
-    mine = user_first and agent_memory([rows[rid][1] for rid in top if rid in rows])
+    mine = user_first and _users_part(c.part, [rows[rid][1] for rid in top[:REACH] if rid in rows])
     if mine and not asks_then(c.part):
         stamps = [_epoch(rows[rid][1]) for rid in pool if _user_statement(rows[rid])]
         first = min((t for t in stamps if t is not None), default=None)
@@ -619,8 +638,8 @@ def user_above_assistant(
     """``c`` with each statement of the user (among ``rows``) moved, with the run it belongs to (:func:`_units`),
     above the first run of the assistant's words about the same subject (``same``: the pairs of ids alike enough) that
     ranks above it and holds no statement of the user: an agent's own echo or answer never outranks what the user
-    said (it may be wrong, or out of date). A moved run takes that run's first hit's score, floor and (at least) its
-    relevance (``lifted``)."""
+    said (it may be wrong, or out of date). A moved run takes that run's first hit's score and (at least) its relevance
+    (``passed``), and faces the floor on its own: a statement far from the part is no answer for being the user's."""
     units = _units(c, blocks)
     score = dict(c.ranked)
     moved_up: dict[str, str] = {}
@@ -658,4 +677,4 @@ def user_above_assistant(
     if not moved_up:
         return c
     ranked = [(rid, score[rid]) for u in units for rid in u]
-    return replace(c, ranked=ranked, lifted={**(getattr(c, "lifted", {}) or {}), **moved_up})
+    return replace(c, ranked=ranked, passed={**(getattr(c, "passed", {}) or {}), **moved_up})

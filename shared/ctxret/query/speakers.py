@@ -42,7 +42,7 @@ from typing import Any
 
 from ..storage.base import Deferred
 
-__all__ = ["DEPTH", "named_speaker", "speakers_first"]
+__all__ = ["DEPTH", "SPEAKER_KEY", "SPEAKING", "named_speaker", "speakers_first"]
 
 #: Among how many of a part's first candidates a named speaker's hits move up (twice the default ``k``).
 DEPTH = 10
