@@ -133,7 +133,8 @@ class SearchSettings:
       ``timestamp`` (never negative); the group is re-ordered by it and ``scores["recency"]`` is the factor.
       A hit without a timestamp is not decayed (and gets no ``scores["recency"]``). See docs/time.md.
     * ``answers_first``: when a part asks, a stored question or request among its candidates lifts the reply that
-      follows it in its turn right above it, at its score (:mod:`ctxret.query.answers`). ``False``: off.
+      follows it in its turn right above it, at its score; the assistant's reply to the user goes right under it
+      instead, at its own relevance (:mod:`ctxret.query.answers`). ``False``: off.
     * ``latest_first``: when a part asks how things are now, of two hits in its group about the same subject said at
       different times the later ranks directly above the earlier; nothing else moves (:mod:`ctxret.query.latest`).
       ``False``: off.
@@ -264,7 +265,10 @@ class SearchSettings:
         "week (see docs/time.md)",
     )
     answers_first: bool = option(
-        True, switch=True, help="when a part asks, a stored question's answer ranks right above it"
+        True,
+        switch=True,
+        help="when a part asks, a stored question's answer ranks right above it (the assistant's reply: right "
+        "under it)",
     )
     latest_first: bool = option(
         True, switch=True, help="when a part asks about now, the later of two hits about one subject ranks first"
