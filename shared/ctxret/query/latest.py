@@ -324,19 +324,6 @@ def request_ids(c: Any, k: int, user_first: bool = False) -> list[str]:
     return [rid for rid, _ in c.ranked[:depth]]
 
 
-def _known_rows(
-    c: Any, rows: Mapping[str, tuple[str, Mapping[str, Any], Any]]
-) -> dict[str, tuple[str, Mapping[str, Any], Any]]:
-    """``rows`` with a text and metadata an unscoped store deferred (it reads vectors only) taken from ``c``'s
-    candidates when the search holds them (the answers stage reads an asking part's candidates' metadata)."""
-    out = {}
-    for rid, (doc, meta, vec) in rows.items():
-        if isinstance(meta, Deferred) and rid in c.info and not isinstance(c.info[rid][1], Deferred):
-            doc, meta = c.info[rid]
-        out[rid] = (doc, meta, vec)
-    return out
-
-
 def latest_request(c: Any, k: int, fetch: Fetch, user_first: bool = False) -> LatestRequest | None:
     """The :class:`LatestRequest` of ``c`` (a part's ranked :class:`~.search.PartCandidates`), or ``None`` when the
     rule cannot move anything (see :func:`may_restate`). ``fetch(ids)`` reads stored ``(document, metadata,
@@ -347,7 +334,7 @@ def latest_request(c: Any, k: int, fetch: Fetch, user_first: bool = False) -> La
         return None
     k = min(k, DEPTH)
     top = request_ids(c, k, user_first)
-    rows = _known_rows(c, fetch(top))
+    rows = fetch(top)
     pool = [rid for rid in top[:k] if rid in rows]
     if len(pool) < 2:
         return None
