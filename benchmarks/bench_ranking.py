@@ -16,6 +16,10 @@ alternating cold, warm and off, and how many questions ran the ``latest`` stage.
 thread (the store's Chroma index: an asking part's candidates' metadata is read).
 
     python benchmarks/bench_ranking.py ../shared/data/locomo-dev/30.json --rounds 6
+    python benchmarks/bench_ranking.py ../shared/data/locomo-dev/30.json --rounds 6 --user-first
+
+``--user-first`` compares the defaults with ``user_first=False`` instead: the cost of the latest stage's agent-memory
+step alone (the chat has an assistant, so it runs for every question that asks, not for an earlier state).
 """
 
 from __future__ import annotations
@@ -34,6 +38,11 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=6, help="ABBA rounds (two pairs each)")
     ap.add_argument("--questions", type=int, default=None, help="the first N questions (default: all)")
     ap.add_argument("--unscoped", action="store_true", help="search without a thread scope")
+    ap.add_argument(
+        "--user-first",
+        action="store_true",
+        help="'off' is user_first=False (the agent-memory step of the latest stage alone), not both steps off",
+    )
     args = ap.parse_args()
 
     from ctxret import ContextualIndex
@@ -63,8 +72,11 @@ def main() -> int:
     plans = {
         "on": index.plan(k=5),
         "warm": index.plan(k=5),
-        "off": index.plan(k=5, answers_first=False, latest_first=False),
+        "off": index.plan(k=5, user_first=False)
+        if args.user_first
+        else index.plan(k=5, answers_first=False, latest_first=False),
     }
+    off_options = {"user_first": False} if args.user_first else {"latest_first": False}
     memo = own_vectors(index.embedder)
     assert memo is not None
 
@@ -113,7 +125,9 @@ def main() -> int:
                 elif name == "warm":  # the same search asked before: its hits' texts embedded already
                     index.search(q, k=5, thread_id=None if args.unscoped else conv.id)
                 start = time.perf_counter()
-                groups = index.search(q, k=5, thread_id=None if args.unscoped else conv.id, latest_first=name != "off")
+                groups = index.search(
+                    q, k=5, thread_id=None if args.unscoped else conv.id, **(off_options if name == "off" else {})
+                )
                 wall[name].append(time.perf_counter() - start)
                 ran += r == 0 and name == "on" and any("latest" in g.stages for g in groups)
     for name, ts in wall.items():

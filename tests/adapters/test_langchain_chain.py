@@ -36,7 +36,10 @@ MESSAGE = (
     "When does my flight to Lisbon leave? What time is the vet appointment for my dog? "
     "How long do I bake the chocolate cake?"
 )
-EXPECTED_TOP = ["Lisbon", "Green Paws", "175 C"]
+EXPECTED_TOP = ["Lisbon", "Biscuit", "175 C"]
+#: Part's best memory's words → the answer the part's section holds (the assistant's reply follows the user's request
+#: at its own relevance, so it may come second, under the request).
+ANSWERS = {"Lisbon": "09:40", "Biscuit": "Green Paws", "175 C": "35 minutes"}
 OTHER = "What time is the vet appointment for my dog? How long do I bake the chocolate cake?"
 
 
@@ -99,6 +102,7 @@ def check_prompt(messages: list, question: str, expected_top: list[str]) -> None
         assert 1 <= len(items) <= 2, f"k=2 per part, got {len(items)} under {part!r}"
         assert body.startswith("- [score ")
         assert expected in items[0], f"{part!r} should lead with {expected!r}, got {items[0]!r}"
+        assert ANSWERS[expected] in body, f"{part!r} should hold {ANSWERS[expected]!r}, got {body!r}"
         for other in set(expected_top) - {expected}:
             assert other not in items[0]
 

@@ -67,6 +67,7 @@ ROUND_TRIP = {
     "answers_first": (["--no-answers-first"], False),
     "latest_first": (["--no-latest-first"], False),
     "speakers_first": (["--no-speakers-first"], False),
+    "user_first": (["--no-user-first"], False),
     "per": (["--per", "document"], "document"),
 }
 

@@ -99,8 +99,8 @@ def test_add_then_search_groups_obey_k_threshold_and_order(make_index):
         # dense search: a score is a cosine of the group (an answer lifted above its question takes the question's)
         assert all(h.score in cosines for h in g.hits)
     assert "dentist" in groups[0].hits[0].text.lower()
-    # the answer first (ctxret.query.answers): the reply about the cabinets' colour above the message that asked
-    assert "forest green" in groups[1].hits[0].text and "cabinets" in groups[1].hits[1].text.lower()
+    # the user's message first, the assistant's reply right under it (ctxret.query.answers: its own words follow)
+    assert "cabinets" in groups[1].hits[0].text.lower() and "forest green" in groups[1].hits[1].text
     # labelled pieces: the header names turn, source and time
     assert groups[0].hits[0].text.startswith("[Turn 2 · ")
     assert groups[0].hits[0].metadata["thread_id"] == "home"

@@ -14,6 +14,7 @@ from ctxret.evaluation.longmemeval import (
     BM25Okapi,
     latest_evidence_first,
     load_longmemeval,
+    newer_evidence_first,
     parse_lme_date,
     ranking_metrics,
     run_longmemeval,
@@ -106,7 +107,14 @@ def test_longmemeval_loads_orders_sessions_and_scores_against_the_peers(tmp_path
     first = run_longmemeval(questions, HashEmbedder(), cache=tmp_path / "cache", depth=10)
     assert first.config["counts"]["abstention (not scored)"] == 1 and first.config["counts"]["pieces_embedded"] > 0
     systems = {r["system"] for r in first.rows}
-    assert systems == {"ctxret_default", "ctxret_parts", "ctxret_no_latest", "paper_bm25", "peer_bm25s"}
+    assert systems == {
+        "ctxret_default",
+        "ctxret_parts",
+        "ctxret_no_latest",
+        "ctxret_no_user",
+        "paper_bm25",
+        "peer_bm25s",
+    }
     assert any(c["peer"] == "ctxret_no_latest" for c in first.config["comparison"])
     # one part: the best group and the parts rank by rank are the same ranking
     by = {(r["representation"], r["query_id"]): r for r in first.per_query}
@@ -129,6 +137,15 @@ def test_latest_evidence_first_needs_the_latest_session_on_top_of_the_earlier_on
     assert latest_evidence_first(["s_a", "s_b"], q2) == 0.0  # the earlier statement first
     assert latest_evidence_first(["s_b"], q2) == 1.0  # the earlier one not ranked at all
     assert latest_evidence_first(["a", "b", "c", "d", "e", "s_b"], q2) == 0.0  # not in the top 5
+
+
+def test_newer_evidence_first_at_any_depth_a_session_not_ranked_below(tmp_path):
+    q = load_longmemeval(_lme_file(tmp_path))[0]
+    q2 = replace(q, evidence_sessions=frozenset({"s_a", "s_b"}))  # s_b is the newer
+    assert newer_evidence_first(["s_b", "x", "s_a"], q2) == 1.0
+    assert newer_evidence_first(["a", "b", "c", "d", "e", "s_b"], q2) == 1.0  # below the top 5: still above s_a
+    assert newer_evidence_first(["s_a", "s_b"], q2) == 0.0
+    assert newer_evidence_first(["s_a", "x"], q2) == 0.0  # the newer not ranked at all
 
 
 def test_ranking_metrics_are_the_papers():

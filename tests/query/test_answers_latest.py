@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from dataclasses import replace
 from datetime import datetime
 
 import numpy as np
@@ -61,15 +62,38 @@ def index_data():
 
 
 # -- answers above questions ---------------------------------------------------------------------------------------
-def test_the_answer_ranks_above_the_request_it_answers_and_shares_its_relevance(index):
-    """Before: "Book me a flight…" (relevance 0.90) outranked "Booked TAP flight…" (0.36)."""
+def test_the_assistants_reply_follows_the_request_it_answers_on_its_own_relevance(index):
+    """Before: the assistant's "Booked TAP flight…" (own relevance 0.36) was lifted above the request and shown at the
+    request's relevance (0.90): the agent's own words shown as the best evidence. Now it sits right under the request
+    it answers (they stay together), at its own relevance."""
     hits = index.search("When does my flight to Lisbon leave?", k=3, thread_id="trip")[0].hits
     bodies = [h.body for h in hits]
-    assert bodies[0].startswith("Booked TAP flight") and bodies[1].startswith("Book me a flight")
-    assert hits[0].relevance >= hits[1].relevance > 0.5
-    assert hits[0].score == pytest.approx(hits[1].score)  # the answer takes the request's place and score
+    assert bodies[0].startswith("Book me a flight") and bodies[1].startswith("Booked TAP flight")
+    assert hits[0].relevance > 0.5 > hits[1].relevance  # its own
+    assert hits[1].score == pytest.approx(hits[0].score)  # right under the request: the scores stay in order
     off = index.search("When does my flight to Lisbon leave?", k=3, thread_id="trip", answers_first=False)[0].hits
-    assert off[0].body.startswith("Book me a flight")
+    booked = next(h for h in off if h.body.startswith("Booked TAP flight"))
+    assert booked.score < hits[1].score and booked.relevance == pytest.approx(hits[1].relevance)
+
+
+def test_a_speakers_answer_still_ranks_above_the_question_with_its_relevance(local_embedder):
+    """Between people (a user's message answering another's question: LoCoMo's speakers, or the user answering the
+    assistant), the answer is what the one who knows said: it takes the question's place and relevance."""
+    ix = ContextualIndex(in_memory=True, embedder=local_embedder)
+    try:
+        ix.add_messages(
+            [
+                {"role": "user", "name": "Mel", "content": "What are you researching these days, Caroline?"},
+                {"role": "user", "name": "Caroline", "content": "Adoption agencies, I want to give a child a home."},
+                {"role": "user", "name": "Mel", "content": "The weather was lovely at the lake on Sunday."},
+            ],
+            thread_id="friends",
+        )
+        hits = ix.search("What is Caroline researching?", k=3, thread_id="friends")[0].hits
+        assert hits[0].body.startswith("Adoption agencies") and hits[1].body.startswith("What are you researching")
+        assert hits[0].relevance >= hits[1].relevance
+    finally:
+        ix.close()
 
 
 def test_a_statement_keeps_its_ranking(index):
@@ -79,17 +103,17 @@ def test_a_statement_keeps_its_ranking(index):
     assert [h.id for h in on] == [h.id for h in off[0].hits]
 
 
-def test_the_adapters_show_the_answer_first_with_the_shared_score(index):
+def test_the_adapters_show_the_request_then_the_reply_each_at_its_score(index):
     from langchain_ctxret import ContextualRetriever
 
     docs = ContextualRetriever(index=index, k=2, thread_id="trip").invoke("When does my flight to Lisbon leave?")
-    assert docs[0].page_content.endswith("Booked TAP flight TP 541, departing at 09:40 on October 20.")
-    assert docs[0].metadata["score"] >= docs[1].metadata["score"] > 0.5
+    assert docs[1].page_content.endswith("Booked TAP flight TP 541, departing at 09:40 on October 20.")
+    assert docs[0].metadata["score"] > 0.5 > docs[1].metadata["score"]
 
     from llamaindex_ctxret import ContextualRetriever as LIRetriever
 
     nodes = LIRetriever(index, similarity_top_k=2, thread_id="trip").retrieve("When does my flight to Lisbon leave?")
-    assert "Booked TAP flight" in nodes[0].node.get_content() and nodes[0].score >= nodes[1].score > 0.5
+    assert "Booked TAP flight" in nodes[1].node.get_content() and nodes[0].score > 0.5 > nodes[1].score
 
 
 def _candidates(part, rows):
@@ -124,6 +148,23 @@ def test_lift_answers_moves_only_the_next_source_and_only_upwards():
     assert lift_answers(statement).ranked == statement.ranked
     above = _candidates("Where is the party?", [("a", 0.9, "At Ana's.", 1), ("q", 0.8, "Where is the party?", 0)])
     assert lift_answers(above).ranked == above.ranked  # the answer ranks above already
+
+
+def test_an_assistants_reply_to_the_user_follows_the_question_and_shares_only_its_floor():
+    def meta(rid, src, kind):
+        return {"thread_id": "t", "turn_id": "t#1", "source_ordinal": src, "ordinal": 0, "source_kind": kind}
+
+    info = {
+        "q": ("Where do I work now?", {**meta("q", 0, "user"), "body": "Where do I work now?"}),
+        "x": ("I like tea.", {**meta("x", 5, "user"), "body": "I like tea."}),
+        "a": ("You work at Acme.", {**meta("a", 1, "assistant"), "body": "You work at Acme."}),
+    }
+    c = PartCandidates("Where do I work?", [("q", 0.9), ("x", 0.8), ("a", 0.4)], info, {r: 0.5 for r in info})
+    got = lift_answers(c)
+    assert got.ranked == [("q", 0.9), ("a", 0.9), ("x", 0.8)]
+    assert got.follows == {"a": "q"} and got.lifted == {}
+    tool = {**info, "a": (info["a"][0], {**info["a"][1], "source_kind": "tool"})}
+    assert lift_answers(replace(c, info=tool)).lifted == {"a": "q"}  # a tool's output is lifted as before
 
 
 def test_is_question():

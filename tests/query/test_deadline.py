@@ -53,7 +53,7 @@ def timed(fn, *args, **kwargs):
 
 @pytest.mark.parametrize("scope", [{"thread_id": "u1"}, {}])
 def test_a_2s_stage_under_a_200ms_deadline_returns_the_dense_results(index, scope):
-    dense = index.search(MESSAGE, lexical=False, **scope)
+    dense = index.search(MESSAGE, lexical=False, latest_first=False, **scope)  # the stages after it do not run
     assert any(len(g) for g in dense)
     groups, elapsed = timed(index.search, MESSAGE, lexical=False, hyde=slow_hyde, deadline_ms=BUDGET_MS, **scope)
     assert elapsed < BOUND, f"{elapsed:.3f}s"
@@ -74,7 +74,7 @@ def test_async_cancels_the_slow_stage(index):
             raise
         return "never"
 
-    dense = index.search(MESSAGE, thread_id="u1", lexical=False)
+    dense = index.search(MESSAGE, thread_id="u1", lexical=False, latest_first=False)
 
     async def go():
         start = time.perf_counter()
@@ -106,14 +106,14 @@ class SlowLexical:
 def test_a_slow_lexical_side_is_skipped_and_later_stages_still_run(index, monkeypatch):
     resolve = index.store.resolve
     monkeypatch.setattr(index.store, "resolve", lambda scope: (resolve(scope)[0], SlowLexical(resolve(scope)[1])))
-    dense = index.search(MESSAGE, thread_id="u1", lexical=False)
+    dense = index.search(MESSAGE, thread_id="u1", lexical=False, latest_first=False)
     groups, elapsed = timed(index.search, MESSAGE, thread_id="u1", deadline_ms=BUDGET_MS)
     assert elapsed < BOUND
     assert all(g.degraded and g.stages == ("embed", "dense") and g.skipped == ("lexical",) for g in groups)
     assert ids(groups) == ids(dense)
     # with a budget that covers it, the slow side runs and nothing is degraded
     full, elapsed = timed(index.search, MESSAGE, thread_id="u1", deadline_ms=10_000)
-    assert not any(g.degraded for g in full) and full[0].stages == ("embed", "dense", "lexical")
+    assert not any(g.degraded for g in full) and full[0].stages == ("embed", "dense", "lexical", "latest")
 
 
 class SlowEmbedder:
@@ -175,10 +175,12 @@ def test_stage_errors_degrade_under_a_deadline_and_raise_without(index, caplog):
 
 
 def test_every_search_names_its_stages(index):
-    (g, *_) = index.search(MESSAGE, thread_id="u1", parents=True)
-    assert g.stages == ("embed", "dense", "lexical", "parents") and not g.degraded and g.skipped == ()
+    (g, *_) = index.search(MESSAGE, thread_id="u1", parents=True)  # an agent's memory: the latest stage runs
+    assert g.stages == ("embed", "dense", "lexical", "latest", "parents") and not g.degraded and g.skipped == ()
     (g, *_) = index.search(MESSAGE, thread_id="u1", lexical=False, hyde=lambda p: "Thursday at 4 PM.")
-    assert g.stages == ("embed", "dense", "hyde")
+    assert g.stages == ("embed", "dense", "hyde", "latest")
+    (g, *_) = index.search(MESSAGE, thread_id="u1", parents=True, user_first=False)
+    assert g.stages == ("embed", "dense", "lexical", "parents")
     # the same result with a budget that covers everything
     assert ids(index.search(MESSAGE, thread_id="u1", deadline_ms=30_000)) == ids(index.search(MESSAGE, thread_id="u1"))
 

@@ -63,7 +63,7 @@ def spy_dense(index, monkeypatch):
 def test_hyde_blends_each_part_with_its_answer(index, monkeypatch, local_embedder, weight):
     seen = spy_dense(index, monkeypatch)
     groups = index.search(MESSAGE, thread_id="u1", lexical=False, hyde=ANSWERS.get, hyde_weight=weight)
-    assert groups[0].stages == ("embed", "dense", "hyde")
+    assert groups[0].stages == ("embed", "dense", "hyde", "latest")  # an agent's memory: the user's word first
     parts, plain = query_vectors(local_embedder, MESSAGE, weight=0.8)
     assert [g.part for g in groups] == parts
     first, second = seen  # the plain vectors (dense), then the blended ones (hyde)

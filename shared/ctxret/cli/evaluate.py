@@ -339,6 +339,7 @@ def _longmemeval(args: argparse.Namespace) -> int:
         "turn_recall_all@5",
         "turn_ndcg_any@5",
         "latest_first",
+        "newer_first",
     ]
     body = [[r["system"], r["type"], str(r["n"]), *(pct(r[m]) if m in r else "—" for m in metrics)] for r in res.rows]
     print()
@@ -355,6 +356,7 @@ def _longmemeval(args: argparse.Namespace) -> int:
                 "Turn R_all@5",
                 "Turn nDCG@5",
                 "Latest first",
+                "Newer above older",
             ],
             body,
             ["l", "l", "r", *["r"] * len(metrics)],
@@ -362,7 +364,8 @@ def _longmemeval(args: argparse.Namespace) -> int:
     )
     print()
     print(
-        "ctxret's default against each peer and against itself with the latest fact first off, paired per question "
+        "ctxret's default against each peer and against itself with the latest fact first off (ctxret_no_latest) and "
+        "the user's own word first off (ctxret_no_user), paired per question "
         "(points; 95% intervals; the bootstrap resamples within question types):"
     )
     print()

@@ -76,12 +76,13 @@ def hybrid_candidates(
     latest_first: bool = True,
     speakers_first: bool = True,
     embedder: Embedder | None = None,
+    user_first: bool = True,
 ) -> list[PartCandidates]:
     """The runtime's hybrid candidates of each part in one thread (every candidate's ``idf_coverage``
     included, for any floor): the store's thread view, as the product serves a thread-scoped search.
     ``where``: a metadata filter applied inside the thread view before ranking (a time window on ``ts_epoch``).
-    ``answers_first`` / ``latest_first`` / ``speakers_first``: the search options of the same names (the runtime's
-    defaults: on).
+    ``answers_first`` / ``latest_first`` / ``speakers_first`` / ``user_first``: the search options of the same names
+    (the runtime's defaults: on).
     ``embedder``: what the ``latest`` stage embeds hits' texts with (the conversation's; ``None``: it does not run)."""
     scope = Scope(thread_id, where)
     dense, lexical = store.resolve(scope)
@@ -97,6 +98,7 @@ def hybrid_candidates(
         latest_first=latest_first,
         speakers_first=speakers_first,
         embedder=embedder,
+        user_first=user_first,
     )
 
 
@@ -113,6 +115,7 @@ def scope_candidates(
     latest_first: bool = True,
     speakers_first: bool = True,
     embedder: Embedder | None = None,
+    user_first: bool = True,
 ) -> list[PartCandidates]:
     """The runtime's candidates of each part (the product's search loop up to its candidates,
     :func:`ctxret.query.deadline.run_candidates`) from the given backends: hybrid under ``fusion`` (every
@@ -129,6 +132,7 @@ def scope_candidates(
         answers_first=answers_first,
         latest_first=latest_first,
         speakers_first=speakers_first,
+        user_first=user_first,
     )
     backends = Backends(dense, lexical if fusion is not None else None)
     return run_candidates(plan, parts, qvecs, scope, backends, idf_coverage_for="all", embedder=embedder)

@@ -184,7 +184,7 @@ class ConversationIndex:
                     np.fromiter((c.cosine[i] for i in ids), dtype=np.float64, count=len(ids)),
                     np.fromiter((c.idf_coverage.get(i, 0.0) for i in ids), dtype=np.float64, count=len(ids)),
                     lexical_floor,
-                    lifted={at[a]: at[b] for a, b in c.lifted.items() if a in at and b in at},
+                    lifted={at[a]: at[b] for a, b in {**c.follows, **c.lifted}.items() if a in at and b in at},
                 )
             )
         return out

@@ -28,10 +28,13 @@ Peers, on the same questions in the same run:
 Each system against each peer is compared paired per question, with a 95% interval (normal, and a bootstrap
 within question types), overall and per question type.
 
-**The latest fact first on real updates.** ``ctxret_no_latest`` is the same search with ``latest_first=False``, paired
-against the default. ``latest_first`` is scored for questions with two or more evidence sessions (in
-``knowledge-update`` questions, the fact as first said and as it changed): 1 when the latest evidence session is in
-the top 5 sessions and ranks above every earlier evidence session that is ranked.
+**The latest fact first on real updates.** ``ctxret_no_latest`` is the same search with ``latest_first=False`` and
+``ctxret_no_user`` with ``user_first=False``, each paired against the default. ``latest_first`` is scored for
+questions with two or more evidence sessions (in ``knowledge-update`` questions, the fact as first said and as it
+changed): 1 when the latest evidence session is in the top 5 sessions and ranks above every earlier evidence session
+that is ranked; ``newer_first`` (the fact as it changed above the fact as first said, at any depth: the newer evidence
+session is ranked, above every earlier one, one not ranked counting as below it) is scored for the peers too, so the
+default is paired against bm25s and the paper's BM25 on it.
 """
 
 from __future__ import annotations
@@ -58,14 +61,20 @@ from .stats import compare
 
 __all__ = ["LME_SYSTEMS", "LMEQuestion", "LMEResult", "BM25Okapi", "load_longmemeval", "run_longmemeval"]
 
-LME_SYSTEMS = ("ctxret_default", "ctxret_parts", "ctxret_no_latest", "paper_bm25", "peer_bm25s")
+LME_SYSTEMS = ("ctxret_default", "ctxret_parts", "ctxret_no_latest", "ctxret_no_user", "paper_bm25", "peer_bm25s")
+#: The default paired against itself with one ranking step off: the latest fact first (``latest_first=False``, the
+#: ``user_first`` step with it) and the user's own word first (``user_first=False``).
+ABLATIONS = {"ctxret_no_latest": {"latest_first": False}, "ctxret_no_user": {"user_first": False}}
 #: The product's two readings: its best group alone (as the thread protocol scores), and every part's group rank by
 #: rank (each part's first hit, then each part's second, ...: the order the memory text gives the model, as
 #: ``render_groups`` and the agent middleware spend their budget).
 CTXRET_SYSTEMS = ("ctxret_default", "ctxret_parts")
-#: The metrics the default is compared on against ``ctxret_no_latest`` (the latest fact first turned off).
-LATEST_METRICS = ("latest_first", "recall_all@5", "ndcg_any@5", "turn_ndcg_any@5")
+#: The metrics the default is compared on against each of :data:`ABLATIONS` (one ranking step turned off).
+LATEST_METRICS = ("newer_first", "latest_first", "recall_all@5", "recall_all@10", "ndcg_any@5", "turn_ndcg_any@5")
 PEERS = ("paper_bm25", "peer_bm25s")
+#: The metrics each ctxret system is compared on against each peer (and, for questions with two or more evidence
+#: sessions, ``newer_first`` and ``latest_first``).
+PEER_METRICS = ("recall_all@5", "recall_all@10", "ndcg_any@5", "ndcg_any@10", "turn_recall_all@5")
 KS = (5, 10)
 _DATE = re.compile(r"(\d{4})/(\d{1,2})/(\d{1,2})(?:\s*\(\w+\))?\s*(\d{1,2}):(\d{2})")
 
@@ -287,9 +296,10 @@ def _score_question(q: LMEQuestion, index: Any, texts: list[str], msg_of: list[s
         best = max(groups, key=lambda g: g.hits[0].score)
         messages = [_message_id(h.metadata) for h in best.hits]
     out.append({**base, "representation": "ctxret_default", "empty": float(not groups), **_metrics(q, messages)})
-    off = [g for g in index.search(q.question, k=depth, thread_id=q.id, now=q.date, latest_first=False) if g.hits]
-    off_messages = [_message_id(h.metadata) for h in max(off, key=lambda g: g.hits[0].score).hits] if off else []
-    out.append({**base, "representation": "ctxret_no_latest", "empty": float(not off), **_metrics(q, off_messages)})
+    for name, options in ABLATIONS.items():
+        off = [g for g in index.search(q.question, k=depth, thread_id=q.id, now=q.date, **options) if g.hits]
+        off_messages = [_message_id(h.metadata) for h in max(off, key=lambda g: g.hits[0].score).hits] if off else []
+        out.append({**base, "representation": name, "empty": float(not off), **_metrics(q, off_messages)})
     by_rank = [_message_id(g.hits[r].metadata) for r in range(depth) for g in groups if r < len(g.hits)]
     out.append({**base, "representation": "ctxret_parts", "empty": float(not groups), **_metrics(q, by_rank)})
     # the paper's flat BM25: sessions (user turns joined) and user turns, whitespace tokens
@@ -310,6 +320,9 @@ def _score_question(q: LMEQuestion, index: Any, texts: list[str], msg_of: list[s
         **ranking_metrics(ranked_sessions, q.evidence_sessions, ""),
         **ranking_metrics([turn_ids[i] for i in order_t], q.evidence_turns, "turn_"),
     }
+    if len(q.evidence_sessions) >= 2:
+        paper["latest_first"] = latest_evidence_first(ranked_sessions, q)
+        paper["newer_first"] = newer_evidence_first(ranked_sessions, q)
     out.append({**base, "representation": "paper_bm25", **paper})
     # BM25 done well over the pieces ctxret stored
     hits = BM25sPeer(texts).search(q.question)
@@ -325,6 +338,7 @@ def _metrics(q: LMEQuestion, messages: Sequence[str]) -> dict[str, float]:
     }
     if len(q.evidence_sessions) >= 2:
         out["latest_first"] = latest_evidence_first(sessions, q)
+        out["newer_first"] = newer_evidence_first(sessions, q)
     return out
 
 
@@ -340,6 +354,18 @@ def latest_evidence_first(sessions: Sequence[str], q: LMEQuestion) -> float:
     return float(all(at[latest] < at[sid] for sid in q.evidence_sessions if sid != latest and sid in at))
 
 
+def newer_evidence_first(sessions: Sequence[str], q: LMEQuestion) -> float:
+    """1.0 when ``q``'s latest evidence session (by date) is ranked in ``sessions`` above every earlier evidence
+    session (one not ranked counts as below it): of the fact as first said and as it changed, the newer comes first.
+    Unlike :func:`latest_evidence_first`, at any depth of the ranking."""
+    dated = {sid: date for sid, date, _ in q.sessions}
+    latest = max(q.evidence_sessions, key=lambda sid: (dated.get(sid, datetime.min), sid))
+    at = {sid: i for i, sid in enumerate(sessions)}
+    if latest not in at:
+        return 0.0
+    return float(all(at[latest] < at.get(sid, len(at)) for sid in q.evidence_sessions if sid != latest))
+
+
 METRICS = tuple(f"{p}{m}@{k}" for p in ("", "turn_") for m in ("recall_all", "ndcg_any") for k in KS)
 
 
@@ -352,11 +378,11 @@ def _summarise(per_query: list[dict], counts: Counter, index: Any, depth: int, p
             if not vals:
                 continue
             row: dict[str, Any] = {"system": system, "type": qtype, "n": len(vals)}
-            for m in (*METRICS, "recall_all@5", "recall_any@5", "latest_first"):
+            for m in (*METRICS, "recall_all@5", "recall_any@5", "latest_first", "newer_first"):
                 xs = [r[m] for r in vals if m in r]
                 if xs:
                     row[m] = mean(xs)
-            if system in (*CTXRET_SYSTEMS, "ctxret_no_latest"):
+            if system in (*CTXRET_SYSTEMS, *ABLATIONS):
                 row["empty"] = mean([r["empty"] for r in vals])
             rows.append(row)
     comparison = []
@@ -367,17 +393,18 @@ def _summarise(per_query: list[dict], counts: Counter, index: Any, depth: int, p
         for peer in PEERS:
             for qtype in ("all", *types):
                 mine = {i: r for i, r in by[system].items() if qtype in ("all", r["type"])}
-                for metric in ("recall_all@5", "recall_all@10", "ndcg_any@5", "ndcg_any@10", "turn_recall_all@5"):
+                for metric in (*PEER_METRICS, "newer_first", "latest_first"):
                     cmp = compare(mine, by[peer], metric)
                     if cmp is not None:
                         comparison.append({"system": system, "peer": peer, "query_set": qtype, "metric": metric, **cmp})
-    for qtype in ("all", *types):
-        mine = {i: r for i, r in by["ctxret_default"].items() if qtype in ("all", r["type"])}
-        for metric in LATEST_METRICS:
-            cmp = compare(mine, by["ctxret_no_latest"], metric)
-            if cmp is not None:
-                pair = {"system": "ctxret_default", "peer": "ctxret_no_latest", "query_set": qtype, "metric": metric}
-                comparison.append({**pair, **cmp})
+    for off in ABLATIONS:
+        for qtype in ("all", *types):
+            mine = {i: r for i, r in by["ctxret_default"].items() if qtype in ("all", r["type"])}
+            for metric in LATEST_METRICS:
+                cmp = compare(mine, by[off], metric, changed=True)
+                if cmp is not None:
+                    pair = {"system": "ctxret_default", "peer": off, "query_set": qtype, "metric": metric}
+                    comparison.append({**pair, **cmp})
     config = {
         "harness": "longmemeval",
         "embedder": index.embedder.model_id,

@@ -7,6 +7,8 @@ one ranking step of :meth:`ctxret.query.executor.SearchRun.reranked` off:
 * ``hybrid_no_answers``: ``answers_first=False`` (:mod:`ctxret.query.answers`);
 * ``hybrid_no_latest``: ``latest_first=False`` (:mod:`ctxret.query.latest`);
 * ``hybrid_no_speakers``: ``speakers_first=False`` (:mod:`ctxret.query.speakers`);
+* ``hybrid_no_user``: ``user_first=False`` (:mod:`ctxret.query.latest`: in an agent's memory, the user's latest
+  statement first; a thread of speakers without an assistant, LoCoMo's, is unchanged by it);
 * ``hybrid_before``: answers and latest off (the ranking before either);
 * ``hybrid_no_latest_speakers``: latest and speakers off (the ranking before the two).
 
@@ -36,7 +38,9 @@ from .stats import by_query, compare
 __all__ = ["RANKING_REPRESENTATIONS", "answer_metrics", "ranking_comparison"]
 
 
-def _without(*, answers_first: bool = True, latest_first: bool = True, speakers_first: bool = True) -> Any:
+def _without(
+    *, answers_first: bool = True, latest_first: bool = True, speakers_first: bool = True, user_first: bool = True
+) -> Any:
     def rep(ix: ConversationIndex, message: str) -> Retrieval:
         groups = hybrid_groups(
             ix,
@@ -45,6 +49,7 @@ def _without(*, answers_first: bool = True, latest_first: bool = True, speakers_
             answers_first=answers_first,
             latest_first=latest_first,
             speakers_first=speakers_first,
+            user_first=user_first,
         )
         return Retrieval("pieces", True, groups)
 
@@ -55,6 +60,7 @@ RANKING_REPRESENTATIONS = {
     "hybrid_no_answers": _without(answers_first=False),
     "hybrid_no_latest": _without(latest_first=False),
     "hybrid_no_speakers": _without(speakers_first=False),
+    "hybrid_no_user": _without(user_first=False),
     "hybrid_before": _without(answers_first=False, latest_first=False),
     "hybrid_no_latest_speakers": _without(latest_first=False, speakers_first=False),
 }

@@ -142,6 +142,7 @@ def hybrid_groups(
     answers_first: bool = True,
     latest_first: bool = True,
     speakers_first: bool = True,
+    user_first: bool = True,
 ) -> list[Ranked]:
     """The runtime's hybrid search of each part (:func:`.hybrid.hybrid_candidates`) under ``fusion``
     (its rule, its candidates per side — the runtime takes ``max(k, candidates)`` — and its lexical
@@ -149,7 +150,7 @@ def hybrid_groups(
 
     ``stored``: the stored vectors searched (default: the runtime's default stored side for this
     embedder, :attr:`ConversationIndex.default_stored`). ``answers_first`` / ``latest_first`` /
-    ``speakers_first``: the search options of the same names (:func:`.hybrid.hybrid_candidates`)."""
+    ``speakers_first`` / ``user_first``: the search options of the same names (:func:`.hybrid.hybrid_candidates`)."""
     parts, q = ix.query(message, split=True)
     if not parts:
         return []
@@ -165,6 +166,7 @@ def hybrid_groups(
         latest_first=latest_first,
         speakers_first=speakers_first,
         embedder=ix.emb,
+        user_first=user_first,
     )
     return ix.ranked(cands, fusion.lexical_floor)
 

@@ -11,6 +11,15 @@ group (:func:`lift_answers`), and the answer's ``relevance`` is at least the que
 (:func:`~.rerank.finish_groups`). A part that states something (a fact being looked up) keeps its ranking: the
 stored question may be the very statement it looks for ("Did you enjoy the concert at the Staples Center?").
 
+**The assistant's reply to the user is not lifted above the question.** It is the agent's own words: a recollection
+that may be wrong ("You work at Acme Corp", after the user said Globex) or a report of what it did. Taking the place
+and the relevance of a question the user asked before, a wrong answer would be recalled as the best evidence the next
+time the user asks (relevance 0.99 against its own 0.18). So it **follows** the question, right under it at its score,
+standing with it against the floor but keeping the ``relevance`` of its own text (``PartCandidates.follows``); in an
+agent's memory the user's statements of the same fact also rank above it (:mod:`.latest`, ``user_first``). A
+tool's result, the user's answer to the assistant, and the next speaker's utterance in a conversation of people
+(LoCoMo's, where every speaker is a user) are lifted as before.
+
 Only candidates whose metadata the search holds take part: a thread-scoped search (every memory search through the
 adapters) always; an unscoped search over Chroma reads its candidates' metadata only for the hits it keeps, so its
 answers are not lifted.
@@ -39,6 +48,16 @@ def is_question(text: str) -> bool:
     return body.endswith(("?", "？")) or asks(body)
 
 
+def _own_reply(question: Mapping[str, Any], answer: Any) -> bool:
+    """Whether ``answer`` (a stored reply's metadata) is the assistant's reply to the user's ``question``: the agent's
+    own words, which follow the question rather than being lifted above it."""
+    return (
+        isinstance(answer, Mapping)
+        and answer.get("source_kind") == "assistant"
+        and question.get("source_kind") == "user"
+    )
+
+
 def _key(meta: Mapping[str, Any]) -> tuple[Any, Any, int, int] | None:
     try:
         return meta["thread_id"], meta["turn_id"], int(meta["source_ordinal"]), int(meta["ordinal"])
@@ -48,7 +67,8 @@ def _key(meta: Mapping[str, Any]) -> tuple[Any, Any, int, int] | None:
 
 def lift_answers(c: Any, depth: int | None = None) -> Any:
     """``c`` (a part's :class:`~.search.PartCandidates`, ranked) with each stored question's answer moved right above
-    it at the question's score (see the module docstring); ``c.lifted`` maps each lifted answer to its question.
+    it at the question's score (see the module docstring); ``c.lifted`` maps each lifted answer to its question. The
+    assistant's reply to the user's question moves right under it instead, at its score (``c.follows``).
     ``depth``: only the questions among the first ``depth`` candidates lift (those a group can hold)."""
     if len(c.ranked) < 2 or not asks(c.part):
         return c
@@ -62,19 +82,28 @@ def lift_answers(c: Any, depth: int | None = None) -> Any:
     out: list[tuple[str, float]] = []
     placed: set[str] = set()
     lifted: dict[str, str] = {}
+    follows: dict[str, str] = {}
     for i, (rid, score) in enumerate(c.ranked):
         if rid in placed:
             continue
         doc, meta = c.info[rid]
         key = None if isinstance(meta, Deferred) or (depth is not None and i >= depth) else _key(meta)
+        answer = None
         if key is not None and is_question(str(meta.get("body", doc))):
             answer = where.get((key[0], key[1], key[2] + 1, 0))
-            if answer is not None and answer not in placed and rank[answer] > rank[rid]:
+            if answer is None or answer in placed or rank[answer] < rank[rid]:
+                answer = None
+            elif not _own_reply(meta, c.info[answer][1]):
                 out.append((answer, score))
                 placed.add(answer)
                 lifted[answer] = rid
+                answer = None
         out.append((rid, score))
         placed.add(rid)
-    if not lifted:
+        if answer is not None:  # the assistant's reply to the user: right under the question, on its own relevance
+            out.append((answer, score))
+            placed.add(answer)
+            follows[answer] = rid
+    if not lifted and not follows:
         return c
-    return replace(c, ranked=out, lifted={**c.lifted, **lifted})
+    return replace(c, ranked=out, lifted={**c.lifted, **lifted}, follows={**c.follows, **follows})

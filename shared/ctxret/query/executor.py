@@ -384,10 +384,10 @@ class SearchRun:
     def latest_requests(self, cands: list[PartCandidates]) -> list[LatestRequest | None]:
         """Each part's :class:`~.latest.LatestRequest` (``None``: nothing to move). The rows of every part that asks
         about now and whose first hits' metadata is deferred or shows a restated fact are read in one store read."""
-        k = self.plan.k
-        ids = list(dict.fromkeys(rid for c in cands if may_restate(c, k) for rid in request_ids(c, k)))
+        k, mine = self.plan.k, self.plan.user_first
+        ids = list(dict.fromkeys(rid for c in cands if may_restate(c, k, mine) for rid in request_ids(c, k, mine)))
         rows = self.dense.fetch(ids, self.scope) if ids else {}
-        return [latest_request(c, k, lambda _ids: rows) for c in cands]
+        return [latest_request(c, k, lambda _ids: rows, mine) for c in cands]
 
     def with_latest(self, result: _Result, requests: Sequence[LatestRequest | None], own: np.ndarray) -> _Result:
         """``result`` with the latest fact first in each group that has a request; ``own``: the embeddings of
@@ -543,7 +543,7 @@ def candidate_steps(
     if not run.clock.bounded:
         best = yield Call(run.complete, (state,))
     if best is not None and run.plan.latest_first and run.embedder is not None:
-        if any(may_restate(c, run.plan.k) for c in best[0]):  # most searches: no work, no store read
+        if any(may_restate(c, run.plan.k, run.plan.user_first) for c in best[0]):  # most searches: no work, no read
             best = yield from latest_steps(run, best)
     return best
 

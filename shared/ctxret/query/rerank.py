@@ -165,18 +165,19 @@ def _with_relevance(
     part: str,
     cal: RelevanceCalibration | None,
     best: float | None = None,
-    lifted: Mapping[str, str] | None = None,
+    lifted: Mapping[str, Sequence[str]] | None = None,
     candidates: Any = None,
     lead: bool = True,
 ) -> list[Hit]:
     """Coverage and relevance on each hit (``hits`` in the part's ranking: the first is what the search ranks first,
     a feature of the relevance); ``best``: the highest cosine among the part's candidates (the
     hit's margin under it and whether it is the part's best dense match are features of the relevance:
-    :func:`.relevance.best_features`). ``lifted``: hit id -> the id of the hit it was lifted above (a stored
-    question's answer, the later of two statements of a subject) or moved above (a named speaker's hit), whose
-    relevance it keeps at least; ``candidates``: the part's candidates, for that hit's relevance when the group no
-    longer holds it (a named speaker's hits can push the hit they passed out of the first ``k``). ``lead``: whether
-    the first hit's rank counts (``False`` for a part the index's floor would leave empty, searched without it)."""
+    :func:`.relevance.best_features`). ``lifted``: hit id -> the ids of the hits it was lifted above (a stored
+    question's answer, the later of two statements of a subject) or moved above (a named speaker's hit, the user's
+    statement above the assistant's words), the best of whose relevance at its place it keeps at least;
+    ``candidates``: the part's candidates, for that hit's relevance when the group no longer holds it (a named
+    speaker's hits can push the hit they passed out of the first ``k``). ``lead``: whether the first hit's rank
+    counts (``False`` for a part the index's floor would leave empty, searched without it)."""
     if not hits:
         return hits
     if best is None:
@@ -190,21 +191,21 @@ def _with_relevance(
             scores["relevance"] = cal(float(h.scores["cosine"]), c, best, lead and i == 0)
         out.append(replace(h, scores=scores))
     if cal is not None and lifted:
-        # the passed hit's features (cosine, coverage); its relevance is taken at the place the lifted hit now holds,
-        # which it held before (the first place included)
+        # the passed hits' features (cosine, coverage); their relevance is taken at the place the lifted hit now
+        # holds, which they held before (the first place included)
         passed = {h.id: (float(h.scores["cosine"]), h.scores.get("coverage")) for h in out}
-        gone = [rid for rid in dict.fromkeys(lifted.values()) if rid not in passed]
+        gone = [rid for rid in dict.fromkeys(r for rids in lifted.values() for r in rids) if rid not in passed]
         info, cosine = getattr(candidates, "info", None) or {}, getattr(candidates, "cosine", None) or {}
         gone = [rid for rid in gone if rid in cosine and isinstance(info.get(rid, (None,))[0], str)]
         if gone:
             covered = content_coverage(part, [info[rid][0] for rid in gone])
             passed.update({rid: (float(cosine[rid]), c) for rid, c in zip(gone, covered, strict=True)})
         for i, h in enumerate(out):
-            above = lifted.get(h.id)
-            if above not in passed:
-                continue
-            kept = cal(passed[above][0], passed[above][1], best, lead and i == 0)
-            if kept > float(h.scores["relevance"]):
+            kept = max(
+                (cal(passed[r][0], passed[r][1], best, lead and i == 0) for r in lifted.get(h.id, ()) if r in passed),
+                default=None,
+            )
+            if kept is not None and kept > float(h.scores["relevance"]):
                 out[i] = replace(h, scores={**h.scores, "relevance": kept})
     return out
 
@@ -216,9 +217,10 @@ def _answered(hits: Sequence[Hit], candidates: Any, k: int, floor: tuple[float |
     head = list(hits[:k])
     idf = getattr(candidates, "idf_coverage", None)
     hybrid = getattr(candidates, "bm25", None) is not None
-    lifted = getattr(candidates, "lifted", {}) or {}
+    lifted = {**(getattr(candidates, "follows", None) or {}), **(getattr(candidates, "lifted", None) or {})}
+    cosine = getattr(candidates, "cosine", None) or {}
     return part_answered(
-        [float(h.scores["cosine"]) for h in head],
+        [float(cosine.get(lifted.get(h.id, h.id), h.scores["cosine"])) for h in head],  # a moved hit: its place's
         [float(idf.get(lifted.get(h.id, h.id), 0.0)) for h in head] if hybrid and idf is not None else None,
         floor[0],
         floor[1],
@@ -246,7 +248,10 @@ def finish_groups(
     not scored as ranked first (the index's floor when the search has none; ``None``: ``floor``)."""
     lists: list[list[Hit]] = []
     for c, hits in zip(candidates, hit_lists, strict=False):
-        shares = {**(getattr(c, "passed", None) or {}), **(getattr(c, "lifted", None) or {})}
+        shares: dict[str, tuple[str, ...]] = {}
+        for moved in (getattr(c, "passed", None) or {}, getattr(c, "lifted", None) or {}):
+            for rid, above in moved.items():
+                shares[rid] = (*shares.get(rid, ()), above)
         lead = _answered(hits, c, k, lead_floor if lead_floor is not None else floor)
         hits = _with_relevance(list(hits), c.part, stages.relevance, _best_cosine(c), shares, c, lead)
         if not _answered(hits, c, k, floor):

@@ -102,6 +102,7 @@ class SearchPlan:
     answers_first: bool = True  # a stored question's answer ranks above it (query/answers.py)
     latest_first: bool = True  # of two hits about one subject, the later ranks first (query/latest.py)
     speakers_first: bool = True  # a part naming one speaker: that speaker's hits first (query/speakers.py)
+    user_first: bool = True  # an agent's memory: the user's latest statement of a fact first (query/latest.py)
 
     def for_backends(self, has_lexical: bool) -> SearchPlan:
         """This plan on backends with (or without) a lexical index: no hybrid search without one."""
@@ -166,6 +167,7 @@ def plan_search(
         answers_first=settings.answers_first,
         latest_first=settings.latest_first,
         speakers_first=settings.speakers_first,
+        user_first=settings.user_first,
         **per,
     ).for_backends(has_lexical)
 
@@ -230,6 +232,9 @@ class PartCandidates:
     #: hits moved above another that share only its relevance, not its floor (a named speaker's hits,
     #: query/speakers.py): id -> the id of the first hit it passed
     passed: dict[str, str] = field(default_factory=dict)
+    #: the assistant's replies placed right under the user's question they answer (query/answers.py): id -> the
+    #: question's id, whose floor (not its relevance) they share
+    follows: dict[str, str] = field(default_factory=dict)
 
 
 def fuse_candidates(c: PartCandidates, fusion: FusionSettings) -> PartCandidates:
@@ -427,7 +432,8 @@ def assemble(
         hits: list[Hit] = []
         for rid, score in c.ranked:
             cos = c.cosine[rid]
-            rid_floor = c.lifted.get(rid, rid)  # a lifted hit stands or falls with the hit it was lifted above
+            # a lifted hit stands or falls with the hit it was lifted above, a reply with the question it follows
+            rid_floor = c.lifted.get(rid) or c.follows.get(rid, rid)
             if c.bm25 is None:
                 if floor is not None and not c.cosine[rid_floor] >= floor:
                     continue

@@ -133,13 +133,19 @@ class SearchSettings:
       ``timestamp`` (never negative); the group is re-ordered by it and ``scores["recency"]`` is the factor.
       A hit without a timestamp is not decayed (and gets no ``scores["recency"]``). See docs/time.md.
     * ``answers_first``: when a part asks, a stored question or request among its candidates lifts the reply that
-      follows it in its turn right above it, at its score (:mod:`ctxret.query.answers`). ``False``: off.
+      follows it in its turn right above it, at its score; the assistant's reply to the user goes right under it
+      instead, at its own relevance (:mod:`ctxret.query.answers`). ``False``: off.
     * ``latest_first``: when a part asks how things are now, of two hits in its group about the same subject said at
       different times the later ranks directly above the earlier; nothing else moves (:mod:`ctxret.query.latest`).
       ``False``: off.
     * ``speakers_first``: when a part names exactly one of the speakers among its candidates ("How does Tim get to
       work?"), what that speaker said ranks above what others said among its first 10 candidates
       (:mod:`ctxret.query.speakers`). ``False``: off.
+    * ``user_first``: in an agent's memory (a thread where the assistant speaks), when a part asks (not for an earlier
+      state), the user's statements are the facts: of its first hits ranked nearly alike the newer first, the user's
+      later statements of a subject among its first 10 candidates join the group above the earlier ones it holds, and
+      a user's statement ranks above the assistant's words about the same subject (its echoes, its answers). Part of
+      the ``latest`` stage, and off with ``latest_first=False`` (:mod:`ctxret.query.latest`). ``False``: off.
 
     Each field carries its :class:`~ctxret.query.options.Option` (help, flag, how a flag's text becomes a value):
     the one definition the CLI's search flags (``ctxret.cli.search_flags``) and the adapters' ``search_kwargs``
@@ -259,13 +265,22 @@ class SearchSettings:
         "week (see docs/time.md)",
     )
     answers_first: bool = option(
-        True, switch=True, help="when a part asks, a stored question's answer ranks right above it"
+        True,
+        switch=True,
+        help="when a part asks, a stored question's answer ranks right above it (the assistant's reply: right "
+        "under it)",
     )
     latest_first: bool = option(
         True, switch=True, help="when a part asks about now, the later of two hits about one subject ranks first"
     )
     speakers_first: bool = option(
         True, switch=True, help="when a part names one of the thread's speakers, what that speaker said ranks first"
+    )
+    user_first: bool = option(
+        True,
+        switch=True,
+        help="in an agent's memory, the user's latest statement of a fact ranks first (reached beyond the group's "
+        "first hits), above the assistant's words about it",
     )
     # per-document results (query/documents.py)
     per: str = option(
@@ -287,7 +302,7 @@ class SearchSettings:
         object.__setattr__(self, "k", _positive_int(self.k, "k (results per part)"))
         object.__setattr__(self, "max_parts", _positive_int(self.max_parts, "max_parts"))
         object.__setattr__(self, "cosine_floor", _threshold(self.cosine_floor))
-        for name in ("split", "parents", "views", "answers_first", "latest_first", "speakers_first"):
+        for name in ("split", "parents", "views", "answers_first", "latest_first", "speakers_first", "user_first"):
             if not isinstance(getattr(self, name), bool):
                 raise InputError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.lexical is not None and not isinstance(self.lexical, bool):

@@ -42,7 +42,7 @@ from typing import Any
 
 from ..storage.base import Deferred
 
-__all__ = ["DEPTH", "named_speaker", "speakers_first"]
+__all__ = ["DEPTH", "SPEAKER_KEY", "SPEAKING", "named_speaker", "speakers_first"]
 
 #: Among how many of a part's first candidates a named speaker's hits move up (twice the default ``k``).
 DEPTH = 10
@@ -92,8 +92,9 @@ def speakers_first(c: Any, depth: int = DEPTH) -> Any:
         return c
     units: list[list[tuple[str, float]]] = []
     for i, (rid, score) in enumerate(head):
-        if i and c.lifted.get(head[i - 1][0]) == rid and len(units[-1]) == 1:
-            units[-1].append((rid, score))  # a question stays right under the answer lifted above it
+        joined = c.lifted.get(head[i - 1][0]) == rid or c.follows.get(rid) == head[i - 1][0] if i else False
+        if joined and len(units[-1]) == 1:
+            units[-1].append((rid, score))  # a question and the answer lifted above it or the reply under it
         else:
             units.append([(rid, score)])
     mine = [u for u in units if any(said[rid] == name for rid, _ in u)]
