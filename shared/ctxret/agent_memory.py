@@ -59,9 +59,12 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .embedders.fitting import embed_fitting
+from .embedders.guard import for_writes
 from .errors import ClosedError, CtxretError, EmbeddingError, InputError, StoreError
 from .index import ContextualIndex
 from .ingest.messages import check_thread_id, read_messages
+from .query.latest import own_vectors
 from .query.render import (
     CONVERSATION_KEY,
     MEMORY_NOTE,
@@ -203,6 +206,7 @@ class _Job:
         "keys",
         "include_system",
         "metadata",
+        "warm",
         "written",
         "seq",
         "running",
@@ -220,12 +224,39 @@ class _Job:
         metadata: dict[str, Any] | None,
         written: _Written,
         seq: int,
+        warm: bool = False,
     ) -> None:
         self.index, self.scope, self.messages, self.keys = index, scope, messages, keys
         self.include_system, self.metadata, self.written, self.seq = include_system, metadata, written, seq
+        self.warm = warm  # the stored texts embedded alone for the ``latest`` stage (:func:`warm_latest`)
         self.running = False
         self.attempts = 0
         self.due = 0.0  # when it may run (after a failure: later)
+
+
+def warm_latest(index: ContextualIndex, scope: str, result: IndexResult) -> int:
+    """Embed alone the stored texts of the turns ``result`` wrote to ``scope`` into the ``latest`` stage's memo
+    (:func:`ctxret.query.latest.own_vectors`): the texts that stage embeds while a search waits when these pieces are
+    among a part's first hits (an agent's memory asks about the user's facts at nearly every recall). Done by the
+    background writer after each append, off the model call's path, so a recall embeds only its own message however
+    large memory grows (a process started afresh embeds the hits it meets, as before). How many texts it embedded; a
+    failure is logged at debug level and costs only the warm-up."""
+    turns = sorted({str(turn) for thread, turn in result.changed if thread == scope})
+    memo = own_vectors(index.embedder) if turns else None
+    if memo is None:
+        return 0
+    try:
+        where = {"$and": [{"thread_id": scope}, {"turn_id": {"$in": turns}}]}
+        records = index.store.backend.iter_records(where, include=("documents",))
+        texts = list(dict.fromkeys(str(r.get("document") or "") for r in records))
+        known = memo.get(texts)
+        missing = [t for t in texts if t and t not in known]
+        if missing:
+            memo.put(missing, embed_fitting(for_writes(index.embedder, index.embed_timeout), missing))
+        return len(missing)
+    except Exception as e:  # noqa: BLE001 - a warm-up only saves a later search's time
+        logger.debug("ctxret memory: the stored texts of scope %r were not embedded ahead: %s", scope, e)
+        return 0
 
 
 class BackgroundWriter:
@@ -259,9 +290,11 @@ class BackgroundWriter:
         include_system: bool,
         written: _Written,
         metadata: dict[str, Any] | None = None,
+        warm: bool = False,
     ) -> None:
         """Queue an append of ``messages`` (their ``keys``) to ``scope``, each piece stored with ``metadata`` (the
-        conversation); ``written`` learns the keys once stored."""
+        conversation); ``written`` learns the keys once stored. ``warm``: the stored texts are then embedded alone for
+        the searches' ``latest`` stage (:func:`warm_latest`)."""
         index = self._index()
         if index is None or not messages:
             return
@@ -281,12 +314,15 @@ class BackgroundWriter:
                 and not last.attempts
                 and last.include_system == include_system
                 and last.metadata == metadata
+                and last.warm == warm
                 and last.written is written
             ):
                 last.messages.extend(messages)
                 last.keys.extend(keys)
             else:
-                job = _Job(index, scope, list(messages), list(keys), include_system, metadata, written, next(self._seq))
+                job = _Job(
+                    index, scope, list(messages), list(keys), include_system, metadata, written, next(self._seq), warm
+                )
                 self._jobs.append(job)
             self._queued += len(messages)
             if self._worker is None:
@@ -372,7 +408,9 @@ class BackgroundWriter:
         """One attempt at ``job``: how many of its first messages are settled (stored, or refused for good); the rest
         is tried again later."""
         try:
-            job.index.add_messages(messages, job.scope, include_system=job.include_system, metadata=job.metadata)
+            result = job.index.add_messages(
+                messages, job.scope, include_system=job.include_system, metadata=job.metadata
+            )
         except ClosedError:
             self._lost(job, messages)
             return len(messages)
@@ -385,6 +423,8 @@ class BackgroundWriter:
                 return 1
             return self._one_by_one(job, messages, keys)  # the message at fault is left out, the others written
         job.written.add(job.scope, [k for k in keys if k is not None])
+        if job.warm:
+            warm_latest(job.index, job.scope, result)
         return len(messages)
 
     def _one_by_one(self, job: _Job, messages: list[dict[str, Any]], keys: list[str | None]) -> int:
@@ -611,7 +651,9 @@ class AgentMemory:
         plan = index.plan(**{**options, "k": k or index.settings.k, "deadline_ms": deadline_ms})  # bad options fail now
         if max_chars == "auto":
             max_chars = auto_max_chars(plan.k, index.config.piece_bytes)
-        self.k, self.max_chars, self.template = k, max_chars, template
+        self.k, self.template = k, template
+        #: The memory text's budget in characters (``"auto"`` resolved for the index; ``None``: no bound).
+        self.max_chars: int | None = None if max_chars is None else int(max_chars)
         self.deadline_ms, self.tool_calls, self.include_system = deadline_ms, tool_calls, include_system
         self.search_options = options
         self._delimiters = template_delimiters(template)
@@ -619,6 +661,8 @@ class AgentMemory:
         #: Whether writes go to the index's background writer (:class:`BackgroundWriter`).
         self.background = background
         self._writer = writer_of(index)
+        #: Whether the background writer embeds the stored texts ahead for the recall's ``latest`` stage (it runs).
+        self._warm = bool(plan.latest_first)
 
     # -- recall -------------------------------------------------------------------------------------
     def _request(
@@ -800,7 +844,7 @@ class AgentMemory:
     ) -> None:
         if by_position:  # the next window is read against what is handed over now (written in this order)
             self._written.extend_tail(scope, keys)
-        self._writer.submit(scope, new, keys, self.include_system, self._written, metadata)
+        self._writer.submit(scope, new, keys, self.include_system, self._written, metadata, self._warm)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every write handed to the background on this memory's index is stored (``timeout`` seconds at

@@ -297,3 +297,40 @@ def test_every_memory_class_has_one_default_k():
     assert block.k is None and block.memory.k is None  # the index's default, as the middleware's
     assert CtxretMemoryMiddleware(index).memory.k is None
     assert index.settings.k == 5
+
+
+class RecordingEmbedder(HashEmbedder):
+    """The hash embedder, recording the texts embedded off the background writer's thread (a search's)."""
+
+    def __init__(self) -> None:
+        self.searched: list[str] = []
+
+    def embed(self, texts):
+        if threading.current_thread().name not in WRITING:
+            self.searched.extend(texts)
+        return super().embed(texts)
+
+
+def test_the_background_writer_embeds_ahead_what_the_latest_stage_reads():
+    """The ``latest`` stage (the user's latest statement first) embeds its hits' stored texts alone. Written in the
+    background, an agent's memory embeds them ahead (``warm_latest``), so a recall embeds only its own message however
+    large memory grows. Before: every hit the stage met for the first time was embedded inside the recall."""
+    from ctxret.evaluation.agent_history import MAYA
+    from ctxret.query.latest import own_vectors
+
+    embedder = RecordingEmbedder()
+    index = ContextualIndex(Store.memory(), embedder=embedder)
+    memory = AgentMemory(index, deadline_ms=None)
+    for messages in MAYA.messages():
+        memory.write(messages, "maya")
+    assert index.flush(60)
+    documents = [r["document"] for r in index.store.chroma.iter_records({"thread_id": "maya"}, include=("documents",))]
+    assert len(set(own_vectors(index.embedder).get(documents))) == len(set(documents))  # every stored text, ahead
+    embedder.searched.clear()
+    recall = memory.recall([{"role": "user", "content": "Where do I work now?", "id": "q"}], "maya")
+    assert any("latest" in g.stages for g in recall.groups)  # the stage ran
+    assert not set(embedder.searched) & set(documents), embedder.searched  # and embedded no stored text
+    # written inside the call, nothing is embedded ahead: the stage embeds the hits it meets (as before)
+    cold = ContextualIndex(Store.memory(), embedder=RecordingEmbedder())
+    AgentMemory(cold, background=False).write([m for ms in MAYA.messages() for m in ms], "maya")
+    assert not own_vectors(cold.embedder).get(documents)

@@ -498,7 +498,7 @@ def test_an_embedding_api_gets_one_more_request_only_for_hits_it_has_not_embedde
 
 
 def test_own_vectors_keep_the_most_recently_used_texts():
-    memo = OwnVectors(size=2)
+    memo = OwnVectors(size=2 * 8)  # bytes: two vectors of two float32
     memo.put(["a", "b"], np.eye(2, dtype=np.float32))
     assert set(memo.get(["a"])) == {"a"}  # "a" is now the most recently used
     memo.put(["c"], np.ones((1, 2), dtype=np.float32))

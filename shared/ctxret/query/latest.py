@@ -66,8 +66,10 @@ first in an agent's memory").
 
 The search runs it as its ``latest`` stage (:mod:`.executor`): on the clock under a deadline,
 and skipped (the group keeps its order) when the search has no embedder or no time left. The stage remembers the
-own-text vectors it embedded (:func:`own_vectors`: the last :data:`REMEMBERED` texts per embedder), so a search that
-meets the same hits again embeds nothing. Measured on the ``updates``
+own-text vectors it embedded (:func:`own_vectors`: the most recently used, :data:`REMEMBERED` bytes per embedder), so
+a search that meets the same hits again embeds nothing; an agent's memory writing in the background embeds the texts
+it stores there ahead of the searches (``ctxret.agent_memory``), so a recall in a live loop embeds only its part.
+Measured on the ``updates``
 query set (:mod:`ctxret.evaluation.updates`: 150 controlled update threads on LoCoMo dev) and on LoCoMo's facts and
 questions.
 """
@@ -135,9 +137,9 @@ REACH_SUBJECT = 0.1
 #: The recency prior of a part about the present in an agent's memory (:func:`recency_prior`): a share of the score
 #: range of the group's first hits.
 RECENCY = 0.05
-#: How many own-text vectors the ``latest`` stage remembers per embedder (:func:`own_vectors`): 1.5 MB at 384
-#: dimensions, 6 MB at 1,536.
-REMEMBERED = 1024
+#: How many bytes of own-text vectors the ``latest`` stage remembers per embedder (:func:`own_vectors`): 64 MiB,
+#: about 43,000 texts at 384 dimensions (the pieces of some 20,000 exchanges of an agent's memory), 11,000 at 1,536.
+REMEMBERED = 64 * 2**20
 
 #: Auxiliaries and markers of a question about the present ("does", "is", "what's", "will", "now").
 _PRESENT = re.compile(
@@ -366,12 +368,12 @@ def latest_request(c: Any, k: int, fetch: Fetch, user_first: bool = False) -> La
 
 
 class OwnVectors(TextLRU):
-    """The own-text vectors the ``latest`` stage embedded, by text: at most ``size``, the least recently used out
-    first. A text's vector depends only on the text and the embedder, so nothing a write does makes one stale.
+    """The own-text vectors the ``latest`` stage embedded, by text: at most ``size`` bytes of them, the least recently
+    used out first. A text's vector depends only on the text and the embedder, so nothing a write does makes one stale.
     Safe to share between threads."""
 
     def __init__(self, size: int = REMEMBERED) -> None:
-        super().__init__(size)
+        super().__init__(size, weigh=lambda v: int(v.nbytes))
 
     def put(self, texts: Sequence[str], values: Sequence[np.ndarray] | np.ndarray) -> None:
         """Remember ``values[i]`` (a list of vectors or one matrix) as the vector of ``texts[i]`` (a float32 copy)."""
