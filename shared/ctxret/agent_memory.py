@@ -12,7 +12,8 @@ conversations); everything else is here.
   what is not in view: older turns a trimming step dropped, other conversations of the scope. The search runs
   under ``deadline_ms`` (the core's recall deadline: it returns within it, with what the stages that finished
   found), and a store or embedder that fails is logged and gives no memory: the model is never held or failed by
-  recall.
+  recall. A later model call of the same turn (after a tool's result; LlamaIndex's agent reads its memory again once
+  it has answered) is given the turn's memory without a second search: one search a turn.
 * :meth:`AgentMemory.write` (after a model call, and when the run ends) appends the conversation's messages to the
   scope (``ContextualIndex.add_messages``: the next turns; a message sent again adds nothing, known by its id). It
   remembers, per scope, the keys of what it wrote, so sending the whole agent state after every model call costs
@@ -595,6 +596,48 @@ def _latest_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
     return ""
 
 
+#: How many scopes' last recalls a memory keeps (:class:`_Recalls`).
+MAX_RECALLS = 1024
+
+
+class _Recalls:
+    """The last recall of each scope, by its turn (:func:`_turn`): a model call later in the same exchange (after a
+    tool's result; LlamaIndex's agent reads its memory again once it has answered) is given the same memory without a
+    second search. What was written since is in the model's view, which the search leaves out anyway. A degraded
+    recall is not kept; at most :data:`MAX_RECALLS` scopes, the least recently used dropped first."""
+
+    def __init__(self) -> None:
+        self._items: OrderedDict[str, tuple[tuple[Any, ...], Recall]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, turn: tuple[Any, ...]) -> Recall | None:
+        with self._lock:
+            held = self._items.get(turn[0])
+            return held[1] if held is not None and held[0] == turn else None
+
+    def put(self, turn: tuple[Any, ...], recall: Recall) -> Recall:
+        if not recall.degraded:
+            with self._lock:
+                self._items[turn[0]] = (turn, recall)
+                self._items.move_to_end(turn[0])
+                while len(self._items) > MAX_RECALLS:
+                    self._items.popitem(last=False)
+        return recall
+
+
+def _turn(
+    messages: Sequence[Mapping[str, Any]], scope: str, query: str, conversation: str | None
+) -> tuple[tuple[Any, ...], bool]:
+    """The turn a recall belongs to, ``(scope, the latest user message's key, query, conversation)``, and whether the
+    exchange has gone on since that message (messages after it, none the user's): a later model call of the same
+    turn. A turn's first call (its user message last) always searches."""
+    last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"), None)
+    if last is None:
+        return (scope, None, query, conversation), False
+    key = _keys([messages[last]])[0]
+    return (scope, key, query, conversation), key is not None and last < len(messages) - 1
+
+
 def _failed(query: str, error: Exception) -> Recall:
     """No memory for a recall that failed: logged (a ctxret error by its message, anything else with its traceback)."""
     if isinstance(error, (StoreError, EmbeddingError, InputError)):
@@ -663,6 +706,7 @@ class AgentMemory:
         self._writer = writer_of(index)
         #: Whether the background writer embeds the stored texts ahead for the recall's ``latest`` stage (it runs).
         self._warm = bool(plan.latest_first)
+        self._recalls = _Recalls()
 
     # -- recall -------------------------------------------------------------------------------------
     def _request(
@@ -738,8 +782,11 @@ class AgentMemory:
             if request is None:
                 return Recall("")
             query, kwargs, seen = request
+            turn, again = _turn(messages, scope, query, conversation)
+            if again and (done := self._recalls.get(turn)) is not None:
+                return done
             late = self._writer.must_wait(scope, seen) and self._late(scope, seen, kwargs, self._writer.wait)
-            return self._recall(query, self.index.search(query, **kwargs), conversation, late)
+            return self._recalls.put(turn, self._recall(query, self.index.search(query, **kwargs), conversation, late))
         except Exception as e:  # recall never fails the model call
             return _failed(query, e)
 
@@ -753,10 +800,14 @@ class AgentMemory:
             if request is None:
                 return Recall("")
             query, kwargs, seen = request
+            turn, again = _turn(messages, scope, query, conversation)
+            if again and (done := self._recalls.get(turn)) is not None:
+                return done
             late = False
             if self._writer.must_wait(scope, seen):  # off the event loop
                 late = await asyncio.to_thread(self._late, scope, seen, kwargs, self._writer.wait)
-            return self._recall(query, await self.index.asearch(query, **kwargs), conversation, late)
+            recall = self._recall(query, await self.index.asearch(query, **kwargs), conversation, late)
+            return self._recalls.put(turn, recall)
         except Exception as e:  # recall never fails the model call
             return _failed(query, e)
 

@@ -383,3 +383,31 @@ def test_agent_memory_recall_budget_and_template(local_embedder):
     assert recall.text.startswith("MEMORY:\n### Part 1") and len(recall.text) <= 300 + len("MEMORY:\n")
     assert recall.groups and recall.groups[0].hits
     assert memory.recall([{"role": "assistant", "content": "no user message"}], "u").text == ""
+
+
+def test_a_tool_turn_searches_memory_once_and_every_model_call_gets_it(local_embedder, monkeypatch):
+    """A turn whose model calls a tool and then answers makes two model calls: the second is given the memory the
+    first was, without a second search (what the turn wrote since is in the model's view, which the search leaves out
+    anyway). Before: one search per model call. A new turn, even with the same words, searches again."""
+    index = ContextualIndex(Store.memory(), embedder=local_embedder)
+    index.add_messages([{"role": "user", "content": "I cycle to work every day, so rain means I get soaked."}], "ana")
+    searches: list[str] = []
+    search = index.search
+
+    def counted(query, **kwargs):
+        searches.append(query)
+        return search(query, **kwargs)
+
+    monkeypatch.setattr(index, "search", counted)
+    call = {"name": "weather", "args": {"city": "Oslo"}, "id": "c1"}
+    call2 = {"name": "weather", "args": {"city": "Oslo"}, "id": "c2"}
+    model = scripted(AIMessage("", tool_calls=[call]), "Rain in Oslo.", AIMessage("", tool_calls=[call2]), "Rain.")
+    mw = CtxretMemoryMiddleware(index, scope="ana")
+    agent = create_agent(model, tools=[weather], middleware=[mw], checkpointer=InMemorySaver())
+    agent.invoke({"messages": [HumanMessage("Will I get wet on my way to work?")]}, config("t1"))
+    assert searches == ["Will I get wet on my way to work?"]  # two model calls, one search
+    first, second = model.system_texts()
+    assert "I cycle to work" in first and second == first
+    agent.invoke({"messages": [HumanMessage("Will I get wet on my way to work?")]}, config("t1"))
+    assert len(searches) == 2  # a new turn with the same words: searched again
+    assert len(model.system_texts()) == 4 and "I cycle to work" in model.system_texts()[2]

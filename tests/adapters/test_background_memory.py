@@ -334,3 +334,20 @@ def test_the_background_writer_embeds_ahead_what_the_latest_stage_reads():
     cold = ContextualIndex(Store.memory(), embedder=RecordingEmbedder())
     AgentMemory(cold, background=False).write([m for ms in MAYA.messages() for m in ms], "maya")
     assert not own_vectors(cold.embedder).get(documents)
+
+
+def test_a_llamaindex_agent_turn_searches_memory_once(monkeypatch):
+    """LlamaIndex's agent reads its memory when a run starts and again once it has answered: the block searches once a
+    turn (the second read is given the first's memory). Before: two searches a turn."""
+    index = ContextualIndex(Store.memory(), embedder=HashEmbedder())
+    searches: list[str] = []
+    asearch = index.asearch
+
+    async def counted(query, **kwargs):
+        searches.append(query)
+        return await asearch(query, **kwargs)
+
+    monkeypatch.setattr(index, "asearch", counted)
+    said = run_sessions(index)
+    assert len(searches) == len(said)  # one search a turn
+    assert index.flush(10) and stored(index, "ana") == [m for exchange in said for m in exchange]
