@@ -57,7 +57,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from .errors import ClosedError, CtxretError, EmbeddingError, InputError, StoreError
 from .index import ContextualIndex
@@ -609,9 +609,11 @@ class AgentMemory:
         self._user_where = options.pop("where", None)
         self.index = index
         plan = index.plan(**{**options, "k": k or index.settings.k, "deadline_ms": deadline_ms})  # bad options fail now
-        if max_chars == "auto":
-            max_chars = auto_max_chars(plan.k, index.config.piece_bytes)
-        self.k, self.max_chars, self.template = k, max_chars, template
+        #: the memory text's size in characters (``"auto"`` resolved here; ``None``: no bound)
+        self.max_chars: int | None = (
+            auto_max_chars(plan.k, index.config.piece_bytes) if max_chars == "auto" else cast("int | None", max_chars)
+        )
+        self.k, self.template = k, template
         self.deadline_ms, self.tool_calls, self.include_system = deadline_ms, tool_calls, include_system
         self.search_options = options
         self._delimiters = template_delimiters(template)
