@@ -7,11 +7,13 @@ so the policies below hold everywhere:
 * **Your names and ctxret's.** ctxret writes :data:`RESERVED_KEYS` on every piece and the adapters add
   :data:`RETRIEVAL_KEYS` (and ``score_<name>``) to every result. A caller's metadata key keeps the name the caller
   gave it wherever a caller names or reads it: in filters (:func:`stored_where`) and in results
-  (:func:`caller_view`, :func:`public_metadata`). In a filter and in the grouped retrievers' results, ctxret's own
-  fields are ``ctxret:<field>`` (:data:`FIELD_PREFIX`), a namespace no caller key may use; ``thread_id`` and
+  (:func:`caller_view`, :func:`public_metadata`). In a filter and in every result (the core's
+  :attr:`~ctxret.results.Hit.metadata`, the adapters'), ctxret's own fields are ``ctxret:<field>``
+  (:data:`FIELD_PREFIX`), a namespace no caller key may use; ``thread_id`` and
   ``doc_id`` (:data:`SHARED_KEYS`) are one key for both: a caller's value for one of them *is* the piece's thread or
   document (the write path checks that they agree), so ``{"thread_id": "u1"}`` is the scope.
-* **Stored names.** What is stored is unchanged from earlier versions (stores written before read the same): a caller
+* **Stored names.** What is stored is unchanged from earlier versions (stores written before read the same; the stages
+  read a hit's :attr:`~ctxret.results.Hit.stored`): a caller
   key named like one of ctxret's fields or result keys is stored under the :data:`METADATA_PREFIX` (``meta_kind``),
   as is one that already starts with it and would otherwise read as such a name (``meta_kind`` → ``meta_meta_kind``),
   so that the stored name depends on the key alone and a filter on the caller's name finds it
@@ -263,7 +265,7 @@ def candidate_metadata(hit: Hit, part: str) -> dict[str, Any]:
     """What a framework reranker sees of one candidate of a group: the piece's metadata as the grouped retrievers
     show it (:func:`public_metadata`; no retrieval keys from an earlier search), one ``score_<name>`` per named score
     and ``group_query`` (the part)."""
-    meta = {k: v for k, v in public_metadata(hit.metadata, own=_result_keys(hit)).items() if k not in RETRIEVAL_KEYS}
+    meta = {k: v for k, v in public_metadata(hit.stored, own=_result_keys(hit)).items() if k not in RETRIEVAL_KEYS}
     meta.update({f"{SCORE_PREFIX}{name}": float(v) for name, v in hit.scores.items()})
     meta["group_query"] = part
     return meta
@@ -279,7 +281,7 @@ def hit_metadata(hit: Hit, group: Group, rank: int, parts: Sequence[str]) -> dic
     ``score_scale`` (its name), one ``score_<name>`` per named score, ``parent_text`` when the search asked for
     parents, and ``search_degraded`` / ``search_skipped`` (the stages a ``deadline_ms`` skipped) when it skipped any.
     """
-    meta: dict[str, Any] = public_metadata(hit.metadata, own=_result_keys(hit))
+    meta: dict[str, Any] = public_metadata(hit.stored, own=_result_keys(hit))
     meta.update(
         group=int(group.part_index),
         group_query=group.part,
