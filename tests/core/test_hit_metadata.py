@@ -73,6 +73,21 @@ def test_a_documents_hit_shows_the_callers_keys_and_ctxrets_fields_by_namespace(
         hit.metadata = {}  # type: ignore[misc]  # read-only: the view of what is stored
 
 
+def test_a_deferred_hit_completed_shows_its_own_metadata():
+    """A row whose metadata the search reads later (Chroma's unscoped rows) is completed by a new hit: a view read
+    before completion is never the completed hit's."""
+    from dataclasses import replace
+
+    from ctxret.storage.base import DEFERRED
+
+    early = Hit("p1", "", 0.5, DEFERRED)
+    assert early.metadata == {}
+    done = replace(
+        early, text="[Budget]\nbody", stored={"kind": "section", "meta_kind": "finance", "caller_keys": "meta_kind"}
+    )
+    assert done.metadata == {"ctxret:kind": "section", "kind": "finance"} and early.metadata == {}
+
+
 # -- the same view as the adapters ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("what", ["document", "chat"])
 def test_the_core_shows_what_the_langchain_and_llamaindex_retrievers_show(index, what):
