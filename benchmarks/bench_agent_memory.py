@@ -100,7 +100,7 @@ def in_input(hit: Any, seen: str) -> bool:
     """Whether ``hit``'s text is in ``seen`` (the model's input) as the memory text quotes it: its first line."""
     from ctxret.query.render import QUOTE, neutralize
 
-    lines = neutralize(str(hit.metadata.get("body", hit.text)).strip()).splitlines()
+    lines = neutralize(str(hit.stored.get("body", hit.text)).strip()).splitlines()
     return bool(lines) and QUOTE + lines[0] in seen
 
 
@@ -225,18 +225,18 @@ def run_recall(
         thread = {"configurable": {"thread_id": f"{conv.id}/q{i}"}}
         reader.invoke({"messages": [HumanMessage(q.text)]}, thread, context={"user": conv.id})
         seen = "\n".join(m.text for m in model.inputs[-1])
-        present = {where.get(_message_id(h.metadata), ("?", -1))[0] for h in recalls[-1].hits if in_input(h, seen)}
+        present = {where.get(_message_id(h.stored), ("?", -1))[0] for h in recalls[-1].hits if in_input(h, seen)}
         state = reader.get_state(thread).values["messages"]
         assert all("<memory>" not in m.text for m in state), "the memory text entered the checkpointer"
         groups = [g for g in index.search(q.text, k=5, thread_id=conv.id) if g.hits]
         core: list[set[str]] = []
         if groups:
             best = max(groups, key=lambda g: g.hits[0].score)
-            core = [{where.get(_message_id(h.metadata), ("?", -1))[0]} for h in best.hits[:5]]
+            core = [{where.get(_message_id(h.stored), ("?", -1))[0]} for h in best.hits[:5]]
         core_of[q.id] = core
         evidence = set(q.evidence)
         core_found = set().union(*core) if core else set()
-        searched = {where.get(_message_id(h.metadata), ("?", -1))[0] for g in recalls[-1].groups for h in g.hits}
+        searched = {where.get(_message_id(h.stored), ("?", -1))[0] for g in recalls[-1].groups for h in g.hits}
         lost = evidence & core_found - present
         causes = {"lost_budget": len(lost & searched), "lost_search": len(lost - searched)}
         for system, units in (("middleware", [present]), ("core_top5", core)):
@@ -266,7 +266,7 @@ def run_recall(
         recall = recalls[-1]
 
         def unit(h: Any) -> str:
-            return where.get(_message_id(h.metadata), ("?", -1))[0]
+            return where.get(_message_id(h.stored), ("?", -1))[0]
 
         shown = {"middleware": {unit(h) for h in recall.hits if in_input(h, seen)}}
         for budget in (4000, None):
@@ -327,7 +327,7 @@ def run_lme_question(q: Any, index: Any, budgets: list[int | str | None], deadli
     recall = recalls[-1]
 
     def session(hit: Any) -> str:
-        return str(hit.metadata.get("message_key", "")).removeprefix("id:").rsplit("/", 1)[0]
+        return str(hit.stored.get("message_key", "")).removeprefix("id:").rsplit("/", 1)[0]
 
     present = {session(h) for h in recall.hits if in_input(h, seen)}
     groups = [g for g in index.search(q.question, k=5, thread_id=q.id, now=q.date.isoformat()) if g.hits]
@@ -373,9 +373,7 @@ def lme_pairs(picked: list[Any], index: Any, budgets: list[int | str | None]) ->
             limit = budget if budget != "auto" else auto_budget(index)
             layout = render_layout(groups, max_chars=limit, now=now, conversation="ask")
             for q, g, n in zip((a, b), groups, layout.shown, strict=True):
-                shown = {
-                    str(h.metadata.get("message_key", "")).removeprefix("id:").rsplit("/", 1)[0] for h in g.hits[:n]
-                }
+                shown = {str(h.stored.get("message_key", "")).removeprefix("id:").rsplit("/", 1)[0] for h in g.hits[:n]}
                 ev = set(q.evidence_sessions)
                 rows.append(
                     {

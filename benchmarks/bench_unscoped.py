@@ -103,7 +103,7 @@ def one_run(store: str, searches: int, warmup: int, seed: int, vectors_from: str
         groups = run_search(plan, QueryVectors(parts, q), Scope(), None, Backends(dense, lexical))
         times.append((time.perf_counter() - t0) * 1000)
         cpu.append((time.process_time() - c0) * 1000)
-        ids.append([[(h.id, h.text, h.metadata) for h in g.hits] for g in groups])
+        ids.append([[(h.id, h.text, dict(getattr(h, "stored", h.metadata))) for h in g.hits] for g in groups])
     s.close()
     digest = hashlib.sha256(json.dumps(ids[warmup:], sort_keys=True).encode()).hexdigest()[:16]
     return {

@@ -86,7 +86,7 @@ def locomo_groups(path: Path, ids: list[str], cache: Path, calibrations: dict[st
             for q in queries:
 
                 def right(h: Any, q: Any = q, where: Any = where) -> bool:
-                    key = str(h.metadata.get("message_key") or "")
+                    key = str(h.stored.get("message_key") or "")
                     return where.get(key[3:] if key.startswith("id:") else key, ("?", -1))[0] in q.evidence
 
                 for name, cal in calibrations.items():

@@ -527,7 +527,7 @@ def _doc_where(ids: Sequence[str]) -> dict[str, Any]:
 
 def hit_view(hit: Hit) -> Document:
     """A hit as the vector store returns it: the piece body, the caller's metadata, the document id."""
-    meta = hit.metadata
+    meta = hit.stored
     return Document(page_content=hit.body, metadata=caller_view(dict(meta)), id=str(meta.get("doc_id") or hit.id))
 
 

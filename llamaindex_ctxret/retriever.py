@@ -75,7 +75,7 @@ def groups_to_nodes(groups: Sequence[Group]) -> list[NodeWithScore]:
         for rank, hit in enumerate(hits):
             meta = scored_metadata(hit, group, rank, parts)
             node = piece_node(hit.id, hit.text, meta)
-            node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=stored_ref_id(hit.metadata))
+            node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=stored_ref_id(hit.stored))
             out.append(NodeWithScore(node=node, score=float(meta["score"])))
     return out
 

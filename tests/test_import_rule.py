@@ -20,7 +20,7 @@ PACKAGE = ROOT / "shared" / "ctxret"
 #: earlier ones. ARCHITECTURE.md states the same list.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "_version", "_faults", "_lazy", "_lru"),
-    ("text", "blend", "results"),
+    ("text", "blend", "metanames", "results"),
     ("embedders",),
     ("storage",),
     ("ingest",),

@@ -88,12 +88,12 @@ def rank_items(groups: Sequence[Group]) -> list[StoredItem]:
         seen: set[str] = set()
         mine: list[StoredItem] = []
         for hit, shown in zip(group.hits, shown_scores(group.hits), strict=True):
-            item_key = hit.metadata.get("item_id")
+            item_key = hit.stored.get("item_id")
             if item_key is None or item_key in seen:
                 continue
             seen.add(str(item_key))
             score = float(shown[0]) if shown is not None else None
-            item = read_item(hit.metadata, score=score, hit=hit)
+            item = read_item(hit.stored, score=score, hit=hit)
             if item is not None:
                 mine.append(item)
         per_group.append(mine)

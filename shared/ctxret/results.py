@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
+
+from .metanames import RETRIEVAL_KEYS, public_metadata
 
 
 @dataclass(frozen=True)
@@ -21,12 +24,19 @@ class Hit:
     ``rerank`` when a reranker ran. With LLM-written views, ``cosine`` is the better of the piece's
     own vector and its best view, and ``view`` is that view's cosine when the view won (its kind and
     text are in the metadata, ``view_kind`` and ``view_text``).
+
+    :attr:`metadata` is the piece's metadata as the caller reads it (the names the caller gave, ctxret's own fields
+    as ``ctxret:<field>``); :attr:`stored` is the same metadata under the names it is stored by, what every stage
+    of the search reads.
     """
 
     id: str
     text: str
     score: float
-    metadata: Mapping[str, Any] = field(default_factory=dict)
+    #: The piece's metadata under its stored names (:mod:`ctxret.storage.schema`): a caller key ctxret uses itself
+    #: stored as ``meta_<key>``, ctxret's fields by their plain names (``kind``, ``header``, ``source_kind``), the
+    #: bookkeeping ``caller_keys``. What the search stages read; :attr:`metadata` is the caller's view of it.
+    stored: Mapping[str, Any] = field(default_factory=dict)
     scores: Mapping[str, float] = field(default_factory=dict)
     #: The whole turn or section the piece came from, when the search asked for parents.
     parent_text: str | None = None
@@ -47,10 +57,20 @@ class Hit:
         value = self.scores.get("relevance")
         return None if value is None else float(value)
 
+    @cached_property
+    def metadata(self) -> Mapping[str, Any]:
+        """The piece's metadata as the caller reads it, exactly as the adapters' results show it: the caller's keys
+        under the names the caller gave (``kind``, ``timestamp``, ...), ``thread_id`` and ``doc_id``, ctxret's own
+        fields as ``ctxret:<field>`` (``ctxret:kind``, ``ctxret:header``, ``ctxret:source_kind``, ...), and
+        ``view_kind`` / ``view_text`` when a view won (a caller key of one of those names then keeps its stored
+        name, ``meta_view_kind``); bookkeeping (``caller_keys``, ``exact_patch``) never.
+        Computed once per hit from :attr:`stored` (:func:`~ctxret.metanames.public_metadata`); read-only."""
+        return public_metadata(self.stored, own=RETRIEVAL_KEYS.intersection(self.stored))
+
     @property
     def body(self) -> str:
         """The piece's text without its header."""
-        return str(self.metadata.get("body", self.text))
+        return str(self.stored.get("body", self.text))
 
 
 @dataclass(frozen=True)

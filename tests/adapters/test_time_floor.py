@@ -53,7 +53,9 @@ def index_data():
 def test_the_core_answers_from_yesterday(index):
     group = index.search(QUESTION, k=3, thread_id="team", now=NOW)[0]
     assert group.hits and any("audit" in h.body for h in group.hits)
-    assert all(h.metadata["timestamp"].startswith(("2026-10-13", "2026-10-14", "2026-10-15")) for h in group.hits)
+    assert all(
+        h.metadata["ctxret:timestamp"].startswith(("2026-10-13", "2026-10-14", "2026-10-15")) for h in group.hits
+    )
 
 
 def test_a_langchain_chain_gets_yesterdays_memories(index):

@@ -195,7 +195,7 @@ def test_thread_scoping_never_leaks(make_index, hash_embedder):
     both = index.search("What pet do I have?", k=8, score_threshold=None, thread_id=["alpha", "bravo"])
     assert {h.metadata["thread_id"] for h in both[0].hits} == {"alpha", "bravo"}
     where = index.search("What pet do I have?", k=8, score_threshold=None, where={"ctxret:source_kind": "assistant"})
-    assert where[0].hits and all(h.metadata["source_kind"] == "assistant" for h in where[0].hits)
+    assert where[0].hits and all(h.metadata["ctxret:source_kind"] == "assistant" for h in where[0].hits)
 
 
 def test_config_mismatch_is_refused_then_rebuilt_without_loss(make_index, hash_embedder):
@@ -270,7 +270,7 @@ def test_reserved_metadata_keys_are_stored_under_a_prefix(make_index, hash_embed
     assert metas and all(m["thread_id"] == "home" and m["kind"] == "turn" for m in metas)
     assert all((m["meta_kind"], m["meta_group"]) == ("note", 3) and "meta_thread_id" not in m for m in metas)
     found = index.search("dentist", k=1, where={"$and": [{"kind": "note"}, {"group": 3}]})[0].hits
-    assert found and found[0].metadata["meta_kind"] == "note"  # the caller's names find the caller's keys
+    assert found and found[0].metadata["kind"] == "note"  # the caller's names find the caller's keys
     assert index.search("dentist", k=1, where={"ctxret:kind": "turn"})[0].hits  # and ctxret's fields by namespace
     assert index.search("dentist", k=1, where={"kind": "turn"})[0].hits == ()  # 'kind' is the caller's: 'note'
 
@@ -306,7 +306,7 @@ def test_documents_sections_are_context(make_index):
     groups = index.search("How do I roll back a deploy?", k=1, where={"team": "infra"})
     hit = groups[0].hits[0]
     assert hit.text.startswith("[Ops runbook · Runbook › Rollback]")
-    assert hit.metadata["doc_id"] == "runbook" and hit.metadata["kind"] == "section"
+    assert hit.metadata["doc_id"] == "runbook" and hit.metadata["ctxret:kind"] == "section"
     # re-adding an edited document with the same id replaces its changed section only
     edited = doc.replace("Snapshots run nightly at 2 am.", "Snapshots run hourly.")
     again = index.add_documents(

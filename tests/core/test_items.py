@@ -122,7 +122,7 @@ def _hit(item: str, relevance: float) -> Hit:
         "item_created_at": T0.isoformat(),
         "item_updated_at": T0.isoformat(),
     }
-    return Hit(id=f"{item}-{relevance}", text=item, score=relevance, metadata=meta, scores={"relevance": relevance})
+    return Hit(id=f"{item}-{relevance}", text=item, score=relevance, stored=meta, scores={"relevance": relevance})
 
 
 def test_items_are_ranked_rank_by_rank_across_parts():

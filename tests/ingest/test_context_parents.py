@@ -72,7 +72,7 @@ def test_parent_expansion_reassembles_turns_and_dedupes(tmp_path, local_embedder
     )
     index.add_messages(MESSAGES, "board")
     groups = index.search("restart the ingest worker and check queue depth", k=5, score_threshold=None, thread_id="ops")
-    assert len({h.metadata["parent_id"] for h in groups[0].hits}) == 1 and len(groups[0].hits) > 1
+    assert len({h.metadata["ctxret:parent_id"] for h in groups[0].hits}) == 1 and len(groups[0].hits) > 1
     expanded = expand_parents(index.store, groups)
     assert len(expanded[0].hits) == 1  # one hit per parent inside the group
     text = expanded[0].hits[0].parent_text

@@ -182,7 +182,7 @@ def test_the_changed_fact_ranks_above_the_first_statement_and_both_stay(index):
     new = next(i for i, b in enumerate(bodies) if "November 21" in b)
     old = next(i for i, b in enumerate(bodies) if "November 14" in b)
     assert new < old
-    assert hits[new].metadata["timestamp"] > hits[old].metadata["timestamp"]  # each keeps its time
+    assert hits[new].metadata["ctxret:timestamp"] > hits[old].metadata["ctxret:timestamp"]  # each keeps its time
     assert hits[new].relevance >= hits[old].relevance
     off = index.search("When is the cutover?", k=4, thread_id="work", now=now, latest_first=False)[0].hits
     assert [h.body for h in off].index(bodies[old]) < [h.body for h in off].index(bodies[new])
@@ -290,7 +290,7 @@ def test_statements_without_a_time_never_move(local_embedder):
             off = ix.search(question, k=4, thread_id="docs", latest_first=False)[0].hits
             assert "cutover" in on[0].body and "cutover" in on[1].body  # the two statements lead the group
             assert [h.id for h in on] == [h.id for h in off]
-            assert all(h.metadata.get("ts_epoch") is None for h in on)
+            assert all(h.metadata.get("ctxret:ts_epoch") is None for h in on)
     finally:
         ix.close()
 
@@ -359,7 +359,7 @@ def test_the_latest_stage_runs_only_for_a_question_about_now_over_a_restated_fac
     (past,) = index.search("When was the cutover planned first?", k=4, thread_id="work")
     assert "latest" not in past.stages and not past.degraded
     (one_time,) = index.search("When does my flight to Lisbon leave?", k=3, thread_id="trip")
-    assert len({h.metadata.get("ts_epoch") for h in one_time.hits}) == 1  # written in one call: one time
+    assert len({h.metadata.get("ctxret:ts_epoch") for h in one_time.hits}) == 1  # written in one call: one time
     assert "latest" not in one_time.stages
     (off,) = index.search("When is the cutover?", k=4, thread_id="work", now=now, latest_first=False)
     assert "latest" not in off.stages

@@ -47,7 +47,7 @@ def record(groups):
             g.stages,
             g.skipped,
             g.degraded,
-            [(h.id, h.text, h.score, dict(h.scores), dict(h.metadata), h.parent_text) for h in g.hits],
+            [(h.id, h.text, h.score, dict(h.scores), dict(h.stored), h.parent_text) for h in g.hits],
         )
         for g in groups
     ]

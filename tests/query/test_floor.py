@@ -112,7 +112,7 @@ def test_what_did_we_decide_yesterday_is_answered_from_yesterday(index):
     assert group.window is not None and group.window_note == ""
     assert group.hits and all(h.scores["cosine"] < 0.3 for h in group.hits)
     start, end = group.window
-    assert all(start <= datetime.fromisoformat(h.metadata["timestamp"]) < end for h in group.hits)
+    assert all(start <= datetime.fromisoformat(h.metadata["ctxret:timestamp"]) < end for h in group.hits)
     plain = index.search("What did we decide yesterday?", k=4, thread_id="trip", now=now, time_windows=False)
     assert plain[0].hits == ()  # without its window the part is vague: the floor empties it
 

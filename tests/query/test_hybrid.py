@@ -345,7 +345,7 @@ def test_where_filter_holds_for_lexical_hits(corpus):
         "tomatoes blight lower leaves back garden", k=5, where={"ctxret:source_kind": "assistant"}, score_threshold=None
     )
     hits = [h for g in groups for h in g.hits]
-    assert hits and all(h.metadata["source_kind"] == "assistant" for h in hits)
+    assert hits and all(h.metadata["ctxret:source_kind"] == "assistant" for h in hits)
     groups = corpus.search(
         "XJ42Q passport Lisbon invoice tomatoes", k=10, where={"project": "trips"}, score_threshold=None
     )
@@ -356,7 +356,9 @@ def test_where_filter_holds_for_lexical_hits(corpus):
         "refund invoice", k=10, thread_id="tenant-2", where={"ctxret:source_kind": "user"}, score_threshold=None
     )
     hits = [h for g in groups for h in g.hits]
-    assert hits and all(h.metadata["thread_id"] == "tenant-2" and h.metadata["source_kind"] == "user" for h in hits)
+    assert hits and all(
+        h.metadata["thread_id"] == "tenant-2" and h.metadata["ctxret:source_kind"] == "user" for h in hits
+    )
 
 
 def test_scores_are_named_and_exact(corpus):

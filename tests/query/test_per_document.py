@@ -93,11 +93,11 @@ def test_parents_give_the_whole_document(index):
 def test_per_section_keeps_one_hit_per_section_with_its_section_text(index):
     groups = index.search(QUERY, k=10, thread_id="kb", score_threshold=None, per="section", parents=True)
     hits = [h for h in groups[0]]
-    keys = [(h.metadata["thread_id"], h.metadata["turn_id"]) for h in hits]
+    keys = [(h.metadata["thread_id"], h.metadata["ctxret:turn_id"]) for h in hits]
     assert len(keys) == len(set(keys))
     assert sum(h.metadata["doc_id"] == "runbook" for h in hits) >= 2  # sections of one document stay apart
     for h in hits:  # the section's own text, not its whole document
-        assert h.id == h.metadata["turn_id"] and h.parent_text is not None and h.body in h.parent_text
+        assert h.id == h.metadata["ctxret:turn_id"] and h.parent_text is not None and h.body in h.parent_text
         assert h.parent_text.count("[") == 1
 
 
@@ -116,7 +116,7 @@ def test_a_thread_of_chat_turns_is_keyed_by_turn(index):
     for g in groups:
         ids = [h.id for h in g]
         assert len(ids) == len(set(ids))
-        assert all(h.id == h.metadata["turn_id"] for h in g)
+        assert all(h.id == h.metadata["ctxret:turn_id"] for h in g)
     with_parents = index.search(
         "deploy billing", k=2, thread_id="chat", score_threshold=None, per="document", parents=True
     )

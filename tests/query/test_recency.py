@@ -42,7 +42,7 @@ def index_data():
 
 
 def _stamp(hit):
-    stamp = hit.metadata.get("timestamp")
+    stamp = hit.metadata.get("ctxret:timestamp")
     return datetime.fromisoformat(stamp) if stamp else None
 
 

@@ -152,8 +152,8 @@ def test_a_question_naming_a_speaker_ranks_their_own_words_first(index):
     q = ASKED
     off = index.search(q, k=3, thread_id="friends", speakers_first=False)[0].hits
     on = index.search(q, k=3, thread_id="friends")[0].hits
-    assert off[0].metadata["source_name"] == "John"
-    assert on[0].metadata["source_name"] == "Tim" and on[0].body.startswith("Duolingo")
+    assert off[0].metadata["ctxret:source_name"] == "John"
+    assert on[0].metadata["ctxret:source_name"] == "Tim" and on[0].body.startswith("Duolingo")
     assert {h.id for h in on} <= {h.id for h in index.search(q, k=5, thread_id="friends", speakers_first=False)[0].hits}
     assert [h.score for h in on] == sorted((h.score for h in on), reverse=True)
     own = {h.id: h for h in index.search(q, k=5, thread_id="friends", speakers_first=False)[0].hits}
@@ -170,7 +170,7 @@ def test_a_thread_without_names_documents_and_a_question_naming_two_keep_their_r
         off = index.search(q, k=3, thread_id=thread, speakers_first=False, cosine_floor=None)[0].hits
         assert len(on) == 3 and [h.id for h in on] == [h.id for h in off]
     notes = index.search(ASKED, k=3, thread_id="notes", cosine_floor=None)[0].hits
-    assert notes[0].metadata["meta_source_name"] == "John"  # what would move, were it a speaker
+    assert notes[0].metadata["source_name"] == "John"  # what would move, were it a speaker
 
 
 def test_the_adapters_and_async_search_rank_the_named_speaker_first(index):
@@ -192,4 +192,4 @@ def test_the_adapters_and_async_search_rank_the_named_speaker_first(index):
     nodes = LIRetriever(index, similarity_top_k=3, thread_id="friends").retrieve(q)
     assert nodes[0].node.metadata["ctxret:source_name"] == "Tim"
     groups = asyncio.run(index.asearch(q, k=3, thread_id="friends"))
-    assert groups[0].hits[0].metadata["source_name"] == "Tim"
+    assert groups[0].hits[0].metadata["ctxret:source_name"] == "Tim"

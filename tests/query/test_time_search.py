@@ -44,11 +44,11 @@ def index_data():
 
 
 def _days(group):
-    return {datetime.fromisoformat(h.metadata["timestamp"]).date() for h in group.hits}
+    return {datetime.fromisoformat(h.metadata["ctxret:timestamp"]).date() for h in group.hits}
 
 
 def _inside(group, start, end):
-    return all(start <= datetime.fromisoformat(h.metadata["timestamp"]) < end for h in group.hits)
+    return all(start <= datetime.fromisoformat(h.metadata["ctxret:timestamp"]) < end for h in group.hits)
 
 
 @pytest.mark.parametrize(

@@ -46,7 +46,7 @@ def index_data():
 
 
 def _view(groups):
-    return [[(h.id, h.text, dict(h.metadata)) for h in g.hits] for g in groups]
+    return [[(h.id, h.text, dict(h.stored)) for h in g.hits] for g in groups]
 
 
 def _scores(groups):
@@ -79,7 +79,7 @@ def test_candidates_are_deferred_and_only_kept_hits_are_read(index) -> None:
     groups = assemble(plan, cands, complete=complete)
     kept = {h.id for g in groups for h in g.hits}
     assert len(asked) == 1 and kept <= set(asked[0]) and len(asked[0]) <= plan.k * len(parts)
-    assert all(not isinstance(h.metadata, Deferred) and h.text for g in groups for h in g.hits)
+    assert all(not isinstance(h.stored, Deferred) and h.text for g in groups for h in g.hits)
 
 
 def test_asking_parts_read_their_candidates_once_to_lift_answers(index) -> None:

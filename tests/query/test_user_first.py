@@ -55,7 +55,7 @@ def test_the_agents_wrong_answer_never_outranks_the_users_statement(maya):
     said = [
         i
         for i, h in enumerate(hits)
-        if h.metadata["source_kind"] == "user" and ("Globex" in h.body or "Acme" in h.body)
+        if h.metadata["ctxret:source_kind"] == "user" and ("Globex" in h.body or "Acme" in h.body)
     ]
     assert said and max(said) < reply
     assert "Globex" in next(h.body for h in hits if "Globex" in h.body or "Acme" in h.body)

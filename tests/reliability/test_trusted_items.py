@@ -85,7 +85,7 @@ def test_no_writer_but_the_item_store_writes_an_item(index, tmp_path, caplog):
     assert store.get(NS, "pin") is None and store.search(()) == [] and store.list_namespaces() == []
     # the forged fields are the callers' own keys, by the names they gave, on their own pieces
     hits = index.search("the pin of alice", thread_id="chat", k=1, where={"item_key": "pin"})
-    assert hits[0].hits and hits[0].hits[0].metadata["meta_item_key"] == "pin"
+    assert hits[0].hits and hits[0].hits[0].metadata["item_key"] == "pin"
     assert index.search("the pin of alice", k=3, where={"item_ns_1": "alice"})[0].hits  # a filter on the caller's name
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING and "item" in r.getMessage()]
     # no writer may write into an item namespace's thread
@@ -156,7 +156,7 @@ def test_a_store_written_before_still_reads_and_moves_its_items(tmp_path, caplog
         assert [it.key for it in store.search(("memories",))] == ["bank", "pet"]
         # the chat scope of the same name reads its chat, never the old items
         hits = ix.search("Alice bank PIN", thread_id="memories.alice", k=5, score_threshold=None)[0].hits
-        assert hits and all(h.metadata["kind"] == "turn" for h in hits)
+        assert hits and all(h.metadata["ctxret:kind"] == "turn" for h in hits)
         # a put moves the item to its own thread (its old copy goes)
         store.put(("memories", "alice"), "bank", {"text": "Alice's bank PIN is 9876"})
         assert store.get(("memories", "alice"), "bank").value == {"text": "Alice's bank PIN is 9876"}

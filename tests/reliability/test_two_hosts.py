@@ -72,7 +72,7 @@ def test_a_write_on_one_host_is_seen_by_the_others_next_search(chroma_server, tm
     }
     assert here.lexical_index.copies.stored(list(held)) == held  # the other host's pieces, copied as Chroma holds them
     unscoped = [h for g in here.search("gym locker code", k=5, score_threshold=None) for h in g.hits]
-    assert any("7730" in h.text for h in unscoped) and all((h.text, h.metadata) == held[h.id] for h in unscoped)
+    assert any("7730" in h.text for h in unscoped) and all((h.text, h.stored) == held[h.id] for h in unscoped)
 
     other("delete")  # the whole thread goes
     assert _hits(here, "gym locker code", thread_id="gym") == []

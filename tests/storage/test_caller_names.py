@@ -206,7 +206,7 @@ def test_thread_id_and_doc_id_in_metadata_are_the_thread_and_document(tmp_path, 
     (hit,) = index.search("flight", k=1, thread_id="u1")[0].hits
     assert (hit.metadata["thread_id"], hit.metadata["doc_id"]) == ("u1", "f")
     assert index.search("flight", k=1, where={"thread_id": "u1"})[0].hits  # the filter is the scope
-    assert caller_view(hit.metadata) == {"thread_id": "u1", "doc_id": "f"}  # returned as given
+    assert caller_view(hit.stored) == {"thread_id": "u1", "doc_id": "f"}  # returned as given
     with pytest.raises(InputError, match="doc_id"):  # a chat turn has no document
         index.add_messages([{"role": "user", "content": "hi"}], thread_id="t", metadata={"doc_id": "x"})
     with pytest.raises(InputError, match="thread_id"):

@@ -45,7 +45,7 @@ def copy_view(ix: ContextualIndex) -> dict[str, tuple[str, dict]]:
 
 def results(ix: ContextualIndex, **kw) -> list:
     return [
-        [(h.id, h.text, dict(h.metadata), round(h.score, 6)) for h in g.hits]
+        [(h.id, h.text, dict(h.stored), round(h.score, 6)) for h in g.hits]
         for q in QUERIES
         for g in ix.search(q, k=3, score_threshold=None, **kw)
     ]

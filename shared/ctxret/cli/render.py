@@ -18,7 +18,6 @@ def search_json(message: str, groups: Sequence[Group], k: int, floor: float | No
     the hit's own is ``scores["relevance"]``) and ``metadata`` as the adapters return it (your keys by your names,
     ctxret's fields as ``ctxret:<field>``)."""
     from ..query.relevance import shown_groups, shown_scores
-    from ..storage.schema import public_metadata
 
     def hits(ordered: Sequence[Hit]) -> list[dict[str, Any]]:
         return [
@@ -27,9 +26,9 @@ def search_json(message: str, groups: Sequence[Group], k: int, floor: float | No
                 "score": h.score,
                 **({"relevance": shown[0]} if shown is not None and shown[1] == "relevance" else {}),
                 "scores": dict(h.scores),
-                "header": str(h.metadata.get("header", "")),
+                "header": str(h.stored.get("header", "")),
                 "text": h.text,
-                "metadata": public_metadata(h.metadata),
+                "metadata": dict(h.metadata),
                 **({"parent_text": h.parent_text} if h.parent_text is not None else {}),
             }
             for h, shown in zip(ordered, shown_scores(ordered), strict=True)
@@ -65,7 +64,7 @@ def hit_line(hit: Hit, width: int, focus: Sequence[str] = ()) -> str:
     ``focus``, the snippet starts near the first focus word the body contains.
     """
     cosine = hit.scores.get("cosine", hit.score)
-    header = str(hit.metadata.get("header", ""))
+    header = str(hit.stored.get("header", ""))
     if "fused" in hit.scores:
         lead = f"  fused {hit.scores['fused']:5.3f} cos {cosine:6.3f}  {header}  "
     else:

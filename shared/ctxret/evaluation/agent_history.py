@@ -596,7 +596,7 @@ def score_question(q: HistoryQuestion, hits: Sequence[Any]) -> dict[str, float]:
     * ``user_first``: the first hit naming a value was said by the user (not the assistant's echo or answer)."""
     first = next((h for h in hits if _holds(h.text, q.current + q.stale)), None)
     current = first is not None and _holds(first.text, q.current)
-    said = (first.metadata or {}).get("source_kind") if first is not None else None
+    said = (first.stored or {}).get("source_kind") if first is not None else None
     return {
         "current_first": float(current),
         "current_top1": float(bool(hits) and _holds(hits[0].text, q.current)),
@@ -651,7 +651,7 @@ def run_histories(
                             "held_out": h.held_out,
                             "changed": q.changed,
                             **score_question(q, hits),
-                            "top": [f"{(x.metadata or {}).get('source_kind', '?')}: {x.body}" for x in hits],
+                            "top": [f"{(x.stored or {}).get('source_kind', '?')}: {x.body}" for x in hits],
                         }
                     )
         finally:

@@ -852,7 +852,7 @@ def docs_relevance_samples(docs: DocsSet, embedder: Embedder, *, pool: int | Non
                             "rank": rank,
                             "bm25": float(h.scores.get("bm25", 0.0)),
                             "n_candidates": len(g.hits),
-                            "right": str(h.metadata.get("doc_id")) in relevant,
+                            "right": str(h.stored.get("doc_id")) in relevant,
                         }
                     )
         return out

@@ -294,13 +294,13 @@ def _score_question(q: LMEQuestion, index: Any, texts: list[str], msg_of: list[s
     messages: list[str] = []
     if groups:
         best = max(groups, key=lambda g: g.hits[0].score)
-        messages = [_message_id(h.metadata) for h in best.hits]
+        messages = [_message_id(h.stored) for h in best.hits]
     out.append({**base, "representation": "ctxret_default", "empty": float(not groups), **_metrics(q, messages)})
     for name, options in ABLATIONS.items():
         off = [g for g in index.search(q.question, k=depth, thread_id=q.id, now=q.date, **options) if g.hits]
-        off_messages = [_message_id(h.metadata) for h in max(off, key=lambda g: g.hits[0].score).hits] if off else []
+        off_messages = [_message_id(h.stored) for h in max(off, key=lambda g: g.hits[0].score).hits] if off else []
         out.append({**base, "representation": name, "empty": float(not off), **_metrics(q, off_messages)})
-    by_rank = [_message_id(g.hits[r].metadata) for r in range(depth) for g in groups if r < len(g.hits)]
+    by_rank = [_message_id(g.hits[r].stored) for r in range(depth) for g in groups if r < len(g.hits)]
     out.append({**base, "representation": "ctxret_parts", "empty": float(not groups), **_metrics(q, by_rank)})
     # the paper's flat BM25: sessions (user turns joined) and user turns, whitespace tokens
     sess_ids = [sid for sid, _, _ in q.sessions]

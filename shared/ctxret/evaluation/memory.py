@@ -141,7 +141,7 @@ def run_memory(
                     m: dict[str, float] = {"recall": evidence_recall([], q.evidence), "top1_section": 0.0}
                     if groups:
                         best = max(groups, key=lambda g: g.hits[0].score)
-                        hits = [where.get(_message_id(h.metadata), ("?", -1)) for h in best.hits[:k]]
+                        hits = [where.get(_message_id(h.stored), ("?", -1)) for h in best.hits[:k]]
                         m = {
                             "recall": evidence_recall([{u} for u, _ in hits], q.evidence),
                             "top1_section": 1.0 if hits[0][1] in q.gold else 0.0,

@@ -71,7 +71,7 @@ class DocumentHit:
 
 def document_key(hit: Hit) -> tuple[str, str]:
     """``(thread_id, doc_id)`` of a document section's hit, ``(thread_id, turn_id)`` of a chat turn's."""
-    md = hit.metadata
+    md = hit.stored
     thread = str(md.get("thread_id", ""))
     doc = md.get("doc_id") or md.get("turn_id") or md.get("parent_id") or hit.id
     return thread, str(doc)
@@ -79,7 +79,7 @@ def document_key(hit: Hit) -> tuple[str, str]:
 
 def section_key(hit: Hit) -> tuple[str, str]:
     """``(thread_id, turn_id)``: a document's section (its turn), or a chat turn."""
-    md = hit.metadata
+    md = hit.stored
     return str(md.get("thread_id", "")), str(md.get("turn_id") or md.get("parent_id") or hit.id)
 
 
@@ -140,11 +140,11 @@ def document_hit(doc: DocumentHit, per: str) -> Hit:
     document score (the rule over its pieces' scores, on the group's scale: :attr:`Hit.score_scale`), ``id`` the
     document's id (a section's or chat turn's: its turn id), ``pieces`` the pieces that made the score."""
     best = doc.best
-    meta = dict(best.metadata)
+    meta = dict(best.stored)
     meta.update(per=per, piece_id=best.id, piece_ids=[h.id for h in doc.hits])
     scores = dict(best.scores)
     scores.update(document=float(doc.score), piece=float(best.score))
-    return replace(best, id=doc.doc_id, score=float(doc.score), metadata=meta, scores=scores, pieces=doc.hits)
+    return replace(best, id=doc.doc_id, score=float(doc.score), stored=meta, scores=scores, pieces=doc.hits)
 
 
 def collapse_groups(groups: Sequence[Group], *, per: str, k: int) -> list[Group]:
@@ -160,7 +160,7 @@ def document_texts(backend: Any, groups: Sequence[Group], per: str) -> list[Grou
     """``parents=True`` of a per-document result: each hit's whole document (its sections in order, one blank
     line apart; a chat turn: the turn) or, ``per="section"``, its section, as :attr:`Hit.parent_text`."""
     hits = [h for g in groups for h in g.hits]
-    docs = {document_key(h) for h in hits if h.metadata.get("doc_id") is not None} if per == "document" else set()
+    docs = {document_key(h) for h in hits if h.stored.get("doc_id") is not None} if per == "document" else set()
     read = getattr(backend, "document_pieces", None)
     texts: dict[tuple[str, str], str] = {}
     held: dict[tuple[str, str], set[tuple[str, str, str, str]]] = {}  # the pieces each document holds now
@@ -172,7 +172,7 @@ def document_texts(backend: Any, groups: Sequence[Group], per: str) -> list[Grou
                 sections.setdefault(str(m.get("parent_id")), []).append(m)
             ordered = sorted(sections.values(), key=lambda ms: int(ms[0].get("turn_index", 0)))
             texts[d] = "\n\n".join(assemble_parent(ms) for ms in ordered)
-    turns = {section_key(h) for h in hits if document_key(h) not in texts and h.metadata.get("parent_id")}
+    turns = {section_key(h) for h in hits if document_key(h) not in texts and h.stored.get("parent_id")}
     texts.update(parent_texts(backend, sorted(turns)) if turns else {})
     out = []
     for g in groups:
@@ -187,7 +187,7 @@ def _unchanged(hit: Hit, held: set[tuple[str, str, str, str]] | None) -> bool:
     pieces that made the hit: a document rewritten or deleted after its hits were read is gone from the group."""
     if held is None:
         return True
-    return all((str(p.metadata.get("parent_id")), *piece_place(p.metadata)) in held for p in hit.pieces or (hit,))
+    return all((str(p.stored.get("parent_id")), *piece_place(p.stored)) in held for p in hit.pieces or (hit,))
 
 
 def describe_rule(rule: str = DEFAULT_RULE, alpha: float = DEFAULT_ALPHA, across: str = "max") -> str:

@@ -51,7 +51,7 @@ def expand_parents(backend: DenseBackend, groups: Sequence[Group], *, dedupe: bo
     own piece its parent no longer holds (the turn was rewritten or deleted in between) is gone from its
     group, as a piece deleted since the search began is, so a hit and its parent are one version.
     """
-    keys = [parent_key(h.metadata) for g in groups for h in g.hits]
+    keys = [parent_key(h.stored) for g in groups for h in g.hits]
     wanted = [key for key in keys if key is not None]
     pieces = backend.parents(set(wanted)) if wanted else {}
     texts = {key: assemble_parent(metas) for key, metas in pieces.items()}
@@ -61,8 +61,8 @@ def expand_parents(backend: DenseBackend, groups: Sequence[Group], *, dedupe: bo
         seen: set[ParentKey] = set()
         hits = []
         for h in g.hits:
-            key = parent_key(h.metadata)
-            if key is not None and piece_place(h.metadata) not in places.get(key, ()):
+            key = parent_key(h.stored)
+            if key is not None and piece_place(h.stored) not in places.get(key, ()):
                 continue  # its turn changed since the hit was read
             if dedupe and key is not None:
                 if key in seen:

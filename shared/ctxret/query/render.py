@@ -372,7 +372,7 @@ def _sections(groups: Sequence[Any]) -> list[tuple[int, str, list[Entry]]]:
             g.part_index,
             g.part,
             [
-                entry_of(h.text, h.metadata, None if s is None else float(s[0]))
+                entry_of(h.text, h.stored, None if s is None else float(s[0]))
                 for h, s in zip(g.hits, shown_scores(g.hits), strict=True)
             ],
         )

@@ -149,7 +149,7 @@ def recency_hits(hits: Sequence[Hit], half_life: float, now: Any = None) -> list
     at = resolve_now(now)
     keyed: list[tuple[float, int, Hit]] = []
     for i, h in enumerate(hits):
-        age = _age_seconds(h.metadata.get("timestamp"), at)
+        age = _age_seconds(h.stored.get("timestamp"), at)
         if age is None:
             keyed.append((float(h.score), i, h))
             continue

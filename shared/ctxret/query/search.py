@@ -447,16 +447,16 @@ def assemble(
             if len(hits) == pool:
                 break
         lists.append(hits)
-    deferred = list(dict.fromkeys(h.id for hits in lists for h in hits if isinstance(h.metadata, Deferred)))
+    deferred = list(dict.fromkeys(h.id for hits in lists for h in hits if isinstance(h.stored, Deferred)))
     if deferred:
         if complete is None:
             raise TypeError("deferred rows need the backend's complete(ids)")
         got = complete(deferred)  # a piece deleted since the search began is gone from its group
         lists = [
             [
-                replace(h, text=got[h.id][0], metadata=got[h.id][1]) if isinstance(h.metadata, Deferred) else h
+                replace(h, text=got[h.id][0], stored=got[h.id][1]) if isinstance(h.stored, Deferred) else h
                 for h in hits
-                if not isinstance(h.metadata, Deferred) or h.id in got
+                if not isinstance(h.stored, Deferred) or h.id in got
             ]
             for hits in lists
         ]

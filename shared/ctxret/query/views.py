@@ -85,9 +85,7 @@ def annotate(groups: Sequence[Group], won: Sequence[dict[str, ViewMatch]]) -> li
                 continue
             kind, cos, text = m
             hits.append(
-                replace(
-                    h, scores={**h.scores, "view": cos}, metadata={**h.metadata, "view_kind": kind, "view_text": text}
-                )
+                replace(h, scores={**h.scores, "view": cos}, stored={**h.stored, "view_kind": kind, "view_text": text})
             )
         out.append(replace(g, hits=tuple(hits)))
     return out

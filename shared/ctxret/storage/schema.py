@@ -7,11 +7,13 @@ so the policies below hold everywhere:
 * **Your names and ctxret's.** ctxret writes :data:`RESERVED_KEYS` on every piece and the adapters add
   :data:`RETRIEVAL_KEYS` (and ``score_<name>``) to every result. A caller's metadata key keeps the name the caller
   gave it wherever a caller names or reads it: in filters (:func:`stored_where`) and in results
-  (:func:`caller_view`, :func:`public_metadata`). In a filter and in the grouped retrievers' results, ctxret's own
-  fields are ``ctxret:<field>`` (:data:`FIELD_PREFIX`), a namespace no caller key may use; ``thread_id`` and
+  (:func:`caller_view`, :func:`public_metadata`). In a filter and in every result (the core's
+  :attr:`~ctxret.results.Hit.metadata`, the adapters'), ctxret's own fields are ``ctxret:<field>``
+  (:data:`FIELD_PREFIX`), a namespace no caller key may use; ``thread_id`` and
   ``doc_id`` (:data:`SHARED_KEYS`) are one key for both: a caller's value for one of them *is* the piece's thread or
   document (the write path checks that they agree), so ``{"thread_id": "u1"}`` is the scope.
-* **Stored names.** What is stored is unchanged from earlier versions (stores written before read the same): a caller
+* **Stored names.** What is stored is unchanged from earlier versions (stores written before read the same; the stages
+  read a hit's :attr:`~ctxret.results.Hit.stored`): a caller
   key named like one of ctxret's fields or result keys is stored under the :data:`METADATA_PREFIX` (``meta_kind``),
   as is one that already starts with it and would otherwise read as such a name (``meta_kind`` → ``meta_meta_kind``),
   so that the stored name depends on the key alone and a filter on the caller's name finds it
@@ -33,6 +35,24 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import InputError
+from ..metanames import (
+    BOOKKEEPING_KEYS,
+    FIELD_PREFIX,
+    ITEM_FIELDS,
+    ITEM_LABEL_PREFIX,
+    METADATA_PREFIX,
+    RESERVED_KEYS,
+    RETRIEVAL_KEYS,
+    SCORE_PREFIX,
+    SHARED_KEYS,
+    caller_keys,
+    caller_view,
+    is_item_field,
+    join_caller_keys,
+    public_metadata,
+    public_name,
+    stored_name,
+)
 from ..text import check_unicode
 from .where import check_where
 
@@ -50,6 +70,7 @@ __all__ = [
     "MAX_METADATA_VALUE_BYTES",
     "Scope",
     "RETRIEVAL_KEYS",
+    "BOOKKEEPING_KEYS",
     "METADATA_PREFIX",
     "FIELD_PREFIX",
     "SHARED_KEYS",
@@ -79,53 +100,6 @@ __all__ = [
     "unmatched_field_names",
 ]
 
-#: Metadata keys ctxret writes on every piece.
-RESERVED_KEYS = frozenset(
-    {
-        "thread_id",
-        "turn_id",
-        "turn_index",
-        "turn_label",
-        "parent_id",
-        "kind",
-        "source_kind",
-        "source_label",
-        "source_name",
-        "source_ordinal",
-        "ordinal",
-        "timestamp",
-        "ts_epoch",
-        "header",
-        "body",
-        "doc_id",
-        "caller_keys",
-        "context_text",
-        "view_texts",
-        "message_key",
-        "tool_call_id",
-        "result_key",
-        "time_added",
-        "exact_patch",
-    }
-)
-#: The fields an item's pieces carry (:mod:`ctxret.ingest.items`), written only by the item store, plus
-#: ``item_ns_<i>`` (:data:`ITEM_LABEL_PREFIX`), one per namespace label. A caller key of one of these names is stored
-#: under :data:`METADATA_PREFIX` like every other name ctxret uses (``meta_item_value``), so no chat or document
-#: writer can plant an item or half of one.
-ITEM_FIELDS = frozenset(
-    {
-        "item_id",
-        "item_key",
-        "item_namespace",
-        "item_depth",
-        "item_value",
-        "item_created_at",
-        "item_updated_at",
-        "item_indexed",
-    }
-)
-#: The prefix of an item's namespace label fields (``item_ns_0``, ``item_ns_1``, ...).
-ITEM_LABEL_PREFIX = "item_ns_"
 #: The prefix of the threads items live in (``ctxret:items:memories.user-42``): no chat or document thread may start
 #: with it (:func:`check_writable_thread`), so a chat scope never names an item namespace's thread.
 ITEM_THREAD_PREFIX = "ctxret:items:"
@@ -145,112 +119,18 @@ MAX_METADATA_VALUE_BYTES = 65_536
 MAX_METADATA_KEY_BYTES = 1_024
 
 
-def is_item_field(name: str) -> bool:
-    """Whether ``name`` is one of an item's fields (:data:`ITEM_FIELDS` or ``item_ns_<i>``)."""
-    if name in ITEM_FIELDS:
-        return True
-    rest = name[len(ITEM_LABEL_PREFIX) :] if name.startswith(ITEM_LABEL_PREFIX) else ""
-    return rest.isascii() and rest.isdigit()
-
-
 def is_item_thread(thread_id: str) -> bool:
     """Whether ``thread_id`` is an item namespace's thread (:data:`ITEM_THREAD_PREFIX`)."""
     return thread_id.startswith(ITEM_THREAD_PREFIX)
 
 
-#: Stored fields that are bookkeeping, never shown in a result: the caller keys' list (each is shown by its name) and
-#: what gives a chat message back exactly (the message itself is what a chat history returns).
-BOOKKEEPING_KEYS = frozenset({"caller_keys", "exact_patch"})
-#: Keys the adapters add to every retrieved Document / node (plus ``score_<name>`` per named score).
-RETRIEVAL_KEYS = frozenset(
-    {
-        "group",
-        "group_query",
-        "group_rank",
-        "group_count",
-        "group_parts",
-        "score",
-        "score_scale",
-        "parent_text",
-        "relevance",
-        "view_kind",
-        "view_text",
-        "search_degraded",
-        "search_skipped",
-    }
-)
-#: Prefix of the stored name of a caller metadata key that ctxret or the adapters use themselves (``meta_kind``).
-METADATA_PREFIX = "meta_"
-#: The namespace of ctxret's own fields in filters and in the grouped retrievers' results (``ctxret:source_kind``);
-#: a caller metadata key may not start with it.
-FIELD_PREFIX = "ctxret:"
-#: Keys that are one for the caller and for ctxret: the thread a piece belongs to (the scope of a search) and the
-#: document it is part of. A caller's value is the piece's own (never stored twice, never under another name).
-SHARED_KEYS = frozenset({"thread_id", "doc_id"})
-_SCORE_PREFIX = "score_"
-
 ParentKey = tuple[str, str]  # (thread_id, parent_id)
-
-
-def _escaped(name: str) -> bool:
-    """Whether a caller key of this name is stored under :data:`METADATA_PREFIX`: it is named like one of ctxret's
-    fields (but the shared ones) or result keys, or it starts with the prefix and the rest is such a name."""
-    while True:
-        if (name in RESERVED_KEYS and name not in SHARED_KEYS) or name in RETRIEVAL_KEYS or is_item_field(name):
-            return True
-        if name.startswith(_SCORE_PREFIX):
-            return True
-        if not name.startswith(METADATA_PREFIX):
-            return False
-        name = name[len(METADATA_PREFIX) :]
-
-
-def stored_name(key: str) -> str:
-    """The name a caller metadata key is stored under: ``meta_<key>`` when :func:`_escaped`, else the key itself.
-    A function of the key alone (so a filter on it can be translated), and one to one (:func:`public_name`)."""
-    return METADATA_PREFIX + key if _escaped(key) else key
-
-
-def public_name(stored: str) -> str:
-    """The name the caller gave a stored caller key (the inverse of :func:`stored_name`)."""
-    if stored.startswith(METADATA_PREFIX) and _escaped(stored[len(METADATA_PREFIX) :]):
-        return stored[len(METADATA_PREFIX) :]
-    return stored
 
 
 def caller_metadata(meta: Mapping[str, Any] | None) -> dict[str, Any]:
     """Caller metadata, flattened, under the names it is stored by (:func:`stored_name`; see the module
     docstring). The shared keys (``thread_id``, ``doc_id``) are not in it: they are the piece's own fields."""
     return {stored_name(k): v for k, v in flatten_metadata(meta or {}).items() if k not in SHARED_KEYS}
-
-
-def caller_keys(meta: Mapping[str, Any]) -> list[str]:
-    """The stored names of a piece's caller metadata (its ``caller_keys`` entry: the names joined by commas, or a
-    JSON list when a name holds a comma)."""
-    text = str(meta.get("caller_keys", ""))
-    if text.startswith("["):
-        try:
-            names = json.loads(text)
-        except ValueError:
-            names = None
-        if isinstance(names, list) and all(isinstance(n, str) for n in names):
-            return names
-    return [k for k in text.split(",") if k]
-
-
-def join_caller_keys(names: Iterable[str]) -> str:
-    """A piece's ``caller_keys`` entry: the names joined by commas (as stores have always held them), or a JSON
-    list when one holds a comma or starts with ``[`` (:func:`caller_keys` reads both)."""
-    names = sorted(names)
-    if any("," in n for n in names) or (names and names[0].startswith("[")):
-        return json.dumps(names, ensure_ascii=False)
-    return ",".join(names)
-
-
-def caller_view(meta: Mapping[str, Any]) -> dict[str, Any]:
-    """A stored piece's caller metadata under the names the caller gave (:func:`public_name`), the shared keys
-    (``thread_id``, ``doc_id``) included when the caller gave them."""
-    return {public_name(key): meta[key] for key in caller_keys(meta) if key in meta}
 
 
 def ctxret_field_names() -> list[str]:
@@ -306,31 +186,6 @@ def unmatched_field_names(where: Mapping[str, Any]) -> list[str]:
                 elif isinstance(key, str) and key in RESERVED_KEYS and key not in SHARED_KEYS:
                     found.append(key)
     return sorted(set(found))
-
-
-def public_metadata(meta: Mapping[str, Any], *, own: Iterable[str] = ()) -> dict[str, Any]:
-    """A stored piece's metadata as a caller reads it in the grouped retrievers' results: the caller's keys under
-    the names the caller gave, ``thread_id`` and ``doc_id``, ctxret's other fields as ``ctxret:<field>``, and
-    the result keys a search put on the hit (``view_kind``, ``view_text``) as they are. ``own``: names the result
-    sets itself (``group``, ``score``, ...); a caller key with one of them keeps its stored name (``meta_group``)."""
-    taken = set(own)
-    caller = set(caller_keys(meta))
-    out: dict[str, Any] = {}
-    for key, value in meta.items():
-        if key in caller or key in BOOKKEEPING_KEYS:  # the caller's keys are given by name below
-            continue
-        if key in SHARED_KEYS or key in RETRIEVAL_KEYS:
-            out[key] = value
-        elif key in RESERVED_KEYS or is_item_field(key):
-            out[FIELD_PREFIX + key] = value
-        else:  # a key no caller_keys lists (written by something else): the caller's, by its name
-            name = public_name(key)
-            out[key if name in taken else name] = value
-    for key in caller:
-        if key in meta:
-            name = public_name(key)
-            out[key if name in taken else name] = meta[key]
-    return out
 
 
 def flatten_metadata(meta: Mapping[str, Any], prefix: str = "") -> dict[str, str | int | float | bool]:
@@ -403,15 +258,15 @@ def parent_key(meta: Mapping[str, Any]) -> ParentKey | None:
 
 
 def _result_keys(hit: Hit) -> set[str]:
-    return set(RETRIEVAL_KEYS) | {f"{_SCORE_PREFIX}{name}" for name in hit.scores}
+    return set(RETRIEVAL_KEYS) | {f"{SCORE_PREFIX}{name}" for name in hit.scores}
 
 
 def candidate_metadata(hit: Hit, part: str) -> dict[str, Any]:
     """What a framework reranker sees of one candidate of a group: the piece's metadata as the grouped retrievers
     show it (:func:`public_metadata`; no retrieval keys from an earlier search), one ``score_<name>`` per named score
     and ``group_query`` (the part)."""
-    meta = {k: v for k, v in public_metadata(hit.metadata, own=_result_keys(hit)).items() if k not in RETRIEVAL_KEYS}
-    meta.update({f"{_SCORE_PREFIX}{name}": float(v) for name, v in hit.scores.items()})
+    meta = {k: v for k, v in public_metadata(hit.stored, own=_result_keys(hit)).items() if k not in RETRIEVAL_KEYS}
+    meta.update({f"{SCORE_PREFIX}{name}": float(v) for name, v in hit.scores.items()})
     meta["group_query"] = part
     return meta
 
@@ -426,7 +281,7 @@ def hit_metadata(hit: Hit, group: Group, rank: int, parts: Sequence[str]) -> dic
     ``score_scale`` (its name), one ``score_<name>`` per named score, ``parent_text`` when the search asked for
     parents, and ``search_degraded`` / ``search_skipped`` (the stages a ``deadline_ms`` skipped) when it skipped any.
     """
-    meta: dict[str, Any] = public_metadata(hit.metadata, own=_result_keys(hit))
+    meta: dict[str, Any] = public_metadata(hit.stored, own=_result_keys(hit))
     meta.update(
         group=int(group.part_index),
         group_query=group.part,
@@ -437,7 +292,7 @@ def hit_metadata(hit: Hit, group: Group, rank: int, parts: Sequence[str]) -> dic
         score_scale=hit.score_scale,
     )
     for name, value in hit.scores.items():
-        meta[f"{_SCORE_PREFIX}{name}"] = float(value)
+        meta[f"{SCORE_PREFIX}{name}"] = float(value)
     if hit.parent_text is not None:
         meta["parent_text"] = hit.parent_text
     if group.degraded:
