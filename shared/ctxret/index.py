@@ -50,19 +50,9 @@ CLOSE_FLUSH_SECONDS = 60.0
 __all__ = ["ContextualIndex", "INDEX_ARGUMENTS"]
 
 #: What the constructor takes besides the store (``progress``, ``max_turn_bytes``, ``embed_timeout``: write options).
-INDEX_ARGUMENTS = (
-    "store",
-    "embedder",
-    "weight",
-    "context",
-    "piece_bytes",
-    "views",
-    "view_writer",
-    "contextualizer",
-    "settings",
-    "progress",
-    "max_turn_bytes",
-    "embed_timeout",
+INDEX_ARGUMENTS = tuple(
+    "store embedder weight context piece_bytes views view_writer contextualizer settings progress max_turn_bytes "
+    "embed_timeout".split()
 )
 
 
