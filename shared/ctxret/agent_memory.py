@@ -817,6 +817,7 @@ class AgentMemory:
     ) -> tuple[list[dict[str, Any]], list[str | None]]:
         """The messages to write and their keys: those not written yet, nor waiting to be (known by key); with
         ``by_position``, those after the run that repeats the last ones handed over."""
+        check_id(scope, "memory scope")
         check_thread_id(scope)  # a scope no append may write (an item store's thread) is refused now, not later
         chosen = select_tool_calls(messages, self.tool_calls)
         if not self.include_system:

@@ -92,8 +92,9 @@ class ContextualIndex:
             ],
             thread_id="user-42",
         )
-        for group in index.search("When does my flight leave? When is the vet?", k=1, thread_id="user-42"):
-            print(group.part, "->", group.hits[0].body)
+        for group in index.search("When does my flight leave? When is the vet?", k=2, thread_id="user-42"):
+            request, reply = group.hits  # the user's message, then the assistant's reply that answers it
+            print(group.part, "->", reply.body)
         # prints: When does my flight leave? -> Booked TAP flight TP 541, departing at 09:40 on October 20.
         ```
 
