@@ -388,8 +388,8 @@ def critical_path(agent: Any, args: argparse.Namespace, n: int, at: int) -> dict
             agent.memory.flush()
             n += 1
             times[how].append(t * 1e3)
-            if how == "background":
-                recalls += [x[0] * 1e3 for x in clock.recalls[before:]]
+            if how == "background":  # a turn's recall: every read of memory it made (a later one reuses the first)
+                recalls.append(sum(x[0] for x in clock.recalls[before:]) * 1e3)
     agent.set_background(True)
     out: dict[str, Any] = {k: {"p50": pct(v, 0.5), "p95": pct(v, 0.95)} for k, v in times.items()}
     out["recall_p50"] = pct(recalls, 0.5)
