@@ -770,6 +770,20 @@ class AgentMemory:
         shown = tuple(h for g, n in zip(groups, rendered.shown, strict=True) for h in g.hits[:n])
         return Recall(self.template.format(memory=rendered.text), tuple(groups), query, degraded, shown)
 
+    def _start(
+        self, messages: Sequence[Mapping[str, Any]], scope: str, conversation: str | None
+    ) -> Recall | tuple[str, dict[str, Any], list[str], tuple[Any, ...]]:
+        """What a recall starts from: a :class:`Recall` when it needs no search (no user message; a later model call
+        of a turn recalled already), else ``(query, search options, keys in view, the turn)``."""
+        request = self._request(messages, scope)
+        if request is None:
+            return Recall("")
+        query, kwargs, seen = request
+        turn, again = _turn(messages, scope, query, conversation)
+        if again and (done := self._recalls.get(turn)) is not None:
+            return done
+        return query, kwargs, seen, turn
+
     def recall(self, messages: Sequence[Mapping[str, Any]], scope: str, *, conversation: str | None = None) -> Recall:
         """Search ``scope`` with the latest user message of ``messages`` (the model's input, OpenAI dicts) and
         return the memory text for the model (see the module docstring). ``conversation``: the conversation the
@@ -778,13 +792,10 @@ class AgentMemory:
         callable) is logged as a warning and gives no memory (``Recall.degraded``)."""
         query = ""
         try:
-            request = self._request(messages, scope)
-            if request is None:
-                return Recall("")
-            query, kwargs, seen = request
-            turn, again = _turn(messages, scope, query, conversation)
-            if again and (done := self._recalls.get(turn)) is not None:
-                return done
+            start = self._start(messages, scope, conversation)
+            if isinstance(start, Recall):
+                return start
+            query, kwargs, seen, turn = start
             late = self._writer.must_wait(scope, seen) and self._late(scope, seen, kwargs, self._writer.wait)
             return self._recalls.put(turn, self._recall(query, self.index.search(query, **kwargs), conversation, late))
         except Exception as e:  # recall never fails the model call
@@ -796,13 +807,10 @@ class AgentMemory:
         """Async :meth:`recall` (never raises either)."""
         query = ""
         try:
-            request = self._request(messages, scope)
-            if request is None:
-                return Recall("")
-            query, kwargs, seen = request
-            turn, again = _turn(messages, scope, query, conversation)
-            if again and (done := self._recalls.get(turn)) is not None:
-                return done
+            start = self._start(messages, scope, conversation)
+            if isinstance(start, Recall):
+                return start
+            query, kwargs, seen, turn = start
             late = False
             if self._writer.must_wait(scope, seen):  # off the event loop
                 late = await asyncio.to_thread(self._late, scope, seen, kwargs, self._writer.wait)

@@ -36,7 +36,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import InputError
-from ..storage.schema import ITEM_LABEL_PREFIX, ITEM_THREAD_PREFIX, MAX_ID_BYTES, Scope, check_size, shown
+from ..storage.schema import ITEM_FIELDS, ITEM_LABEL_PREFIX, ITEM_THREAD_PREFIX, MAX_ID_BYTES, Scope, check_size, shown
 from .turns import Source, Turn
 
 logger = logging.getLogger(__name__)
@@ -64,17 +64,9 @@ __all__ = [
     "whole_value_text",
 ]
 
-#: The metadata keys every piece of an item carries (plus ``item_ns_<i>``, one per namespace label).
-ITEM_KEYS = (
-    "item_id",
-    "item_key",
-    "item_namespace",
-    "item_depth",
-    "item_value",
-    "item_created_at",
-    "item_updated_at",
-    "item_indexed",
-)
+#: The metadata keys every piece of an item carries (plus ``item_ns_<i>``, one per namespace label): the reserved
+#: item fields, in a fixed order.
+ITEM_KEYS = tuple(sorted(ITEM_FIELDS))
 #: The metadata key of the ``i``-th namespace label.
 LABEL_KEY = ITEM_LABEL_PREFIX + "{}"
 #: How long an item's value may be as JSON, in UTF-8 bytes (it is stored on every piece of the item).
