@@ -14,6 +14,7 @@ import uuid
 
 import pytest
 from ctxret import CallableError, ContextualIndex, InputError, OpenAIEmbedder, SearchSettings
+from ctxret.errors import EmbeddingError
 from sample_threads import FLIGHT_AND_VET as MESSAGES
 
 MESSAGE = "When does my flight to Lisbon leave? And when is the vet appointment for my dog?"
@@ -136,6 +137,43 @@ class SlowEmbedder:
 
     def count_tokens(self, texts):
         return self.inner.count_tokens(texts)
+
+
+class OwnTimeoutEmbedder(SlowEmbedder):
+    """An embedding API client that bounds its requests (``bounded``, as ``OpenAIEmbedder``): slow, a bounded request
+    raises its own timeout error just before its timeout, as a client's timer may fire before the search's wait."""
+
+    def __init__(self, inner, timeout=None, fraction=0.98):
+        super().__init__(inner)
+        self.timeout, self.fraction = timeout, fraction
+
+    def bounded(self, timeout):
+        twin = OwnTimeoutEmbedder(self.inner, timeout, self.fraction)
+        twin.slow = self.slow
+        return twin
+
+    def embed(self, texts):
+        if self.slow and self.timeout is not None:
+            time.sleep(self.timeout * self.fraction)
+            raise EmbeddingError(f"embedding request failed in total_timeout={self.timeout:g} s: timed out")
+        return super().embed(texts)
+
+
+def test_a_request_that_times_out_on_its_own_at_the_deadline_is_the_deadline(local_embedder):
+    """The request bounded by the search's deadline may raise its own timeout error a moment before the search's
+    wait runs out (the race behind a flaky run of the OpenAI test below): that is the deadline, and the search
+    returns its parts empty and degraded. Before: the EmbeddingError left the search."""
+    emb = OwnTimeoutEmbedder(local_embedder)
+    ix = ContextualIndex(in_memory=True, embedder=emb, collection=f"d-{uuid.uuid4().hex[:10]}")
+    ix.add_messages(MESSAGES, "u1")
+    emb.slow = True
+    groups, elapsed = timed(ix.search, MESSAGE, thread_id="u1", deadline_ms=BUDGET_MS)
+    assert elapsed < BOUND
+    assert len(groups) == 2 and all(len(g) == 0 and g.degraded and "embed" in g.skipped for g in groups)
+    # an error with half the budget left is no deadline: it raises as before (the embedding is no optional stage)
+    emb.fraction = 0.5
+    with pytest.raises(EmbeddingError):
+        ix.search(MESSAGE, thread_id="u1", deadline_ms=1_000)
 
 
 def test_an_embedding_that_cannot_finish_gives_empty_degraded_groups(local_embedder):

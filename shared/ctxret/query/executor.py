@@ -245,6 +245,11 @@ class Clock:
         return None if self.end is None else max(0.0, self.end - time.monotonic())
 
 
+#: Budget left (seconds) under which a stage's error counts as its deadline: a request given the rest of the budget
+#: as its timeout raises its own timeout error at about the moment the stage's wait would have.
+SPENT_SECONDS = 0.01
+
+
 class _Skip(Exception):
     """A stage did not finish in time (or failed, if optional)."""
 
@@ -330,6 +335,10 @@ class SearchRun:
                 raise
             raise _Skip(name) from None
         except Exception as e:
+            if bounded and (self.clock.remaining() or 0.0) <= SPENT_SECONDS:
+                # it failed as the budget ran out: a request bounded by the deadline timed out on its own (its
+                # timeout fired before the stage's wait did); that is the deadline, not a failure
+                raise _Skip(name) from e
             if not optional or not bounded:
                 raise
             logger.warning("search stage %r failed (%s: %s); the search goes on without it", name, type(e).__name__, e)
